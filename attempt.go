@@ -1,0 +1,436 @@
+package httpretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// operation is the state of one RoundTrip: its deadline, its attempts and
+// its waits. It lives on RoundTrip's stack; nothing per-operation is kept
+// on the Transport.
+type operation struct {
+	t     *Transport
+	req   *http.Request // the caller's request, never modified
+	tmpl  *http.Request // what attempts are made from: req, or a copy with a key or a buffered body
+	base  http.RoundTripper
+	clock clockwork.Clock
+	out   *Outcome // from WithOutcome, or nil
+
+	callerCtx context.Context    // the caller's context
+	ctx       context.Context    // the operation's: callerCtx, or derived for Timeout
+	cancel    context.CancelFunc // releases ctx when it was derived, else nil
+
+	// timed is set when anything needs clock readings: a deadline, a
+	// per-attempt limit, hooks, a logger or WithOutcome. Without it the
+	// success path reads no clock at all.
+	timed       bool
+	start       time.Time
+	deadline    time.Time
+	hasDeadline bool
+
+	maxAttempts int
+	attempts    int
+	idempotent  bool
+	body        bodyKind
+	once        *onceBody     // the body of a bodyOnce operation
+	tracker     *readTracker  // the last attempt's view of once
+	nextBody    io.ReadCloser // body obtained for the next attempt, not yet sent
+
+	waited      time.Duration
+	lastStart   time.Time     // when the last attempt was sent
+	lastElapsed time.Duration // how long the last attempt took
+	status      int           // last attempt's status, 0 if it ended in an error
+	err         error         // last attempt's error
+	stopErr     error         // the error that ended the operation, when not err
+}
+
+// decision is what happens after an attempt: a stop, or a retry after wait.
+type decision struct {
+	stop   StopReason // empty for a retry
+	wait   time.Duration
+	server time.Duration // the honoured Retry-After, for the log
+}
+
+func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
+	if req == nil {
+		return nil, errors.New("httpretry: nil Request")
+	}
+	op := operation{
+		t:           t,
+		req:         req,
+		tmpl:        req,
+		base:        t.base(),
+		clock:       t.clock(),
+		callerCtx:   req.Context(),
+		maxAttempts: t.maxAttempts(),
+	}
+	op.ctx = op.callerCtx
+	op.out = outcomeFrom(op.callerCtx)
+	op.timed = op.out != nil || t.OnAttempt != nil || t.OnDone != nil || t.Logger != nil ||
+		t.Timeout > 0 || t.AttemptTimeout > 0
+	if d, ok := op.callerCtx.Deadline(); ok {
+		op.deadline, op.hasDeadline, op.timed = d, true, true
+	}
+	if op.timed {
+		op.start = op.clock.Now()
+	}
+	if t.Timeout > 0 {
+		if d := op.start.Add(t.Timeout); !op.hasDeadline || d.Before(op.deadline) {
+			op.deadline, op.hasDeadline = d, true
+		}
+		op.ctx, op.cancel = op.withDeadline(op.callerCtx, op.deadline)
+	}
+
+	// The caller's body is ours to close until an attempt hands it to
+	// Base, which then closes it (the RoundTripper contract), or until it
+	// is buffered or wrapped. Every early return closes it here.
+	reqBodyOpen := req.Body != nil && req.Body != http.NoBody
+	defer func() {
+		if reqBodyOpen {
+			req.Body.Close()
+		}
+		if op.once != nil {
+			op.once.close()
+		}
+		if op.nextBody != nil {
+			op.nextBody.Close()
+		}
+	}()
+
+	if err := op.prepare(); err != nil {
+		reqBodyOpen = false // prepare closed it
+		return op.fail(err, Final)
+	}
+	reqBodyOpen = reqBodyOpen && op.body != bodyOnce && op.tmpl.Body == req.Body
+	op.t.budget().Deposit()
+
+	for {
+		resp, err, cancelAttempt := op.attempt()
+		reqBodyOpen = false
+		d := op.decide(resp, err)
+		op.onAttempt(d.wait)
+		if d.stop != "" {
+			return op.finish(resp, d.stop, cancelAttempt)
+		}
+		op.logRetry(d)
+		if done(op.callerCtx) {
+			return op.finish(resp, Canceled, cancelAttempt)
+		}
+		if resp != nil {
+			drain(resp)
+		}
+		if cancelAttempt != nil {
+			cancelAttempt()
+		}
+		if reason := op.wait(d.wait); reason != "" {
+			return op.finish(nil, reason, nil)
+		}
+	}
+}
+
+// prepare settles how attempts are made from the caller's request: it adds
+// a generated idempotency key, buffers or wraps a body that has no
+// GetBody, and decides whether the request may be repeated.
+func (op *operation) prepare() error {
+	req, t := op.req, op.t
+	switch {
+	case req.Body == nil || req.Body == http.NoBody:
+		op.body = bodyNone
+	case req.GetBody != nil:
+		op.body = bodyGetBody
+	case op.maxAttempts > 1 && req.ContentLength > 0 && req.ContentLength <= t.bufferRequest():
+		r, err := bufferBody(req)
+		if err != nil {
+			return fmt.Errorf("httpretry: reading request body: %w", err)
+		}
+		op.tmpl, op.body = r, bodyGetBody
+	default:
+		op.once = &onceBody{rc: req.Body}
+		op.tracker = &readTracker{body: op.once}
+		op.tmpl = req.WithContext(op.callerCtx)
+		op.tmpl.Body = op.tracker
+		op.body = bodyOnce
+	}
+	op.idempotent = t.idempotent(op.tmpl)
+	if !op.idempotent && op.maxAttempts > 1 && t.NewIdempotencyKey != nil && !hasIdempotencyKey(req.Header) {
+		// One key per operation, the same on every attempt: a new key
+		// would name a new operation.
+		r := op.tmpl.Clone(op.callerCtx)
+		r.Header.Set(IdempotencyKeyHeader, t.NewIdempotencyKey())
+		op.tmpl = r
+		op.idempotent = t.idempotent(op.tmpl)
+	}
+	return nil
+}
+
+// attempt sends one attempt under the smaller of AttemptTimeout and the
+// time left, and normalises what Base returned: exactly one of resp and
+// err is non-nil, and a resp has a Body. It returns the attempt context's
+// CancelFunc, or nil when the attempt ran under the operation's context.
+func (op *operation) attempt() (*http.Response, error, context.CancelFunc) {
+	op.attempts++
+	t := op.t
+	ctx := op.ctx
+	var cancel context.CancelFunc
+	if op.timed {
+		op.lastStart = op.clock.Now()
+	}
+	if t.AttemptTimeout > 0 {
+		d := op.lastStart.Add(t.AttemptTimeout)
+		if op.hasDeadline && op.deadline.Before(d) {
+			d = op.deadline
+		}
+		ctx, cancel = op.withDeadline(op.ctx, d)
+	}
+
+	req := op.tmpl
+	if op.attempts > 1 || ctx != req.Context() {
+		req = req.WithContext(ctx)
+	}
+	if op.attempts > 1 {
+		switch op.body {
+		case bodyGetBody:
+			req.Body, op.nextBody = op.nextBody, nil
+		case bodyOnce:
+			op.tracker = &readTracker{body: op.once}
+			req.Body = op.tracker
+		}
+	}
+
+	resp, err := op.base.RoundTrip(req)
+	switch {
+	case err != nil && resp != nil:
+		// A RoundTripper must not return both; trust the error.
+		if resp.Body != nil {
+			resp.Body.Close()
+		}
+		resp = nil
+	case err == nil && resp == nil:
+		err = fmt.Errorf("httpretry: %T returned a nil response and a nil error", op.base)
+	case err == nil && resp.Body == nil:
+		// As http.Client does: a nil Body may stand for an empty one,
+		// unless the response says it has content.
+		if resp.ContentLength > 0 && req.Method != http.MethodHead {
+			err = fmt.Errorf("httpretry: %T returned a response with a nil Body", op.base)
+			resp = nil
+		} else {
+			resp.Body = http.NoBody
+		}
+	}
+	if err != nil && ctx != op.callerCtx && done(ctx) && !done(op.callerCtx) {
+		// A context the Transport derived ended the attempt, not the
+		// caller's: a per-attempt timeout, which is transient.
+		err = &attemptTimeoutError{err: err}
+	}
+
+	op.status, op.err = 0, err
+	if resp != nil {
+		op.status = resp.StatusCode
+	}
+	if op.timed {
+		op.lastElapsed = op.clock.Since(op.lastStart)
+	}
+	return resp, err, cancel
+}
+
+// decide applies the stop rules, in their documented order, to the
+// attempt that just ended. A retry withdraws its token only after every
+// other check has passed.
+func (op *operation) decide(resp *http.Response, err error) decision {
+	t := op.t
+	if err != nil && done(op.callerCtx) {
+		return decision{stop: Canceled}
+	}
+	if !t.transient(resp, err) {
+		return decision{stop: Final}
+	}
+	if op.attempts >= op.maxAttempts {
+		return decision{stop: AttemptsExhausted}
+	}
+	if !op.idempotent && (err == nil || !neverSent(err)) {
+		return decision{stop: NotIdempotent}
+	}
+	if !op.rewind(err) {
+		return decision{stop: BodyNotRewindable}
+	}
+
+	now := op.clock.Now()
+	left := maxDuration
+	if op.hasDeadline {
+		left = op.deadline.Sub(now)
+	}
+	minTime := t.minAttemptTime()
+	jitter := t.jitter(backoffWindow(t.baseDelay(), t.maxDelay(), op.attempts-1))
+	var d decision
+	if server, ok := op.retryAfter(resp, now); ok {
+		if server > left-minTime {
+			return op.dropNextBody(RetryAfterExceedsDeadline)
+		}
+		if server > t.maxRetryAfter() {
+			return op.dropNextBody(RetryAfterTooLong)
+		}
+		// The server's delay is a minimum; the jitter only spreads
+		// clients, so it is what gets shortened when time is short.
+		jitter = min(jitter, left-minTime-server, maxDuration-server)
+		d = decision{wait: server + jitter, server: server}
+	} else {
+		if jitter > left-minTime {
+			return op.dropNextBody(DeadlineExhausted)
+		}
+		d = decision{wait: jitter}
+	}
+	if !t.budget().Withdraw() {
+		return op.dropNextBody(BudgetExhausted)
+	}
+	return d
+}
+
+// rewind reports whether the request body can be sent again after err,
+// obtaining the next attempt's body from GetBody when there is one.
+func (op *operation) rewind(err error) bool {
+	switch op.body {
+	case bodyGetBody:
+		b, gerr := op.tmpl.GetBody()
+		if gerr != nil || b == nil {
+			return false
+		}
+		op.nextBody = b
+		return true
+	case bodyOnce:
+		// Rewind only what was never read: after a dial error the body
+		// is still whole.
+		return err != nil && neverSent(err) && !op.tracker.didRead.Load()
+	}
+	return true
+}
+
+// dropNextBody closes a body obtained for a retry that will not happen.
+func (op *operation) dropNextBody(reason StopReason) decision {
+	if op.nextBody != nil {
+		op.nextBody.Close()
+		op.nextBody = nil
+	}
+	return decision{stop: reason}
+}
+
+// retryAfter returns the server's requested delay on a 429 or 503.
+func (op *operation) retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
+	if resp == nil {
+		return 0, false
+	}
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
+		return 0, false
+	}
+	return ParseRetryAfter(resp.Header, now)
+}
+
+// wait sleeps for d on the Clock, ending early when the operation's
+// context ends, and then checks that the next attempt may still start. It
+// returns a stop reason, or "" to go on.
+func (op *operation) wait(d time.Duration) StopReason {
+	if d > 0 {
+		start := op.clock.Now()
+		timer := op.clock.NewTimer(d)
+		select {
+		case <-timer.Chan():
+		case <-op.ctx.Done():
+			timer.Stop()
+		}
+		op.waited += op.clock.Since(start)
+	}
+	if done(op.callerCtx) {
+		op.stopErr = op.callerCtx.Err()
+		return Canceled
+	}
+	if op.hasDeadline && op.deadline.Sub(op.clock.Now()) < op.t.minAttemptTime() {
+		// Scheduler delay, or the operation's own Timeout, left too little
+		// time after the wait.
+		return DeadlineExhausted
+	}
+	return ""
+}
+
+// finish ends the operation: it reports the outcome and returns resp with
+// a nil error when there is one, or a *Error.
+func (op *operation) finish(resp *http.Response, reason StopReason, cancelAttempt context.CancelFunc) (*http.Response, error) {
+	if reason == Canceled && op.stopErr == nil && resp == nil {
+		// Base may report a canceled attempt in its own words; the
+		// caller's context error must still be in the chain.
+		if cerr := op.callerCtx.Err(); !errors.Is(op.err, cerr) {
+			op.stopErr = fmt.Errorf("%w (attempt: %w)", cerr, op.err)
+		}
+	}
+	o := op.outcome(reason)
+	op.report(o)
+	if resp != nil {
+		wrapBody(resp, cancelAttempt, op.cancel)
+		return resp, nil
+	}
+	if cancelAttempt != nil {
+		cancelAttempt()
+	}
+	if op.cancel != nil {
+		op.cancel()
+	}
+	e := &Error{Method: op.method(), Outcome: o}
+	e.unknown = !op.idempotent && op.attempts > 0 && op.err != nil && !neverSent(op.err)
+	return nil, e
+}
+
+// fail ends an operation that made no attempt.
+func (op *operation) fail(err error, reason StopReason) (*http.Response, error) {
+	op.stopErr = err
+	return op.finish(nil, reason, nil)
+}
+
+func (op *operation) outcome(reason StopReason) Outcome {
+	o := Outcome{
+		Attempts: op.attempts,
+		Reason:   reason,
+		Status:   op.status,
+		Err:      op.err,
+		Waited:   op.waited,
+	}
+	if op.stopErr != nil {
+		o.Err = op.stopErr
+	}
+	if op.timed {
+		o.Elapsed = op.clock.Since(op.start)
+	}
+	return o
+}
+
+func (op *operation) method() string {
+	if op.req.Method == "" {
+		return http.MethodGet
+	}
+	return op.req.Method
+}
+
+// withDeadline derives a context that ends at d on the Transport's Clock.
+func (op *operation) withDeadline(parent context.Context, d time.Time) (context.Context, context.CancelFunc) {
+	if op.t.Clock == nil {
+		return context.WithDeadline(parent, d)
+	}
+	// clockwork's fake contexts ignore a parent that ends with
+	// DeadlineExceeded; d is never later than the parent's deadline, so
+	// they end first anyway.
+	return clockwork.WithDeadline(parent, op.clock, d)
+}
+
+// done reports whether ctx has ended, without blocking: clockwork's fake
+// contexts block in Err until they end.
+func done(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,34 @@
+package httpretry
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// FullJitter returns a duration drawn uniformly from [0, window), or 0 for a
+// window that is not positive. It is the default [Transport.Jitter]: with
+// full jitter, clients that failed together spread their retries over the
+// whole window instead of returning together.
+//
+// It draws from math/rand/v2's top-level generator, which is seeded
+// randomly in every process, so clients never share a schedule.
+func FullJitter(window time.Duration) time.Duration {
+	if window <= 0 {
+		return 0
+	}
+	return rand.N(window)
+}
+
+// backoffWindow returns the window of retry r (r = 0 for the first retry):
+// min(maxDelay, base·2^r), without overflow for any r.
+func backoffWindow(base, maxDelay time.Duration, r int) time.Duration {
+	if base >= maxDelay {
+		return maxDelay
+	}
+	// base < maxDelay, so base·2^r <= maxDelay exactly when
+	// base <= maxDelay>>r; the shift cannot overflow.
+	if r < 63 && base <= maxDelay>>r {
+		return base << r
+	}
+	return maxDelay
+}

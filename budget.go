@@ -1,0 +1,137 @@
+package httpretry
+
+import (
+	"math"
+	"sync/atomic"
+)
+
+// Budget limits retries across the operations of one Transport, so that an
+// outage does not multiply traffic: every operation deposits, every retry
+// withdraws, and a retry that finds the budget empty is not sent.
+//
+// A Budget is shared by all the goroutines that use a Transport and must be
+// safe for concurrent use.
+type Budget interface {
+	// Deposit is called once per logical operation, when its initial
+	// attempt is about to be sent.
+	Deposit()
+	// Withdraw is called once per retry, after every other check has
+	// allowed it and before its wait. It reports whether the retry may be
+	// sent; false stops the operation with [BudgetExhausted].
+	Withdraw() bool
+}
+
+// Unlimited is a [Budget] that admits every retry. Use it only where
+// another layer bounds retry traffic: without a budget, a sustained outage
+// turns each operation into MaxAttempts requests.
+var Unlimited Budget = unlimited{}
+
+type unlimited struct{}
+
+func (unlimited) Deposit()       {}
+func (unlimited) Withdraw() bool { return true }
+
+// tokenUnit is one token in the fixed-point units a TokenBucket counts in.
+// Counting millionths of a token in an integer keeps the arithmetic exact
+// for the decimal rates budgets are written with: ten deposits of 0.1 make
+// exactly one token, which ten float64 additions of 0.1 do not.
+const tokenUnit = 1_000_000
+
+// maxTokens is the largest capacity a TokenBucket can represent.
+const maxTokens = math.MaxInt64 / tokenUnit / 2
+
+// TokenBucket is the retry budget of the seed texts: a bucket of tokens
+// that starts full, gains a fraction of a token for every operation and
+// loses one token for every retry. With N deposits starting from full it
+// admits at most capacity + floor(N·perRequest) retries; starting from
+// empty, exactly floor(N·perRequest).
+//
+// Create one with [NewBudget]; the zero value holds no tokens and gains
+// none, so it admits no retry. A TokenBucket is safe for simultaneous use by
+// multiple goroutines and never blocks: it is a single atomic counter.
+//
+// A bucket is local to one process. A fleet of P processes, each with its
+// own bucket of capacity C, can together admit P·C retries before
+// replenishment: size C for the fleet, not for one process.
+type TokenBucket struct {
+	tokens     atomic.Int64 // in tokenUnit; 0 <= tokens <= capacity
+	capacity   int64        // in tokenUnit
+	perRequest int64        // in tokenUnit
+}
+
+// NewBudget returns a [TokenBucket] holding capacity tokens that gains
+// perRequest tokens per Deposit, never holding more than capacity, and
+// spends one token per successful Withdraw. The bucket starts full.
+//
+// Both numbers are rounded to the nearest millionth of a token. A capacity
+// that is not positive (or is NaN) gives a bucket that admits no retry; a
+// capacity too large to count is clamped to the largest one the bucket
+// represents (over four trillion tokens). A perRequest that is negative or NaN is treated as 0
+// (no replenishment); one larger than capacity fills the bucket on every
+// deposit.
+//
+// For example, NewBudget(20, 0.1) allows a burst of 20 retries and then
+// about one retry for every ten operations: roughly 10% extra traffic
+// during a sustained outage.
+func NewBudget(capacity, perRequest float64) *TokenBucket {
+	b := &TokenBucket{
+		capacity:   toUnits(capacity),
+		perRequest: toUnits(perRequest),
+	}
+	if b.perRequest > b.capacity {
+		b.perRequest = b.capacity
+	}
+	b.tokens.Store(b.capacity)
+	return b
+}
+
+// toUnits converts a token count to fixed-point units, mapping NaN and
+// non-positive values to 0 and clamping values too large to represent.
+func toUnits(tokens float64) int64 {
+	switch {
+	case math.IsNaN(tokens) || tokens <= 0:
+		return 0
+	case tokens >= maxTokens:
+		return maxTokens * tokenUnit
+	}
+	return int64(math.Round(tokens * tokenUnit))
+}
+
+// Deposit adds perRequest tokens, up to the bucket's capacity.
+func (b *TokenBucket) Deposit() {
+	if b.perRequest == 0 {
+		return
+	}
+	for {
+		old := b.tokens.Load()
+		if old >= b.capacity {
+			// A full bucket is the common case in healthy traffic: a plain
+			// load keeps it free of contended writes.
+			return
+		}
+		next := min(old+b.perRequest, b.capacity)
+		if b.tokens.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// Withdraw takes one token and reports true, or reports false and takes
+// nothing when less than one whole token is left.
+func (b *TokenBucket) Withdraw() bool {
+	for {
+		old := b.tokens.Load()
+		if old < tokenUnit {
+			return false
+		}
+		if b.tokens.CompareAndSwap(old, old-tokenUnit) {
+			return true
+		}
+	}
+}
+
+// Tokens returns the number of tokens in the bucket now, for metrics and
+// tests. Other goroutines may change it at any moment.
+func (b *TokenBucket) Tokens() float64 {
+	return float64(b.tokens.Load()) / tokenUnit
+}

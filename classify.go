@@ -1,0 +1,179 @@
+package httpretry
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"syscall"
+)
+
+// ErrAttemptTimeout matches (with [errors.Is]) the error of an attempt that
+// ran out of time while the caller's context was still live: its
+// AttemptTimeout, or the operation's Timeout, ended it. Such an attempt is
+// transient; the caller's own context ending is not. A custom
+// [Transport.Transient] function can test for it.
+var ErrAttemptTimeout = errors.New("httpretry: attempt timed out")
+
+// attemptTimeoutError marks an attempt error caused by a context the
+// Transport derived, not by the caller's. It keeps the original error in
+// its chain, so errors.Is(err, context.DeadlineExceeded) still holds.
+type attemptTimeoutError struct{ err error }
+
+func (e *attemptTimeoutError) Error() string        { return "httpretry: attempt timed out: " + e.err.Error() }
+func (e *attemptTimeoutError) Unwrap() error        { return e.err }
+func (e *attemptTimeoutError) Timeout() bool        { return true }
+func (e *attemptTimeoutError) Is(target error) bool { return target == ErrAttemptTimeout }
+
+// IsTransient reports whether an attempt's outcome is a failure that another
+// attempt could reasonably resolve. It is the default [Transport.Transient].
+//
+// Transient responses: 408 Request Timeout, 429 Too Many Requests, 500,
+// 502, 503 and 504; and 409 Conflict for a request carrying an idempotency
+// key, which the IETF Idempotency-Key draft uses for "the original request
+// is still in progress" (its 400 and 422 are final).
+//
+// Transient errors: connection refused or reset, broken pipe, a connection
+// aborted, an unexpected EOF or the server closing the connection, network
+// timeouts, and a per-attempt timeout ([ErrAttemptTimeout]).
+//
+// Everything else is final, in particular the caller's context ending, TLS
+// certificate errors, malformed URLs and unsupported schemes, DNS names
+// that do not exist, and any error it does not recognise: an unknown
+// failure must not enter an unrestricted retry branch.
+//
+// Whether the request may be repeated at all is a separate question,
+// answered by [IsIdempotent].
+func IsTransient(resp *http.Response, err error) bool {
+	if err != nil {
+		return transientError(err)
+	}
+	if resp == nil {
+		return false
+	}
+	switch resp.StatusCode {
+	case http.StatusRequestTimeout,
+		http.StatusTooManyRequests,
+		http.StatusInternalServerError,
+		http.StatusBadGateway,
+		http.StatusServiceUnavailable,
+		http.StatusGatewayTimeout:
+		return true
+	case http.StatusConflict:
+		return resp.Request != nil && hasIdempotencyKey(resp.Request.Header)
+	}
+	return false
+}
+
+func transientError(err error) bool {
+	if errors.Is(err, ErrAttemptTimeout) {
+		return true
+	}
+	// The caller's context ending is never transient, whatever the
+	// transport made of it.
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	if neverSentPermanently(err) {
+		return false
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNABORTED) ||
+		errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, io.EOF) {
+		return true
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return dnsErr.IsTimeout || dnsErr.IsTemporary
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
+		return true
+	}
+	// net/http reports a server closing an idle keep-alive connection, or
+	// a connection lost before the response, only in the text of
+	// unexported errors; there is no other way to recognise them.
+	msg := err.Error()
+	return strings.Contains(msg, "server closed idle connection") ||
+		strings.Contains(msg, "transport connection broken")
+}
+
+// neverSentPermanently reports errors that show the request could not be
+// sent and never will be as it stands: certificate problems, names that
+// do not resolve, malformed URLs.
+func neverSentPermanently(err error) bool {
+	var (
+		certErr    *tls.CertificateVerificationError
+		unknownCA  x509.UnknownAuthorityError
+		hostErr    x509.HostnameError
+		invalidErr x509.CertificateInvalidError
+		dnsErr     *net.DNSError
+		urlErr     *url.Error
+	)
+	switch {
+	case errors.As(err, &certErr), errors.As(err, &unknownCA),
+		errors.As(err, &hostErr), errors.As(err, &invalidErr):
+		return true
+	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+		return true
+	case errors.As(err, &urlErr) && urlErr.Op == "parse":
+		return true
+	}
+	// net/http returns these as unexported string errors.
+	msg := err.Error()
+	return strings.Contains(msg, "unsupported protocol scheme") ||
+		strings.Contains(msg, "no Host in request URL") ||
+		strings.Contains(msg, "nil Request.URL")
+}
+
+// neverSent reports whether err proves the request never left the client,
+// so repeating it cannot repeat a side effect: the connection was never
+// established (a dial error, which includes refused connections and DNS
+// failures), or the request could not be formed at all.
+func neverSent(err error) bool {
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return true
+	}
+	return neverSentPermanently(err)
+}
+
+// errorClass names an error's category for logs: a small, bounded set of
+// words that carries no URL, header or body.
+func errorClass(err error) string {
+	var dnsErr *net.DNSError
+	var netErr net.Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrAttemptTimeout):
+		return "attempt_timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline_exceeded"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection_refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection_reset"
+	case errors.Is(err, syscall.EPIPE):
+		return "broken_pipe"
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return "eof"
+	case errors.As(err, &dnsErr):
+		return "dns"
+	case neverSentPermanently(err):
+		return "invalid_request"
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return "timeout"
+	}
+	return "other"
+}

@@ -1,0 +1,71 @@
+package httpretry
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+)
+
+// IdempotencyKeyHeader is the request header that names a logical operation
+// for servers that deduplicate repeated requests (the IETF
+// "The Idempotency-Key HTTP Header Field" draft). The Transport sends the
+// same value on every attempt of an operation.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// xIdempotencyKeyHeader is the older spelling net/http also honours.
+const xIdempotencyKeyHeader = "X-Idempotency-Key"
+
+// IsIdempotent reports whether repeating req preserves its intended effect,
+// so that the Transport may send it again after an ambiguous failure. It is
+// the default [Transport.Idempotent].
+//
+// It holds for the methods RFC 9110 §9.2.2 defines as idempotent (GET,
+// HEAD, OPTIONS, TRACE, PUT and DELETE; an empty method means GET) and for
+// any request that carries an Idempotency-Key or X-Idempotency-Key header,
+// the two net/http itself honours. As in net/http, the header counts when
+// present in the map even with a nil value. A key only helps if the server
+// deduplicates by it: sending one does not make a server idempotent.
+func IsIdempotent(req *http.Request) bool {
+	if req == nil {
+		return false
+	}
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions,
+		http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return hasIdempotencyKey(req.Header)
+}
+
+// hasIdempotencyKey reports whether h carries an idempotency key, with the
+// same rule as net/http: presence in the map is enough.
+func hasIdempotencyKey(h http.Header) bool {
+	if _, ok := h[IdempotencyKeyHeader]; ok {
+		return true
+	}
+	_, ok := h[xIdempotencyKeyHeader]
+	return ok
+}
+
+// RandomKey returns a random (version 4) UUID from crypto/rand in its
+// 8-4-4-4-12 hexadecimal text form, suitable as an idempotency key:
+//
+//	client.Transport = &httpretry.Transport{NewIdempotencyKey: httpretry.RandomKey}
+func RandomKey() string {
+	var u [16]byte
+	// crypto/rand.Read never returns an error (Go 1.24 and later).
+	_, _ = rand.Read(u[:])
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // RFC 9562 variant
+	var buf [36]byte
+	hex.Encode(buf[0:8], u[0:4])
+	buf[8] = '-'
+	hex.Encode(buf[9:13], u[4:6])
+	buf[13] = '-'
+	hex.Encode(buf[14:18], u[6:8])
+	buf[18] = '-'
+	hex.Encode(buf[19:23], u[8:10])
+	buf[23] = '-'
+	hex.Encode(buf[24:], u[10:])
+	return string(buf[:])
+}

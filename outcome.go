@@ -1,0 +1,181 @@
+package httpretry
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// StopReason says why an operation made no further attempt. Its values are
+// a small fixed set of snake_case words, safe to use as a metric label.
+type StopReason string
+
+// The reasons an operation stops. After an attempt, the Transport checks
+// them in the order listed below (after [Final]: [Canceled] first when the
+// attempt ended in an error) and stops at the first that holds.
+const (
+	// Final: the attempt succeeded, or failed in a way that is not
+	// transient.
+	Final StopReason = "final"
+	// AttemptsExhausted: the last of MaxAttempts attempts failed.
+	AttemptsExhausted StopReason = "attempts_exhausted"
+	// DeadlineExhausted: the wait before the next attempt plus
+	// MinAttemptTime does not fit in the time left, so the Transport
+	// stopped rather than start an attempt with no useful time.
+	DeadlineExhausted StopReason = "deadline_exhausted"
+	// RetryAfterExceedsDeadline: the server's Retry-After plus
+	// MinAttemptTime does not fit in the time left. The server's delay is
+	// never shortened to fit.
+	RetryAfterExceedsDeadline StopReason = "retry_after_exceeds_deadline"
+	// RetryAfterTooLong: the server asked for a wait longer than
+	// MaxRetryAfter.
+	RetryAfterTooLong StopReason = "retry_after_too_long"
+	// BudgetExhausted: the retry [Budget] had no token for another retry.
+	BudgetExhausted StopReason = "budget_exhausted"
+	// Canceled: the caller's context ended (canceled, or its deadline
+	// passed) during an attempt or a wait.
+	Canceled StopReason = "canceled"
+	// BodyNotRewindable: the request body was consumed and cannot be sent
+	// again (no GetBody, and too large or of unknown length to buffer).
+	BodyNotRewindable StopReason = "body_not_rewindable"
+	// NotIdempotent: the request is not safe to repeat and the failure does
+	// not prove that it never reached the server.
+	NotIdempotent StopReason = "not_idempotent"
+)
+
+// Attempt describes one attempt, as reported to [Transport.OnAttempt].
+type Attempt struct {
+	// Number is the attempt's position in its operation, 1 for the initial
+	// attempt.
+	Number int
+	// Status is the response's status code, 0 when there was no response.
+	Status int
+	// Err is the attempt's error, nil when a response came.
+	Err error
+	// Duration is the time from sending the attempt to receiving its
+	// response headers or its error.
+	Duration time.Duration
+	// Wait is the wait scheduled before the next attempt, 0 when none
+	// follows.
+	Wait time.Duration
+}
+
+// Outcome describes a whole operation: one call of RoundTrip, with all its
+// attempts and waits. It is reported to [Transport.OnDone], stored by
+// [WithOutcome], and embedded in [Error].
+type Outcome struct {
+	// Attempts is the number of attempts sent, including the first.
+	Attempts int
+	// Reason is why no further attempt was made.
+	Reason StopReason
+	// Status is the last attempt's response status, 0 if it ended in an
+	// error. A response that was drained before a wait the caller's context
+	// then cut short still counts.
+	Status int
+	// Err is the last attempt's error, or the context's error when the
+	// operation was canceled during a wait; nil if the operation ended with
+	// a response.
+	Err error
+	// Waited is the total time spent waiting between attempts.
+	Waited time.Duration
+	// Elapsed is the time from the start of RoundTrip until it returned.
+	Elapsed time.Duration
+}
+
+// ErrOutcomeUnknown is matched by [errors.Is] on the error of a request that
+// is not safe to repeat and whose last attempt failed (or was canceled)
+// after it may have reached the server. The server may or may not have
+// applied it: reconcile through the API's own means (a status lookup, an
+// idempotency key) rather than sending it again.
+var ErrOutcomeUnknown = errors.New("httpretry: outcome unknown: the request may have been applied")
+
+// Error is the error RoundTrip returns when an operation ends without a
+// response. Its message names the method, the attempts and the reason,
+// never the URL, headers or body. [http.Client] wraps it in a [*url.Error];
+// [errors.As] finds it through that.
+type Error struct {
+	// Method is the request's method.
+	Method string
+	Outcome
+
+	// unknown is set when the request was not safe to repeat and its last
+	// attempt may have reached the server.
+	unknown bool
+}
+
+// Error returns a message such as
+// "httpretry: GET: 3 attempts: attempts_exhausted: connection refused".
+func (e *Error) Error() string {
+	b := make([]byte, 0, 96)
+	b = append(b, "httpretry: "...)
+	b = append(b, e.Method...)
+	b = append(b, ": "...)
+	b = strconv.AppendInt(b, int64(e.Attempts), 10)
+	if e.Attempts == 1 {
+		b = append(b, " attempt: "...)
+	} else {
+		b = append(b, " attempts: "...)
+	}
+	b = append(b, e.Reason...)
+	if e.unknown {
+		b = append(b, ": outcome unknown"...)
+	}
+	if err := e.Err; err != nil {
+		// A *url.Error from a Base built on http.Client would repeat the
+		// URL, query string included; keep only what it wraps.
+		var uerr *url.Error
+		if errors.As(err, &uerr) && uerr.Err != nil {
+			err = uerr.Err
+		}
+		b = append(b, ": "...)
+		b = append(b, err.Error()...)
+	}
+	return string(b)
+}
+
+// Unwrap returns the last attempt's error, Outcome.Err.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is reports whether target is [ErrOutcomeUnknown] and applies to e.
+func (e *Error) Is(target error) bool {
+	return target == ErrOutcomeUnknown && e.unknown
+}
+
+// Timeout reports whether a deadline ended the operation: the Transport
+// stopped for lack of time, the caller's deadline passed, or the last
+// attempt timed out. [http.Client] and [net.Error] callers check it.
+func (e *Error) Timeout() bool {
+	if e.Reason == DeadlineExhausted || errors.Is(e.Err, context.DeadlineExceeded) {
+		return true
+	}
+	var t interface{ Timeout() bool }
+	return errors.As(e.Err, &t) && t.Timeout()
+}
+
+// outcomeKey is the context key of WithOutcome.
+type outcomeKey struct{}
+
+// WithOutcome returns a context that asks the Transport to fill *o with the
+// operation's [Outcome] when RoundTrip returns, like
+// [net/http/httptrace.WithClientTrace]:
+//
+//	var o httpretry.Outcome
+//	req = req.WithContext(httpretry.WithOutcome(req.Context(), &o))
+//	resp, err := client.Do(req)
+//	// o.Attempts, o.Reason, o.Waited ...
+//
+// A nil o returns ctx unchanged.
+func WithOutcome(ctx context.Context, o *Outcome) context.Context {
+	if o == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, outcomeKey{}, o)
+}
+
+// outcomeFrom returns the *Outcome stored by WithOutcome, or nil.
+func outcomeFrom(ctx context.Context) *Outcome {
+	o, _ := ctx.Value(outcomeKey{}).(*Outcome)
+	return o
+}

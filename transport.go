@@ -1,0 +1,267 @@
+// Package httpretry gives any [http.Client] bounded, safe retries with one
+// assignment:
+//
+//	client.Transport = &httpretry.Transport{Base: client.Transport}
+//
+// A [Transport] repeats a request only when repetition is safe (an
+// idempotent method, or an idempotency key reused on every attempt) and the
+// failure is one another attempt could resolve. It keeps every attempt and
+// every wait inside one deadline, spaces attempts with capped exponential
+// backoff and full jitter, honours Retry-After as a minimum, rewinds request
+// bodies, drains and closes the responses it discards, and limits retries
+// across operations with a [Budget].
+package httpretry
+
+import (
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-cleanhttp"
+	"github.com/jonboulle/clockwork"
+)
+
+// Defaults for the zero values of Transport's fields.
+const (
+	DefaultMaxAttempts    = 3
+	DefaultMinAttemptTime = 100 * time.Millisecond
+	DefaultBaseDelay      = 100 * time.Millisecond
+	DefaultMaxDelay       = 5 * time.Second
+	DefaultMaxRetryAfter  = 30 * time.Second
+	DefaultBufferRequest  = 1 << 20 // 1 MiB
+)
+
+// Transport is an [http.RoundTripper] that retries transient failures of
+// requests that are safe to repeat, within one deadline for the whole
+// operation.
+//
+// The zero value is ready to use: three attempts in all, backoff windows
+// from 100ms doubling up to 5s with full jitter, Retry-After honoured up to
+// 30s, a retry budget of 20 tokens plus 0.1 per operation, and its own
+// pooled [http.Transport] as Base. Most callers wrap the transport they
+// already have and set a Timeout:
+//
+//	client.Transport = &httpretry.Transport{Base: client.Transport, Timeout: 2 * time.Second}
+//
+// Attempts count the first one: MaxAttempts 3 is one attempt and at most
+// two retries. Only one layer should retry a given call; if Base (or the
+// service behind it) retries too, the attempts multiply.
+//
+// A Transport is safe for concurrent use by multiple goroutines. Its fields
+// must not be changed after its first use, and it must not be copied after
+// its first use.
+type Transport struct {
+	// Base sends each attempt. If nil, the Transport creates one
+	// [cleanhttp.DefaultPooledTransport] on first use and keeps it.
+	Base http.RoundTripper
+
+	// MaxAttempts is the total number of attempts, including the first.
+	// 0 (or a negative value) means 3; 1 disables retries.
+	MaxAttempts int
+
+	// Timeout bounds the whole operation: every attempt and every wait.
+	// The operation's deadline is the earlier of start+Timeout and the
+	// request context's deadline. It also bounds reading the returned
+	// response's body, as http.Client.Timeout does. 0 (or negative) means
+	// the request context alone bounds the operation.
+	Timeout time.Duration
+
+	// AttemptTimeout bounds each attempt, through the end of its response
+	// body; an attempt runs under the smaller of AttemptTimeout and the
+	// time left. An attempt that runs out of time is transient. 0 (or
+	// negative) means no per-attempt bound.
+	AttemptTimeout time.Duration
+
+	// MinAttemptTime is the least time that must be left, after its wait,
+	// for a retry to start: an attempt with a millisecond left spends the
+	// server's capacity without a realistic chance of helping. The first
+	// attempt always runs. 0 (or negative) means 100ms.
+	MinAttemptTime time.Duration
+
+	// BaseDelay is the backoff window of the first retry; the window
+	// doubles for every further retry, up to MaxDelay. 0 (or negative)
+	// means 100ms.
+	BaseDelay time.Duration
+
+	// MaxDelay caps every backoff window. It does not cap a server's
+	// Retry-After. 0 (or negative) means 5s.
+	MaxDelay time.Duration
+
+	// MaxRetryAfter is the longest Retry-After the Transport honours; a
+	// longer one stops the operation with [RetryAfterTooLong] and returns
+	// the response. 0 (or negative) means 30s.
+	MaxRetryAfter time.Duration
+
+	// BufferRequest is the largest request body, of known ContentLength
+	// and without GetBody, that the Transport reads into memory before the
+	// first attempt so that it can send it again. Bodies with GetBody are
+	// never copied. 0 means 1 MiB; a negative value disables buffering.
+	BufferRequest int64
+
+	// Transient reports whether an attempt's failure is worth another
+	// attempt. If nil, [IsTransient].
+	Transient func(resp *http.Response, err error) bool
+
+	// Idempotent reports whether a request may be repeated after a failure
+	// that may have reached the server. If nil, [IsIdempotent].
+	Idempotent func(req *http.Request) bool
+
+	// NewIdempotencyKey, if set, generates an Idempotency-Key for a request
+	// that is not idempotent and carries none; the key is generated once
+	// per operation and sent on every attempt. [RandomKey] is a good
+	// choice, for servers that deduplicate by that header. If nil, keys
+	// are never generated, only reused.
+	NewIdempotencyKey func() string
+
+	// Budget limits retries across all the operations of this Transport.
+	// If nil, the Transport creates NewBudget(20, 0.1) on first use,
+	// private to this Transport. Use [Unlimited] to disable the limit.
+	Budget Budget
+
+	// Jitter draws the wait for a backoff window. A result below 0 or above
+	// the window is clamped into [0, window]. If nil, [FullJitter].
+	Jitter func(window time.Duration) time.Duration
+
+	// Clock is the clock used for deadlines and waits. If nil, the real
+	// clock. Tests set a [clockwork.FakeClock].
+	Clock clockwork.Clock
+
+	// Logger, if set, receives one record per retry decision and per stop
+	// other than [Final], carrying method, host, path, attempt, status or
+	// error class, wait, time left and reason; never query strings,
+	// userinfo, headers or bodies. If nil, nothing is logged.
+	Logger *slog.Logger
+
+	// OnAttempt, if set, is called after every attempt, with Wait set
+	// when another attempt follows. req is the caller's request. It runs
+	// on the goroutine of RoundTrip and must not modify req.
+	OnAttempt func(req *http.Request, a Attempt)
+
+	// OnDone, if set, is called once per RoundTrip, just before it
+	// returns. req is the caller's request; it must not be modified.
+	OnDone func(req *http.Request, o Outcome)
+
+	// defaultBase and defaultBudget hold the defaults created on first
+	// use when Base or Budget is nil.
+	defaultBase   atomic.Pointer[http.Transport]
+	defaultBudget atomic.Pointer[TokenBucket]
+}
+
+// realClock serves a Transport whose Clock is nil.
+var realClock = clockwork.NewRealClock()
+
+func (t *Transport) base() http.RoundTripper {
+	if t.Base != nil {
+		return t.Base
+	}
+	if b := t.defaultBase.Load(); b != nil {
+		return b
+	}
+	// A transport that loses this race has opened no connection yet, so
+	// dropping it leaks nothing.
+	t.defaultBase.CompareAndSwap(nil, cleanhttp.DefaultPooledTransport())
+	return t.defaultBase.Load()
+}
+
+func (t *Transport) budget() Budget {
+	if t.Budget != nil {
+		return t.Budget
+	}
+	if b := t.defaultBudget.Load(); b != nil {
+		return b
+	}
+	t.defaultBudget.CompareAndSwap(nil, NewBudget(20, 0.1))
+	return t.defaultBudget.Load()
+}
+
+func (t *Transport) clock() clockwork.Clock {
+	if t.Clock != nil {
+		return t.Clock
+	}
+	return realClock
+}
+
+func (t *Transport) maxAttempts() int {
+	if t.MaxAttempts <= 0 {
+		return DefaultMaxAttempts
+	}
+	return t.MaxAttempts
+}
+
+func (t *Transport) minAttemptTime() time.Duration {
+	return durationOr(t.MinAttemptTime, DefaultMinAttemptTime)
+}
+
+func (t *Transport) baseDelay() time.Duration { return durationOr(t.BaseDelay, DefaultBaseDelay) }
+func (t *Transport) maxDelay() time.Duration  { return durationOr(t.MaxDelay, DefaultMaxDelay) }
+
+func (t *Transport) maxRetryAfter() time.Duration {
+	return durationOr(t.MaxRetryAfter, DefaultMaxRetryAfter)
+}
+
+func (t *Transport) bufferRequest() int64 {
+	if t.BufferRequest == 0 {
+		return DefaultBufferRequest
+	}
+	return t.BufferRequest
+}
+
+func (t *Transport) transient(resp *http.Response, err error) bool {
+	if t.Transient != nil {
+		return t.Transient(resp, err)
+	}
+	return IsTransient(resp, err)
+}
+
+func (t *Transport) idempotent(req *http.Request) bool {
+	if t.Idempotent != nil {
+		return t.Idempotent(req)
+	}
+	return IsIdempotent(req)
+}
+
+// jitter draws a wait from the window and clamps it into [0, window], so
+// that a misbehaving Jitter can neither make a negative wait nor sleep
+// past what the deadline checks allowed for.
+func (t *Transport) jitter(window time.Duration) time.Duration {
+	d := FullJitter(window)
+	if t.Jitter != nil {
+		d = t.Jitter(window)
+	}
+	return min(max(d, 0), window)
+}
+
+func durationOr(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// RoundTrip sends req, retrying transient failures as the Transport's
+// fields allow, and returns the last response or an error.
+//
+// Whenever an attempt produced a response that ends the operation, even a
+// final 503, RoundTrip returns it unread with a nil error, whatever the
+// [StopReason]; the responses it did not return were drained and closed.
+// Otherwise it returns a [*Error]. RoundTrip never modifies req, and closes
+// its body on every path.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return roundTrip(t, req)
+}
+
+// CloseIdleConnections closes the idle connections of Base, when Base has
+// that method (as [http.Transport] does), or of the default Base.
+func (t *Transport) CloseIdleConnections() {
+	type closeIdler interface{ CloseIdleConnections() }
+	if t.Base == nil {
+		if b := t.defaultBase.Load(); b != nil {
+			b.CloseIdleConnections()
+		}
+		return
+	}
+	if c, ok := t.Base.(closeIdler); ok {
+		c.CloseIdleConnections()
+	}
+}
