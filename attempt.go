@@ -29,10 +29,11 @@ type operation struct {
 	// timed is set when anything needs clock readings: a deadline, a
 	// per-attempt limit, hooks, a logger or WithOutcome. Without it the
 	// success path reads no clock at all.
-	timed       bool
-	start       time.Time
-	deadline    time.Time
-	hasDeadline bool
+	timed          bool
+	start          time.Time
+	deadline       time.Time // the operation's: the earlier of the caller's and start+Timeout
+	hasDeadline    bool
+	callerDeadline time.Time // the caller's context's, if it has one
 
 	maxAttempts int
 	attempts    int
@@ -76,6 +77,7 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 		t.Timeout > 0 || t.AttemptTimeout > 0
 	if d, ok := op.callerCtx.Deadline(); ok {
 		op.deadline, op.hasDeadline, op.timed = d, true, true
+		op.callerDeadline = d
 	}
 	if op.timed {
 		op.start = op.clock.Now()
@@ -119,7 +121,7 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 			return op.finish(resp, d.stop, cancelAttempt)
 		}
 		op.logRetry(d)
-		if done(op.callerCtx) {
+		if op.callerEnded() {
 			return op.finish(resp, Canceled, cancelAttempt)
 		}
 		if resp != nil {
@@ -223,7 +225,7 @@ func (op *operation) attempt() (*http.Response, error, context.CancelFunc) {
 			resp.Body = http.NoBody
 		}
 	}
-	if err != nil && ctx != op.callerCtx && done(ctx) && !done(op.callerCtx) {
+	if err != nil && ctx != op.callerCtx && done(ctx) && !op.callerEnded() {
 		// A context the Transport derived ended the attempt, not the
 		// caller's: a per-attempt timeout, which is transient.
 		err = &attemptTimeoutError{err: err}
@@ -244,7 +246,7 @@ func (op *operation) attempt() (*http.Response, error, context.CancelFunc) {
 // other check has passed.
 func (op *operation) decide(resp *http.Response, err error) decision {
 	t := op.t
-	if err != nil && done(op.callerCtx) {
+	if err != nil && op.callerEnded() {
 		return decision{stop: Canceled}
 	}
 	if !t.transient(resp, err) {
@@ -261,15 +263,20 @@ func (op *operation) decide(resp *http.Response, err error) decision {
 	}
 
 	now := op.clock.Now()
-	left := maxDuration
+	// room is how long the wait may be so that MinAttemptTime is still
+	// left after it; -1 when even a zero wait leaves too little. Without
+	// a deadline there is no limit.
+	room := maxDuration
 	if op.hasDeadline {
-		left = op.deadline.Sub(now)
+		room = -1
+		if left := op.deadline.Sub(now); left >= t.minAttemptTime() {
+			room = left - t.minAttemptTime()
+		}
 	}
-	minTime := t.minAttemptTime()
 	jitter := t.jitter(backoffWindow(t.baseDelay(), t.maxDelay(), op.attempts-1))
 	var d decision
 	if server, ok := op.retryAfter(resp, now); ok {
-		if server > left-minTime {
+		if server > room {
 			return op.dropNextBody(RetryAfterExceedsDeadline)
 		}
 		if server > t.maxRetryAfter() {
@@ -277,10 +284,10 @@ func (op *operation) decide(resp *http.Response, err error) decision {
 		}
 		// The server's delay is a minimum; the jitter only spreads
 		// clients, so it is what gets shortened when time is short.
-		jitter = min(jitter, left-minTime-server, maxDuration-server)
+		jitter = min(jitter, room-server, maxDuration-server)
 		d = decision{wait: server + jitter, server: server}
 	} else {
-		if jitter > left-minTime {
+		if jitter > room {
 			return op.dropNextBody(DeadlineExhausted)
 		}
 		d = decision{wait: jitter}
@@ -344,8 +351,8 @@ func (op *operation) wait(d time.Duration) StopReason {
 		}
 		op.waited += op.clock.Since(start)
 	}
-	if done(op.callerCtx) {
-		op.stopErr = op.callerCtx.Err()
+	if op.callerEnded() {
+		op.stopErr = op.callerErr()
 		return Canceled
 	}
 	if op.hasDeadline && op.deadline.Sub(op.clock.Now()) < op.t.minAttemptTime() {
@@ -362,16 +369,19 @@ func (op *operation) finish(resp *http.Response, reason StopReason, cancelAttemp
 	if reason == Canceled && op.stopErr == nil && resp == nil {
 		// Base may report a canceled attempt in its own words; the
 		// caller's context error must still be in the chain.
-		if cerr := op.callerCtx.Err(); !errors.Is(op.err, cerr) {
+		if cerr := op.callerErr(); !errors.Is(op.err, cerr) {
 			op.stopErr = fmt.Errorf("%w (attempt: %w)", cerr, op.err)
 		}
 	}
-	o := op.outcome(reason)
-	op.report(o)
 	if resp != nil {
+		if op.observed() {
+			op.report(op.outcome(reason))
+		}
 		wrapBody(resp, cancelAttempt, op.cancel)
 		return resp, nil
 	}
+	o := op.outcome(reason)
+	op.report(o)
 	if cancelAttempt != nil {
 		cancelAttempt()
 	}
@@ -387,6 +397,11 @@ func (op *operation) finish(resp *http.Response, reason StopReason, cancelAttemp
 func (op *operation) fail(err error, reason StopReason) (*http.Response, error) {
 	op.stopErr = err
 	return op.finish(nil, reason, nil)
+}
+
+// observed reports whether anything receives the operation's Outcome.
+func (op *operation) observed() bool {
+	return op.out != nil || op.t.OnDone != nil || op.t.Logger != nil
 }
 
 func (op *operation) outcome(reason StopReason) Outcome {
@@ -422,6 +437,26 @@ func (op *operation) withDeadline(parent context.Context, d time.Time) (context.
 	// DeadlineExceeded; d is never later than the parent's deadline, so
 	// they end first anyway.
 	return clockwork.WithDeadline(parent, op.clock, d)
+}
+
+// callerEnded reports whether the caller's context has ended, or its
+// deadline has passed on the Clock. The second test matters when an
+// attempt context and the caller's share a deadline: whichever is noticed
+// first, the caller's deadline is what ended the attempt. (A fake clock's
+// contexts also close their Done channels asynchronously.)
+func (op *operation) callerEnded() bool {
+	if done(op.callerCtx) {
+		return true
+	}
+	return !op.callerDeadline.IsZero() && !op.clock.Now().Before(op.callerDeadline)
+}
+
+// callerErr returns the caller's context's error once callerEnded.
+func (op *operation) callerErr() error {
+	if done(op.callerCtx) {
+		return op.callerCtx.Err()
+	}
+	return context.DeadlineExceeded
 }
 
 // done reports whether ctx has ended, without blocking: clockwork's fake

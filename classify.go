@@ -111,16 +111,11 @@ func transientError(err error) bool {
 // do not resolve, malformed URLs.
 func neverSentPermanently(err error) bool {
 	var (
-		certErr    *tls.CertificateVerificationError
-		unknownCA  x509.UnknownAuthorityError
-		hostErr    x509.HostnameError
-		invalidErr x509.CertificateInvalidError
-		dnsErr     *net.DNSError
-		urlErr     *url.Error
+		dnsErr *net.DNSError
+		urlErr *url.Error
 	)
 	switch {
-	case errors.As(err, &certErr), errors.As(err, &unknownCA),
-		errors.As(err, &hostErr), errors.As(err, &invalidErr):
+	case isCertError(err):
 		return true
 	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
 		return true
@@ -170,10 +165,25 @@ func errorClass(err error) string {
 		return "eof"
 	case errors.As(err, &dnsErr):
 		return "dns"
+	case isCertError(err):
+		return "tls"
 	case neverSentPermanently(err):
 		return "invalid_request"
 	case errors.As(err, &netErr) && netErr.Timeout():
 		return "timeout"
 	}
 	return "other"
+}
+
+// isCertError reports a TLS certificate that failed verification: no
+// attempt will make it valid.
+func isCertError(err error) bool {
+	var (
+		certErr    *tls.CertificateVerificationError
+		unknownCA  x509.UnknownAuthorityError
+		hostErr    x509.HostnameError
+		invalidErr x509.CertificateInvalidError
+	)
+	return errors.As(err, &certErr) || errors.As(err, &unknownCA) ||
+		errors.As(err, &hostErr) || errors.As(err, &invalidErr)
 }

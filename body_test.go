@@ -1,0 +1,315 @@
+package httpretry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/iotest"
+
+	"github.com/httpretry/httpretry/httptestutil"
+	"github.com/jonboulle/clockwork"
+)
+
+// TestRequestBodies checks that every attempt sends the whole body, from
+// GetBody or from the buffered copy, that unrewindable bodies are sent
+// once, and that the caller's body is closed exactly once.
+func TestRequestBodies(t *testing.T) {
+	t.Parallel()
+	const payload = `{"book":"b1","qty":2}`
+	tests := []struct {
+		name       string
+		method     string
+		body       func() (io.Reader, *countingBody)
+		length     int64 // ContentLength to set; -2 keeps what NewRequest set
+		buffer     int64
+		wantHits   int
+		wantReason StopReason
+	}{
+		{name: "GetBody from bytes.Reader", method: "PUT",
+			body:   func() (io.Reader, *countingBody) { return bytes.NewReader([]byte(payload)), nil },
+			length: -2, wantHits: 3, wantReason: AttemptsExhausted},
+		{name: "known length buffered", method: "PUT",
+			body:   func() (io.Reader, *countingBody) { b := newCountingBody(payload); return b, b },
+			length: int64(len(payload)), wantHits: 3, wantReason: AttemptsExhausted},
+		{name: "exactly BufferRequest is buffered", method: "PUT", buffer: int64(len(payload)),
+			body:   func() (io.Reader, *countingBody) { b := newCountingBody(payload); return b, b },
+			length: int64(len(payload)), wantHits: 3, wantReason: AttemptsExhausted},
+		{name: "one byte over BufferRequest is sent once", method: "PUT", buffer: int64(len(payload)) - 1,
+			body:   func() (io.Reader, *countingBody) { b := newCountingBody(payload); return b, b },
+			length: int64(len(payload)), wantHits: 1, wantReason: BodyNotRewindable},
+		{name: "unknown length is sent once", method: "PUT",
+			body:   func() (io.Reader, *countingBody) { b := newCountingBody(payload); return b, b },
+			length: -1, wantHits: 1, wantReason: BodyNotRewindable},
+		{name: "buffering disabled", method: "PUT", buffer: -1,
+			body:   func() (io.Reader, *countingBody) { b := newCountingBody(payload); return b, b },
+			length: int64(len(payload)), wantHits: 1, wantReason: BodyNotRewindable},
+		{name: "keyed POST with GetBody", method: "POST",
+			body:   func() (io.Reader, *countingBody) { return strings.NewReader(payload), nil },
+			length: -2, wantHits: 3, wantReason: AttemptsExhausted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fc := clockwork.NewFakeClock()
+			base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503})
+			tr := &Transport{Base: base, Clock: fc, BufferRequest: tt.buffer, Jitter: noJitter}
+			r, counting := tt.body()
+			var o Outcome
+			req := newRequest(t, WithOutcome(context.Background(), &o), tt.method, "http://api.test/orders", r)
+			if tt.length != -2 {
+				req.ContentLength = tt.length
+			}
+			if counting != nil {
+				req.Body = counting // no GetBody
+				req.GetBody = nil
+			}
+			if tt.method == "POST" {
+				req.Header.Set(IdempotencyKeyHeader, "order-7281")
+			}
+			res := await(t, start(tr, req))
+			if res.err != nil {
+				t.Fatal(res.err)
+			}
+			readBody(t, res.resp)
+			if base.Hits() != tt.wantHits || o.Reason != tt.wantReason {
+				t.Errorf("hits %d, reason %s; want %d, %s", base.Hits(), o.Reason, tt.wantHits, tt.wantReason)
+			}
+			for i, got := range base.Requests() {
+				if string(got.Body) != payload {
+					t.Errorf("attempt %d sent body %q; want %q", i+1, got.Body, payload)
+				}
+				if tt.method == "POST" && got.Header.Get(IdempotencyKeyHeader) != "order-7281" {
+					t.Errorf("attempt %d sent key %q", i+1, got.Header.Get(IdempotencyKeyHeader))
+				}
+			}
+			if counting != nil && counting.closes() != 1 {
+				t.Errorf("caller's body closed %d times; want 1", counting.closes())
+			}
+		})
+	}
+}
+
+func TestShortBodyIsAnErrorBeforeAnyAttempt(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc)
+	tr := &Transport{Base: base, Clock: fc}
+	body := newCountingBody("12345")
+	req := newRequest(t, context.Background(), "PUT", "http://api.test/", nil)
+	req.Body, req.ContentLength = body, 10
+	_, err := tr.RoundTrip(req)
+	var e *Error
+	if !errors.As(err, &e) || e.Attempts != 0 || !errors.Is(err, errShortBody) {
+		t.Fatalf("err = %v; want *Error with 0 attempts wrapping errShortBody", err)
+	}
+	if base.Hits() != 0 || body.closes() != 1 {
+		t.Errorf("hits %d, body closes %d; want 0 and 1", base.Hits(), body.closes())
+	}
+}
+
+func TestBodyReadErrorIsReported(t *testing.T) {
+	t.Parallel()
+	tr := &Transport{Base: httptestutil.NewTransport(nil)}
+	boom := errors.New("disk gone")
+	req := newRequest(t, context.Background(), "PUT", "http://api.test/", nil)
+	req.Body, req.ContentLength = io.NopCloser(iotest.ErrReader(boom)), 10
+	if _, err := tr.RoundTrip(req); !errors.Is(err, boom) {
+		t.Fatalf("err = %v; want it to wrap %v", err, boom)
+	}
+}
+
+func TestGetBodyFailureStopsWithResponse(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503})
+	tr := &Transport{Base: base, Clock: fc, Jitter: noJitter}
+	req := newRequest(t, context.Background(), "PUT", "http://api.test/", strings.NewReader("x"))
+	req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("gone") }
+	var o Outcome
+	req = req.WithContext(WithOutcome(req.Context(), &o))
+	res := await(t, start(tr, req))
+	if res.err != nil || res.resp.StatusCode != 503 {
+		t.Fatalf("got %v, %v; want the 503", res.resp, res.err)
+	}
+	readBody(t, res.resp)
+	if o.Reason != BodyNotRewindable || base.Hits() != 1 {
+		t.Errorf("outcome %+v, hits %d; want body_not_rewindable after 1", o, base.Hits())
+	}
+}
+
+// TestUnreadBodyRewoundAfterDialError: a body without GetBody is sent again
+// when the previous attempt never read it (the connection was refused).
+func TestUnreadBodyRewoundAfterDialError(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got []string
+	calls := 0
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls < 3 {
+			r.Body.Close() // as net/http does, without reading
+			return nil, errRefused
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		got = append(got, string(b))
+		return response(r, 201, ""), nil
+	})
+	body := newCountingBody("stream")
+	tr := &Transport{Base: base, Jitter: noJitter}
+	req := newRequest(t, context.Background(), "POST", "http://api.test/", nil)
+	req.Body, req.ContentLength = body, -1
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	if calls != 3 || len(got) != 1 || got[0] != "stream" || body.closes() != 1 {
+		t.Errorf("calls %d, bodies %q, closes %d; want 3 calls, the whole body once, 1 close", calls, got, body.closes())
+	}
+}
+
+func TestCallerRequestNotModified(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503}, httptestutil.Step{Status: 200})
+	tr := &Transport{Base: base, Clock: fc, Jitter: noJitter, AttemptTimeout: 5 * ms * 1000,
+		NewIdempotencyKey: func() string { return "generated-1" }}
+	ctx := context.Background()
+	req := newRequest(t, ctx, "POST", "http://api.test/orders", strings.NewReader("x"))
+	req.Header.Set("X-Trace", "t1")
+	body, getBody := req.Body, req.GetBody
+	res := await(t, start(tr, req))
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	readBody(t, res.resp)
+	if len(req.Header) != 1 || req.Header.Get("X-Trace") != "t1" || req.Body != body ||
+		req.Context() != ctx || req.GetBody == nil || getBody == nil {
+		t.Errorf("caller's request was modified: header %v", req.Header)
+	}
+	for i, r := range base.Requests() {
+		if r.Header.Get(IdempotencyKeyHeader) != "generated-1" || r.Header.Get("X-Trace") != "t1" {
+			t.Errorf("attempt %d headers %v; want the generated key and X-Trace", i+1, r.Header)
+		}
+	}
+}
+
+func TestDrainBeforeWaitAndReturnUnread(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	big := strings.Repeat("x", drainLimit+1)
+	base := httptestutil.NewTransport(fc,
+		httptestutil.Step{Status: 503, Body: "small error"},
+		httptestutil.Step{Status: 500, Body: big},
+		httptestutil.Step{Status: 502, Body: "last"},
+	)
+	tr := &Transport{Base: base, Clock: fc, Jitter: noJitter, Budget: Unlimited}
+	res := await(t, start(tr, newRequest(t, context.Background(), "GET", "http://api.test/", nil)))
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if base.BodyRead(0) != int64(len("small error")) || !base.BodyClosed(0) {
+		t.Errorf("small body read %d, closed %v; want drained and closed", base.BodyRead(0), base.BodyClosed(0))
+	}
+	if base.BodyRead(1) != 0 || !base.BodyClosed(1) {
+		t.Errorf("oversized body read %d, closed %v; want closed unread", base.BodyRead(1), base.BodyClosed(1))
+	}
+	if base.BodyRead(2) != 0 || base.BodyClosed(2) {
+		t.Errorf("returned body read %d, closed %v; want untouched", base.BodyRead(2), base.BodyClosed(2))
+	}
+	if got := readBody(t, res.resp); got != "last" {
+		t.Errorf("body = %q", got)
+	}
+}
+
+// TestDerivedContextLivesWithBody: with Timeout or AttemptTimeout the
+// returned body stays readable, and its contexts end on Close or EOF.
+func TestDerivedContextLivesWithBody(t *testing.T) {
+	t.Parallel()
+	for _, end := range []string{"close", "eof"} {
+		t.Run(end, func(t *testing.T) {
+			t.Parallel()
+			var attemptCtx context.Context
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				attemptCtx = r.Context()
+				return response(r, 200, "payload"), nil
+			})
+			tr := &Transport{Base: base, Timeout: 10e9, AttemptTimeout: 5e9}
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if done(attemptCtx) {
+				t.Fatal("attempt context ended before the body was read")
+			}
+			if end == "close" {
+				resp.Body.Close()
+			} else {
+				b, _ := io.ReadAll(resp.Body)
+				if string(b) != "payload" {
+					t.Errorf("body = %q", b)
+				}
+			}
+			if !done(attemptCtx) {
+				t.Errorf("attempt context still live after %s", end)
+			}
+			resp.Body.Close()
+		})
+	}
+}
+
+func TestNoWrapperWithoutDerivedContext(t *testing.T) {
+	t.Parallel()
+	inner := io.NopCloser(strings.NewReader("x"))
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp := response(r, 200, "")
+		resp.Body = inner
+		return resp, nil
+	})
+	resp, err := (&Transport{Base: base}).RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Body != inner {
+		t.Errorf("Body was wrapped though no context was derived")
+	}
+}
+
+// rwBody is a writable body, like the one net/http returns with a 101.
+type rwBody struct {
+	r       io.Reader
+	written bytes.Buffer
+}
+
+func (b *rwBody) Read(p []byte) (int, error)  { return b.r.Read(p) }
+func (*rwBody) Close() error                  { return nil }
+func (b *rwBody) Write(p []byte) (int, error) { return b.written.Write(p) }
+
+func TestSwitchingProtocolsKeepsWritableBody(t *testing.T) {
+	t.Parallel()
+	conn := &rwBody{r: strings.NewReader("")}
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 101, Header: http.Header{}, Body: conn, Request: r}, nil
+	})
+	tr := &Transport{Base: base, AttemptTimeout: 5e9}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/ws", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw, ok := resp.Body.(io.ReadWriteCloser)
+	if !ok {
+		t.Fatalf("101 body %T is not an io.ReadWriteCloser", resp.Body)
+	}
+	if _, err := rw.Write([]byte("ping")); err != nil || conn.written.String() != "ping" {
+		t.Errorf("write through the body: %v, got %q", err, conn.written.String())
+	}
+	rw.Close()
+}

@@ -1,0 +1,164 @@
+package httpretry
+
+import (
+	"math"
+	"sync"
+	"testing"
+)
+
+// withdrawAll withdraws until the budget refuses and returns how many
+// withdrawals it admitted.
+func withdrawAll(t *testing.T, b Budget) int {
+	t.Helper()
+	n := 0
+	for b.Withdraw() {
+		n++
+		if n > 1_000_000 {
+			t.Fatal("budget never ran out")
+		}
+	}
+	return n
+}
+
+func TestTokenBucketSeedExample(t *testing.T) {
+	t.Parallel()
+	// The seed's bucket: capacity 20, starts full, one token per ten
+	// initial requests. From full it admits exactly 20 retries.
+	b := NewBudget(20, 0.1)
+	if got := withdrawAll(t, b); got != 20 {
+		t.Fatalf("retries admitted from a full bucket = %d; want 20", got)
+	}
+	// From a drained bucket, N deposits admit exactly floor(N/10).
+	for _, n := range []int{0, 9, 10, 11, 19, 20, 99, 100, 101, 199} {
+		b := NewBudget(20, 0.1)
+		withdrawAll(t, b)
+		for range n {
+			b.Deposit()
+		}
+		if got, want := withdrawAll(t, b), n/10; got != want {
+			t.Errorf("after %d deposits into a drained bucket: %d retries; want %d", n, got, want)
+		}
+	}
+}
+
+func TestTokenBucketAtMostCapacityPlusDeposits(t *testing.T) {
+	t.Parallel()
+	// With N deposits interleaved from full, at most C + floor(N·r)
+	// retries; overflow at the cap makes it fewer.
+	b := NewBudget(20, 0.1)
+	admitted := 0
+	const n = 1000
+	for i := range n {
+		b.Deposit()
+		if i%3 == 0 && b.Withdraw() {
+			admitted++
+		}
+	}
+	admitted += withdrawAll(t, b)
+	if admitted > 20+n/10 {
+		t.Errorf("admitted %d; want at most %d", admitted, 20+n/10)
+	}
+	// Deposits into a full bucket are lost: 200 deposits into a full
+	// bucket, then draining, gives only the capacity.
+	full := NewBudget(20, 0.1)
+	for range 200 {
+		full.Deposit()
+	}
+	if got := withdrawAll(t, full); got != 20 {
+		t.Errorf("full bucket after 200 deposits admitted %d; want 20 (capped)", got)
+	}
+}
+
+func TestNewBudgetBadInput(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name          string
+		capacity, per float64
+		deposits      int
+		want          int // retries admitted after the deposits, from new
+	}{
+		{"zero capacity admits nothing", 0, 0.1, 100, 0},
+		{"negative capacity admits nothing", -5, 1, 100, 0},
+		{"NaN capacity admits nothing", math.NaN(), 1, 100, 0},
+		{"negative rate never refills", 2, -1, 100, 2},
+		{"NaN rate never refills", 2, math.NaN(), 100, 2},
+		{"rate above capacity fills", 3, 10, 0, 3},
+		{"fractional capacity rounds down to whole tokens", 2.5, 0, 0, 2},
+		{"infinite capacity is clamped", math.Inf(1), 0, 0, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := NewBudget(tt.capacity, tt.per)
+			for range tt.deposits {
+				b.Deposit()
+			}
+			if tt.want < 0 {
+				if b.Tokens() < 1e12 {
+					t.Errorf("Tokens() = %v; want a huge clamped capacity", b.Tokens())
+				}
+				return
+			}
+			// Drain, then check refills: deposits after draining.
+			if got := withdrawAll(t, b); got != tt.want {
+				t.Errorf("admitted %d; want %d", got, tt.want)
+			}
+		})
+	}
+	// A rate above capacity refills a drained bucket in one deposit.
+	b := NewBudget(3, 10)
+	withdrawAll(t, b)
+	b.Deposit()
+	if got := withdrawAll(t, b); got != 3 {
+		t.Errorf("after one deposit of a rate above capacity: %d; want 3", got)
+	}
+}
+
+func TestTokenBucketZeroValue(t *testing.T) {
+	t.Parallel()
+	var b TokenBucket
+	b.Deposit()
+	if b.Withdraw() {
+		t.Error("zero TokenBucket admitted a retry")
+	}
+}
+
+func TestTokenBucketConcurrent(t *testing.T) {
+	t.Parallel()
+	// 8 goroutines × 1000 deposits at 0.1 from empty must admit exactly
+	// 800 retries in all, however the operations interleave.
+	b := NewBudget(1000, 0.1)
+	withdrawAll(t, b)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted := 0
+	for range 8 {
+		wg.Go(func() {
+			n := 0
+			for range 1000 {
+				b.Deposit()
+				if b.Withdraw() {
+					n++
+				}
+			}
+			mu.Lock()
+			admitted += n
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	admitted += withdrawAll(t, b)
+	if admitted != 800 {
+		t.Errorf("admitted %d; want exactly 800", admitted)
+	}
+}
+
+func TestUnlimited(t *testing.T) {
+	t.Parallel()
+	for range 1000 {
+		if !Unlimited.Withdraw() {
+			t.Fatal("Unlimited refused a retry")
+		}
+	}
+	Unlimited.Deposit()
+}

@@ -1,0 +1,166 @@
+package httpretry
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"syscall"
+	"testing"
+)
+
+// timeoutErr is a net.Error that timed out, like a dial or header timeout.
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+var (
+	errRefused = &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	errReset   = &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+)
+
+func TestIsTransientStatus(t *testing.T) {
+	t.Parallel()
+	keyed := &http.Request{Header: http.Header{IdempotencyKeyHeader: {"k"}}}
+	xkeyed := &http.Request{Header: http.Header{"X-Idempotency-Key": {"k"}}}
+	plain := &http.Request{Header: http.Header{}}
+	tests := []struct {
+		status int
+		req    *http.Request
+		want   bool
+	}{
+		{200, plain, false}, {201, plain, false}, {204, plain, false}, {301, plain, false},
+		{304, plain, false}, {400, plain, false}, {401, plain, false}, {403, plain, false},
+		{404, plain, false}, {405, plain, false}, {408, plain, true}, {409, plain, false},
+		{409, nil, false}, {409, keyed, true}, {409, xkeyed, true}, {400, keyed, false},
+		{422, keyed, false}, {429, plain, true}, {500, plain, true}, {501, plain, false},
+		{502, plain, true}, {503, plain, true}, {504, plain, true}, {505, plain, false},
+	}
+	for _, tt := range tests {
+		name := fmt.Sprintf("%d", tt.status)
+		if tt.req != nil && len(tt.req.Header) > 0 {
+			name += " with key"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			resp := &http.Response{StatusCode: tt.status, Request: tt.req}
+			if got := IsTransient(resp, nil); got != tt.want {
+				t.Errorf("IsTransient(%d) = %v; want %v", tt.status, got, tt.want)
+			}
+		})
+	}
+	if IsTransient(nil, nil) {
+		t.Error("IsTransient(nil, nil) = true; want false")
+	}
+}
+
+func TestIsTransientError(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"connection refused", errRefused, true},
+		{"connection reset", errReset, true},
+		{"broken pipe", &net.OpError{Op: "write", Err: os.NewSyscallError("write", syscall.EPIPE)}, true},
+		{"connection aborted", syscall.ECONNABORTED, true},
+		{"unexpected EOF", io.ErrUnexpectedEOF, true},
+		{"server closed connection", fmt.Errorf("net/http: %w", io.EOF), true},
+		{"server closed idle connection", errors.New("http: server closed idle connection"), true},
+		{"transport connection broken", errors.New("net/http: HTTP/1.x transport connection broken: write: bad"), true},
+		{"network timeout", timeoutErr{}, true},
+		{"attempt timeout", &attemptTimeoutError{err: context.DeadlineExceeded}, true},
+		{"DNS timeout", &net.DNSError{Err: "timeout", Name: "x", IsTimeout: true}, true},
+		{"caller canceled", context.Canceled, false},
+		{"caller deadline", context.DeadlineExceeded, false},
+		{"caller canceled wrapped in url.Error", &url.Error{Op: "Get", URL: "http://x", Err: context.Canceled}, false},
+		{"DNS not found", &net.OpError{Op: "dial", Err: &net.DNSError{Err: "no such host", Name: "nope.invalid", IsNotFound: true}}, false},
+		{"unknown authority", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, false},
+		{"hostname mismatch", x509.HostnameError{Host: "x"}, false},
+		{"unsupported scheme", errors.New(`unsupported protocol scheme "ftp"`), false},
+		{"no host", errors.New("http: no Host in request URL"), false},
+		{"malformed URL", &url.Error{Op: "parse", URL: "::", Err: errors.New("missing protocol scheme")}, false},
+		{"unknown error", errors.New("something odd"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := IsTransient(nil, tt.err); got != tt.want {
+				t.Errorf("IsTransient(%v) = %v; want %v", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNeverSent(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"dial refused", errRefused, true},
+		{"dial DNS", &net.OpError{Op: "dial", Err: &net.DNSError{IsNotFound: true}}, true},
+		{"read reset", errReset, false},
+		{"EOF", io.EOF, false},
+		{"attempt timeout", &attemptTimeoutError{err: context.DeadlineExceeded}, false},
+		{"unknown", errors.New("odd"), false},
+		{"unsupported scheme", errors.New(`unsupported protocol scheme "ftp"`), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := neverSent(tt.err); got != tt.want {
+				t.Errorf("neverSent(%v) = %v; want %v", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestErrorClass(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{nil, ""},
+		{&attemptTimeoutError{err: context.DeadlineExceeded}, "attempt_timeout"},
+		{context.Canceled, "canceled"},
+		{context.DeadlineExceeded, "deadline_exceeded"},
+		{errRefused, "connection_refused"},
+		{errReset, "connection_reset"},
+		{syscall.EPIPE, "broken_pipe"},
+		{io.ErrUnexpectedEOF, "eof"},
+		{&net.DNSError{IsNotFound: true}, "dns"},
+		{&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, "tls"},
+		{errors.New(`unsupported protocol scheme "ftp"`), "invalid_request"},
+		{timeoutErr{}, "timeout"},
+		{&url.Error{Op: "Get", URL: "http://u:secret@x/?token=s", Err: errors.New("odd")}, "other"},
+	}
+	for _, tt := range tests {
+		if got := errorClass(tt.err); got != tt.want {
+			t.Errorf("errorClass(%v) = %q; want %q", tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestAttemptTimeoutError(t *testing.T) {
+	t.Parallel()
+	err := error(&attemptTimeoutError{err: context.DeadlineExceeded})
+	if !errors.Is(err, ErrAttemptTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("attempt timeout must match ErrAttemptTimeout and context.DeadlineExceeded")
+	}
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Errorf("attempt timeout must be a net.Error with Timeout() true")
+	}
+}

@@ -1,0 +1,265 @@
+package httpretry
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/httpretry/httpretry/httptestutil"
+	"github.com/jonboulle/clockwork"
+)
+
+// TestStopOrder checks which reason wins when several apply, following
+// the documented order, and that a token is withdrawn only when every
+// earlier check passed.
+func TestStopOrder(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		method     string
+		step       httptestutil.Step
+		max        int
+		timeout    time.Duration
+		retryAfter time.Duration // MaxRetryAfter
+		tokens     float64
+		want       StopReason
+		wantTokens float64
+	}{
+		{name: "not transient beats everything", method: "POST", step: httptestutil.Step{Status: 404},
+			max: 1, tokens: 0, want: Final},
+		{name: "attempts before idempotency", method: "POST", step: httptestutil.Step{Status: 503},
+			max: 1, tokens: 5, want: AttemptsExhausted, wantTokens: 5},
+		{name: "idempotency before Retry-After", method: "POST", step: httptestutil.Step{Status: 503, RetryAfter: "3600"},
+			max: 3, timeout: time.Second, tokens: 5, want: NotIdempotent, wantTokens: 5},
+		{name: "exceeds deadline before too long", method: "GET", step: httptestutil.Step{Status: 503, RetryAfter: "60"},
+			max: 3, timeout: time.Second, retryAfter: time.Second, tokens: 5, want: RetryAfterExceedsDeadline, wantTokens: 5},
+		{name: "too long before budget", method: "GET", step: httptestutil.Step{Status: 429, RetryAfter: "60"},
+			max: 3, retryAfter: time.Second, tokens: 0, want: RetryAfterTooLong},
+		{name: "deadline before budget", method: "GET", step: httptestutil.Step{Status: 503},
+			max: 3, timeout: 150 * ms, tokens: 0, want: DeadlineExhausted},
+		{name: "budget last", method: "GET", step: httptestutil.Step{Status: 503},
+			max: 3, timeout: time.Second, tokens: 0, want: BudgetExhausted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fc := clockwork.NewFakeClock()
+			base := httptestutil.NewTransport(fc, tt.step)
+			budget := NewBudget(tt.tokens, 0)
+			tr := &Transport{Base: base, Clock: fc, MaxAttempts: tt.max, Timeout: tt.timeout,
+				MaxRetryAfter: tt.retryAfter, Budget: budget, Jitter: waits(100 * ms)}
+			var o Outcome
+			ch := start(tr, newRequest(t, WithOutcome(context.Background(), &o), tt.method, "http://api.test/", nil))
+			r := await(t, ch)
+			if r.err != nil {
+				t.Fatalf("RoundTrip error: %v", r.err)
+			}
+			readBody(t, r.resp)
+			if o.Reason != tt.want || o.Attempts != 1 {
+				t.Errorf("outcome = %+v; want %s after 1 attempt", o, tt.want)
+			}
+			if got := budget.Tokens(); got != tt.wantTokens {
+				t.Errorf("tokens left = %v; want %v", got, tt.wantTokens)
+			}
+		})
+	}
+}
+
+func TestBudgetAcrossOperations(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503})
+	// One token and no replenishment: the first operation retries once,
+	// every later one stops after its first attempt.
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 3, Budget: NewBudget(1, 0), Jitter: noJitter}
+	var reasons []StopReason
+	for range 3 {
+		var o Outcome
+		r := await(t, start(tr, newRequest(t, WithOutcome(context.Background(), &o), "GET", "http://api.test/", nil)))
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		readBody(t, r.resp)
+		reasons = append(reasons, o.Reason)
+	}
+	want := []StopReason{BudgetExhausted, BudgetExhausted, BudgetExhausted}
+	for i := range want {
+		if reasons[i] != want[i] {
+			t.Errorf("operation %d stopped with %s; want %s", i+1, reasons[i], want[i])
+		}
+	}
+	if got := base.Hits(); got != 4 {
+		t.Errorf("hits = %d; want 4 (2 + 1 + 1)", got)
+	}
+}
+
+func TestDefaultBudgetIsPrivateAndLimits(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503})
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 2, Jitter: noJitter}
+	// NewBudget(20, 0.1): 30 failing operations deposit 3 tokens, but the
+	// first deposit finds the bucket full and is lost (the seed's "bucket
+	// overflow can make the actual number smaller"): 20 + floor(2.9).
+	retried := 0
+	for range 30 {
+		var o Outcome
+		r := await(t, start(tr, newRequest(t, WithOutcome(context.Background(), &o), "GET", "http://api.test/", nil)))
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		readBody(t, r.resp)
+		if o.Attempts == 2 {
+			retried++
+		}
+	}
+	if retried != 22 {
+		t.Errorf("operations retried = %d; want 22", retried)
+	}
+	other := &Transport{}
+	if tr.budget() == other.budget() {
+		t.Error("two Transports share a default budget")
+	}
+}
+
+func TestFirstAttemptAlwaysRuns(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503})
+	ctx, cancel := clockwork.WithTimeout(context.Background(), fc, ms) // far less than MinAttemptTime
+	defer cancel()
+	tr := &Transport{Base: base, Clock: fc}
+	var o Outcome
+	r := await(t, start(tr, newRequest(t, WithOutcome(ctx, &o), "GET", "http://api.test/", nil)))
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	readBody(t, r.resp)
+	if base.Hits() != 1 || o.Reason != DeadlineExhausted {
+		t.Errorf("hits %d, outcome %+v; want 1 attempt then deadline_exhausted", base.Hits(), o)
+	}
+}
+
+func TestCallerDeadlineBoundsOperation(t *testing.T) {
+	t.Parallel()
+	// The caller's deadline (400 ms) is earlier than Timeout (10 s): it is
+	// the one that counts, and attempts get only what is left of it.
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Action: httptestutil.Hang})
+	ctx, cancel := clockwork.WithTimeout(context.Background(), fc, 400*ms)
+	defer cancel()
+	var log attemptLog
+	tr := &Transport{Base: base, Clock: fc, Timeout: 10 * time.Second, AttemptTimeout: 250 * ms,
+		Jitter: waits(20 * ms), OnAttempt: log.onAttempt}
+	ch := start(tr, newRequest(t, ctx, "GET", "http://api.test/", nil))
+	advanceAt(t, fc, base, 1, 3, 250*ms) // caller ctx, operation ctx, attempt ctx
+	advance(t, fc, 3, 20*ms)             // the wait; attempt 2 then has 130 ms
+	advanceAt(t, fc, base, 2, 3, 130*ms)
+	r := await(t, ch)
+	var e *Error
+	if !errors.As(r.err, &e) {
+		t.Fatalf("err = %v; want *Error", r.err)
+	}
+	if e.Reason != Canceled || e.Elapsed != 400*ms || !errors.Is(r.err, context.DeadlineExceeded) || !e.Timeout() {
+		t.Errorf("outcome = %+v; want canceled by the caller's deadline at 400ms", e.Outcome)
+	}
+	if len(log.attempts) != 2 || log.attempts[1].Duration != 130*ms {
+		t.Errorf("attempts = %+v; want the second bounded to 130ms", log.attempts)
+	}
+}
+
+func TestCancelDuringWait(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503, Body: "busy"})
+	ctx, cancel := context.WithCancel(context.Background())
+	tr := &Transport{Base: base, Clock: fc, Jitter: waits(time.Second)}
+	ch := start(tr, newRequest(t, ctx, "GET", "http://api.test/", nil))
+	if err := fc.BlockUntilContext(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	r := await(t, ch)
+	var e *Error
+	if !errors.As(r.err, &e) {
+		t.Fatalf("err = %v; want *Error", r.err)
+	}
+	if e.Reason != Canceled || e.Attempts != 1 || e.Status != 503 || !errors.Is(r.err, context.Canceled) {
+		t.Errorf("outcome = %+v; want canceled after the 503", e.Outcome)
+	}
+	if e.Timeout() {
+		t.Error("a cancellation is not a timeout")
+	}
+	if !base.BodyClosed(0) || base.BodyRead(0) != 4 {
+		t.Errorf("the 503 was not drained (read %d) and closed (%v) before the wait", base.BodyRead(0), base.BodyClosed(0))
+	}
+	if base.Hits() != 1 {
+		t.Errorf("hits = %d; want 1", base.Hits())
+	}
+}
+
+func TestCancelDuringAttempt(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Action: httptestutil.Hang})
+	sent := make(chan struct{})
+	signal := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		close(sent)
+		return base.RoundTrip(r)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	tr := &Transport{Base: signal, Clock: fc, MaxAttempts: 5}
+	ch := start(tr, newRequest(t, ctx, "GET", "http://api.test/", nil))
+	<-sent
+	cancel()
+	r := await(t, ch)
+	var e *Error
+	if !errors.As(r.err, &e) || e.Reason != Canceled || e.Attempts != 1 || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("err = %v; want canceled after 1 attempt", r.err)
+	}
+	if base.Hits() != 1 {
+		t.Errorf("hits = %d; want 1", base.Hits())
+	}
+}
+
+func TestNotTransientIsFinal(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 404, Body: "nope"})
+	tr := &Transport{Base: base, Clock: fc}
+	var o Outcome
+	r := await(t, start(tr, newRequest(t, WithOutcome(context.Background(), &o), "GET", "http://api.test/", nil)))
+	if r.err != nil || r.resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("got %v, %v; want the 404", r.resp, r.err)
+	}
+	if got := readBody(t, r.resp); got != "nope" {
+		t.Errorf("body = %q", got)
+	}
+	if o.Reason != Final || o.Attempts != 1 {
+		t.Errorf("outcome = %+v; want final after 1 attempt", o)
+	}
+}
+
+func TestCustomTransientAndIdempotent(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 418}, httptestutil.Step{Status: 200})
+	var sawStatus []int
+	tr := &Transport{Base: base, Clock: fc, Jitter: noJitter,
+		Transient: func(resp *http.Response, err error) bool {
+			sawStatus = append(sawStatus, resp.StatusCode)
+			return resp.StatusCode == 418
+		},
+		Idempotent: func(*http.Request) bool { return true },
+	}
+	r := await(t, start(tr, newRequest(t, context.Background(), "POST", "http://api.test/", nil)))
+	if r.err != nil || r.resp.StatusCode != 200 {
+		t.Fatalf("got %v, %v; want 200 after retrying the 418", r.resp, r.err)
+	}
+	readBody(t, r.resp)
+	if len(sawStatus) != 2 || base.Hits() != 2 {
+		t.Errorf("Transient saw %v, hits %d; want 2 each", sawStatus, base.Hits())
+	}
+}
