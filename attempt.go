@@ -113,17 +113,18 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 	op.t.budget().Deposit()
 
 	for {
-		resp, err, cancelAttempt := op.attempt()
+		resp, cancelAttempt, err := op.attempt()
 		reqBodyOpen = false
 		d := op.decide(resp, err)
+		if d.stop == "" && op.callerEnded() {
+			// A response came, but nobody is waiting for another attempt.
+			d = op.dropNextBody(Canceled)
+		}
 		op.onAttempt(d.wait)
 		if d.stop != "" {
 			return op.finish(resp, d.stop, cancelAttempt)
 		}
 		op.logRetry(d)
-		if op.callerEnded() {
-			return op.finish(resp, Canceled, cancelAttempt)
-		}
 		if resp != nil {
 			drain(resp)
 		}
@@ -173,9 +174,10 @@ func (op *operation) prepare() error {
 
 // attempt sends one attempt under the smaller of AttemptTimeout and the
 // time left, and normalises what Base returned: exactly one of resp and
-// err is non-nil, and a resp has a Body. It returns the attempt context's
-// CancelFunc, or nil when the attempt ran under the operation's context.
-func (op *operation) attempt() (*http.Response, error, context.CancelFunc) {
+// err is non-nil, and a resp has a Body. It also returns the attempt
+// context's CancelFunc, or nil when the attempt ran under the operation's
+// context.
+func (op *operation) attempt() (*http.Response, context.CancelFunc, error) {
 	op.attempts++
 	t := op.t
 	ctx := op.ctx
@@ -238,7 +240,7 @@ func (op *operation) attempt() (*http.Response, error, context.CancelFunc) {
 	if op.timed {
 		op.lastElapsed = op.clock.Since(op.lastStart)
 	}
-	return resp, err, cancel
+	return resp, cancel, err
 }
 
 // decide applies the stop rules, in their documented order, to the

@@ -264,7 +264,7 @@ func TestRetryAfterIsAMinimum(t *testing.T) {
 		{"server delay plus jitter", 0, "2", 300 * ms, 2300 * ms},
 		{"server delay above MaxDelay kept", 0, "4", 0, 4 * time.Second},
 		// S fits but S + jitter does not: only the jitter shrinks.
-		{"jitter shortened to fit", 3 * time.Second, "2", 900 * ms, 2900 * ms},
+		{"jitter shortened to fit", 3 * time.Second, "2", 990 * ms, 2900 * ms},
 		{"past date is zero server delay", 0, "Sat, 05 Sep 2020 12:00:00 GMT", 200 * ms, 200 * ms},
 		{"garbage falls back to backoff", 0, "soon", 250 * ms, 250 * ms},
 	}

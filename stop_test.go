@@ -263,3 +263,29 @@ func TestCustomTransientAndIdempotent(t *testing.T) {
 		t.Errorf("Transient saw %v, hits %d; want 2 each", sawStatus, base.Hits())
 	}
 }
+
+func TestResponseAfterCallerLeft(t *testing.T) {
+	t.Parallel()
+	// The caller cancels while the 503 is on its way: the 503 is returned,
+	// nothing more is sent and no wait is announced.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		cancel()
+		return response(r, 503, "busy"), nil
+	})
+	var log attemptLog
+	budget := NewBudget(5, 0)
+	tr := &Transport{Base: base, Jitter: waits(time.Second), OnAttempt: log.onAttempt, Budget: budget}
+	var o Outcome
+	resp, err := tr.RoundTrip(newRequest(t, WithOutcome(ctx, &o), "GET", "http://api.test/", nil))
+	if err != nil || resp.StatusCode != 503 {
+		t.Fatalf("got %v, %v; want the 503", resp, err)
+	}
+	if got := readBody(t, resp); got != "busy" {
+		t.Errorf("body = %q; want it unread until now", got)
+	}
+	if o.Reason != Canceled || o.Attempts != 1 || len(log.attempts) != 1 || log.attempts[0].Wait != 0 {
+		t.Errorf("outcome %+v, attempts %+v; want canceled after 1 attempt with no wait", o, log.attempts)
+	}
+}
