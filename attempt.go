@@ -73,8 +73,13 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 	}
 	op.ctx = op.callerCtx
 	op.out = outcomeFrom(op.callerCtx)
+	owned := retriesOwned(op.callerCtx)
+	if owned {
+		// An outer layer owns retries, their deadline and their budget.
+		op.maxAttempts = 1
+	}
 	op.timed = op.out != nil || t.OnAttempt != nil || t.OnDone != nil || t.Logger != nil ||
-		t.Timeout > 0 || t.AttemptTimeout > 0
+		t.Timeout > 0 || t.AttemptTimeout > 0 || t.Propagate
 	if d, ok := op.callerCtx.Deadline(); ok {
 		op.deadline, op.hasDeadline, op.timed = d, true, true
 		op.callerDeadline = d
@@ -87,6 +92,9 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 			op.deadline, op.hasDeadline = d, true
 		}
 		op.ctx, op.cancel = op.withDeadline(op.callerCtx, op.deadline)
+	}
+	if !owned && marksOwnership(op.base) {
+		op.ctx = withRetriesOwned(op.ctx)
 	}
 
 	// The caller's body is ours to close until an attempt hands it to
@@ -110,7 +118,9 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 		return op.fail(err, Final)
 	}
 	reqBodyOpen = reqBodyOpen && op.body != bodyOnce && op.tmpl.Body == req.Body
-	op.t.budget().Deposit()
+	if !owned {
+		op.t.budget().Deposit()
+	}
 
 	for {
 		resp, cancelAttempt, err := op.attempt()
@@ -185,17 +195,22 @@ func (op *operation) attempt() (*http.Response, context.CancelFunc, error) {
 	if op.timed {
 		op.lastStart = op.clock.Now()
 	}
+	limit, bounded := op.deadline, op.hasDeadline
 	if t.AttemptTimeout > 0 {
 		d := op.lastStart.Add(t.AttemptTimeout)
 		if op.hasDeadline && op.deadline.Before(d) {
 			d = op.deadline
 		}
 		ctx, cancel = op.withDeadline(op.ctx, d)
+		limit, bounded = d, true
 	}
 
 	req := op.tmpl
-	if op.attempts > 1 || ctx != req.Context() {
+	if op.attempts > 1 || ctx != req.Context() || t.Propagate {
 		req = req.WithContext(ctx)
+	}
+	if t.Propagate {
+		propagate(req, op.attempts, limit.Sub(op.lastStart), bounded)
 	}
 	if op.attempts > 1 {
 		switch op.body {

@@ -47,14 +47,23 @@ func (e *attemptTimeoutError) Is(target error) bool { return target == ErrAttemp
 // that do not exist, and any error it does not recognise: an unknown
 // failure must not enter an unrestricted retry branch.
 //
+// A server's own word comes first: "X-Should-Retry: false" (as OpenAI's
+// and Anthropic's APIs send it) or "Stripe-Should-Retry: false" makes any
+// response final, and "true" makes any response transient. Other values
+// are ignored. X-Should-Retry wins when both are present.
+//
 // Whether the request may be repeated at all is a separate question,
-// answered by [IsIdempotent].
+// answered by [IsIdempotent]: a server's "true" never makes a POST without
+// an idempotency key safe to send again.
 func IsTransient(resp *http.Response, err error) bool {
 	if err != nil {
 		return transientError(err)
 	}
 	if resp == nil {
 		return false
+	}
+	if retry, ok := serverSaysRetry(resp.Header); ok {
+		return retry
 	}
 	switch resp.StatusCode {
 	case http.StatusRequestTimeout,
@@ -186,4 +195,27 @@ func isCertError(err error) bool {
 	)
 	return errors.As(err, &certErr) || errors.As(err, &unknownCA) ||
 		errors.As(err, &hostErr) || errors.As(err, &invalidErr)
+}
+
+// Headers by which a server says whether another attempt could help.
+const (
+	shouldRetryHeader       = "X-Should-Retry"
+	stripeShouldRetryHeader = "Stripe-Should-Retry"
+)
+
+// serverSaysRetry reads the server's should-retry headers; ok is false
+// when neither holds "true" or "false" (case-insensitive).
+func serverSaysRetry(h http.Header) (retry, ok bool) {
+	if len(h) == 0 {
+		return false, false
+	}
+	for _, name := range [...]string{shouldRetryHeader, stripeShouldRetryHeader} {
+		switch v := strings.TrimSpace(h.Get(name)); {
+		case strings.EqualFold(v, "true"):
+			return true, true
+		case strings.EqualFold(v, "false"):
+			return false, true
+		}
+	}
+	return false, false
 }

@@ -142,6 +142,14 @@ type Transport struct {
 	// returns. req is the caller's request; it must not be modified.
 	OnDone func(req *http.Request, o Outcome)
 
+	// Propagate, if set, sends the operation's retry state to the next
+	// service: each attempt carries [AttemptHeader] (its 1-based number)
+	// and [TimeoutHeader] (the time left for this attempt, in whole
+	// milliseconds; absent when the attempt has no bound). A service
+	// behind [Handler] then bounds its work by that time and does not
+	// retry on its own. If false, no header is added.
+	Propagate bool
+
 	// defaultBase and defaultBudget hold the defaults created on first
 	// use when Base or Budget is nil.
 	defaultBase   atomic.Pointer[http.Transport]

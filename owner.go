@@ -1,0 +1,67 @@
+package httpretry
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Headers that carry an operation's retry state to the next service, when
+// [Transport.Propagate] is set, and that [Handler] reads on the way in.
+const (
+	// AttemptHeader carries the 1-based number of the attempt. Its
+	// presence tells the receiving service that a retrying client owns
+	// this operation's retries.
+	AttemptHeader = "Retry-Attempt"
+	// TimeoutHeader carries the time left for this attempt, in whole
+	// milliseconds (rounded down, so that a service never believes it has
+	// more time than its caller will wait).
+	TimeoutHeader = "Request-Timeout"
+)
+
+// ownerKey marks a context whose operation's retries belong to an outer
+// layer: an httpretry Transport further up this process, or a retrying
+// client upstream (see Handler). A Transport that sees it makes exactly
+// one attempt: three layers of three attempts would make 27.
+type ownerKey struct{}
+
+// retriesOwned reports whether ctx belongs to an operation whose retries
+// another layer owns.
+func retriesOwned(ctx context.Context) bool {
+	return ctx.Value(ownerKey{}) != nil
+}
+
+// withRetriesOwned marks ctx so that every Transport below makes a single
+// attempt.
+func withRetriesOwned(ctx context.Context) context.Context {
+	return context.WithValue(ctx, ownerKey{}, true)
+}
+
+// marksOwnership reports whether attempts sent through base must carry
+// the ownership mark. Nothing below an *http.Transport retries on its own
+// behalf (its hidden connection-level retries are bounded by the attempt's
+// context like the rest of it), so the common case costs nothing; any
+// other Base might wrap another httpretry Transport.
+func marksOwnership(base http.RoundTripper) bool {
+	_, plain := base.(*http.Transport)
+	return !plain
+}
+
+// propagate returns req with AttemptHeader and TimeoutHeader set for this
+// attempt, copying the header so the caller's request is not modified.
+// limit is the attempt's time left; 0 or less means it has no bound, and
+// no TimeoutHeader is sent.
+func propagate(req *http.Request, attempt int, limit time.Duration, bounded bool) {
+	h := req.Header.Clone()
+	if h == nil {
+		h = make(http.Header, 2)
+	}
+	h.Set(AttemptHeader, strconv.Itoa(attempt))
+	if bounded {
+		h.Set(TimeoutHeader, strconv.FormatInt(max(limit, 0).Milliseconds(), 10))
+	} else {
+		h.Del(TimeoutHeader)
+	}
+	req.Header = h
+}
