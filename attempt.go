@@ -42,6 +42,7 @@ type operation struct {
 	once        *onceBody     // the body of a bodyOnce operation
 	tracker     *readTracker  // the last attempt's view of once
 	nextBody    io.ReadCloser // body obtained for the next attempt, not yet sent
+	buffered    bool          // the last response's body is held in memory
 
 	waited      time.Duration
 	lastStart   time.Time     // when the last attempt was sent
@@ -242,6 +243,20 @@ func (op *operation) attempt() (*http.Response, context.CancelFunc, error) {
 			resp.Body = http.NoBody
 		}
 	}
+	op.buffered = false
+	if err == nil && op.bufferable(req, resp) {
+		buffered, berr := bufferResponse(resp, t.BufferResponse)
+		switch {
+		case berr != nil:
+			resp, err = nil, berr
+		case buffered && cancel != nil:
+			// The body is in memory: the attempt's context has done its
+			// work.
+			cancel()
+			cancel = nil
+		}
+		op.buffered = buffered
+	}
 	if err != nil && ctx != op.callerCtx && done(ctx) && !op.callerEnded() {
 		// A context the Transport derived ended the attempt, not the
 		// caller's: a per-attempt timeout, which is transient.
@@ -393,6 +408,11 @@ func (op *operation) finish(resp *http.Response, reason StopReason, cancelAttemp
 	if resp != nil {
 		if op.observed() {
 			op.report(op.outcome(reason))
+		}
+		if op.buffered && op.cancel != nil {
+			// Nothing more will be read from the network.
+			op.cancel()
+			return resp, nil
 		}
 		wrapBody(resp, cancelAttempt, op.cancel)
 		return resp, nil

@@ -99,6 +99,19 @@ type Transport struct {
 	// never copied. 0 means 1 MiB; a negative value disables buffering.
 	BufferRequest int64
 
+	// BufferResponse, when positive, makes an attempt of a request that is
+	// safe to repeat include reading its response body, up to this many
+	// bytes, within the attempt's time limit. A body that fails midway (a
+	// reset, an unexpected EOF, the attempt timing out while reading) is
+	// then a transient failure and is retried, and the caller receives a
+	// response whose Body holds the complete bytes in memory and whose
+	// ContentLength is set. A longer body is returned streaming, with the
+	// bytes already read put back in front. HEAD requests and 101
+	// responses are never buffered. Memory per in-flight request is at most
+	// BufferResponse bytes. 0 (or negative) means off: an attempt ends when
+	// the response headers arrive.
+	BufferResponse int64
+
 	// Transient reports whether an attempt's failure is worth another
 	// attempt. If nil, [IsTransient].
 	Transient func(resp *http.Response, err error) bool
