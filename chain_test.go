@@ -129,9 +129,11 @@ func TestDeadlinePropagatesThroughChain(t *testing.T) {
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 	req, _ := http.NewRequestWithContext(ctx, "GET", c.a.URL, nil)
-	_, err := client.Do(req)
-	if err == nil {
-		t.Fatal("want the client's deadline to end the call")
+	// Each hop rounds the time left down to whole milliseconds, so D's
+	// deadline can fall a little before the client's, and the client may
+	// then get an answer just in time: either outcome is fine here.
+	if resp, err := client.Do(req); err == nil {
+		resp.Body.Close()
 	}
 	// D's handler records when its context ended; wait for it.
 	for end := time.Now().Add(5 * time.Second); ; {
