@@ -75,3 +75,14 @@ func parseDelaySeconds(v string) (time.Duration, bool) {
 	}
 	return time.Duration(secs) * time.Second, true
 }
+
+// retryAfter returns the server's requested delay on a 429 or 503.
+func (op *operation) retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
+	if resp == nil {
+		return 0, false
+	}
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
+		return 0, false
+	}
+	return ParseRetryAfter(resp.Header, now)
+}

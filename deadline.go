@@ -1,0 +1,53 @@
+package httpretry
+
+import (
+	"context"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// This file holds the operation's view of time: contexts derived on the
+// Transport's Clock, and whether the caller is still waiting.
+
+// withDeadline derives a context that ends at d on the Transport's Clock.
+func (op *operation) withDeadline(parent context.Context, d time.Time) (context.Context, context.CancelFunc) {
+	if op.t.Clock == nil {
+		return context.WithDeadline(parent, d)
+	}
+	// clockwork's fake contexts ignore a parent that ends with
+	// DeadlineExceeded; d is never later than the parent's deadline, so
+	// they end first anyway.
+	return clockwork.WithDeadline(parent, op.clock, d)
+}
+
+// callerEnded reports whether the caller's context has ended, or its
+// deadline has passed on the Clock. The second test matters when an
+// attempt context and the caller's share a deadline: whichever is noticed
+// first, the caller's deadline is what ended the attempt. (A fake clock's
+// contexts also close their Done channels asynchronously.)
+func (op *operation) callerEnded() bool {
+	if done(op.callerCtx) {
+		return true
+	}
+	return !op.callerDeadline.IsZero() && !op.clock.Now().Before(op.callerDeadline)
+}
+
+// callerErr returns the caller's context's error once callerEnded.
+func (op *operation) callerErr() error {
+	if done(op.callerCtx) {
+		return op.callerCtx.Err()
+	}
+	return context.DeadlineExceeded
+}
+
+// done reports whether ctx has ended, without blocking: clockwork's fake
+// contexts block in Err until they end.
+func done(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	default:
+		return false
+	}
+}
