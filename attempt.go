@@ -172,7 +172,9 @@ func (op *operation) attempt() (*http.Response, context.CancelFunc, error) {
 	}
 
 	req := op.tmpl
-	if op.attempts > 1 || ctx != req.Context() || t.Propagate {
+	// A retry of a bodyless request sends the template again: nothing of
+	// it changes, and the last attempt's response is closed by now.
+	if (op.attempts > 1 && op.body != bodyNone) || ctx != req.Context() || t.Propagate {
 		req = req.WithContext(ctx)
 	}
 	if t.Propagate {

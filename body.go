@@ -105,10 +105,61 @@ func drain(resp *http.Response) {
 		body.Close()
 		return
 	}
-	timer := time.AfterFunc(drainTimeout, func() { body.Close() })
-	_, _ = io.CopyN(io.Discard, body, drainLimit)
-	timer.Stop()
+	d := getDrainer(body)
+	for n := 0; n < drainLimit; {
+		m, err := body.Read(d.buf[:min(len(d.buf), drainLimit-n)])
+		n += m
+		if err != nil {
+			break
+		}
+	}
+	d.release()
 	body.Close()
+}
+
+// A drainer bounds one drain in time without allocating: its AfterFunc
+// timer and its buffer are reused through drainers.
+type drainer struct {
+	mu    sync.Mutex    // protects body
+	body  io.ReadCloser // being drained; nil between drains
+	timer *time.Timer
+	buf   [4 << 10]byte
+}
+
+var drainers sync.Pool
+
+func getDrainer(body io.ReadCloser) *drainer {
+	d, _ := drainers.Get().(*drainer)
+	if d == nil {
+		d = &drainer{}
+		d.timer = time.AfterFunc(drainTimeout, d.expire)
+		d.timer.Stop()
+	}
+	d.mu.Lock()
+	d.body = body
+	d.mu.Unlock()
+	d.timer.Reset(drainTimeout)
+	return d
+}
+
+func (d *drainer) expire() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.body != nil {
+		d.body.Close()
+	}
+}
+
+// release ends the drain. A drainer whose timer already fired is not
+// reused: its expire may still be about to run.
+func (d *drainer) release() {
+	stopped := d.timer.Stop()
+	d.mu.Lock()
+	d.body = nil
+	d.mu.Unlock()
+	if stopped {
+		drainers.Put(d)
+	}
 }
 
 // cancelBody is the Body of a returned response whose attempt ran under

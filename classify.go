@@ -47,10 +47,12 @@ func (e *attemptTimeoutError) Is(target error) bool { return target == ErrAttemp
 // that do not exist, and any error it does not recognise: an unknown
 // failure must not enter an unrestricted retry branch.
 //
-// A server's own word comes first: "X-Should-Retry: false" (as OpenAI's
-// and Anthropic's APIs send it) or "Stripe-Should-Retry: false" makes any
-// response final, and "true" makes any response transient. Other values
-// are ignored. X-Should-Retry wins when both are present.
+// On an error response (4xx or 5xx) the server's own word comes first:
+// "X-Should-Retry: false" (as OpenAI's and Anthropic's APIs send it) or
+// "Stripe-Should-Retry: false" makes the response final, and "true" makes
+// it transient even if its status alone would not be. Other values are
+// ignored; X-Should-Retry wins when both are present. As in those APIs'
+// own SDKs, a success is never retried, whatever it carries.
 //
 // Whether the request may be repeated at all is a separate question,
 // answered by [IsIdempotent]: a server's "true" never makes a POST without
@@ -62,8 +64,12 @@ func IsTransient(resp *http.Response, err error) bool {
 	if resp == nil {
 		return false
 	}
-	if retry, ok := serverSaysRetry(resp.Header); ok {
-		return retry
+	// A server's word applies to error responses, as the SDKs of the
+	// APIs that send it read it; a success is never sent again.
+	if resp.StatusCode >= 400 {
+		if retry, ok := serverSaysRetry(resp.Header); ok {
+			return retry
+		}
 	}
 	switch resp.StatusCode {
 	case http.StatusRequestTimeout,
@@ -210,7 +216,13 @@ func serverSaysRetry(h http.Header) (retry, ok bool) {
 		return false, false
 	}
 	for _, name := range [...]string{shouldRetryHeader, stripeShouldRetryHeader} {
-		switch v := strings.TrimSpace(h.Get(name)); {
+		// The names are canonical and net/http canonicalizes what it
+		// reads: index the map, skipping Get's canonicalization.
+		vs := h[name]
+		if len(vs) == 0 {
+			continue
+		}
+		switch v := strings.TrimSpace(vs[0]); {
 		case strings.EqualFold(v, "true"):
 			return true, true
 		case strings.EqualFold(v, "false"):

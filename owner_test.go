@@ -200,6 +200,13 @@ func TestShouldRetryHeaders(t *testing.T) {
 			}
 		})
 	}
+	// A success is never retried, whatever it carries.
+	for _, status := range []int{200, 201, 304} {
+		resp := &http.Response{StatusCode: status, Header: http.Header{"X-Should-Retry": {"true"}}}
+		if IsTransient(resp, nil) {
+			t.Errorf("%d with X-Should-Retry: true was transient", status)
+		}
+	}
 	// X-Should-Retry wins over Stripe-Should-Retry.
 	resp := &http.Response{StatusCode: 503, Header: http.Header{"X-Should-Retry": {"false"}, "Stripe-Should-Retry": {"true"}}}
 	if IsTransient(resp, nil) {
