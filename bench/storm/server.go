@@ -1,0 +1,211 @@
+package main
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// phaseHeader carries the index of the phase in which an operation
+// arrived. Every retry library under test resends the caller's headers on
+// every attempt, so the server can charge each hit to the operation's
+// phase, even when a retry lands in the next one.
+const phaseHeader = "X-Storm-Phase"
+
+// bucket is the width of every timeline bucket.
+const bucket = 100 * time.Millisecond
+
+// mode is what the server model does with a request.
+type mode int
+
+const (
+	healthy   mode = iota // serve up to the full capacity
+	outage                // answer every request 503 at once
+	brownout              // serve up to a fraction of the capacity
+	contended             // accept the first request of every window, 503 to the rest
+)
+
+func (m mode) String() string {
+	switch m {
+	case outage:
+		return "outage"
+	case brownout:
+		return "brownout"
+	case contended:
+		return "contention"
+	}
+	return "healthy"
+}
+
+// phase is one stretch of a scenario's schedule.
+type phase struct {
+	name     string
+	dur      time.Duration
+	mode     mode
+	capacity float64       // fraction of the server's capacity in a brownout
+	window   time.Duration // of a contended phase
+}
+
+// server models a dependency on loopback: it serves at most capacity
+// requests at once, each for service time, and sheds every request beyond
+// that at once with a 503, as a load-shedding server does. Sheds and
+// outage answers are hits too: they reach the server and cost it a
+// connection slot, a parse and a write.
+//
+// Its schedule, a list of phases, starts when the server starts; the
+// server derives its mode from the clock, so no goroutine switches it.
+type server struct {
+	ts       *httptest.Server
+	start    time.Time
+	phases   []phase
+	capacity int
+	service  time.Duration
+
+	inflight atomic.Int64
+	lastSlot atomic.Int64 // the last window of a contended phase that accepted a request
+	hits     atomic.Int64 // every request, whatever its answer
+	served   atomic.Int64 // 200s
+	shed     atomic.Int64 // 503s for lack of capacity
+	down     atomic.Int64 // 503s of an outage
+	conns    atomic.Int64 // connections accepted (StateNew)
+
+	byPhase []atomic.Int64 // hits by the phase the operation arrived in; the last slot holds untagged hits
+	hitsAt  []atomic.Int64 // hits by 100ms bucket since start
+	connsAt []atomic.Int64 // new connections by 100ms bucket
+}
+
+// newServer starts a server with the given schedule on 127.0.0.1; its
+// timeline holds horizon worth of buckets (later events count in the last
+// one). Close it with close.
+func newServer(phases []phase, capacity int, service, horizon time.Duration) *server {
+	n := int(horizon/bucket) + 1
+	s := &server{
+		phases:   phases,
+		capacity: capacity,
+		service:  service,
+		byPhase:  make([]atomic.Int64, len(phases)+1),
+		hitsAt:   make([]atomic.Int64, n),
+		connsAt:  make([]atomic.Int64, n),
+	}
+	// httptest listens on 127.0.0.1 only, never on every interface.
+	s.ts = httptest.NewUnstartedServer(s)
+	s.ts.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.conns.Add(1)
+			s.connsAt[s.index(time.Now())].Add(1)
+		}
+	}
+	s.lastSlot.Store(-1)
+	s.start = time.Now()
+	s.ts.Start()
+	return s
+}
+
+// url returns the server's base URL.
+func (s *server) url() string { return s.ts.URL }
+
+// close closes every connection and waits for the handlers to return.
+func (s *server) close() { s.ts.Close() }
+
+// index returns the timeline bucket of t.
+func (s *server) index(t time.Time) int {
+	i := int(t.Sub(s.start) / bucket)
+	return min(max(i, 0), len(s.hitsAt)-1)
+}
+
+// phaseAt returns the phase in force at t, the last one once the schedule
+// has run out, and the time since the start of the schedule.
+func (s *server) phaseAt(t time.Time) (phase, time.Duration) {
+	el := t.Sub(s.start)
+	rest := el
+	for _, q := range s.phases {
+		if rest < q.dur {
+			return q, el
+		}
+		rest -= q.dur
+	}
+	return s.phases[len(s.phases)-1], el
+}
+
+// admit reports whether a request that arrived el into phase p may be
+// served, taking a capacity slot if it needs one, and counts a refusal by
+// its cause.
+func (s *server) admit(p phase, el time.Duration) bool {
+	switch p.mode {
+	case outage:
+		s.down.Add(1)
+		return false
+	case contended:
+		// The first request of each window wins it; a window's index
+		// only grows, so a request that finds its window (or a later
+		// one) taken has lost.
+		slot := int64(el / p.window)
+		for {
+			last := s.lastSlot.Load()
+			if last >= slot {
+				s.shed.Add(1)
+				return false
+			}
+			if s.lastSlot.CompareAndSwap(last, slot) {
+				return true
+			}
+		}
+	}
+	capacity := s.capacity
+	if p.mode == brownout {
+		capacity = max(1, int(float64(capacity)*p.capacity+0.5))
+	}
+	if s.inflight.Add(1) > int64(capacity) {
+		s.inflight.Add(-1)
+		s.shed.Add(1)
+		return false
+	}
+	return true
+}
+
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	s.hits.Add(1)
+	s.hitsAt[s.index(now)].Add(1)
+	tag := len(s.phases)
+	if p, err := strconv.Atoi(r.Header.Get(phaseHeader)); err == nil && p >= 0 && p < len(s.phases) {
+		tag = p
+	}
+	s.byPhase[tag].Add(1)
+
+	p, el := s.phaseAt(now)
+	if !s.admit(p, el) {
+		http.Error(w, "unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	if p.mode == contended {
+		// What is contended is the window, not a worker's time.
+		s.served.Add(1)
+		w.Write([]byte("ok\n"))
+		return
+	}
+	defer s.inflight.Add(-1)
+	t := time.NewTimer(s.service)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+		// The client gave up; the slot was held until now, as a real
+		// server's would be.
+		return
+	}
+	s.served.Add(1)
+	w.Write([]byte("ok\n"))
+}
+
+// timeline copies a counter slice.
+func timeline(c []atomic.Int64) []int64 {
+	out := make([]int64, len(c))
+	for i := range c {
+		out[i] = c[i].Load()
+	}
+	return out
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+)
+
+// results is everything one invocation measured.
+type results struct {
+	cfg        config
+	outage     []*run // one per policy
+	brownout   []*run // one per policy
+	fleet      []*run // httpretry defaults, one per fleet size
+	contention []contention
+	started    time.Time
+	wall       time.Duration
+	command    string
+}
+
+// runAll runs the scenarios of cfg, one run after another, and reports
+// progress to cfg.log. It stops early, with partial results, when ctx ends.
+func runAll(ctx context.Context, cfg config) *results {
+	res := &results{cfg: cfg, started: time.Now()}
+	progress := func(format string, a ...any) {
+		fmt.Fprintf(cfg.log, "[%6.1fs] ", time.Since(res.started).Seconds())
+		fmt.Fprintf(cfg.log, format+"\n", a...)
+	}
+	for _, sc := range []struct {
+		name string
+		mode mode
+		dst  *[]*run
+	}{{"outage", outage, &res.outage}, {"brownout", brownout, &res.brownout}} {
+		if !cfg.has(sc.name) {
+			continue
+		}
+		phases := cfg.schedule(sc.mode)
+		arr := arrivals(cfg.seed, cfg.rate, phases)
+		for i, p := range cfg.policies {
+			if ctx.Err() != nil {
+				return res
+			}
+			progress("%s %d/%d: %s, %d operations over %v", sc.name, i+1, len(cfg.policies), p.name, len(arr), total(phases))
+			r := runOne(ctx, cfg, sc.name, phases, arr, p, 1)
+			*sc.dst = append(*sc.dst, r)
+			progress("%s %d/%d: %s", sc.name, i+1, len(cfg.policies), brief(r))
+		}
+	}
+	if cfg.has("contention") {
+		for _, n := range cfg.clients {
+			for _, j := range jitters() {
+				if ctx.Err() != nil {
+					return res
+				}
+				c := runContention(ctx, n, cfg.window, cfg.capWindow, j)
+				res.contention = append(res.contention, c)
+				progress("contention: %d clients, %s: %d calls, last success after %v", n, j.name, c.calls, c.completion.Round(time.Millisecond))
+			}
+		}
+	}
+	if cfg.has("fleet") {
+		phases := cfg.schedule(outage)
+		arr := arrivals(cfg.seed, cfg.rate, phases)
+		p := policyByKey("httpretry")
+		for i, n := range cfg.fleet {
+			if ctx.Err() != nil {
+				return res
+			}
+			progress("fleet %d/%d: %s in %s", i+1, len(cfg.fleet), p.name, plural(n, "process", "processes"))
+			r := runOne(ctx, cfg, "fleet", phases, arr, p, n)
+			res.fleet = append(res.fleet, r)
+			progress("fleet %d/%d: %s", i+1, len(cfg.fleet), brief(r))
+		}
+	}
+	res.wall = time.Since(res.started)
+	progress("done")
+	return res
+}
+
+// runOne passes one policy, in n simulated processes, through one
+// scenario on a fresh server, then closes every connection.
+func runOne(ctx context.Context, cfg config, scenario string, phases []phase, arr []arrival, p policy, n int) *run {
+	// Settle the previous run's garbage before this one starts.
+	runtime.GC()
+	srv := newServer(phases, cfg.capacity, cfg.service, total(phases)+cfg.deadline+time.Second)
+	f := newFleet(p, n)
+	ops := drive(ctx, srv, arr, f, cfg.deadline)
+	wall := time.Since(srv.start)
+	f.closeIdle()
+	srv.close()
+	return &run{
+		scenario:    scenario,
+		policy:      p,
+		processes:   n,
+		phases:      phases,
+		deadline:    cfg.deadline,
+		ops:         ops,
+		hits:        srv.hits.Load(),
+		hitsByPhase: timeline(srv.byPhase),
+		hitsAt:      timeline(srv.hitsAt),
+		connsAt:     timeline(srv.connsAt),
+		conns:       srv.conns.Load(),
+		shed:        srv.shed.Load(),
+		down:        srv.down.Load(),
+		wall:        wall,
+	}
+}
+
+// total returns the length of a schedule.
+func total(phases []phase) time.Duration {
+	var d time.Duration
+	for _, p := range phases {
+		d += p.dur
+	}
+	return d
+}
+
+// brief is a run's progress line.
+func brief(r *run) string {
+	st := r.phaseStats()
+	rec := "never"
+	if d, ok := r.recovery(); ok {
+		rec = d.String()
+	}
+	return fmt.Sprintf("%d ops, %d hits, %s amplification %.2f×, goodput %.0f/s, recovery %s, %d connections, %.1fs",
+		len(r.ops), r.hits, st[1].phase.name, st[1].amp, st[1].goodput, rec, r.conns, r.wall.Seconds())
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
