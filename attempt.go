@@ -143,6 +143,10 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 			cancelAttempt()
 		}
 		if reason := op.wait(d.wait); reason != "" {
+			// The retry the token was withdrawn for will not be sent.
+			if r, ok := op.t.budget().(refunder); ok {
+				r.refund()
+			}
 			return op.finish(nil, reason, nil)
 		}
 	}

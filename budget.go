@@ -130,6 +130,23 @@ func (b *TokenBucket) Withdraw() bool {
 	}
 }
 
+// refund returns a token withdrawn for a retry that was then not sent
+// (its wait was cut short, or left too little time), up to capacity. Only
+// the Transport calls it; a Budget of another type keeps what it gave.
+func (b *TokenBucket) refund() {
+	for {
+		old := b.tokens.Load()
+		next := min(old+tokenUnit, b.capacity)
+		if b.tokens.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// refunder is a Budget that can take back a token it gave for a retry
+// that never started.
+type refunder interface{ refund() }
+
 // Tokens returns the number of tokens in the bucket now, for metrics and
 // tests. Other goroutines may change it at any moment.
 func (b *TokenBucket) Tokens() float64 {

@@ -39,7 +39,8 @@ func (e *attemptTimeoutError) Is(target error) bool { return target == ErrAttemp
 // is still in progress" (its 400 and 422 are final).
 //
 // Transient errors: connection refused or reset, broken pipe, a connection
-// aborted, an unexpected EOF or the server closing the connection, network
+// aborted, an unexpected EOF or the server closing the connection, an
+// HTTP/2 stream reset with INTERNAL_ERROR or REFUSED_STREAM, network
 // timeouts, and a per-attempt timeout ([ErrAttemptTimeout]).
 //
 // Everything else is final, in particular the caller's context ending, TLS
@@ -109,6 +110,9 @@ func transientError(err error) bool {
 	if errors.As(err, &dnsErr) {
 		return dnsErr.IsTimeout || dnsErr.IsTemporary
 	}
+	if code, ok := h2ResetCode(err); ok {
+		return code == h2InternalError || code == h2RefusedStream
+	}
 	var netErr net.Error
 	if errors.As(err, &netErr) && netErr.Timeout() {
 		return true
@@ -151,6 +155,11 @@ func neverSentPermanently(err error) bool {
 func neverSent(err error) bool {
 	var opErr *net.OpError
 	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return true
+	}
+	// RFC 9113 §8.7: a stream refused with REFUSED_STREAM was not
+	// processed, so even a POST can be sent again.
+	if code, ok := h2ResetCode(err); ok && code == h2RefusedStream {
 		return true
 	}
 	return neverSentPermanently(err)
@@ -230,4 +239,32 @@ func serverSaysRetry(h http.Header) (retry, ok bool) {
 		}
 	}
 	return false, false
+}
+
+// HTTP/2 error codes (RFC 9113 §7) that make a stream reset transient.
+const (
+	h2InternalError = 0x2 // the server failed the stream: like a reset connection
+	h2RefusedStream = 0x7 // the server refused the stream before processing it
+)
+
+// h2StreamError has the fields of net/http's HTTP/2 stream error (and of
+// golang.org/x/net/http2.StreamError). That type is unexported, but its
+// As method copies itself into any struct with the same fields: the only
+// way to read its code without importing x/net.
+type h2StreamError struct {
+	StreamID uint32
+	Code     uint32
+	Cause    error
+}
+
+func (e h2StreamError) Error() string { return "http2 stream error" }
+
+// h2ResetCode returns the error code of an HTTP/2 stream reset in err's
+// chain.
+func h2ResetCode(err error) (uint32, bool) {
+	var se h2StreamError
+	if errors.As(err, &se) {
+		return se.Code, true
+	}
+	return 0, false
 }

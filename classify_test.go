@@ -164,3 +164,42 @@ func TestAttemptTimeoutError(t *testing.T) {
 		t.Errorf("attempt timeout must be a net.Error with Timeout() true")
 	}
 }
+
+// fakeH2Reset converts itself into any h2StreamError, as net/http's
+// unexported HTTP/2 stream error does through its As method.
+type fakeH2Reset struct{ code uint32 }
+
+func (f fakeH2Reset) Error() string { return "stream error" }
+func (f fakeH2Reset) As(target any) bool {
+	p, ok := target.(*h2StreamError)
+	if ok {
+		*p = h2StreamError{StreamID: 1, Code: f.code}
+	}
+	return ok
+}
+
+func TestHTTP2StreamResets(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name                 string
+		code                 uint32
+		transient, neverSent bool
+	}{
+		{"INTERNAL_ERROR", 0x2, true, false},
+		{"REFUSED_STREAM", 0x7, true, true},
+		{"PROTOCOL_ERROR", 0x1, false, false},
+		{"CANCEL", 0x8, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := fmt.Errorf("round trip: %w", fakeH2Reset{code: tt.code})
+			if got := IsTransient(nil, err); got != tt.transient {
+				t.Errorf("IsTransient = %v; want %v", got, tt.transient)
+			}
+			if got := neverSent(err); got != tt.neverSent {
+				t.Errorf("neverSent = %v; want %v", got, tt.neverSent)
+			}
+		})
+	}
+}

@@ -175,7 +175,8 @@ func TestCancelDuringWait(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503, Body: "busy"})
 	ctx, cancel := context.WithCancel(context.Background())
-	tr := &Transport{Base: base, Clock: fc, Jitter: waits(time.Second)}
+	budget := NewBudget(2, 0)
+	tr := &Transport{Base: base, Clock: fc, Jitter: waits(time.Second), Budget: budget}
 	ch := start(tr, newRequest(t, ctx, "GET", "http://api.test/", nil))
 	if err := fc.BlockUntilContext(context.Background(), 1); err != nil {
 		t.Fatal(err)
@@ -197,6 +198,9 @@ func TestCancelDuringWait(t *testing.T) {
 	}
 	if base.Hits() != 1 {
 		t.Errorf("hits = %d; want 1", base.Hits())
+	}
+	if budget.Tokens() != 2 {
+		t.Errorf("tokens = %v; the retry never started, so its token comes back", budget.Tokens())
 	}
 }
 
