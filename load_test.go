@@ -1,0 +1,301 @@
+package httpretry
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/httpretry/httpretry/httptestutil"
+	"go.uber.org/goleak"
+)
+
+// The load test: many goroutines share one Transport and one Budget
+// against a loopback server that fails about 30% of requests in mixed
+// ways. It checks what must hold however the goroutines interleave.
+const (
+	loadGoroutines = 200
+	loadOps        = 50 // per goroutine
+
+	loadTimeout        = 2 * time.Second
+	loadAttemptTimeout = 250 * ms
+	loadSlowDelay      = time.Second // a slow answer: always past AttemptTimeout
+
+	loadCapacity   = 50
+	loadPerRequest = 0.1
+
+	// loadSlack is how far past its deadline an operation may end: 200
+	// goroutines on 2 cores under -race can wait that long to be
+	// scheduled after their deadline fires, and closing a body after the
+	// deadline counts too.
+	loadSlack = 500 * ms
+)
+
+// loadScript returns the server's script: n steps, about 30% of them
+// failures (503, a closed connection, a reset in the middle of a 502's
+// body, an answer slower than AttemptTimeout), from a fixed seed so that
+// every run meets the same mix. Past the script, the last step (a 200)
+// repeats.
+func loadScript(n int) []httptestutil.Step {
+	rng := rand.New(rand.NewPCG(3, 30))
+	steps := make([]httptestutil.Step, n)
+	for i := range steps {
+		switch p := rng.IntN(100); {
+		case p < 10:
+			steps[i] = httptestutil.Step{Status: 503, Body: "busy"}
+		case p < 17:
+			steps[i] = httptestutil.Step{Action: httptestutil.CloseConn}
+		case p < 24:
+			steps[i] = httptestutil.Step{Action: httptestutil.ResetBody, Status: 502, Body: strings.Repeat("r", 512)}
+		case p < 30:
+			steps[i] = httptestutil.Step{Body: "slow", Delay: loadSlowDelay}
+		default:
+			steps[i] = httptestutil.Step{Body: "ok"}
+		}
+	}
+	steps[n-1] = httptestutil.Step{Body: "ok"}
+	return steps
+}
+
+// loadBudget counts what a Budget was asked and what it granted.
+type loadBudget struct {
+	b         Budget
+	deposits  atomic.Int64
+	withdrawn atomic.Int64 // granted
+	refused   atomic.Int64
+}
+
+func (c *loadBudget) Deposit() { c.deposits.Add(1); c.b.Deposit() }
+
+func (c *loadBudget) Withdraw() bool {
+	if c.b.Withdraw() {
+		c.withdrawn.Add(1)
+		return true
+	}
+	c.refused.Add(1)
+	return false
+}
+
+// loadOp is what one operation did.
+type loadOp struct {
+	method   string
+	path     string
+	outcome  Outcome
+	elapsed  time.Duration
+	attempts int // from OnAttempt
+	err      error
+}
+
+func TestLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 operations on loopback")
+	}
+	// Not parallel: it should have the machine to itself, and its
+	// goroutine check should see only its own goroutines.
+	ignore := goleak.IgnoreCurrent()
+	ops := loadGoroutines * loadOps
+	srv := httptestutil.NewServer(loadScript(2 * ops)...)
+	defer srv.Close()
+	base := srv.Client().Transport.(*http.Transport).Clone()
+	base.MaxIdleConnsPerHost = loadGoroutines // one idle connection per goroutine
+	defer base.CloseIdleConnections()
+
+	budget := &loadBudget{b: NewBudget(loadCapacity, loadPerRequest)}
+	var mu sync.Mutex
+	attempts := make(map[string]int) // by path, from OnAttempt
+	tr := &Transport{
+		Base:           base,
+		Timeout:        loadTimeout,
+		AttemptTimeout: loadAttemptTimeout,
+		BaseDelay:      2 * ms,
+		MaxDelay:       10 * ms,
+		Budget:         budget,
+		OnAttempt: func(req *http.Request, a Attempt) {
+			mu.Lock()
+			defer mu.Unlock()
+			attempts[req.URL.Path]++
+		},
+	}
+	client := &http.Client{Transport: tr}
+
+	results := make([]loadOp, ops)
+	began := time.Now()
+	var wg sync.WaitGroup
+	for g := range loadGoroutines {
+		wg.Go(func() {
+			for i := range loadOps {
+				n := g*loadOps + i
+				results[n] = loadOne(client, srv.URL, n)
+			}
+		})
+	}
+	wg.Wait()
+	total := time.Since(began)
+
+	var retries, responses, failures int
+	reasons := make(map[StopReason]int)
+	var slowest time.Duration
+	for i := range results {
+		r := &results[i]
+		r.attempts = attempts[r.path]
+		retries += r.outcome.Attempts - 1
+		reasons[r.outcome.Reason]++
+		slowest = max(slowest, r.elapsed)
+		var e *Error
+		if r.err != nil {
+			failures++
+			if !errors.As(r.err, &e) {
+				t.Errorf("%s %s: err = %v; want a *Error", r.method, r.path, r.err)
+			}
+		} else {
+			responses++
+		}
+		if r.elapsed > loadTimeout+loadSlack {
+			t.Errorf("%s %s took %v; want ≤ %v + %v (outcome %+v)", r.method, r.path, r.elapsed, loadTimeout, loadSlack, r.outcome)
+		}
+		if r.attempts != r.outcome.Attempts || r.outcome.Attempts < 1 || r.outcome.Attempts > DefaultMaxAttempts {
+			t.Errorf("%s %s: OnAttempt saw %d attempts, Outcome %d; want the same, 1 to %d", r.method, r.path, r.attempts, r.outcome.Attempts, DefaultMaxAttempts)
+		}
+	}
+
+	// The budget: one deposit per operation, a granted withdrawal for
+	// every retry, and no more retries than it can admit. (A token can be
+	// spent on a retry that then never starts: see
+	// TestBudgetTokenNotSpentWithoutRetry.)
+	admits := loadCapacity + int(float64(ops)*loadPerRequest)
+	if got := int(budget.deposits.Load()); got != ops {
+		t.Errorf("budget deposits = %d; want one per operation, %d", got, ops)
+	}
+	if got := int(budget.withdrawn.Load()); got < retries {
+		t.Errorf("budget granted %d retries; the operations made %d", got, retries)
+	}
+	if retries > admits {
+		t.Errorf("%d retries; the budget admits at most %d + floor(%d × %v) = %d", retries, loadCapacity, ops, loadPerRequest, admits)
+	}
+	if reasons[BudgetExhausted] == 0 || int(budget.refused.Load()) != reasons[BudgetExhausted] {
+		t.Errorf("%d operations stopped for budget_exhausted, the budget refused %d; want equal and > 0 (the load must reach the budget)",
+			reasons[BudgetExhausted], budget.refused.Load())
+	}
+
+	// A POST without a key is applied at most once, whatever happened.
+	keyless := make(map[string]int)
+	for _, q := range srv.Requests() {
+		if q.Method == "POST" && !hasIdempotencyKey(q.Header) {
+			keyless[q.Path]++
+		}
+	}
+	for path, n := range keyless {
+		if n > 1 {
+			t.Errorf("POST %s without a key reached the server %d times", path, n)
+		}
+	}
+
+	// No leaks: every connection goes idle, so closing the idle ones
+	// closes them all, and no goroutine is left.
+	tr.CloseIdleConnections()
+	for deadline := time.Now().Add(5 * time.Second); srv.OpenConns() > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * ms)
+		tr.CloseIdleConnections()
+	}
+	if n := srv.OpenConns(); n != 0 {
+		t.Errorf("%d connections still open after CloseIdleConnections: a body was left open", n)
+	}
+	srv.Close()
+	if err := goleak.Find(ignore); err != nil {
+		t.Errorf("goroutines left: %v", err)
+	}
+
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(reasons)) {
+		fmt.Fprintf(&b, " %s=%d", k, reasons[k])
+	}
+	t.Logf("%d operations in %v: %d responses, %d errors; %d server requests, %d retries (budget admits %d, granted %d); slowest %v; reasons:%s",
+		ops, total.Round(ms), responses, failures, srv.Hits(), retries, admits, budget.withdrawn.Load(), slowest.Round(ms), b.String())
+}
+
+// TestBudgetTokenNotSpentWithoutRetry: a retry is decided, and its token
+// withdrawn, before the discarded response is drained; when the drain
+// (up to 200ms of real time) leaves less than MinAttemptTime, the retry
+// never starts (deadline_exhausted) but the token stays spent. Under
+// load, TestLoad sees a few such tokens per run.
+func TestBudgetTokenNotSpentWithoutRetry(t *testing.T) {
+	t.Parallel()
+	budget := NewBudget(1, 0)
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		// A body that never ends: the drain gives up after drainTimeout.
+		return &http.Response{StatusCode: 503, Header: http.Header{}, Body: &stallBody{closed: make(chan struct{})},
+			ContentLength: -1, Request: r}, nil
+	})
+	// At the decision 150ms may be waited (250ms left, less 100ms); the
+	// wait is 0, so the retry is decided. The drain then takes 200ms.
+	tr := &Transport{Base: base, Timeout: 250 * ms, MinAttemptTime: 100 * ms, Jitter: noJitter, Budget: budget}
+	var o Outcome
+	_, err := tr.RoundTrip(newRequest(t, WithOutcome(context.Background(), &o), "GET", "http://api.test/", nil))
+	var e *Error
+	if !errors.As(err, &e) || o.Attempts != 1 || o.Reason != DeadlineExhausted {
+		t.Fatalf("err = %v, outcome %+v; want deadline_exhausted after 1 attempt", err, o)
+	}
+	if got := budget.Tokens(); got != 1 {
+		t.Skipf("blocked on lead: a retry that never started spent its budget token (tokens %v; want 1)", got)
+	}
+}
+
+// stallBody is a response body whose Read blocks until Close.
+type stallBody struct {
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (b *stallBody) Read([]byte) (int, error) {
+	<-b.closed
+	return 0, errors.New("stallBody: closed")
+}
+
+func (b *stallBody) Close() error {
+	b.closeOnce.Do(func() { close(b.closed) })
+	return nil
+}
+
+// loadOne runs operation n: six in ten are GETs, two PUTs, one a POST
+// with a key and one a POST without, each to its own path so that the
+// server's record shows what happened to it.
+func loadOne(client *http.Client, url string, n int) loadOp {
+	op := loadOp{path: fmt.Sprintf("/ops/%d", n), method: "GET"}
+	var body io.Reader
+	switch n % 10 {
+	case 6, 7:
+		op.method = "PUT"
+	case 8, 9:
+		op.method = "POST"
+	}
+	if op.method != "GET" {
+		body = bytes.NewReader([]byte(`{"qty":1}`))
+	}
+	req, err := http.NewRequestWithContext(WithOutcome(context.Background(), &op.outcome), op.method, url+op.path, body)
+	if err != nil {
+		op.err = err
+		return op
+	}
+	if n%10 == 8 {
+		req.Header.Set(IdempotencyKeyHeader, fmt.Sprintf("op-%d", n))
+	}
+	began := time.Now()
+	resp, err := client.Do(req)
+	if err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	op.elapsed = time.Since(began)
+	op.err = err
+	return op
+}
