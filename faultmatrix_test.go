@@ -1,3 +1,8 @@
+// The mutation tag (make mutate) leaves out this slow real-network test:
+// each mutant runs the package's tests, and these take seconds.
+
+//go:build !mutation
+
 package httpretry
 
 import (
@@ -447,17 +452,6 @@ type fmResult struct {
 	openConns int // after CloseIdleConnections
 }
 
-// fmClosedAddr returns a loopback address where nothing listens: a
-// listener's port, closed.
-func fmClosedAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := ln.Addr().String()
-	return addr, ln.Close()
-}
-
 // fmWaitConns closes the client's idle connections until the server has
 // none open, or gives up after a while, and returns how many are open. It
 // closes them more than once because a connection goes back to the pool
@@ -485,7 +479,7 @@ func (c fmCell) run() (r fmResult) {
 		srv  *httptestutil.Server
 	)
 	if c.fault.steps == nil {
-		addr, err := fmClosedAddr()
+		addr, err := closedAddr()
 		if err != nil {
 			r.setupErr = err
 			return r

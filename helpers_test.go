@@ -3,6 +3,7 @@ package httpretry
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -174,4 +175,15 @@ func response(req *http.Request, status int, body string) *http.Response {
 		ContentLength: int64(len(body)),
 		Request:       req,
 	}
+}
+
+// closedAddr returns a loopback address where nothing listens: a
+// listener's port, closed. Connections to it are refused.
+func closedAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	return addr, ln.Close()
 }

@@ -370,7 +370,7 @@ func TestNoSecretsOverLoopback(t *testing.T) {
 			)
 			switch {
 			case tt.steps == nil:
-				addr, err := fmClosedAddr()
+				addr, err := closedAddr()
 				if err != nil {
 					t.Fatal(err)
 				}

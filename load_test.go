@@ -1,3 +1,8 @@
+// The mutation tag (make mutate) leaves out this slow real-network test:
+// each mutant runs the package's tests, and these take seconds.
+
+//go:build !mutation
+
 package httpretry
 
 import (

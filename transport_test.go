@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -347,12 +346,10 @@ func TestLoopbackPOSTWithoutKeyNotRetriedAfterReset(t *testing.T) {
 
 func TestLoopbackPOSTRetriedAfterRefused(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := closedAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now: connections are refused
 	var log attemptLog
 	tr := &Transport{Jitter: noJitter, OnAttempt: log.onAttempt}
 	defer tr.CloseIdleConnections()
