@@ -54,9 +54,8 @@ type operation struct {
 
 // decision is what happens after an attempt: a stop, or a retry after wait.
 type decision struct {
-	stop   StopReason // empty for a retry
-	wait   time.Duration
-	server time.Duration // the honoured Retry-After, for the log
+	stop StopReason // empty for a retry
+	wait time.Duration
 }
 
 func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
@@ -129,6 +128,7 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 		d := op.decide(resp, err)
 		if d.stop == "" && op.callerEnded() {
 			// A response came, but nobody is waiting for another attempt.
+			op.refund()
 			d = op.dropNextBody(Canceled)
 		}
 		op.onAttempt(d.wait)
@@ -143,10 +143,7 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 			cancelAttempt()
 		}
 		if reason := op.wait(d.wait); reason != "" {
-			// The retry the token was withdrawn for will not be sent.
-			if r, ok := op.t.budget().(refunder); ok {
-				r.refund()
-			}
+			op.refund()
 			return op.finish(nil, reason, nil)
 		}
 	}
@@ -288,7 +285,7 @@ func (op *operation) decide(resp *http.Response, err error) decision {
 		// The server's delay is a minimum; the jitter only spreads
 		// clients, so it is what gets shortened when time is short.
 		jitter = min(jitter, room-server, maxDuration-server)
-		d = decision{wait: server + jitter, server: server}
+		d = decision{wait: server + jitter}
 	} else {
 		if jitter > room {
 			return op.dropNextBody(DeadlineExhausted)
@@ -299,6 +296,14 @@ func (op *operation) decide(resp *http.Response, err error) decision {
 		return op.dropNextBody(BudgetExhausted)
 	}
 	return d
+}
+
+// refund gives back the token withdrawn for a retry that will not be
+// sent, when the budget can take it.
+func (op *operation) refund() {
+	if r, ok := op.t.budget().(refunder); ok {
+		r.refund()
+	}
 }
 
 // wait sleeps for d on the Clock, ending early when the operation's

@@ -281,6 +281,11 @@ func TestResponseAfterCallerLeft(t *testing.T) {
 	var log attemptLog
 	budget := NewBudget(5, 0)
 	tr := &Transport{Base: base, Jitter: waits(time.Second), OnAttempt: log.onAttempt, Budget: budget}
+	defer func() {
+		if budget.Tokens() != 5 {
+			t.Errorf("tokens = %v; the retry was never sent, so its token comes back", budget.Tokens())
+		}
+	}()
 	var o Outcome
 	resp, err := tr.RoundTrip(newRequest(t, WithOutcome(ctx, &o), "GET", "http://api.test/", nil))
 	if err != nil || resp.StatusCode != 503 {
