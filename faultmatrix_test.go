@@ -184,10 +184,6 @@ type fmFault struct {
 	// buffer adds "+buf" cells, with BufferResponse on, for the faults
 	// where it changes the outcome, and for two controls.
 	buffer bool
-	// blocked, when it returns non-empty for a protocol (and buffering),
-	// names a known gap in the library: the cell is predicted as the rules
-	// intend and skipped while it fails.
-	blocked func(m fmMethod, proto string, buffer bool) string
 }
 
 // fmStatus is an attempt answered with code and a small body.
@@ -419,12 +415,11 @@ func fmPredict(f fmFault, m fmMethod, buffer bool) fmWant {
 
 // fmCell is one cell of the matrix.
 type fmCell struct {
-	fault   fmFault
-	method  fmMethod
-	proto   string // "h1" or "h2"
-	buffer  bool   // BufferResponse is on
-	want    fmWant
-	blocked string // a known library gap that makes this cell fail
+	fault  fmFault
+	method fmMethod
+	proto  string // "h1" or "h2"
+	buffer bool   // BufferResponse is on
+	want   fmWant
 }
 
 func (c fmCell) name() string { return c.fault.name + "/" + c.method.name + "/" + c.protoName() }
@@ -616,11 +611,7 @@ func TestFaultMatrix(t *testing.T) {
 					if buffer && !f.buffer {
 						continue
 					}
-					c := &fmCell{fault: f, method: m, proto: proto, buffer: buffer, want: fmPredict(f, m, buffer)}
-					if f.blocked != nil {
-						c.blocked = f.blocked(m, proto, buffer)
-					}
-					cells = append(cells, c)
+					cells = append(cells, &fmCell{fault: f, method: m, proto: proto, buffer: buffer, want: fmPredict(f, m, buffer)})
 				}
 			}
 		}
@@ -650,42 +641,29 @@ func TestFaultMatrix(t *testing.T) {
 			r := <-results[i]
 			obs[i] = r
 			bad := c.check(r)
-			switch {
-			case c.blocked != "" && len(bad) == 0:
-				verdicts[i] = "HOLDS (unblock)"
-				t.Errorf("cell holds now: remove its blocked marker (%s)", c.blocked)
-			case c.blocked != "":
-				verdicts[i] = "blocked"
-				t.Skipf("blocked on lead: %s; got: %s", c.blocked, strings.Join(bad, "; "))
-			case len(bad) > 0:
-				verdicts[i] = "FAILED"
-				for _, b := range bad {
-					t.Error(b)
-				}
-			default:
+			if len(bad) == 0 {
 				verdicts[i] = "held"
+				return
+			}
+			verdicts[i] = "FAILED"
+			for _, b := range bad {
+				t.Error(b)
 			}
 		})
 	}
 	wg.Wait()
 
 	// Cells that -run left out have no verdict and are not counted.
-	tried, held, blocked := 0, 0, 0
+	tried, held := 0, 0
 	for _, v := range verdicts {
 		if v != "" {
 			tried++
 		}
-		switch v {
-		case "held":
+		if v == "held" {
 			held++
-		case "blocked":
-			blocked++
 		}
 	}
 	summary := fmt.Sprintf("%d cells: %d held", tried, held)
-	if blocked > 0 {
-		summary += fmt.Sprintf(", %d blocked on lead", blocked)
-	}
 	if testing.Verbose() {
 		var b strings.Builder
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
