@@ -292,7 +292,7 @@ func (op *operation) decide(resp *http.Response, err error) decision {
 		}
 		d = decision{wait: jitter}
 	}
-	if !t.budget().Withdraw() {
+	if !t.budget().Withdraw(op.ctx) {
 		return op.dropNextBody(BudgetExhausted)
 	}
 	return d
@@ -301,9 +301,7 @@ func (op *operation) decide(resp *http.Response, err error) decision {
 // refund gives back the token withdrawn for a retry that will not be
 // sent, when the budget can take it.
 func (op *operation) refund() {
-	if r, ok := op.t.budget().(refunder); ok {
-		r.refund()
-	}
+	op.t.budget().Refund()
 }
 
 // wait sleeps for d on the Clock, ending early when the operation's

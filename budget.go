@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"context"
 	"math"
 	"sync/atomic"
 )
@@ -10,15 +11,21 @@ import (
 // withdraws, and a retry that finds the budget empty is not sent.
 //
 // A Budget is shared by all the goroutines that use a Transport and must be
-// safe for concurrent use.
+// safe for concurrent use. [TokenBucket] is the budget of one process;
+// a budget kept in a shared store (see contrib/redisretry) bounds a whole
+// fleet.
 type Budget interface {
-	// Deposit is called once per logical operation, when its initial
-	// attempt is about to be sent.
+	// Deposit is called once per logical operation, before its first
+	// attempt. It must not block.
 	Deposit()
-	// Withdraw is called once per retry, after every other check has
-	// allowed it and before its wait. It reports whether the retry may be
-	// sent; false stops the operation with [BudgetExhausted].
-	Withdraw() bool
+	// Withdraw is called once per retry, after every other check allowed
+	// it and before its wait. It may consult a shared store; it must
+	// return by ctx's deadline, which is the operation's. false stops the
+	// operation with [BudgetExhausted].
+	Withdraw(ctx context.Context) bool
+	// Refund gives back a token withdrawn for a retry that was then never
+	// sent: its wait was cut short, or it left too little time.
+	Refund()
 }
 
 // Unlimited is a [Budget] that admits every retry. Use it only where
@@ -28,8 +35,9 @@ var Unlimited Budget = unlimited{}
 
 type unlimited struct{}
 
-func (unlimited) Deposit()       {}
-func (unlimited) Withdraw() bool { return true }
+func (unlimited) Deposit()                      {}
+func (unlimited) Withdraw(context.Context) bool { return true }
+func (unlimited) Refund()                       {}
 
 // tokenUnit is one token in the fixed-point units a TokenBucket counts in.
 // Counting millionths of a token in an integer keeps the arithmetic exact
@@ -40,8 +48,8 @@ const tokenUnit = 1_000_000
 // maxTokens is the largest capacity a TokenBucket can represent.
 const maxTokens = math.MaxInt64 / tokenUnit / 2
 
-// TokenBucket is the retry budget of the seed texts: a bucket of tokens
-// that starts full, gains a fraction of a token for every operation and
+// TokenBucket is a retry budget for one process: a bucket of tokens that
+// starts full, gains a fraction of a token for every operation and
 // loses one token for every retry. With N deposits starting from full it
 // admits at most capacity + floor(N·perRequest) retries; starting from
 // empty, exactly floor(N·perRequest).
@@ -117,8 +125,9 @@ func (b *TokenBucket) Deposit() {
 }
 
 // Withdraw takes one token and reports true, or reports false and takes
-// nothing when less than one whole token is left.
-func (b *TokenBucket) Withdraw() bool {
+// nothing when less than one whole token is left. It never blocks; ctx is
+// not used.
+func (b *TokenBucket) Withdraw(context.Context) bool {
 	for {
 		old := b.tokens.Load()
 		if old < tokenUnit {
@@ -130,10 +139,9 @@ func (b *TokenBucket) Withdraw() bool {
 	}
 }
 
-// refund returns a token withdrawn for a retry that was then not sent
-// (its wait was cut short, or left too little time), up to capacity. Only
-// the Transport calls it; a Budget of another type keeps what it gave.
-func (b *TokenBucket) refund() {
+// Refund returns a token withdrawn for a retry that was then not sent
+// (its wait was cut short, or left too little time), up to capacity.
+func (b *TokenBucket) Refund() {
 	for {
 		old := b.tokens.Load()
 		next := min(old+tokenUnit, b.capacity)
@@ -142,10 +150,6 @@ func (b *TokenBucket) refund() {
 		}
 	}
 }
-
-// refunder is a Budget that can take back a token it gave for a retry
-// that never started.
-type refunder interface{ refund() }
 
 // Tokens returns the number of tokens in the bucket now, for metrics and
 // tests. Other goroutines may change it at any moment.

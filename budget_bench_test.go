@@ -1,6 +1,9 @@
 package httpretry
 
-import "testing"
+import (
+	"context"
+	"testing"
+)
 
 // budgetLoads are the two ways a Transport uses its budget. "deposit" is a
 // healthy service: every operation deposits into a full bucket and none
@@ -11,7 +14,7 @@ var budgetLoads = []struct {
 	op   func(*TokenBucket)
 }{
 	{"deposit", func(b *TokenBucket) { b.Deposit() }},
-	{"deposit_withdraw", func(b *TokenBucket) { b.Deposit(); b.Withdraw() }},
+	{"deposit_withdraw", func(b *TokenBucket) { b.Deposit(); b.Withdraw(context.Background()) }},
 }
 
 // BenchmarkBudgetSerial is the uncontended cost of one operation's budget

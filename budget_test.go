@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"context"
 	"math"
 	"sync"
 	"testing"
@@ -11,7 +12,7 @@ import (
 func withdrawAll(t *testing.T, b Budget) int {
 	t.Helper()
 	n := 0
-	for b.Withdraw() {
+	for b.Withdraw(context.Background()) {
 		n++
 		if n > 1_000_000 {
 			t.Fatal("budget never ran out")
@@ -50,7 +51,7 @@ func TestTokenBucketAtMostCapacityPlusDeposits(t *testing.T) {
 	const n = 1000
 	for i := range n {
 		b.Deposit()
-		if i%3 == 0 && b.Withdraw() {
+		if i%3 == 0 && b.Withdraw(context.Background()) {
 			admitted++
 		}
 	}
@@ -118,7 +119,7 @@ func TestTokenBucketZeroValue(t *testing.T) {
 	t.Parallel()
 	var b TokenBucket
 	b.Deposit()
-	if b.Withdraw() {
+	if b.Withdraw(context.Background()) {
 		t.Error("zero TokenBucket admitted a retry")
 	}
 }
@@ -137,7 +138,7 @@ func TestTokenBucketConcurrent(t *testing.T) {
 			n := 0
 			for range 1000 {
 				b.Deposit()
-				if b.Withdraw() {
+				if b.Withdraw(context.Background()) {
 					n++
 				}
 			}
@@ -156,7 +157,7 @@ func TestTokenBucketConcurrent(t *testing.T) {
 func TestUnlimited(t *testing.T) {
 	t.Parallel()
 	for range 1000 {
-		if !Unlimited.Withdraw() {
+		if !Unlimited.Withdraw(context.Background()) {
 			t.Fatal("Unlimited refused a retry")
 		}
 	}

@@ -20,6 +20,11 @@ import (
 // [Transport.Transient] function can test for it.
 var ErrAttemptTimeout = errors.New("httpretry: attempt timed out")
 
+// ErrIdleTimeout matches (with [errors.Is]) the error of an attempt, or of
+// a Read of a returned body, that received no byte of the response for
+// [Transport.IdleTimeout]. The error's Timeout method reports true.
+var ErrIdleTimeout = errors.New("httpretry: response idle timeout")
+
 // attemptTimeoutError marks an attempt error caused by a context the
 // Transport derived, not by the caller's. It keeps the original error in
 // its chain, so errors.Is(err, context.DeadlineExceeded) still holds.
@@ -30,11 +35,16 @@ func (e *attemptTimeoutError) Unwrap() error        { return e.err }
 func (e *attemptTimeoutError) Timeout() bool        { return true }
 func (e *attemptTimeoutError) Is(target error) bool { return target == ErrAttemptTimeout }
 
+// StatusOverloaded is the status some APIs (Anthropic's among them) answer
+// when they are temporarily overloaded. It is not registered with IANA;
+// IsTransient treats it as 503 Service Unavailable.
+const StatusOverloaded = 529
+
 // IsTransient reports whether an attempt's outcome is a failure that another
 // attempt could reasonably resolve. It is the default [Transport.Transient].
 //
 // Transient responses: 408 Request Timeout, 429 Too Many Requests, 500,
-// 502, 503 and 504; and 409 Conflict for a request carrying an idempotency
+// 502, 503, 504 and 529 ([StatusOverloaded]); and 409 Conflict for a request carrying an idempotency
 // key, which the IETF Idempotency-Key draft uses for "the original request
 // is still in progress" (its 400 and 422 are final).
 //
@@ -78,7 +88,8 @@ func IsTransient(resp *http.Response, err error) bool {
 		http.StatusInternalServerError,
 		http.StatusBadGateway,
 		http.StatusServiceUnavailable,
-		http.StatusGatewayTimeout:
+		http.StatusGatewayTimeout,
+		StatusOverloaded:
 		return true
 	case http.StatusConflict:
 		return resp.Request != nil && hasIdempotencyKey(resp.Request.Header)

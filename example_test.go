@@ -150,11 +150,11 @@ func ExampleParseRetryAfter() {
 func ExampleNewBudget() {
 	// A burst of two retries, then one retry for every ten operations.
 	b := httpretry.NewBudget(2, 0.1)
-	fmt.Println(b.Withdraw(), b.Withdraw(), b.Withdraw())
+	fmt.Println(b.Withdraw(context.Background()), b.Withdraw(context.Background()), b.Withdraw(context.Background()))
 	for range 10 {
 		b.Deposit()
 	}
-	fmt.Println(b.Withdraw())
+	fmt.Println(b.Withdraw(context.Background()))
 	// Output:
 	// true true false
 	// true

@@ -642,7 +642,7 @@ driver:
 	// Retry-After is a minimum.
 	for k := 0; k+1 < len(calls); k++ {
 		c := calls[k]
-		if c.resp == nil || bufFails(c) || (c.resp.StatusCode != 429 && c.resp.StatusCode != 503) || !c.step.ra.ok {
+		if c.resp == nil || bufFails(c) || !honoursRetryAfter(c.resp.StatusCode) || !c.step.ra.ok {
 			continue
 		}
 		if gap := calls[k+1].start.Sub(c.end); gap < c.step.ra.delay || attempts[k].Wait < c.step.ra.delay {
@@ -835,7 +835,7 @@ func (m *fzModel) decide(n int, c *fzCall) decision {
 	transient := failed
 	if !failed {
 		switch c.resp.StatusCode {
-		case 408, 429, 500, 502, 503, 504:
+		case 408, 429, 500, 502, 503, 504, 529:
 			transient = true
 		case 409:
 			transient = strings.HasSuffix(sc.method, "+key")
@@ -869,7 +869,7 @@ func (m *fzModel) decide(n int, c *fzCall) decision {
 	}
 	jitter := window / 4 * time.Duration(sc.jitterQuarters)
 	var d decision
-	if !failed && (c.resp.StatusCode == 429 || c.resp.StatusCode == 503) && c.step.ra.ok {
+	if !failed && honoursRetryAfter(c.resp.StatusCode) && c.step.ra.ok {
 		server := c.step.ra.delay
 		switch {
 		case server > room:

@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
@@ -22,7 +23,8 @@ const xIdempotencyKeyHeader = "X-Idempotency-Key"
 // It holds for the methods RFC 9110 §9.2.2 defines as idempotent (GET,
 // HEAD, OPTIONS, TRACE, PUT and DELETE; an empty method means GET) and for
 // any request that carries an Idempotency-Key or X-Idempotency-Key header,
-// the two net/http itself honours. As in net/http, the header counts when
+// the two net/http itself honours, or whose context was marked with
+// [WithIdempotent]. As in net/http, the header counts when
 // present in the map even with a nil value. A key only helps if the server
 // deduplicates by it: sending one does not make a server idempotent.
 func IsIdempotent(req *http.Request) bool {
@@ -34,7 +36,39 @@ func IsIdempotent(req *http.Request) bool {
 		http.MethodTrace, http.MethodPut, http.MethodDelete:
 		return true
 	}
-	return hasIdempotencyKey(req.Header)
+	return hasIdempotencyKey(req.Header) || markedIdempotent(req.Context())
+}
+
+// AlwaysIdempotent reports that every request is safe to repeat. Set it as
+// [Transport.Idempotent] on a client dedicated to an API whose requests
+// all are, POSTs included: LLM inference, search queries, GraphQL
+// queries.
+//
+//	client.Transport = &httpretry.Transport{Idempotent: httpretry.AlwaysIdempotent}
+//
+// A client that also sends writes should mark the safe requests one by one
+// with [WithIdempotent] instead, so that its other POSTs keep the rule
+// that only a key makes them safe to repeat.
+func AlwaysIdempotent(req *http.Request) bool { return req != nil }
+
+// idempotentKey is the context key of WithIdempotent.
+type idempotentKey struct{}
+
+// WithIdempotent returns a context that marks the requests made with it as
+// safe to repeat, whatever their method: [IsIdempotent] reports true for
+// them. Use it for a POST whose repetition has no further effect, such as
+// a search or an LLM completion:
+//
+//	req = req.WithContext(httpretry.WithIdempotent(req.Context()))
+//
+// Other requests on the same client are not affected.
+func WithIdempotent(ctx context.Context) context.Context {
+	return context.WithValue(ctx, idempotentKey{}, true)
+}
+
+// markedIdempotent reports whether ctx was marked by WithIdempotent.
+func markedIdempotent(ctx context.Context) bool {
+	return ctx != nil && ctx.Value(idempotentKey{}) != nil
 }
 
 // hasIdempotencyKey reports whether h carries an idempotency key, with the

@@ -78,12 +78,15 @@ type loadBudget struct {
 	deposits  atomic.Int64
 	withdrawn atomic.Int64 // granted
 	refused   atomic.Int64
+	refunded  atomic.Int64
 }
 
 func (c *loadBudget) Deposit() { c.deposits.Add(1); c.b.Deposit() }
 
-func (c *loadBudget) Withdraw() bool {
-	if c.b.Withdraw() {
+func (c *loadBudget) Refund() { c.refunded.Add(1); c.b.Refund() }
+
+func (c *loadBudget) Withdraw(ctx context.Context) bool {
+	if c.b.Withdraw(ctx) {
 		c.withdrawn.Add(1)
 		return true
 	}

@@ -191,8 +191,9 @@ func TestTimeoutOnlyWithEmptyBody(t *testing.T) {
 // panicBudget is a Budget whose Deposit panics.
 type panicBudget struct{}
 
-func (panicBudget) Deposit()       { panic("budget broke") }
-func (panicBudget) Withdraw() bool { return true }
+func (panicBudget) Deposit()                      { panic("budget broke") }
+func (panicBudget) Withdraw(context.Context) bool { return true }
+func (panicBudget) Refund()                       {}
 
 func TestCallerBodyClosedWhenACallbackPanics(t *testing.T) {
 	t.Parallel()

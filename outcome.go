@@ -60,7 +60,46 @@ type Attempt struct {
 	// Wait is the wait scheduled before the next attempt, 0 when none
 	// follows.
 	Wait time.Duration
+
+	// The fields below say where the attempt's time went, as Base reported
+	// it through [net/http/httptrace] (any Base built on [http.Transport]
+	// does). They are measured only when OnAttempt or Logger is set, so
+	// that an unobserved Transport pays nothing for them; each duration is
+	// zero when its phase did not happen (a reused connection has no DNS,
+	// connect or TLS phase).
+
+	// Conn says whether the attempt reused an idle connection or opened a
+	// new one; [ConnUnknown] when Base reported neither.
+	Conn ConnUse
+	// ConnWait is the time from asking for a connection until having one:
+	// waiting for an idle one from the pool and, for a new connection,
+	// DNS, connecting and the TLS handshake.
+	ConnWait time.Duration
+	// DNS is the time spent resolving the host name.
+	DNS time.Duration
+	// Connect is the time spent establishing the TCP connection.
+	Connect time.Duration
+	// TLSHandshake is the time spent in the TLS handshake.
+	TLSHandshake time.Duration
+	// FirstByte is the time from sending the attempt until the first byte
+	// of the response arrived.
+	FirstByte time.Duration
 }
+
+// ConnUse says whether an attempt reused a connection. Its values are a
+// small fixed set, safe to use as a metric label.
+type ConnUse string
+
+// The ways an attempt can get its connection.
+const (
+	// ConnUnknown: Base reported no connection (it failed before having
+	// one, or is not built on net/http).
+	ConnUnknown ConnUse = ""
+	// ConnNew: the attempt dialed a new connection.
+	ConnNew ConnUse = "new"
+	// ConnReused: the attempt reused an idle connection from the pool.
+	ConnReused ConnUse = "reused"
+)
 
 // Outcome describes a whole operation: one call of RoundTrip, with all its
 // attempts and waits. It is reported to [Transport.OnDone], stored by

@@ -12,10 +12,16 @@ import (
 // [RetryAfterTooLong] instead of overflowing into a short or negative wait.
 const maxDuration = time.Duration(math.MaxInt64)
 
-// ParseRetryAfter returns the delay a response's Retry-After header asks
-// for (RFC 9110 §10.2.3), and whether the header held a valid value.
+// ParseRetryAfter returns the delay a response's headers ask for before
+// another attempt, and whether they held a valid value.
 //
-// The value is either delay-seconds, one or more ASCII digits, or an
+// A valid Retry-After-Ms header comes first: a non-negative decimal number
+// of milliseconds, fractions allowed ("800", "1.5"), as OpenAI's and
+// Anthropic's APIs send it for precision below a second. A malformed,
+// negative, non-finite or overflowing Retry-After-Ms is ignored, and
+// Retry-After (RFC 9110 §10.2.3) is read instead.
+//
+// The Retry-After value is either delay-seconds, one or more ASCII digits, or an
 // HTTP-date in any of the three formats [http.ParseTime] accepts. A date is
 // converted to a delay against the response's own Date header when that is
 // valid, so that a server whose clock is skewed from ours still gets the
@@ -28,6 +34,9 @@ const maxDuration = time.Duration(math.MaxInt64)
 //
 // ParseRetryAfter reads no clock: now is the time the response arrived.
 func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	if d, ok := parseRetryAfterMs(h); ok {
+		return d, true
+	}
 	v := strings.Trim(h.Get("Retry-After"), " \t")
 	if v == "" {
 		return 0, false
@@ -50,6 +59,54 @@ func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 		d = 0
 	}
 	return d, true
+}
+
+// retryAfterMsHeader is the millisecond form of Retry-After some APIs send
+// beside it. net/http canonicalizes "retry-after-ms" to this spelling.
+const retryAfterMsHeader = "Retry-After-Ms"
+
+// parseRetryAfterMs parses Retry-After-Ms: 1*DIGIT ["." *DIGIT], or
+// "." 1*DIGIT, in milliseconds. Digits beyond the nanosecond are dropped.
+// A value that does not fit in a Duration is invalid, not saturated: it is
+// a malformed hint, and Retry-After may still hold a usable one.
+func parseRetryAfterMs(h http.Header) (time.Duration, bool) {
+	vs := h[retryAfterMsHeader]
+	if len(vs) == 0 {
+		return 0, false
+	}
+	v := strings.Trim(vs[0], " \t")
+	const limit = int64(maxDuration / time.Millisecond)
+	var ms, frac, scale int64 = 0, 0, int64(time.Millisecond)
+	digits, dot := 0, false
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c == '.' && !dot:
+			dot = true
+		case c < '0' || c > '9':
+			return 0, false
+		case dot:
+			digits++
+			if scale > 1 {
+				scale /= 10
+				frac += int64(c-'0') * scale
+			}
+		default:
+			digits++
+			if ms > (limit-int64(c-'0'))/10 {
+				return 0, false
+			}
+			ms = ms*10 + int64(c-'0')
+		}
+	}
+	if digits == 0 {
+		return 0, false
+	}
+	d := time.Duration(ms) * time.Millisecond
+	if d > maxDuration-time.Duration(frac) {
+		return 0, false
+	}
+	return d + time.Duration(frac), true
 }
 
 // parseDelaySeconds parses delay-seconds (1*DIGIT), saturating at
@@ -76,12 +133,24 @@ func parseDelaySeconds(v string) (time.Duration, bool) {
 	return time.Duration(secs) * time.Second, true
 }
 
-// retryAfter returns the server's requested delay on a 429 or 503.
-func (op *operation) retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
-	if resp == nil {
-		return 0, false
+// honoursRetryAfter reports whether a response's status is one whose
+// Retry-After the Transport honours: 429 and 503 (RFC 9110 §10.2.3,
+// RFC 6585 §4), 529 (an overloaded API, treated as 503), and 409, which an
+// idempotency layer answers while the first request with the same key is
+// still running.
+func honoursRetryAfter(status int) bool {
+	switch status {
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable,
+		StatusOverloaded, http.StatusConflict:
+		return true
 	}
-	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
+	return false
+}
+
+// retryAfter returns the server's requested delay on a response whose
+// status honours it.
+func (op *operation) retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
+	if resp == nil || !honoursRetryAfter(resp.StatusCode) {
 		return 0, false
 	}
 	return ParseRetryAfter(resp.Header, now)

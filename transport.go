@@ -112,6 +112,17 @@ type Transport struct {
 	// the response headers arrive.
 	BufferResponse int64
 
+	// IdleTimeout, when positive, fails an attempt when no byte of its
+	// response (headers or body) arrives for this long. Before RoundTrip
+	// returns, such a stall is a transient failure, retried like an
+	// attempt timeout; after, a Read of the returned body fails with an
+	// error that matches [ErrIdleTimeout] and whose Timeout method reports
+	// true, and the connection is released. It never cuts a response that
+	// keeps flowing, however long: use it for streams (server-sent events,
+	// long downloads), where AttemptTimeout would cap the stream's length.
+	// 0 (or negative) means no idle limit.
+	IdleTimeout time.Duration
+
 	// Transient reports whether an attempt's failure is worth another
 	// attempt. If nil, [IsTransient].
 	Transient func(resp *http.Response, err error) bool
