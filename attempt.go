@@ -255,7 +255,7 @@ func (op *operation) decide(resp *http.Response, err error) decision {
 	if op.attempts >= op.maxAttempts {
 		return decision{stop: AttemptsExhausted}
 	}
-	if !op.idempotent && (err == nil || !neverSent(err)) {
+	if !op.idempotent && !serverVouches(resp) && (err == nil || !neverSent(err)) {
 		return decision{stop: NotIdempotent}
 	}
 	if !op.rewind(err) {

@@ -223,6 +223,19 @@ func isCertError(err error) bool {
 		errors.As(err, &hostErr) || errors.As(err, &invalidErr)
 }
 
+// serverVouches reports whether an error response carries the server's
+// explicit statement that another attempt is safe ("X-Should-Retry: true"
+// or "Stripe-Should-Retry: true"). RFC 9110 §9.2.2 allows repeating a
+// non-idempotent request when the client has some means to know the
+// original was never applied; the server saying so is that means.
+func serverVouches(resp *http.Response) bool {
+	if resp == nil || resp.StatusCode < 400 {
+		return false
+	}
+	retry, ok := serverSaysRetry(resp.Header)
+	return ok && retry
+}
+
 // Headers by which a server says whether another attempt could help.
 const (
 	shouldRetryHeader       = "X-Should-Retry"

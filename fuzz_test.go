@@ -649,9 +649,10 @@ driver:
 			t.Errorf("attempt %d followed a Retry-After of %v after %v (Wait %v)\n%s", k+2, c.step.ra.delay, gap, attempts[k].Wait, desc)
 		}
 	}
-	// Only a dial error lets a POST without a key go again.
+	// Only a dial error, or the server's explicit word on an error
+	// response, lets a POST without a key go again.
 	for k := 1; keyless && k < len(calls); k++ {
-		if prev := calls[k-1]; !prev.dialError() {
+		if prev := calls[k-1]; !prev.dialError() && !serverVouches(prev.resp) {
 			t.Errorf("POST without a key sent again (attempt %d) after %v\n%s", k+1, fzWhat(prev), desc)
 		}
 	}
@@ -852,7 +853,7 @@ func (m *fzModel) decide(n int, c *fzCall) decision {
 		return decision{stop: Final}
 	case n >= sc.maxAttempts:
 		return decision{stop: AttemptsExhausted}
-	case m.keyless && !(failed && c.dialError()):
+	case m.keyless && !(failed && c.dialError()) && (failed || !serverVouches(c.resp)):
 		return decision{stop: NotIdempotent}
 	}
 	room := maxDuration

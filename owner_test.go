@@ -214,9 +214,23 @@ func TestShouldRetryHeaders(t *testing.T) {
 	}
 }
 
-func TestShouldRetryTrueNeverMakesUnsafeRepeatable(t *testing.T) {
+func TestShouldRetryTrueMakesUnsafeRepeatable(t *testing.T) {
 	t.Parallel()
-	base := httptestutil.NewTransport(nil, httptestutil.Step{Status: 400, Header: http.Header{"X-Should-Retry": {"true"}}})
+	for _, h := range []string{"X-Should-Retry", "Stripe-Should-Retry"} {
+		base := httptestutil.NewTransport(nil, httptestutil.Step{Status: 400, Header: http.Header{h: {"true"}}})
+		tr := &Transport{Base: base, Jitter: noJitter, Budget: Unlimited}
+		var o Outcome
+		resp, err := tr.RoundTrip(newRequest(t, WithOutcome(context.Background(), &o), "POST", "http://api.test/charges", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		readBody(t, resp)
+		if base.Hits() != 3 || o.Reason != AttemptsExhausted {
+			t.Errorf("%s: true: hits %d, outcome %+v; want 3 and attempts_exhausted", h, base.Hits(), o)
+		}
+	}
+	// Without the server's word, a keyless POST is sent once.
+	base := httptestutil.NewTransport(nil, httptestutil.Step{Status: 503})
 	tr := &Transport{Base: base, Jitter: noJitter}
 	var o Outcome
 	resp, err := tr.RoundTrip(newRequest(t, WithOutcome(context.Background(), &o), "POST", "http://api.test/charges", nil))
@@ -225,7 +239,7 @@ func TestShouldRetryTrueNeverMakesUnsafeRepeatable(t *testing.T) {
 	}
 	readBody(t, resp)
 	if base.Hits() != 1 || o.Reason != NotIdempotent {
-		t.Errorf("hits %d, outcome %+v; want 1 and not_idempotent", base.Hits(), o)
+		t.Errorf("plain 503: hits %d, outcome %+v; want 1 and not_idempotent", base.Hits(), o)
 	}
 	// The same answer to a GET is retried.
 	base = httptestutil.NewTransport(nil, httptestutil.Step{Status: 400, Header: http.Header{"X-Should-Retry": {"true"}}}, httptestutil.Step{Status: 200})
