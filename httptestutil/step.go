@@ -161,11 +161,20 @@ type script struct {
 	reqs []Request
 }
 
-// take records one request and returns the step it takes. The arrival
-// number and the step are chosen under one lock, so that concurrent
-// requests take distinct steps. After the last step, the last step
-// repeats; an empty script answers with the zero Step.
+// take records one request, with the body already read, and returns the
+// step it takes.
 func (s *script) take(r *http.Request, body []byte) Step {
+	step, hit := s.takeStep(r)
+	s.recordBody(hit, body)
+	return step
+}
+
+// takeStep records one request without its body and returns the step it
+// takes and its 1-based arrival number. The arrival number and the step
+// are chosen under one lock, so that concurrent requests take distinct
+// steps. After the last step, the last step repeats; an empty script
+// answers with the zero Step.
+func (s *script) takeStep(r *http.Request) (Step, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	hit := len(s.reqs) + 1
@@ -174,13 +183,40 @@ func (s *script) take(r *http.Request, body []byte) Step {
 		Path:     r.URL.Path,
 		RawQuery: r.URL.RawQuery,
 		Header:   r.Header.Clone(),
-		Body:     body,
 		Hit:      hit,
 	})
 	if len(s.steps) == 0 {
-		return Step{}
+		return Step{}, hit
 	}
-	return s.steps[min(hit, len(s.steps))-1]
+	return s.steps[min(hit, len(s.steps))-1], hit
+}
+
+// recordBody stores the body of the hit-th request.
+func (s *script) recordBody(hit int, body []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reqs[hit-1].Body = body
+}
+
+// neverSent reports whether a step's error says the request never left
+// the client (a failed dial, as [ErrRefused]): a real transport has then
+// not read a byte of the request body.
+func (s Step) neverSent() bool {
+	var op *net.OpError
+	return errors.As(s.Err, &op) && op.Op == "dial"
+}
+
+// contentLength returns the response's Content-Length: the step's own
+// header when it sets a valid one, even a false one, else the body's
+// length. A false length means the same to both fakes: the body ends in
+// io.ErrUnexpectedEOF when the length promised more than arrived.
+func (s Step) contentLength() int64 {
+	if v := s.Header.Get("Content-Length"); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+			return n
+		}
+	}
+	return int64(len(s.Body))
 }
 
 // hits reports how many requests took a step.

@@ -55,12 +55,19 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, ctx.Err()
 	}
+	step, hit := t.script.takeStep(req)
+	if step.neverSent() {
+		// A refused dial sends nothing: the body stays unread, for the
+		// client to send whole on its next attempt.
+		closeBody(req)
+		return nil, step.Err
+	}
 	data, err := readBody(req.Body)
 	closeBody(req)
+	t.script.recordBody(hit, data)
 	if err != nil {
 		return nil, fmt.Errorf("httptestutil: reading request body: %w", err)
 	}
-	step := t.script.take(req, data)
 
 	if err := wait(ctx, t.clock, step.Delay, nil); err != nil {
 		return nil, err
@@ -94,8 +101,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ProtoMinor:    1,
 		Header:        step.header(false),
 		Body:          b,
-		ContentLength: int64(len(step.Body)),
+		ContentLength: step.contentLength(),
 		Request:       req,
+	}
+	if n := resp.ContentLength; n != int64(len(step.Body)) && step.Action != ResetBody {
+		// A false Content-Length, as the Server sends it: a body shorter
+		// than promised ends in io.ErrUnexpectedEOF; a longer one is
+		// refused whole by net/http's server (it writes nothing of a
+		// Write past the length), so nothing arrives.
+		if n < int64(len(step.Body)) {
+			b.end = 0
+		}
+		b.short = n > int64(b.end)
 	}
 	t.mu.Lock()
 	t.resps = append(t.resps, resp)
@@ -160,6 +177,7 @@ type body struct {
 	data     []byte
 	end      int             // bytes served before EOF or the reset
 	reset    bool            // after end, fail with errResetBody, not io.EOF
+	short    bool            // after end, fail with io.ErrUnexpectedEOF: Content-Length promised more
 	ctx      context.Context // the request's
 	clock    clockwork.Clock // non-nil for Trickle: each byte waits interval
 	interval time.Duration
@@ -178,8 +196,11 @@ func (b *body) Read(p []byte) (int, error) {
 	}
 	off := int(b.off.Load())
 	if off >= b.end {
-		if b.reset {
+		switch {
+		case b.reset:
 			return 0, errResetBody
+		case b.short:
+			return 0, io.ErrUnexpectedEOF
 		}
 		return 0, io.EOF
 	}

@@ -262,3 +262,85 @@ func TestTransportConcurrent(t *testing.T) {
 			len(seen), tr.Hits(), tr.OpenBodies(), n, n)
 	}
 }
+
+// countingBody counts Read calls on a request body.
+type countingBody struct {
+	r     io.Reader
+	reads int
+}
+
+func (b *countingBody) Read(p []byte) (int, error) { b.reads++; return b.r.Read(p) }
+func (b *countingBody) Close() error               { return nil }
+
+func TestTransportRefusedStepLeavesBodyUnread(t *testing.T) {
+	t.Parallel()
+	tr := httptestutil.NewTransport(nil,
+		httptestutil.Step{Err: httptestutil.ErrRefused},
+		httptestutil.Step{Err: httptestutil.ErrReset},
+	)
+	for i, wantRead := range []bool{false, true} {
+		body := &countingBody{r: strings.NewReader("payload")}
+		req := newRequest(t, t.Context(), http.MethodPost, "http://example.test/", nil)
+		req.Body = body
+		_, err := tr.RoundTrip(req)
+		if err == nil {
+			t.Fatalf("request %d: no error", i+1)
+		}
+		if read := body.reads > 0; read != wantRead {
+			t.Errorf("request %d: body read %d times; want read: %v", i+1, body.reads, wantRead)
+		}
+	}
+	reqs := tr.Requests()
+	if got := string(reqs[0].Body); got != "" {
+		t.Errorf("refused request recorded body %q, want none", got)
+	}
+	if got := string(reqs[1].Body); got != "payload" {
+		t.Errorf("reset request recorded body %q, want %q", got, "payload")
+	}
+}
+
+// A false Content-Length in a step's Header means the same to the
+// in-memory Transport as to the Server: a body shorter than promised ends
+// in io.ErrUnexpectedEOF; one longer than promised is refused whole by
+// net/http's server, so the client reads nothing and then
+// io.ErrUnexpectedEOF.
+func TestFalseContentLengthSameForBothFakes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		length   string
+		wantBody string
+		wantErr  error
+	}{
+		{"promises more", "10", "hello", io.ErrUnexpectedEOF},
+		{"promises less", "2", "", io.ErrUnexpectedEOF},
+		{"promises none", "0", "", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			step := httptestutil.Step{Body: "hello", Header: http.Header{"Content-Length": {tc.length}}}
+			mem := httptestutil.NewTransport(nil, step)
+			srv := httptestutil.NewServer(step)
+			defer srv.Close()
+			for name, send := range map[string]func() (*http.Response, error){
+				"Transport": func() (*http.Response, error) {
+					return mem.RoundTrip(newRequest(t, t.Context(), http.MethodGet, "http://example.test/", nil))
+				},
+				"Server": func() (*http.Response, error) {
+					return srv.Client().Get(srv.URL)
+				},
+			} {
+				resp, err := send()
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				got, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if string(got) != tc.wantBody || !errors.Is(err, tc.wantErr) {
+					t.Errorf("%s: read %q, %v; want %q, %v", name, got, err, tc.wantBody, tc.wantErr)
+				}
+			}
+		})
+	}
+}
