@@ -11,20 +11,25 @@ import (
 	"github.com/jonboulle/clockwork"
 )
 
+// This file holds the loop: prepare the operation, then send an attempt,
+// decide with the pure rules of decide.go, and apply the decision (a fresh
+// body, a budget token, the drain, the wait) until a decision stops.
+
 // operation is the state of one RoundTrip: its deadline, its attempts and
 // its waits. It lives on RoundTrip's stack; nothing per-operation is kept
 // on the Transport.
 type operation struct {
-	t     *Transport
-	req   *http.Request // the caller's request, never modified
-	tmpl  *http.Request // what attempts are made from: req, or a copy with a key or a buffered body
-	base  http.RoundTripper
-	clock clockwork.Clock
-	out   *Outcome // from WithOutcome, or nil
+	t      *Transport
+	req    *http.Request // the caller's request, never modified
+	tmpl   *http.Request // what attempts are made from: req, or a copy with a key or a buffered body
+	base   http.RoundTripper
+	clock  clockwork.Clock
+	out    *Outcome // from WithOutcome, or nil
+	policy policy
 
 	callerCtx context.Context    // the caller's context
-	ctx       context.Context    // the operation's: callerCtx, or derived for Timeout
-	cancel    context.CancelFunc // releases ctx when it was derived, else nil
+	ctx       context.Context    // the operation's: callerCtx, or derived for Timeout or ownership
+	cancel    context.CancelFunc // releases ctx when it was derived for Timeout, else nil
 
 	// timed is set when anything needs clock readings: a deadline, a
 	// per-attempt limit, hooks, a logger or WithOutcome. Without it the
@@ -35,49 +40,88 @@ type operation struct {
 	hasDeadline    bool
 	callerDeadline time.Time // the caller's context's, if it has one
 
-	maxAttempts int
-	attempts    int
-	idempotent  bool
-	body        bodyKind
-	once        *onceBody     // the body of a bodyOnce operation
-	tracker     *readTracker  // the last attempt's view of once
-	nextBody    io.ReadCloser // body obtained for the next attempt, not yet sent
-	buffered    bool          // the last response's body is held in memory
+	idempotent bool
+	body       bodyKind
+	ownsBody   bool          // the caller's body is still ours to close
+	once       *onceBody     // the body of a bodyOnce operation
+	tracker    *readTracker  // the last attempt's view of once
+	nextBody   io.ReadCloser // body obtained for the next attempt, not yet sent
 
-	waited      time.Duration
-	lastStart   time.Time     // when the last attempt was sent
-	lastElapsed time.Duration // how long the last attempt took
-	status      int           // last attempt's status, 0 if it ended in an error
-	err         error         // last attempt's error
-	stopErr     error         // the error that ended the operation, when not err
-}
+	// The last attempt.
+	attempts      int
+	lastStart     time.Time     // when it was sent
+	lastElapsed   time.Duration // how long it took
+	status        int           // its status, 0 if it ended in an error
+	err           error         // its error
+	unsent        bool          // it provably never left the client
+	buffered      bool          // its response body is held in memory
+	cancelAttempt context.CancelFunc
+	idle          *idleWatch
+	trace         *connTrace
 
-// decision is what happens after an attempt: a stop, or a retry after wait.
-type decision struct {
-	stop StopReason // empty for a retry
-	wait time.Duration
+	waited  time.Duration
+	wakeAt  time.Time // when the next attempt is planned to start
+	stopErr error     // the error that ended the operation, when not err
 }
 
 func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 	if req == nil {
 		return nil, errors.New("httpretry: nil Request")
 	}
-	op := operation{
-		t:           t,
-		req:         req,
-		tmpl:        req,
-		base:        t.base(),
-		clock:       t.clock(),
-		callerCtx:   req.Context(),
-		maxAttempts: t.maxAttempts(),
+	op := operation{t: t, req: req, tmpl: req, base: t.base(), clock: t.clock(), policy: t.policy()}
+	defer op.cleanup()
+	if err := op.begin(); err != nil {
+		return op.fail(err)
 	}
+	for {
+		resp, err := op.send()
+		d := op.decide(resp, err)
+		op.onAttempt(d.wait)
+		if d.stop != "" {
+			return op.finish(resp, d.stop)
+		}
+		op.logRetry(d)
+		op.discard(resp)
+		if reason := op.wait(); reason != "" {
+			op.t.budget().Refund()
+			return op.finish(nil, reason)
+		}
+	}
+}
+
+// begin settles the operation's deadline, context and request template,
+// and deposits into the budget. An error ends the operation before any
+// attempt.
+func (op *operation) begin() error {
+	t := op.t
+	op.callerCtx = op.req.Context()
 	op.ctx = op.callerCtx
 	op.out = outcomeFrom(op.callerCtx)
+	op.ownsBody = op.req.Body != nil && op.req.Body != http.NoBody
 	owned := retriesOwned(op.callerCtx)
 	if owned {
 		// An outer layer owns retries, their deadline and their budget.
-		op.maxAttempts = 1
+		op.policy.maxAttempts = 1
 	}
+	op.setDeadline()
+	if !owned && op.policy.maxAttempts > 1 && marksOwnership(op.base) {
+		// Only a Transport that can retry takes ownership: a one-attempt
+		// wrapper (for a deadline, or hooks) leaves it to the layer below.
+		op.ctx = withRetriesOwned(op.ctx)
+	}
+	if err := op.prepare(); err != nil {
+		return err
+	}
+	if !owned {
+		t.budget().Deposit()
+	}
+	return nil
+}
+
+// setDeadline settles the operation's deadline, the earlier of the
+// caller's and start+Timeout, and whether it needs clock readings at all.
+func (op *operation) setDeadline() {
+	t := op.t
 	op.timed = op.out != nil || t.OnAttempt != nil || t.OnDone != nil || t.Logger != nil ||
 		t.Timeout > 0 || t.AttemptTimeout > 0 || t.Propagate
 	if d, ok := op.callerCtx.Deadline(); ok {
@@ -93,144 +137,37 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 		}
 		op.ctx, op.cancel = op.withDeadline(op.callerCtx, op.deadline)
 	}
-	if !owned && marksOwnership(op.base) {
-		op.ctx = withRetriesOwned(op.ctx)
-	}
+}
 
-	// The caller's body is ours to close until an attempt hands it to
-	// Base, which then closes it (the RoundTripper contract), or until it
-	// is buffered or wrapped. Every early return closes it here.
-	reqBodyOpen := req.Body != nil && req.Body != http.NoBody
-	defer func() {
-		if reqBodyOpen {
-			req.Body.Close()
-		}
-		if op.once != nil {
-			op.once.close()
-		}
-		if op.nextBody != nil {
-			op.nextBody.Close()
-		}
-	}()
-
-	if err := op.prepare(); err != nil {
-		reqBodyOpen = false // prepare closed it
-		return op.fail(err, Final)
+// cleanup closes what the operation still holds when RoundTrip returns,
+// on every path, panics included: the caller's body if no attempt took
+// it, an unsent body for a retry, and a body that cannot be rewound
+// unless Base holds it.
+func (op *operation) cleanup() {
+	if op.ownsBody {
+		op.req.Body.Close()
 	}
-	reqBodyOpen = reqBodyOpen && op.body != bodyOnce && op.tmpl.Body == req.Body
-	if !owned {
-		op.t.budget().Deposit()
+	if op.once != nil {
+		op.once.end(op.tracker)
 	}
-
-	for {
-		resp, cancelAttempt, err := op.attempt()
-		reqBodyOpen = false
-		d := op.decide(resp, err)
-		if d.stop == "" && op.callerEnded() {
-			// A response came, but nobody is waiting for another attempt.
-			op.refund()
-			d = op.dropNextBody(Canceled)
-		}
-		op.onAttempt(d.wait)
-		if d.stop != "" {
-			return op.finish(resp, d.stop, cancelAttempt)
-		}
-		op.logRetry(d)
-		if resp != nil {
-			drain(resp)
-		}
-		if cancelAttempt != nil {
-			cancelAttempt()
-		}
-		if reason := op.wait(d.wait); reason != "" {
-			op.refund()
-			return op.finish(nil, reason, nil)
-		}
+	if op.nextBody != nil {
+		op.nextBody.Close()
 	}
 }
 
-// attempt sends one attempt under the smaller of AttemptTimeout and the
-// time left, and normalises what Base returned: exactly one of resp and
-// err is non-nil, and a resp has a Body. It also returns the attempt
-// context's CancelFunc, or nil when the attempt ran under the operation's
-// context.
-func (op *operation) attempt() (*http.Response, context.CancelFunc, error) {
+// send makes one attempt under the smaller of AttemptTimeout and the time
+// left, and normalises what Base returned: exactly one of resp and err is
+// non-nil, and a resp has a Body.
+func (op *operation) send() (*http.Response, error) {
 	op.attempts++
-	t := op.t
-	ctx := op.ctx
-	var cancel context.CancelFunc
 	if op.timed {
 		op.lastStart = op.clock.Now()
 	}
-	limit, bounded := op.deadline, op.hasDeadline
-	if t.AttemptTimeout > 0 {
-		d := op.lastStart.Add(t.AttemptTimeout)
-		if op.hasDeadline && op.deadline.Before(d) {
-			d = op.deadline
-		}
-		ctx, cancel = op.withDeadline(op.ctx, d)
-		limit, bounded = d, true
-	}
-
-	req := op.tmpl
-	// A retry of a bodyless request sends the template again: nothing of
-	// it changes, and the last attempt's response is closed by now.
-	if (op.attempts > 1 && op.body != bodyNone) || ctx != req.Context() || t.Propagate {
-		req = req.WithContext(ctx)
-	}
-	if t.Propagate {
-		propagate(req, op.attempts, limit.Sub(op.lastStart), bounded)
-	}
-	if op.attempts > 1 {
-		switch op.body {
-		case bodyGetBody:
-			req.Body, op.nextBody = op.nextBody, nil
-		case bodyOnce:
-			op.tracker = &readTracker{body: op.once}
-			req.Body = op.tracker
-		}
-	}
-
+	req := op.attemptRequest()
+	op.ownsBody = false // Base owns whatever body it was handed
 	resp, err := op.base.RoundTrip(req)
-	switch {
-	case err != nil && resp != nil:
-		// A RoundTripper must not return both; trust the error.
-		if resp.Body != nil {
-			resp.Body.Close()
-		}
-		resp = nil
-	case err == nil && resp == nil:
-		err = fmt.Errorf("httpretry: %T returned a nil response and a nil error", op.base)
-	case err == nil && resp.Body == nil:
-		// As http.Client does: a nil Body may stand for an empty one,
-		// unless the response says it has content.
-		if resp.ContentLength > 0 && req.Method != http.MethodHead {
-			err = fmt.Errorf("httpretry: %T returned a response with a nil Body", op.base)
-			resp = nil
-		} else {
-			resp.Body = http.NoBody
-		}
-	}
-	op.buffered = false
-	if err == nil && op.bufferable(req, resp) {
-		buffered, berr := bufferResponse(resp, t.BufferResponse)
-		switch {
-		case berr != nil:
-			resp, err = nil, berr
-		case buffered && cancel != nil:
-			// The body is in memory: the attempt's context has done its
-			// work.
-			cancel()
-			cancel = nil
-		}
-		op.buffered = buffered
-	}
-	if err != nil && ctx != op.callerCtx && done(ctx) && !op.callerEnded() {
-		// A context the Transport derived ended the attempt, not the
-		// caller's: a per-attempt timeout, which is transient.
-		err = &attemptTimeoutError{err: err}
-	}
-
+	resp, err = normalize(op.base, req, resp, err)
+	resp, err = op.complete(req, resp, err)
 	op.status, op.err = 0, err
 	if resp != nil {
 		op.status = resp.StatusCode
@@ -238,78 +175,214 @@ func (op *operation) attempt() (*http.Response, context.CancelFunc, error) {
 	if op.timed {
 		op.lastElapsed = op.clock.Since(op.lastStart)
 	}
-	return resp, cancel, err
+	return resp, err
 }
 
-// decide applies the stop rules, in their documented order, to the
-// attempt that just ended. A retry withdraws its token only after every
-// other check has passed.
-func (op *operation) decide(resp *http.Response, err error) decision {
+// attemptRequest derives the attempt's context (its time limit, its idle
+// watch, its connection trace) and the request to send with it.
+func (op *operation) attemptRequest() *http.Request {
 	t := op.t
-	if err != nil && op.callerEnded() {
-		return decision{stop: Canceled}
+	ctx := op.ctx
+	limit, bounded := op.deadline, op.hasDeadline
+	op.cancelAttempt, op.idle, op.trace = nil, nil, nil
+	if t.AttemptTimeout > 0 {
+		d := op.lastStart.Add(t.AttemptTimeout)
+		if op.hasDeadline && op.deadline.Before(d) {
+			d = op.deadline
+		}
+		ctx, op.cancelAttempt = op.withDeadline(ctx, d)
+		limit, bounded = d, true
 	}
-	if !t.transient(resp, err) {
-		return decision{stop: Final}
+	if t.IdleTimeout > 0 {
+		ctx, op.idle = watchIdle(ctx, op.clock, t.IdleTimeout)
 	}
-	if op.attempts >= op.maxAttempts {
-		return decision{stop: AttemptsExhausted}
-	}
-	if !op.idempotent && !serverVouches(resp) && (err == nil || !neverSent(err)) {
-		return decision{stop: NotIdempotent}
-	}
-	if !op.rewind(err) {
-		return decision{stop: BodyNotRewindable}
+	if !op.idempotent || t.OnAttempt != nil {
+		ctx, op.trace = withConnTrace(ctx, t.OnAttempt != nil)
 	}
 
+	req := op.tmpl
+	// A retry of a bodyless request sends the template again: nothing of
+	// it changes, and the last attempt's response is closed by now.
+	resend := op.attempts > 1 && op.body == bodyGetBody
+	if resend || op.body == bodyOnce || ctx != req.Context() || t.Propagate {
+		req = req.WithContext(ctx)
+	}
+	if t.Propagate {
+		propagate(req, op.attempts, limit.Sub(op.lastStart), bounded)
+	}
+	switch {
+	case resend:
+		req.Body, op.nextBody = op.nextBody, nil
+	case op.body == bodyOnce:
+		// Each attempt reads through its own tracker, so that the next
+		// one can tell whether this one read anything.
+		op.tracker = &readTracker{body: op.once}
+		req.Body = op.tracker
+	}
+	return req
+}
+
+// normalize makes Base's answer one of a response with a Body or an
+// error, as http.Client expects of a RoundTripper.
+func normalize(base http.RoundTripper, req *http.Request, resp *http.Response, err error) (*http.Response, error) {
+	switch {
+	case err != nil && resp != nil:
+		// A RoundTripper must not return both; trust the error.
+		if resp.Body != nil {
+			resp.Body.Close()
+		}
+		return nil, err
+	case err == nil && resp == nil:
+		return nil, fmt.Errorf("httpretry: %T returned a nil response and a nil error", base)
+	case err == nil && resp.Body == nil:
+		// As http.Client does: a nil Body may stand for an empty one,
+		// unless the response says it has content.
+		if resp.ContentLength > 0 && req.Method != http.MethodHead {
+			return nil, fmt.Errorf("httpretry: %T returned a response with a nil Body", base)
+		}
+		resp.Body = http.NoBody
+	}
+	return resp, err
+}
+
+// complete finishes the attempt after Base returned: it puts the response
+// body under the idle watch, reads it when the attempt includes the body
+// (BufferResponse), and tells an attempt the Transport's own limits ended
+// from one the caller ended.
+func (op *operation) complete(req *http.Request, resp *http.Response, err error) (*http.Response, error) {
+	if op.idle != nil {
+		switch {
+		case resp == nil:
+			err = op.idle.wrap(err)
+		case resp.StatusCode == http.StatusSwitchingProtocols:
+			// A switched protocol has no response left to go quiet:
+			// the watch ends, and its context lives until the body is
+			// closed.
+			op.idle.timer.Stop()
+		default:
+			op.idle.progress() // the headers arrived
+			resp.Body = &idleBody{rc: resp.Body, w: op.idle}
+		}
+	}
+	op.buffered = false
+	if err == nil && op.bufferable(req, resp) {
+		buffered, berr := bufferResponse(resp, op.t.BufferResponse)
+		if berr != nil {
+			resp, err = nil, berr
+		}
+		op.buffered = buffered
+	}
+	if err != nil && !op.callerEnded() && !errors.Is(err, ErrIdleTimeout) && done(req.Context()) {
+		// A context the Transport derived ended the attempt, not the
+		// caller's: a per-attempt timeout, which is transient.
+		err = &attemptTimeoutError{err: err}
+	}
+	if err != nil {
+		op.endAttempt()
+	}
+	op.unsent = false
+	if op.trace != nil {
+		op.unsent = op.trace.end() && err != nil
+	}
+	return resp, err
+}
+
+// endAttempt releases the attempt's context and idle watch.
+func (op *operation) endAttempt() {
+	if op.idle != nil {
+		op.idle.stop()
+	}
+	if op.cancelAttempt != nil {
+		op.cancelAttempt()
+	}
+}
+
+// decide gathers the facts about the attempt that just ended, lets the
+// pure rules decide, and then gets what a retry needs: a fresh body and a
+// budget token, in that order, so that a token is withdrawn only when
+// everything else allowed the retry.
+func (op *operation) decide(resp *http.Response, err error) decision {
+	r := op.facts(resp, err)
+	if reason := eligible(op.policy, r); reason != "" {
+		return stopWith(reason)
+	}
+	// Every rule that needs no clock allowed a retry: now plan it, with
+	// the time as it is after the attempt. A success never gets here, so
+	// it reads no clock and draws no jitter.
 	now := op.clock.Now()
-	// room is how long the wait may be so that MinAttemptTime is still
-	// left after it; -1 when even a zero wait leaves too little. Without
-	// a deadline there is no limit.
-	room := maxDuration
-	if op.hasDeadline {
-		room = -1
-		if left := op.deadline.Sub(now); left >= t.minAttemptTime() {
-			room = left - t.minAttemptTime()
-		}
+	r.callerEnded = op.callerEnded()
+	r.deadline, r.hasDeadline = op.deadline, op.hasDeadline
+	r.serverDelay, r.hasServerDelay = op.retryAfter(resp, now)
+	r.backoff = op.t.jitter(backoffWindow(op.t.baseDelay(), op.t.maxDelay(), op.attempts-1))
+	d := next(op.policy, r, now)
+	if d.stop != "" {
+		return d
 	}
-	jitter := t.jitter(backoffWindow(t.baseDelay(), t.maxDelay(), op.attempts-1))
-	var d decision
-	if server, ok := op.retryAfter(resp, now); ok {
-		if server > room {
-			return op.dropNextBody(RetryAfterExceedsDeadline)
+	if op.body == bodyGetBody {
+		b, gerr := op.tmpl.GetBody()
+		if gerr != nil || b == nil {
+			return stopWith(BodyNotRewindable)
 		}
-		if server > t.maxRetryAfter() {
-			return op.dropNextBody(RetryAfterTooLong)
-		}
-		// The server's delay is a minimum; the jitter only spreads
-		// clients, so it is what gets shortened when time is short.
-		jitter = min(jitter, room-server, maxDuration-server)
-		d = decision{wait: server + jitter}
-	} else {
-		if jitter > room {
-			return op.dropNextBody(DeadlineExhausted)
-		}
-		d = decision{wait: jitter}
+		op.nextBody = b
 	}
-	if !t.budget().Withdraw(op.ctx) {
-		return op.dropNextBody(BudgetExhausted)
+	if !op.t.budget().Withdraw(op.ctx) {
+		if op.nextBody != nil {
+			op.nextBody.Close()
+			op.nextBody = nil
+		}
+		return stopWith(BudgetExhausted)
 	}
+	op.wakeAt = now.Add(d.wait)
 	return d
 }
 
-// refund gives back the token withdrawn for a retry that will not be
-// sent, when the budget can take it.
-func (op *operation) refund() {
-	op.t.budget().Refund()
+// facts describes the attempt that just ended for the pure rules,
+// without the facts that need the clock: decide adds those (the deadline,
+// the server's delay, the backoff) only for a failure that may be retried.
+func (op *operation) facts(resp *http.Response, err error) facts {
+	failed := err != nil
+	r := facts{
+		attempts:  op.attempts,
+		failed:    failed,
+		transient: op.t.transient(resp, err),
+	}
+	if failed {
+		r.callerEnded = op.callerEnded()
+		op.unsent = op.unsent || neverSent(op.req, err)
+	}
+	if !r.transient || r.callerEnded {
+		return r
+	}
+	r.repeatable = op.idempotent || op.unsent || serverVouches(resp)
+	switch op.body {
+	case bodyOnce:
+		// Only what was never read can be sent again whole.
+		r.rewindable = op.unsent && !op.tracker.didRead.Load()
+	case bodyDirect:
+		r.rewindable = false
+	default:
+		r.rewindable = true
+	}
+	return r
 }
 
-// wait sleeps for d on the Clock, ending early when the operation's
-// context ends, and then checks that the next attempt may still start. It
-// returns a stop reason, or "" to go on.
-func (op *operation) wait(d time.Duration) StopReason {
-	if d > 0 {
-		start := op.clock.Now()
+// discard drains and closes a response that will not be returned, and
+// releases its attempt, so that nothing is held while waiting.
+func (op *operation) discard(resp *http.Response) {
+	if resp != nil {
+		drain(resp)
+	}
+	op.endAttempt()
+}
+
+// wait sleeps until the planned start of the next attempt, ending early
+// when the operation's context ends, and then checks that the attempt may
+// still start. The wait was planned from the time the decision was made,
+// so the drain and the hooks since then are part of it, not added to it.
+// It returns a stop reason, or "" to go on.
+func (op *operation) wait() StopReason {
+	start := op.clock.Now()
+	if d := op.wakeAt.Sub(start); d > 0 {
 		timer := op.clock.NewTimer(d)
 		select {
 		case <-timer.Chan():
@@ -322,9 +395,9 @@ func (op *operation) wait(d time.Duration) StopReason {
 		op.stopErr = op.callerErr()
 		return Canceled
 	}
-	if op.hasDeadline && op.deadline.Sub(op.clock.Now()) < op.t.minAttemptTime() {
-		// Scheduler delay, or the operation's own Timeout, left too little
-		// time after the wait.
+	if op.hasDeadline && !startable(op.deadline.Sub(op.clock.Now()), op.policy.minAttemptTime) {
+		// The wake-up came much later than planned (the process was
+		// stopped), or the operation's Timeout ended the wait.
 		return DeadlineExhausted
 	}
 	return ""

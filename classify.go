@@ -98,7 +98,7 @@ func IsTransient(resp *http.Response, err error) bool {
 }
 
 func transientError(err error) bool {
-	if errors.Is(err, ErrAttemptTimeout) {
+	if errors.Is(err, ErrAttemptTimeout) || errors.Is(err, ErrIdleTimeout) {
 		return true
 	}
 	// The caller's context ending is never transient, whatever the
@@ -109,12 +109,7 @@ func transientError(err error) bool {
 	if neverSentPermanently(err) {
 		return false
 	}
-	if errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.ECONNABORTED) ||
-		errors.Is(err, syscall.EPIPE) ||
-		errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, io.EOF) {
+	if connectionLost(err) {
 		return true
 	}
 	var dnsErr *net.DNSError
@@ -136,6 +131,20 @@ func transientError(err error) bool {
 		strings.Contains(msg, "transport connection broken")
 }
 
+// connectionLost reports a connection refused, reset, aborted or closed
+// under the request or its response.
+func connectionLost(err error) bool {
+	for _, target := range [...]error{
+		syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED,
+		syscall.EPIPE, io.ErrUnexpectedEOF, io.EOF,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
 // neverSentPermanently reports errors that show the request could not be
 // sent and never will be as it stands: certificate problems, names that
 // do not resolve, malformed URLs.
@@ -152,28 +161,65 @@ func neverSentPermanently(err error) bool {
 	case errors.As(err, &urlErr) && urlErr.Op == "parse":
 		return true
 	}
-	// net/http returns these as unexported string errors.
+	return malformedRequest(err)
+}
+
+// malformedRequest reports net/http's errors for a request that cannot be
+// sent as it stands. net/http returns them as unexported string errors:
+// their text is the only way to recognise them.
+func malformedRequest(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "unsupported protocol scheme") ||
 		strings.Contains(msg, "no Host in request URL") ||
 		strings.Contains(msg, "nil Request.URL")
 }
 
-// neverSent reports whether err proves the request never left the client,
-// so repeating it cannot repeat a side effect: the connection was never
+// neverSent reports whether err proves that req never left the client, so
+// repeating it cannot repeat a side effect: the connection was never
 // established (a dial error, which includes refused connections and DNS
-// failures), or the request could not be formed at all.
-func neverSent(err error) bool {
-	var opErr *net.OpError
-	if errors.As(err, &opErr) && opErr.Op == "dial" {
+// failures), the server refused the HTTP/2 stream unprocessed, or the
+// request could not be formed at all.
+//
+// Only the attempt's outermost error counts, once a *url.Error naming req
+// itself (as http.Client adds) is taken off. An error deeper in the chain
+// may belong to another request: a Base built on http.Client follows a
+// POST's 303 with a GET, and a dial error of that GET proves nothing about
+// the POST, which was applied.
+func neverSent(req *http.Request, err error) bool {
+	if uerr, ok := err.(*url.Error); ok && namesRequest(uerr, req) {
+		err = uerr.Err
+	}
+	switch e := err.(type) {
+	case *net.OpError:
+		return e.Op == "dial"
+	case *url.Error:
+		return e.Op == "parse"
+	case *tls.CertificateVerificationError, x509.UnknownAuthorityError,
+		x509.HostnameError, x509.CertificateInvalidError:
 		return true
 	}
 	// RFC 9113 §8.7: a stream refused with REFUSED_STREAM was not
 	// processed, so even a POST can be sent again.
-	if code, ok := h2ResetCode(err); ok && code == h2RefusedStream {
+	var se h2StreamError
+	if a, ok := err.(interface{ As(any) bool }); ok && a.As(&se) && se.Code == h2RefusedStream {
 		return true
 	}
-	return neverSentPermanently(err)
+	// net/http returns malformed requests as unexported string errors; a
+	// wrapper's text would include them, so only a leaf counts.
+	return errors.Unwrap(err) == nil && malformedRequest(err)
+}
+
+// namesRequest reports whether a *url.Error is about req itself: same
+// method and same URL, as http.Client builds it.
+func namesRequest(uerr *url.Error, req *http.Request) bool {
+	if req.URL == nil || uerr.URL != req.URL.String() {
+		return false
+	}
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	return strings.EqualFold(uerr.Op, method)
 }
 
 // errorClass names an error's category for logs: a small, bounded set of
@@ -186,6 +232,8 @@ func errorClass(err error) string {
 		return ""
 	case errors.Is(err, ErrAttemptTimeout):
 		return "attempt_timeout"
+	case errors.Is(err, ErrIdleTimeout):
+		return "idle_timeout"
 	case errors.Is(err, context.Canceled):
 		return "canceled"
 	case errors.Is(err, context.DeadlineExceeded):

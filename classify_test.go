@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"syscall"
@@ -119,7 +120,8 @@ func TestNeverSent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := neverSent(tt.err); got != tt.want {
+			req := httptest.NewRequest("POST", "http://api.test/charges", nil)
+			if got := neverSent(req, tt.err); got != tt.want {
 				t.Errorf("neverSent(%v) = %v; want %v", tt.err, got, tt.want)
 			}
 		})
@@ -197,7 +199,9 @@ func TestHTTP2StreamResets(t *testing.T) {
 			if got := IsTransient(nil, err); got != tt.transient {
 				t.Errorf("IsTransient = %v; want %v", got, tt.transient)
 			}
-			if got := neverSent(err); got != tt.neverSent {
+			// net/http returns the stream error itself.
+			req := httptest.NewRequest("POST", "https://api.test/", nil)
+			if got := neverSent(req, fakeH2Reset{code: tt.code}); got != tt.neverSent {
 				t.Errorf("neverSent = %v; want %v", got, tt.neverSent)
 			}
 		})

@@ -348,7 +348,7 @@ func fmPredict(f fmFault, m fmMethod, buffer bool) fmWant {
 	var now time.Duration // since the start, with zero-cost I/O
 	for n := 1; ; n++ {
 		a := f.attempt(n)
-		if buffer && m.idempotent() && a.status != 0 && a.bodyFails && a.bodyLen <= fmBufferLimit {
+		if buffer && m.idempotent() && m.body != fmOnce && a.status != 0 && a.bodyFails && a.bodyLen <= fmBufferLimit {
 			b := fmAttempt{transient: true, dur: a.dur}
 			if a.stalls {
 				b.dur = fmAttemptTimeout

@@ -206,9 +206,8 @@ func (b *hostileReqBody) Close() error { return nil }
 // TestBufferRequestNeverExceeded: a body of known length up to
 // BufferRequest is read into memory before the first attempt and sent
 // again; one byte more is never read ahead, is streamed once, and stops
-// the operation with body_not_rewindable. A body whose ContentLength
-// lies (10 MiB behind a length of 1 KiB) cannot make the Transport read
-// more than the length.
+// the operation with body_not_rewindable. A body longer than its
+// ContentLength is TestBodyLongerThanContentLength's.
 func TestBufferRequestNeverExceeded(t *testing.T) {
 	t.Parallel()
 	const limit = 1024
@@ -222,7 +221,6 @@ func TestBufferRequestNeverExceeded(t *testing.T) {
 	}{
 		{"exactly the limit is buffered", limit, limit, limit, 3, AttemptsExhausted},
 		{"one byte over is streamed once", limit + 1, limit + 1, 0, 1, BodyNotRewindable},
-		{"a lying length reads no further", hostileBody, limit, limit, 3, AttemptsExhausted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -565,6 +563,46 @@ func TestBrokenBaseMore(t *testing.T) {
 			}
 			if tt.closed != nil && tt.closed.closes() != 1 {
 				t.Errorf("the 503 before the broken retry was closed %d times; want 1", tt.closed.closes())
+			}
+		})
+	}
+}
+
+// TestBodyLongerThanContentLength: a buffered body with more bytes than
+// its ContentLength is an error, as http.Transport makes it, and nothing
+// is sent: sending the first ContentLength bytes would truncate the
+// request silently.
+func TestBodyLongerThanContentLength(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		size   int64
+		length int64
+		want   string
+	}{
+		{"six bytes more", 10, 4, "ContentLength=4 with Body length 10"},
+		{"a lying length over a huge body", hostileBody, 1024, "ContentLength=1024 with Body length 2048"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			base := httptestutil.NewTransport(nil, httptestutil.Step{Status: 200})
+			tr := &Transport{Base: base, BufferRequest: 1024, Jitter: noJitter}
+			body := &hostileReqBody{r: io.LimitReader(zeroReader{}, tt.size)}
+			req := newRequest(t, context.Background(), "PUT", "http://api.test/upload", nil)
+			req.Body, req.ContentLength = body, tt.length
+			resp, err := tr.RoundTrip(req)
+			if resp != nil {
+				t.Fatalf("got a %d response; want an error", resp.StatusCode)
+			}
+			var e *Error
+			if !errors.As(err, &e) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v; want a *Error saying %q", err, tt.want)
+			}
+			if e.Attempts != 0 || e.Reason != Final || base.Hits() != 0 {
+				t.Errorf("attempts %d, reason %s, hits %d; want 0, final, 0", e.Attempts, e.Reason, base.Hits())
+			}
+			if got := body.read.Load(); got > tt.length+1024 {
+				t.Errorf("read %d bytes; want at most the length and BufferRequest more (%d)", got, tt.length+1024)
 			}
 		})
 	}

@@ -1,9 +1,6 @@
 package httpretry
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -15,13 +12,17 @@ func (op *operation) onAttempt(wait time.Duration) {
 	if op.t.OnAttempt == nil {
 		return
 	}
-	op.t.OnAttempt(op.req, Attempt{
+	a := Attempt{
 		Number:   op.attempts,
 		Status:   op.status,
 		Err:      op.err,
 		Duration: op.lastElapsed,
 		Wait:     wait,
-	})
+	}
+	if op.trace != nil {
+		op.trace.fill(&a)
+	}
+	op.t.OnAttempt(op.req, a)
 }
 
 // report delivers the operation's outcome to WithOutcome, OnDone and the
@@ -88,69 +89,6 @@ func (op *operation) path() string {
 		return u.Path
 	}
 	return ""
-}
-
-// finish ends the operation: it reports the outcome and returns resp with
-// a nil error when there is one, or a *Error.
-func (op *operation) finish(resp *http.Response, reason StopReason, cancelAttempt context.CancelFunc) (*http.Response, error) {
-	if reason == Canceled && op.stopErr == nil && resp == nil {
-		// Base may report a canceled attempt in its own words; the
-		// caller's context error must still be in the chain.
-		if cerr := op.callerErr(); !errors.Is(op.err, cerr) {
-			op.stopErr = fmt.Errorf("%w (attempt: %w)", cerr, op.err)
-		}
-	}
-	if resp != nil {
-		if op.observed() {
-			op.report(op.outcome(reason))
-		}
-		if op.buffered && op.cancel != nil {
-			// Nothing more will be read from the network.
-			op.cancel()
-			return resp, nil
-		}
-		wrapBody(resp, cancelAttempt, op.cancel)
-		return resp, nil
-	}
-	o := op.outcome(reason)
-	op.report(o)
-	if cancelAttempt != nil {
-		cancelAttempt()
-	}
-	if op.cancel != nil {
-		op.cancel()
-	}
-	e := &Error{Method: op.method(), Outcome: o}
-	e.unknown = !op.idempotent && op.attempts > 0 && op.err != nil && !neverSent(op.err)
-	return nil, e
-}
-
-// fail ends an operation that made no attempt.
-func (op *operation) fail(err error, reason StopReason) (*http.Response, error) {
-	op.stopErr = err
-	return op.finish(nil, reason, nil)
-}
-
-// observed reports whether anything receives the operation's Outcome.
-func (op *operation) observed() bool {
-	return op.out != nil || op.t.OnDone != nil || op.t.Logger != nil
-}
-
-func (op *operation) outcome(reason StopReason) Outcome {
-	o := Outcome{
-		Attempts: op.attempts,
-		Reason:   reason,
-		Status:   op.status,
-		Err:      op.err,
-		Waited:   op.waited,
-	}
-	if op.stopErr != nil {
-		o.Err = op.stopErr
-	}
-	if op.timed {
-		o.Elapsed = op.clock.Since(op.start)
-	}
-	return o
 }
 
 func (op *operation) method() string {

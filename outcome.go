@@ -3,6 +3,8 @@ package httpretry
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"net/url"
 	"strconv"
 	"time"
@@ -216,5 +218,87 @@ func WithOutcome(ctx context.Context, o *Outcome) context.Context {
 // outcomeFrom returns the *Outcome stored by WithOutcome, or nil.
 func outcomeFrom(ctx context.Context) *Outcome {
 	o, _ := ctx.Value(outcomeKey{}).(*Outcome)
+	return o
+}
+
+// finish ends the operation: it reports the outcome and returns resp with
+// a nil error when there is one, or a *Error.
+func (op *operation) finish(resp *http.Response, reason StopReason) (*http.Response, error) {
+	if resp != nil {
+		if op.observed() {
+			op.report(op.outcome(reason))
+		}
+		op.release(resp)
+		return resp, nil
+	}
+	if reason == Canceled && op.stopErr == nil {
+		// Base may report a canceled attempt in its own words; the
+		// caller's context error must still be in the chain.
+		if cerr := op.callerErr(); !errors.Is(op.err, cerr) {
+			op.stopErr = fmt.Errorf("%w (attempt: %w)", cerr, op.err)
+		}
+	}
+	o := op.outcome(reason)
+	op.report(o)
+	op.endAttempt()
+	if op.cancel != nil {
+		op.cancel()
+	}
+	e := &Error{Method: op.method(), Outcome: o}
+	// A request that is not safe to repeat, whose last attempt failed
+	// without proof that nothing was sent, may have been applied.
+	e.unknown = !op.idempotent && op.attempts > 0 && op.err != nil && !op.unsent
+	return nil, e
+}
+
+// release hands the returned response's body the contexts it must
+// release when the caller is done with it; a body already in memory
+// releases them now.
+func (op *operation) release(resp *http.Response) {
+	if op.buffered {
+		// Nothing more will be read from the network.
+		op.endAttempt()
+		if op.cancel != nil {
+			op.cancel()
+		}
+		return
+	}
+	wrapBody(resp, op.cancelAttempt, op.cancel, op.idle)
+}
+
+// fail ends an operation that made no attempt. A body that could not be
+// buffered because the caller left, or the operation's Timeout passed,
+// stops as an attempt would have.
+func (op *operation) fail(err error) (*http.Response, error) {
+	op.stopErr = err
+	reason := Final
+	switch {
+	case op.callerEnded():
+		reason = Canceled
+	case done(op.ctx):
+		reason = DeadlineExhausted
+	}
+	return op.finish(nil, reason)
+}
+
+// observed reports whether anything receives the operation's Outcome.
+func (op *operation) observed() bool {
+	return op.out != nil || op.t.OnDone != nil || op.t.Logger != nil
+}
+
+func (op *operation) outcome(reason StopReason) Outcome {
+	o := Outcome{
+		Attempts: op.attempts,
+		Reason:   reason,
+		Status:   op.status,
+		Err:      op.err,
+		Waited:   op.waited,
+	}
+	if op.stopErr != nil {
+		o.Err = op.stopErr
+	}
+	if op.timed {
+		o.Elapsed = op.clock.Since(op.start)
+	}
 	return o
 }

@@ -2,16 +2,25 @@ package httpretry
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
+	"sync"
+	"time"
 )
 
+// This file holds response bodies: reading one within its attempt
+// (BufferResponse), draining one that is discarded before a retry, and
+// wrapping the one returned to the caller so that it releases the
+// operation's contexts and keeps its idle limit.
+
 // bufferable reports whether an attempt's response body is read as part
-// of the attempt: BufferResponse is on, the request is safe to repeat (a
-// body that fails midway is then retried), and the response has a body
-// that is not a protocol switch.
+// of the attempt: BufferResponse is on, the request is safe to repeat and
+// its body can be sent again (a response that fails midway is then
+// retried; otherwise the caller must see the status the server sent), and
+// the response has a body that is not a protocol switch.
 func (op *operation) bufferable(req *http.Request, resp *http.Response) bool {
-	return op.t.BufferResponse > 0 && op.idempotent &&
+	return op.t.BufferResponse > 0 && op.idempotent && op.body != bodyOnce && op.body != bodyDirect &&
 		req.Method != http.MethodHead &&
 		resp.StatusCode != http.StatusSwitchingProtocols &&
 		resp.Body != http.NoBody
@@ -101,3 +110,149 @@ type prefixedBody struct {
 }
 
 func (b *prefixedBody) Close() error { return b.body.Close() }
+
+// Bounds on draining a response that is about to be retried. Reading a
+// small error body lets its connection go back to the pool; a larger or
+// slower one is not worth the wait, and closing it unread only costs a new
+// connection. net/http's Client drains redirect bodies on the same idea.
+const (
+	drainLimit   = 64 << 10
+	drainTimeout = 200 * time.Millisecond
+)
+
+// drain reads what is left of a discarded response's body, up to
+// drainLimit bytes and for at most drainTimeout, then closes it, so that
+// its connection can be reused and nothing is held while waiting. The time
+// bound is real time whatever the Transport's Clock: it limits I/O, not a
+// wait of the retry policy, and a trickling body must not stall the loop.
+func drain(resp *http.Response) {
+	body := resp.Body
+	if resp.ContentLength > drainLimit {
+		// Too long to be worth reading: close it, losing the connection.
+		body.Close()
+		return
+	}
+	d := getDrainer(body)
+	for n := 0; n < drainLimit; {
+		m, err := body.Read(d.buf[:min(len(d.buf), drainLimit-n)])
+		n += m
+		if err != nil {
+			break
+		}
+	}
+	d.release()
+	body.Close()
+}
+
+// A drainer bounds one drain in time without allocating: its AfterFunc
+// timer and its buffer are reused through drainers.
+type drainer struct {
+	mu    sync.Mutex    // protects body
+	body  io.ReadCloser // being drained; nil between drains
+	timer *time.Timer
+	buf   [4 << 10]byte
+}
+
+var drainers sync.Pool
+
+func getDrainer(body io.ReadCloser) *drainer {
+	d, _ := drainers.Get().(*drainer)
+	if d == nil {
+		d = &drainer{}
+		d.timer = time.AfterFunc(drainTimeout, d.expire)
+		d.timer.Stop()
+	}
+	d.mu.Lock()
+	d.body = body
+	d.mu.Unlock()
+	d.timer.Reset(drainTimeout)
+	return d
+}
+
+func (d *drainer) expire() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.body != nil {
+		d.body.Close()
+	}
+}
+
+// release ends the drain. A drainer whose timer already fired is not
+// reused: its expire may still be about to run.
+func (d *drainer) release() {
+	stopped := d.timer.Stop()
+	d.mu.Lock()
+	d.body = nil
+	d.mu.Unlock()
+	if stopped {
+		drainers.Put(d)
+	}
+}
+
+// cancelBody is the Body of a returned response whose attempt ran under
+// contexts the Transport derived. It releases them when the caller reaches
+// EOF or closes the body, so that the body stays readable until then and
+// reading it stays bounded by the Timeout and AttemptTimeout.
+type cancelBody struct {
+	rc            io.ReadCloser
+	cancelAttempt context.CancelFunc // nil when there was none
+	cancelOp      context.CancelFunc // nil when there was none
+	idle          *idleWatch         // nil without IdleTimeout
+}
+
+func (b *cancelBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.release()
+	}
+	return n, err
+}
+
+func (b *cancelBody) Close() error {
+	err := b.rc.Close()
+	b.release()
+	return err
+}
+
+// release cancels the derived contexts; CancelFuncs may be called more
+// than once and concurrently.
+func (b *cancelBody) release() {
+	if b.idle != nil {
+		b.idle.stop()
+	}
+	if b.cancelAttempt != nil {
+		b.cancelAttempt()
+	}
+	if b.cancelOp != nil {
+		b.cancelOp()
+	}
+}
+
+// cancelRWBody is a cancelBody for a 101 Switching Protocols response,
+// whose Body net/http makes writable for the new protocol.
+type cancelRWBody struct {
+	cancelBody
+	w io.Writer
+}
+
+func (b *cancelRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
+
+// wrapBody makes resp's body release the given contexts and idle watch,
+// keeping it writable for 101 responses. With nothing to release it leaves
+// resp as it is.
+func wrapBody(resp *http.Response, cancelAttempt, cancelOp context.CancelFunc, idle *idleWatch) {
+	if cancelAttempt == nil && cancelOp == nil && idle == nil {
+		return
+	}
+	cb := cancelBody{rc: resp.Body, cancelAttempt: cancelAttempt, cancelOp: cancelOp, idle: idle}
+	if resp.Body == http.NoBody {
+		// Nothing will be read: release at once.
+		cb.release()
+		return
+	}
+	if w, ok := resp.Body.(io.Writer); ok && resp.StatusCode == http.StatusSwitchingProtocols {
+		resp.Body = &cancelRWBody{cancelBody: cb, w: w}
+		return
+	}
+	resp.Body = &cb
+}

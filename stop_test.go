@@ -208,15 +208,13 @@ func TestCancelDuringAttempt(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	base := httptestutil.NewTransport(fc, httptestutil.Step{Action: httptestutil.Hang})
-	sent := make(chan struct{})
-	signal := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		close(sent)
-		return base.RoundTrip(r)
-	})
 	ctx, cancel := context.WithCancel(context.Background())
-	tr := &Transport{Base: signal, Clock: fc, MaxAttempts: 5}
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 5}
 	ch := start(tr, newRequest(t, ctx, "GET", "http://api.test/", nil))
-	<-sent
+	// Cancel once the attempt has reached the server, not before.
+	for base.Hits() == 0 {
+		time.Sleep(time.Millisecond)
+	}
 	cancel()
 	r := await(t, ch)
 	var e *Error

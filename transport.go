@@ -257,11 +257,22 @@ func (t *Transport) idempotent(req *http.Request) bool {
 // that a misbehaving Jitter can neither make a negative wait nor sleep
 // past what the deadline checks allowed for.
 func (t *Transport) jitter(window time.Duration) time.Duration {
-	d := FullJitter(window)
+	var d time.Duration
 	if t.Jitter != nil {
 		d = t.Jitter(window)
+	} else {
+		d = FullJitter(window)
 	}
 	return min(max(d, 0), window)
+}
+
+// policy resolves the settings the retry decision reads.
+func (t *Transport) policy() policy {
+	return policy{
+		maxAttempts:    t.maxAttempts(),
+		minAttemptTime: t.minAttemptTime(),
+		maxRetryAfter:  t.maxRetryAfter(),
+	}
 }
 
 func durationOr(d, def time.Duration) time.Duration {

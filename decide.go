@@ -1,0 +1,137 @@
+package httpretry
+
+import "time"
+
+// This file holds the retry decision as a pure function: given what an
+// attempt produced and the time now, stop (and why) or retry (and after
+// what wait). It reads no clock, calls no budget and touches no body, so
+// its table tests are the specification of the stop order the README
+// documents. The loop in attempt.go gathers the facts and applies the
+// effects around it, as rate.Limiter separates reserveN from Wait.
+
+// policy is the part of a Transport's settings the decision reads, with
+// zero values resolved to their defaults.
+type policy struct {
+	maxAttempts    int
+	minAttemptTime time.Duration
+	maxRetryAfter  time.Duration
+}
+
+// facts is what the decision knows of the attempt that just ended.
+type facts struct {
+	// attempts is the number of attempts made so far, including this one.
+	attempts int
+	// failed is set when the attempt ended in an error, without a
+	// response.
+	failed bool
+	// callerEnded is set when the caller's context has ended (canceled,
+	// or its deadline passed).
+	callerEnded bool
+	// transient is set when another attempt could resolve the failure.
+	transient bool
+	// repeatable is set when another attempt cannot repeat a side
+	// effect: the request is idempotent, it provably never left the
+	// client, or the server said another attempt is safe.
+	repeatable bool
+	// rewindable is set when the request body can be sent again.
+	rewindable bool
+	// serverDelay is the server's requested delay, when hasServerDelay.
+	serverDelay    time.Duration
+	hasServerDelay bool
+	// backoff is the wait drawn from this retry's backoff window.
+	backoff time.Duration
+	// deadline is the operation's deadline, when hasDeadline.
+	deadline    time.Time
+	hasDeadline bool
+}
+
+// decision is what happens after an attempt: a stop, or a retry after
+// wait.
+type decision struct {
+	stop StopReason // empty for a retry
+	wait time.Duration
+}
+
+func stopWith(reason StopReason) decision { return decision{stop: reason} }
+
+// next applies the stop rules, in their documented order, to the attempt
+// described by r at time now. A retry it allows still needs a fresh body
+// and a budget token, which the loop asks for afterwards.
+func next(p policy, r facts, now time.Time) decision {
+	if reason := eligible(p, r); reason != "" {
+		return stopWith(reason)
+	}
+	d := schedule(p, r, now)
+	if d.stop == "" && r.callerEnded {
+		// A response came, but nobody is waiting for another attempt.
+		return stopWith(Canceled)
+	}
+	return d
+}
+
+// eligible applies the rules that need no clock: whether another attempt
+// could help and may be sent at all. It returns "" when they allow a
+// retry.
+func eligible(p policy, r facts) StopReason {
+	switch {
+	case r.failed && r.callerEnded:
+		return Canceled
+	case !r.transient:
+		return Final
+	case r.attempts >= p.maxAttempts:
+		return AttemptsExhausted
+	case !r.repeatable:
+		return NotIdempotent
+	case !r.rewindable:
+		return BodyNotRewindable
+	}
+	return ""
+}
+
+// schedule plans the wait before a retry that every other rule allowed,
+// or stops when the wait and MinAttemptTime do not fit before the
+// deadline, or the server asks for too long a wait.
+func schedule(p policy, r facts, now time.Time) decision {
+	// room is how long the wait may be so that MinAttemptTime is still
+	// left after it; -1 when even a zero wait leaves too little. Without
+	// a deadline there is no limit.
+	room := maxDuration
+	if r.hasDeadline {
+		room = -1
+		if left := r.deadline.Sub(now); left >= p.minAttemptTime {
+			room = left - p.minAttemptTime
+		}
+	}
+	if !r.hasServerDelay {
+		if r.backoff > room {
+			return stopWith(DeadlineExhausted)
+		}
+		return decision{wait: r.backoff}
+	}
+	switch {
+	case r.serverDelay > room:
+		// The server's delay is never shortened to fit.
+		return stopWith(RetryAfterExceedsDeadline)
+	case r.serverDelay > p.maxRetryAfter:
+		return stopWith(RetryAfterTooLong)
+	}
+	// The server's delay is a minimum; the jitter only spreads clients,
+	// so it is what gets shortened when time is short.
+	jitter := min(r.backoff, room-r.serverDelay, maxDuration-r.serverDelay)
+	return decision{wait: r.serverDelay + jitter}
+}
+
+// lateWakeup is how late after its planned start a retry may begin and
+// still count as planned: a timer fires a little after its time, and a
+// wait planned to leave MinAttemptTime must not be thrown away for that.
+// A wake-up later than this (the process was stopped, the machine
+// suspended) stops the operation instead.
+func lateWakeup(minAttemptTime time.Duration) time.Duration {
+	return minAttemptTime / 2
+}
+
+// startable reports whether a retry planned to leave minAttemptTime may
+// start with left remaining before the deadline.
+func startable(left, minAttemptTime time.Duration) bool {
+	return left >= minAttemptTime-lateWakeup(minAttemptTime)
+}
