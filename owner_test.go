@@ -250,3 +250,26 @@ func TestShouldRetryTrueMakesUnsafeRepeatable(t *testing.T) {
 	}
 	readBody(t, resp)
 }
+
+// TestOneAttemptWrapperLeavesRetriesBelow: an outer Transport that makes
+// one attempt (added for a deadline or hooks) does not take ownership of
+// retries: the retrying Transport below it still retries.
+func TestOneAttemptWrapperLeavesRetriesBelow(t *testing.T) {
+	t.Parallel()
+	base := httptestutil.NewTransport(nil, httptestutil.Step{Status: 503}, httptestutil.Step{Status: 503}, httptestutil.Step{Status: 200})
+	inner := &Transport{Base: base, Jitter: noJitter}
+	var attempts []int
+	outer := &Transport{Base: inner, MaxAttempts: 1, Timeout: 10 * time.Second,
+		OnAttempt: func(_ *http.Request, a Attempt) { attempts = append(attempts, a.Status) }}
+	resp, err := outer.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	if resp.StatusCode != 200 || base.Hits() != 3 {
+		t.Errorf("status %d after %d hits; want 200 after 3: the inner Transport retries", resp.StatusCode, base.Hits())
+	}
+	if len(attempts) != 1 {
+		t.Errorf("the outer Transport made %d attempts; want 1", len(attempts))
+	}
+}

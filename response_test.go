@@ -212,3 +212,30 @@ func TestBufferedResponseReleasesContextsAtOnce(t *testing.T) {
 		t.Errorf("body = %q", got)
 	}
 }
+
+// TestBufferResponseKeepsAnswerOfUnrewindableRequest: BufferResponse reads
+// a response within its attempt only when the request can be sent again.
+// A PUT with a streaming body whose 200 breaks midway must reach the
+// caller as the 200 the server sent, with the read error on its body,
+// not as body_not_rewindable without a status.
+func TestBufferResponseKeepsAnswerOfUnrewindableRequest(t *testing.T) {
+	t.Parallel()
+	const full = `{"book":"b1","title":"A Long Title"}`
+	base := httptestutil.NewTransport(nil, httptestutil.Step{Action: httptestutil.ResetBody, Body: full})
+	tr := &Transport{Base: base, BufferResponse: 1 << 20, Jitter: noJitter}
+	var o Outcome
+	req := newRequest(t, WithOutcome(context.Background(), &o), "PUT", "http://api.test/books/b1", nil)
+	req.Body, req.ContentLength = io.NopCloser(strings.NewReader(`{"title":"x"}`)), -1
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("err = %v; want the server's 200", err)
+	}
+	defer resp.Body.Close()
+	got, rerr := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || rerr == nil || !errors.Is(rerr, httptestutil.ErrReset) {
+		t.Errorf("got %d, read %q, %v; want 200 and the reset on the body", resp.StatusCode, got, rerr)
+	}
+	if o.Reason != Final || o.Status != 200 || base.Hits() != 1 {
+		t.Errorf("outcome %+v, hits %d; want final 200 after 1 hit", o, base.Hits())
+	}
+}

@@ -180,6 +180,10 @@ type Transport struct {
 	defaultBudget atomic.Pointer[TokenBucket]
 }
 
+// fullJitter is FullJitter, as a variable so that a test can count its
+// draws.
+var fullJitter = FullJitter
+
 // realClock serves a Transport whose Clock is nil.
 var realClock = clockwork.NewRealClock()
 
@@ -261,7 +265,7 @@ func (t *Transport) jitter(window time.Duration) time.Duration {
 	if t.Jitter != nil {
 		d = t.Jitter(window)
 	} else {
-		d = FullJitter(window)
+		d = fullJitter(window)
 	}
 	return min(max(d, 0), window)
 }

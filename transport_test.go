@@ -453,3 +453,34 @@ func TestFakeClockWithCallerDeadline(t *testing.T) {
 		t.Errorf("outcome = %+v; want retry_after_exceeds_deadline", o)
 	}
 }
+
+// TestJitterDrawnOnce: each retry draws its wait once, from the Jitter
+// the Transport has; FullJitter is not drawn beside a custom Jitter, and a
+// success draws nothing. Not parallel: it counts fullJitter's draws.
+func TestJitterDrawnOnce(t *testing.T) {
+	var defaults int
+	saved := fullJitter
+	fullJitter = func(w time.Duration) time.Duration { defaults++; return saved(w) }
+	defer func() { fullJitter = saved }()
+
+	base := httptestutil.NewTransport(nil, httptestutil.Step{Status: 503}, httptestutil.Step{Status: 503}, httptestutil.Step{Status: 200})
+	var custom int
+	tr := &Transport{Base: base, BaseDelay: time.Nanosecond, Jitter: func(time.Duration) time.Duration { custom++; return 0 }}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	if custom != 2 || defaults != 0 {
+		t.Errorf("custom Jitter drawn %d times, FullJitter %d; want 2 and 0", custom, defaults)
+	}
+	tr = &Transport{Base: httptestutil.NewTransport(nil, httptestutil.Step{Status: 503}, httptestutil.Step{Status: 200}), BaseDelay: time.Nanosecond}
+	resp, err = tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	if defaults != 1 {
+		t.Errorf("FullJitter drawn %d times for one retry; want 1", defaults)
+	}
+}

@@ -1,0 +1,167 @@
+package httpretry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/httpretry/httpretry/httptestutil"
+)
+
+// TestPlannedWaitSurvivesRealTimers: a wait planned so that it and
+// MinAttemptTime exactly fill the time left must not be thrown away
+// because a real timer fires a little late. Timeout 1.5s, BaseDelay 1s,
+// a jitter of window−1 and a 503 with Retry-After: 1: the jitter is
+// shortened so that the retry starts with exactly MinAttemptTime left,
+// and it must start.
+func TestPlannedWaitSurvivesRealTimers(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	tr := &Transport{
+		Base:      srv.Client().Transport,
+		Timeout:   1500 * time.Millisecond,
+		BaseDelay: time.Second,
+		Jitter:    func(window time.Duration) time.Duration { return window - 1 },
+	}
+	var o Outcome
+	resp, err := tr.RoundTrip(newRequest(t, WithOutcome(context.Background(), &o), "GET", srv.URL, nil))
+	if err != nil {
+		t.Fatalf("err = %v (outcome %+v); want the retry's 200", err, o)
+	}
+	if got := readBody(t, resp); resp.StatusCode != 200 || got != "ok" {
+		t.Errorf("got %d %q; want 200 ok", resp.StatusCode, got)
+	}
+	if o.Attempts != 2 || hits.Load() != 2 {
+		t.Errorf("attempts %d, hits %d; want 2", o.Attempts, hits.Load())
+	}
+}
+
+// TestLateWakeup: after a planned wait, the retry starts if the wake-up
+// came at most half of MinAttemptTime late; a wake-up later than that (the
+// process was stopped) stops the operation with deadline_exhausted.
+func TestLateWakeup(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		late     time.Duration
+		want     StopReason
+		wantHits int
+	}{
+		{"on time", 0, Final, 2},
+		{"40ms late", 40 * time.Millisecond, Final, 2},
+		{"60ms late", 60 * time.Millisecond, DeadlineExhausted, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fc := clockwork.NewFakeClock()
+			base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503}, httptestutil.Step{Status: 200})
+			// 1s left, MinAttemptTime 100ms: a wait of 900ms exactly fits.
+			tr := &Transport{Base: base, Clock: fc, Timeout: time.Second, BaseDelay: 900 * time.Millisecond,
+				Jitter: func(w time.Duration) time.Duration { return w }}
+			var o Outcome
+			ch := start(tr, newRequest(t, WithOutcome(context.Background(), &o), "GET", "http://api.test/", nil))
+			// Waiters: the Timeout's context and the wait's timer.
+			advance(t, fc, 2, 900*time.Millisecond+tt.late)
+			r := await(t, ch)
+			if r.resp != nil {
+				readBody(t, r.resp)
+			}
+			if o.Reason != tt.want || base.Hits() != tt.wantHits {
+				t.Errorf("reason %s, hits %d; want %s, %d", o.Reason, base.Hits(), tt.want, tt.wantHits)
+			}
+		})
+	}
+}
+
+// stalledBody is a request body whose Read blocks until it is closed, as
+// a pipe whose writer never writes.
+type stalledBody struct {
+	closed chan struct{}
+	once   atomic.Bool
+}
+
+func newStalledBody() *stalledBody { return &stalledBody{closed: make(chan struct{})} }
+
+func (b *stalledBody) Read([]byte) (int, error) {
+	<-b.closed
+	return 0, io.ErrClosedPipe
+}
+
+func (b *stalledBody) Close() error {
+	if b.once.CompareAndSwap(false, true) {
+		close(b.closed)
+	}
+	return nil
+}
+
+// TestBufferingEndsWithTheOperation: a body of known length is buffered
+// before the first attempt, and a slow one must not block RoundTrip past
+// the operation's deadline or the caller's cancellation.
+func TestBufferingEndsWithTheOperation(t *testing.T) {
+	t.Parallel()
+	t.Run("Timeout", func(t *testing.T) {
+		t.Parallel()
+		fc := clockwork.NewFakeClock()
+		base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 200})
+		tr := &Transport{Base: base, Clock: fc, Timeout: time.Second}
+		req := newRequest(t, context.Background(), "PUT", "http://api.test/upload", nil)
+		body := newStalledBody()
+		req.Body, req.ContentLength = body, 10
+		ch := start(tr, req)
+		advance(t, fc, 1, time.Second)
+		r := await(t, ch)
+		var e *Error
+		if !errors.As(r.err, &e) || e.Reason != DeadlineExhausted || !e.Timeout() || e.Attempts != 0 {
+			t.Fatalf("err = %v; want deadline_exhausted, a timeout, no attempt", r.err)
+		}
+		if base.Hits() != 0 {
+			t.Errorf("hits %d; want 0", base.Hits())
+		}
+	})
+	t.Run("caller cancels", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithCancel(context.Background())
+		base := httptestutil.NewTransport(nil, httptestutil.Step{Status: 200})
+		tr := &Transport{Base: base}
+		req := newRequest(t, ctx, "PUT", "http://api.test/upload", nil)
+		req.Body, req.ContentLength = newStalledBody(), 10
+		ch := start(tr, req)
+		cancel()
+		r := await(t, ch)
+		var e *Error
+		if !errors.As(r.err, &e) || e.Reason != Canceled || !errors.Is(r.err, context.Canceled) {
+			t.Fatalf("err = %v; want canceled", r.err)
+		}
+	})
+	t.Run("real clock, caller deadline", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		base := httptestutil.NewTransport(nil, httptestutil.Step{Status: 200})
+		tr := &Transport{Base: base}
+		req := newRequest(t, ctx, "PUT", "http://api.test/upload", nil)
+		req.Body, req.ContentLength = newStalledBody(), 10
+		_, err := tr.RoundTrip(req)
+		var e *Error
+		if !errors.As(err, &e) || e.Reason != Canceled || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v; want canceled with the caller's deadline", err)
+		}
+	})
+}

@@ -1,0 +1,80 @@
+package httpretry
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// TestAttemptReportsConnection: with OnAttempt set, each attempt reports
+// whether it opened a new connection or reused one, and where its time
+// went; a reused connection has no connect or TLS phase. Over plain HTTP
+// and over TLS.
+func TestAttemptReportsConnection(t *testing.T) {
+	t.Parallel()
+	for _, useTLS := range []bool{false, true} {
+		name := "http"
+		if useTLS {
+			name = "https"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Write([]byte("ok"))
+			}))
+			if useTLS {
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			defer srv.Close()
+			var log attemptLog
+			tr := &Transport{Base: srv.Client().Transport, OnAttempt: log.onAttempt}
+			for range 2 {
+				resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL, nil))
+				if err != nil {
+					t.Fatal(err)
+				}
+				readBody(t, resp)
+			}
+			if len(log.attempts) != 2 {
+				t.Fatalf("%d attempts reported; want 2", len(log.attempts))
+			}
+			first, second := log.attempts[0], log.attempts[1]
+			if first.Conn != ConnNew || first.Connect <= 0 || first.ConnWait < first.Connect || first.FirstByte <= 0 {
+				t.Errorf("first attempt %+v; want a new connection with its connect time inside its wait", first)
+			}
+			if useTLS != (first.TLSHandshake > 0) {
+				t.Errorf("first attempt's TLS handshake took %v over %s", first.TLSHandshake, name)
+			}
+			if first.DNS != 0 {
+				t.Errorf("DNS %v for an IP address; want 0", first.DNS)
+			}
+			if second.Conn != ConnReused || second.Connect != 0 || second.TLSHandshake != 0 || second.FirstByte <= 0 {
+				t.Errorf("second attempt %+v; want a reused connection, no connect or TLS phase", second)
+			}
+			if first.FirstByte > first.Duration+time.Millisecond {
+				t.Errorf("first byte after %v, past the attempt's %v", first.FirstByte, first.Duration)
+			}
+		})
+	}
+}
+
+// TestAttemptConnUnknownWithoutNetHTTP: a Base that is not built on
+// net/http reports no connection.
+func TestAttemptConnUnknownWithoutNetHTTP(t *testing.T) {
+	t.Parallel()
+	var log attemptLog
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) { return response(r, 200, "ok"), nil })
+	tr := &Transport{Base: base, OnAttempt: log.onAttempt}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	if a := log.attempts[0]; a.Conn != ConnUnknown || a.ConnWait != 0 || a.FirstByte != 0 {
+		t.Errorf("attempt %+v; want no connection facts", a)
+	}
+}
