@@ -12,11 +12,11 @@ import (
 
 const ms = time.Millisecond
 
-// TestBookDetailSeed is the seed's worked execution: a 1,000 ms deadline,
+// TestBookDetailTimeline is a worked execution of one read: a 1,000 ms deadline,
 // a 250 ms attempt limit, three attempts, waits of 40 ms and 140 ms; the
 // first two attempts time out and the third answers after 210 ms. The
 // operation ends at exactly 890 ms.
-func TestBookDetailSeed(t *testing.T) {
+func TestBookDetailTimeline(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	base := httptestutil.NewTransport(fc,
 		httptestutil.Step{Action: httptestutil.Hang},
@@ -78,10 +78,10 @@ func TestBookDetailSeed(t *testing.T) {
 	}
 }
 
-// TestRetryAfterSeedTimeline is the seed's "one consistent timeline": a
+// TestRetryAfterTimeline is one consistent timeline of Retry-After: a
 // ten-second deadline, attempt 2 starting at three seconds and answered at
 // once by a 503 with Retry-After.
-func TestRetryAfterSeedTimeline(t *testing.T) {
+func TestRetryAfterTimeline(t *testing.T) {
 	t.Run("120 seconds does not fit: stop, return the 503", func(t *testing.T) {
 		fc := clockwork.NewFakeClock()
 		base := httptestutil.NewTransport(fc,
@@ -146,7 +146,7 @@ func TestRetryAfterSeedTimeline(t *testing.T) {
 	})
 }
 
-// TestTwoAttemptsInHalfASecond is the seed's exercise: two attempts of
+// TestTwoAttemptsInHalfASecond: two attempts of
 // 300 ms with a 200 ms wait do not fit a 500 ms budget.
 func TestTwoAttemptsInHalfASecond(t *testing.T) {
 	t.Run("wait leaves no useful time: stop before sleeping", func(t *testing.T) {

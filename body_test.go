@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 
@@ -312,4 +313,141 @@ func TestSwitchingProtocolsKeepsWritableBody(t *testing.T) {
 		t.Errorf("write through the body: %v, got %q", err, conn.written.String())
 	}
 	rw.Close()
+}
+
+// panicBudget is a Budget whose Deposit panics.
+type panicBudget struct{}
+
+func (panicBudget) Deposit() { panic("budget broke") }
+
+func (panicBudget) Withdraw(context.Context) bool { return true }
+
+func (panicBudget) Refund() {}
+
+func TestCallerBodyClosedWhenACallbackPanics(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		tr   *Transport
+	}{
+		{"NewIdempotencyKey panics", &Transport{NewIdempotencyKey: func() string { panic("no entropy") }}},
+		{"Budget.Deposit panics", &Transport{Budget: panicBudget{}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.tr.Base = httptestutil.NewTransport(nil)
+			body := newCountingBody("x")
+			req := newRequest(t, context.Background(), "POST", "http://api.test/", nil)
+			req.Body = body
+			req.GetBody = func() (io.ReadCloser, error) { return newCountingBody("x"), nil }
+			func() {
+				defer func() { _ = recover() }()
+				tc.tr.RoundTrip(req)
+				t.Error("RoundTrip did not panic")
+			}()
+			if body.closes() != 1 {
+				t.Errorf("caller's body closed %d times; want 1", body.closes())
+			}
+		})
+	}
+}
+
+// TestBufferRequestNeverExceeded: a body of known length up to
+// BufferRequest is read into memory before the first attempt and sent
+// again; one byte more is never read ahead, is streamed once, and stops
+// the operation with body_not_rewindable. A body longer than its
+// ContentLength is TestBodyLongerThanContentLength's.
+func TestBufferRequestNeverExceeded(t *testing.T) {
+	t.Parallel()
+	const limit = 1024
+	tests := []struct {
+		name       string
+		size       int // bytes in the body
+		length     int64
+		wantAhead  int64 // bytes read before the first attempt reached Base
+		wantHits   int
+		wantReason StopReason
+	}{
+		{"exactly the limit is buffered", limit, limit, limit, 3, AttemptsExhausted},
+		{"one byte over is streamed once", limit + 1, limit + 1, 0, 1, BodyNotRewindable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptestutil.NewServer(httptestutil.Step{Status: 503})
+			defer srv.Close()
+			body := &hostileReqBody{r: io.LimitReader(zeroReader{}, int64(tt.size))}
+			var ahead atomic.Int64
+			ahead.Store(-1)
+			inner := srv.Client().Transport.(*http.Transport).Clone()
+			defer inner.CloseIdleConnections()
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				ahead.CompareAndSwap(-1, body.read.Load())
+				return inner.RoundTrip(r)
+			})
+			tr := &Transport{Base: base, BufferRequest: limit, Jitter: noJitter}
+			var o Outcome
+			req := newRequest(t, WithOutcome(context.Background(), &o), "PUT", srv.URL+"/upload", nil)
+			req.Body, req.ContentLength = body, tt.length
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			readBody(t, resp)
+			if got := ahead.Load(); got != tt.wantAhead {
+				t.Errorf("%d bytes read before the first attempt; want %d", got, tt.wantAhead)
+			}
+			if got := body.read.Load(); got > max(tt.length, 0) {
+				t.Errorf("%d bytes read from the body in all; want ≤ its length %d", got, tt.length)
+			}
+			if srv.Hits() != tt.wantHits || o.Reason != tt.wantReason {
+				t.Errorf("hits %d, reason %s; want %d, %s", srv.Hits(), o.Reason, tt.wantHits, tt.wantReason)
+			}
+			for i, q := range srv.Requests() {
+				if int64(len(q.Body)) != tt.length {
+					t.Errorf("attempt %d sent %d bytes; want %d", i+1, len(q.Body), tt.length)
+				}
+			}
+		})
+	}
+}
+
+// TestBodyLongerThanContentLength: a buffered body with more bytes than
+// its ContentLength is an error, as http.Transport makes it, and nothing
+// is sent: sending the first ContentLength bytes would truncate the
+// request silently.
+func TestBodyLongerThanContentLength(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		size   int64
+		length int64
+		want   string
+	}{
+		{"six bytes more", 10, 4, "ContentLength=4 with Body length 10"},
+		{"a lying length over a huge body", hostileBody, 1024, "ContentLength=1024 with Body length 2048"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			base := httptestutil.NewTransport(nil, httptestutil.Step{Status: 200})
+			tr := &Transport{Base: base, BufferRequest: 1024, Jitter: noJitter}
+			body := &hostileReqBody{r: io.LimitReader(zeroReader{}, tt.size)}
+			req := newRequest(t, context.Background(), "PUT", "http://api.test/upload", nil)
+			req.Body, req.ContentLength = body, tt.length
+			resp, err := tr.RoundTrip(req)
+			if resp != nil {
+				t.Fatalf("got a %d response; want an error", resp.StatusCode)
+			}
+			var e *Error
+			if !errors.As(err, &e) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v; want a *Error saying %q", err, tt.want)
+			}
+			if e.Attempts != 0 || e.Reason != Final || base.Hits() != 0 {
+				t.Errorf("attempts %d, reason %s, hits %d; want 0, final, 0", e.Attempts, e.Reason, base.Hits())
+			}
+			if got := body.read.Load(); got > tt.length+1024 {
+				t.Errorf("read %d bytes; want at most the length and BufferRequest more (%d)", got, tt.length+1024)
+			}
+		})
+	}
 }

@@ -21,9 +21,9 @@ func withdrawAll(t *testing.T, b Budget) int {
 	return n
 }
 
-func TestTokenBucketSeedExample(t *testing.T) {
+func TestTokenBucketBurstThenTenth(t *testing.T) {
 	t.Parallel()
-	// The seed's bucket: capacity 20, starts full, one token per ten
+	// A bucket of capacity 20 that starts full and gains one token per ten
 	// initial requests. From full it admits exactly 20 retries.
 	b := NewBudget(20, 0.1)
 	if got := withdrawAll(t, b); got != 20 {

@@ -83,7 +83,7 @@ func (c *chain) hop(t *testing.T, next string, owned bool) http.Handler {
 	return h
 }
 
-// TestRetryAtOneLayer is the seeds' 3 × 3 × 3 = 27, measured on real
+// TestRetryAtOneLayer: three layers of three attempts make 3 × 3 × 3 = 27, measured on real
 // services, and what Propagate and Handler make of it.
 func TestRetryAtOneLayer(t *testing.T) {
 	t.Parallel()

@@ -165,3 +165,63 @@ func TestBufferingEndsWithTheOperation(t *testing.T) {
 		}
 	})
 }
+
+func TestExactlyMinAttemptTimeLeftRetries(t *testing.T) {
+	t.Parallel()
+	// The 503 arrives at 200ms of a 300ms operation: exactly
+	// MinAttemptTime (100ms) is left, which is enough for a retry with no
+	// wait; a millisecond later it is not.
+	for _, tc := range []struct {
+		latency  time.Duration
+		wantHits int
+	}{{200 * ms, 2}, {201 * ms, 1}} {
+		fc := clockwork.NewFakeClock()
+		base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503, Delay: tc.latency}, httptestutil.Step{Status: 200})
+		tr := &Transport{Base: base, Clock: fc, Timeout: 300 * ms, Jitter: noJitter}
+		ch := start(tr, newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+		advance(t, fc, 2, tc.latency)
+		r := await(t, ch)
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		readBody(t, r.resp)
+		if base.Hits() != tc.wantHits {
+			t.Errorf("503 after %v: hits = %d; want %d", tc.latency, base.Hits(), tc.wantHits)
+		}
+	}
+}
+
+func TestNoTimeLeftStopsEvenWithoutWait(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503})
+	ctx, cancel := clockwork.WithTimeout(context.Background(), fc, 50*ms)
+	defer cancel()
+	var o Outcome
+	resp, err := (&Transport{Base: base, Clock: fc, Jitter: noJitter}).RoundTrip(newRequest(t, WithOutcome(ctx, &o), "GET", "http://api.test/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	if base.Hits() != 1 || o.Reason != DeadlineExhausted {
+		t.Errorf("hits %d, outcome %+v; want 1 attempt, deadline_exhausted", base.Hits(), o)
+	}
+}
+
+func TestTimeoutOnlyWithEmptyBody(t *testing.T) {
+	t.Parallel()
+	var ctx context.Context
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		ctx = r.Context()
+		resp := response(r, 204, "")
+		resp.Body = http.NoBody
+		return resp, nil
+	})
+	resp, err := (&Transport{Base: base, Timeout: time.Minute}).RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Body != http.NoBody || !done(ctx) {
+		t.Errorf("Body %T, context done %v; want NoBody kept and the operation's context released at once", resp.Body, done(ctx))
+	}
+}

@@ -2,11 +2,14 @@ package httpretry
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,7 +82,7 @@ func await(t *testing.T, ch <-chan result) result {
 }
 
 // waits returns a Jitter that draws the given waits in turn, repeating
-// the last: the fixed jitter of the seed texts' worked examples.
+// the last: a fixed jitter, for worked examples with known waits.
 func waits(ds ...time.Duration) func(time.Duration) time.Duration {
 	var mu sync.Mutex
 	i := 0
@@ -186,4 +189,118 @@ func closedAddr() (string, error) {
 	}
 	addr := ln.Addr().String()
 	return addr, ln.Close()
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// hostileBody is 10 MiB: far over every limit the Transport has.
+const hostileBody = 10 << 20
+
+// countingConn counts the bytes the client read from a connection: what
+// the Transport and net/http actually consumed, whatever the server sent
+// into the socket's buffers.
+type countingConn struct {
+	net.Conn
+	read *atomic.Int64
+}
+
+func (c countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.read.Add(int64(n))
+	return n, err
+}
+
+// hostileDialer is a client transport that counts, per connection, the
+// bytes read from it.
+type hostileDialer struct {
+	mu    sync.Mutex
+	conns []*atomic.Int64
+}
+
+func (d *hostileDialer) transport() *http.Transport {
+	return &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		n := new(atomic.Int64)
+		d.mu.Lock()
+		d.conns = append(d.conns, n)
+		d.mu.Unlock()
+		return countingConn{c, n}, nil
+	}}
+}
+
+func (d *hostileDialer) reads() []int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]int64, len(d.conns))
+	for i, n := range d.conns {
+		out[i] = n.Load()
+	}
+	return out
+}
+
+// hostileRespBody is a response body of size bytes that counts what was
+// read from it.
+type hostileRespBody struct {
+	size   int64
+	read   atomic.Int64
+	closed atomic.Bool
+}
+
+func (b *hostileRespBody) Read(p []byte) (int, error) {
+	if b.closed.Load() {
+		return 0, errors.New("read after close")
+	}
+	left := b.size - b.read.Load()
+	if left <= 0 {
+		return 0, io.EOF
+	}
+	n := int(min(int64(len(p)), left))
+	clear(p[:n])
+	b.read.Add(int64(n))
+	return n, nil
+}
+
+func (b *hostileRespBody) Close() error { b.closed.Store(true); return nil }
+
+// hostileReqBody is a request body without GetBody that records how much
+// was read from it and by whom: before Base got the request (the
+// Transport buffering it) or after.
+type hostileReqBody struct {
+	r    io.Reader
+	read atomic.Int64
+}
+
+func (b *hostileReqBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.read.Add(int64(n))
+	return n, err
+}
+
+func (b *hostileReqBody) Close() error { return nil }
+
+// zeroReader reads zeros forever.
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// lockedWriter serializes writes from concurrent log handlers.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

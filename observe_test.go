@@ -1,9 +1,11 @@
 package httpretry
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -206,5 +208,154 @@ func TestWithOutcomeNil(t *testing.T) {
 	tr := &Transport{Base: roundTripFunc(func(r *http.Request) (*http.Response, error) { return response(r, 204, ""), nil })}
 	if _, err := tr.RoundTrip(newRequest(t, WithOutcome(ctx, nil), "GET", "http://api.test/", nil)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestLogNamesTheURLHost(t *testing.T) {
+	t.Parallel()
+	h := &captureHandler{}
+	base := httptestutil.NewTransport(nil, httptestutil.Step{Status: 503})
+	req := newRequest(t, context.Background(), "GET", "http://10.0.0.7:8080/v1/x", nil)
+	req.Host = "virtual.example" // the Host header may differ from where the request goes
+	resp, err := (&Transport{Base: base, Jitter: noJitter, Logger: slog.New(h)}).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	if len(h.records) == 0 || attrs(h.records[0])["host"] != "10.0.0.7:8080" {
+		t.Errorf("records %v; want host 10.0.0.7:8080", h.records)
+	}
+}
+
+// The secrets of TestNoSecretsOverLoopback, each placed where a careless
+// log or error would pick it up.
+var hostileSecrets = []string{
+	"hunter2",                 // URL userinfo password
+	"alice",                   // URL userinfo user
+	"s3cr3t-token",            // query string
+	"Bearer abc.def",          // Authorization
+	"session=xyz",             // Cookie
+	"Basic cHJveHk=",          // Proxy-Authorization
+	"set-cookie-value-qq7",    // a response header
+	"response-body-secret-k9", // a response body
+}
+
+// TestNoSecretsOverLoopback is TestNoSecretsAnywhere on real sockets: real
+// net/http errors (refused, reset, timed out) and real responses, over
+// HTTP/1.1 and HTTP/2, through every hook, the Logger, WithOutcome and the
+// returned error.
+func TestNoSecretsOverLoopback(t *testing.T) {
+	t.Parallel()
+	secretResp := httptestutil.Step{Status: 503, Body: "response-body-secret-k9",
+		Header: http.Header{"Set-Cookie": {"token=set-cookie-value-qq7"}}}
+	tests := []struct {
+		name   string
+		h2     bool
+		steps  []httptestutil.Step // nil: a closed port
+		method string
+	}{
+		{"retried then 503", false, []httptestutil.Step{secretResp}, "GET"},
+		{"retried then 200", false, []httptestutil.Step{secretResp, {Body: "response-body-secret-k9"}}, "GET"},
+		{"connection closed", false, []httptestutil.Step{{Action: httptestutil.CloseConn}}, "GET"},
+		{"POST reset, outcome unknown", false, []httptestutil.Step{{Action: httptestutil.CloseConn}}, "POST"},
+		{"attempts time out", false, []httptestutil.Step{{Action: httptestutil.Hang}}, "GET"},
+		{"refused", false, nil, "GET"},
+		{"h2 retried then 503", true, []httptestutil.Step{secretResp}, "GET"},
+		{"h2 stream reset", true, []httptestutil.Step{{Action: httptestutil.CloseConn}}, "GET"},
+		{"h2 refused", true, nil, "GET"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var (
+				srv  *httptestutil.Server
+				base = &http.Transport{ForceAttemptHTTP2: tt.h2}
+				host string
+			)
+			switch {
+			case tt.steps == nil:
+				addr, err := closedAddr()
+				if err != nil {
+					t.Fatal(err)
+				}
+				host = addr
+			case tt.h2:
+				srv = httptestutil.NewTLSServer(tt.steps...)
+			default:
+				srv = httptestutil.NewServer(tt.steps...)
+			}
+			if srv != nil {
+				defer srv.Close()
+				base = srv.Client().Transport.(*http.Transport).Clone()
+				base.ForceAttemptHTTP2 = tt.h2
+				host = srv.Listener.Addr().String()
+			}
+			defer base.CloseIdleConnections()
+			scheme := "http"
+			if tt.h2 {
+				scheme = "https"
+			}
+
+			var logs bytes.Buffer
+			var hooks strings.Builder
+			var mu sync.Mutex
+			record := func(format string, args ...any) {
+				mu.Lock()
+				defer mu.Unlock()
+				fmt.Fprintf(&hooks, format+"\n", args...)
+			}
+			tr := &Transport{Base: base, Timeout: 2 * time.Second, AttemptTimeout: 100 * ms, BaseDelay: ms, Jitter: noJitter,
+				Logger: slog.New(slog.NewJSONHandler(&lockedWriter{w: &logs}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+				OnAttempt: func(r *http.Request, a Attempt) {
+					record("attempt %+v %v", a, a.Err)
+				},
+				OnDone: func(r *http.Request, o Outcome) { record("done %+v %v", o, o.Err) },
+			}
+			var body io.Reader
+			if tt.method == "POST" {
+				body = strings.NewReader(`{"card":"4242"}`)
+			}
+			var o Outcome
+			req := newRequest(t, WithOutcome(context.Background(), &o), tt.method,
+				scheme+"://alice:hunter2@"+host+"/v1/books?api_key=s3cr3t-token", body)
+			req.Header.Set("Authorization", "Bearer abc.def")
+			req.Header.Set("Cookie", "session=xyz")
+			req.Header.Set("Proxy-Authorization", "Basic cHJveHk=")
+			resp, err := tr.RoundTrip(req)
+			if resp != nil {
+				readBody(t, resp)
+			}
+
+			seen := []string{logs.String(), hooks.String(), fmt.Sprintf("%+v", o), fmt.Sprint(o.Err)}
+			if err != nil {
+				var e *Error
+				if !errors.As(err, &e) {
+					t.Fatalf("err = %v; want a *Error", err)
+				}
+				seen = append(seen, err.Error(), fmt.Sprintf("%+v", e), fmt.Sprint(errors.Unwrap(err)))
+			}
+			all := strings.Join(seen, "\n")
+			for _, s := range hostileSecrets {
+				if strings.Contains(all, s) {
+					t.Errorf("secret %q leaked in:\n%s", s, all)
+				}
+			}
+			// The test can fail: the secrets went out, and the records came.
+			if srv != nil {
+				q := srv.Requests()[0]
+				if q.Header.Get("Authorization") != "Bearer abc.def" || q.RawQuery != "api_key=s3cr3t-token" {
+					t.Errorf("the server saw %v ?%s; want the credentials sent", q.Header, q.RawQuery)
+				}
+			}
+			if o.Attempts < 2 && o.Reason != NotIdempotent && o.Reason != Final {
+				t.Errorf("outcome %+v; want a retried operation", o)
+			}
+			// Only a first-attempt final stop (the HTTP/2 stream reset,
+			// see TestFaultMatrix) leaves no log record.
+			logged := o.Reason != Final || o.Attempts > 1
+			if logged && !strings.Contains(logs.String(), `"path":"/v1/books"`) || !strings.Contains(hooks.String(), "done") {
+				t.Errorf("logs %q, hooks %q; want records carrying the path", logs.String(), hooks.String())
+			}
+		})
 	}
 }

@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/httpretry/httpretry/httptestutil"
+	"github.com/jonboulle/clockwork"
 )
 
 // TestRedirectDialErrorKeepsPostUnrepeatable: with a Base built on
@@ -133,5 +136,73 @@ func TestUnconnectedAttemptIsNotOutcomeUnknown(t *testing.T) {
 	}
 	if got := hits.Load(); got != 1 {
 		t.Errorf("%d hits; want 1", got)
+	}
+}
+
+func TestOutcomeAloneIsTimed(t *testing.T) {
+	t.Parallel()
+	// Only WithOutcome observes the operation: no hook, logger or deadline.
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503}, httptestutil.Step{Status: 200})
+	tr := &Transport{Base: base, Clock: fc, Jitter: waits(50 * ms)}
+	var o Outcome
+	ch := start(tr, newRequest(t, WithOutcome(context.Background(), &o), "GET", "http://api.test/", nil))
+	advance(t, fc, 1, 50*ms)
+	r := await(t, ch)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	readBody(t, r.resp)
+	if o.Elapsed != 50*ms || o.Waited != 50*ms {
+		t.Errorf("outcome = %+v; want Elapsed and Waited of 50ms", o)
+	}
+}
+
+func TestOnDoneAloneIsTimed(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503}, httptestutil.Step{Status: 200})
+	var log attemptLog
+	tr := &Transport{Base: base, Clock: fc, Jitter: waits(30 * ms), OnDone: log.onDone}
+	ch := start(tr, newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	advance(t, fc, 1, 30*ms)
+	r := await(t, ch)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	readBody(t, r.resp)
+	if len(log.done) != 1 || log.done[0].Elapsed != 30*ms {
+		t.Errorf("OnDone got %+v; want one outcome with Elapsed 30ms", log.done)
+	}
+}
+
+func TestOutcomeFilledOnFirstSuccess(t *testing.T) {
+	t.Parallel()
+	var o Outcome
+	resp, err := (&Transport{Base: httptestutil.NewTransport(nil)}).RoundTrip(newRequest(t, WithOutcome(context.Background(), &o), "GET", "http://api.test/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	if o.Attempts != 1 || o.Reason != Final || o.Status != 200 {
+		t.Errorf("outcome = %+v; want 1 attempt, final, 200", o)
+	}
+}
+
+func TestCanceledKeepsContextErrorInChain(t *testing.T) {
+	t.Parallel()
+	// A Base that reports cancellation in its own words.
+	ctx, cancel := context.WithCancel(context.Background())
+	base := roundTripFunc(func(*http.Request) (*http.Response, error) {
+		cancel()
+		return nil, errors.New("transport: request aborted")
+	})
+	_, err := (&Transport{Base: base}).RoundTrip(newRequest(t, ctx, "GET", "http://api.test/", nil))
+	var e *Error
+	if !errors.As(err, &e) || e.Reason != Canceled || !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v; want canceled, matching context.Canceled", err)
+	}
+	if !strings.Contains(err.Error(), "request aborted") {
+		t.Errorf("err = %v; want the attempt's own error kept", err)
 	}
 }

@@ -273,3 +273,17 @@ func TestOneAttemptWrapperLeavesRetriesBelow(t *testing.T) {
 		t.Errorf("the outer Transport made %d attempts; want 1", len(attempts))
 	}
 }
+
+func TestPropagateOnRequestWithoutHeader(t *testing.T) {
+	t.Parallel()
+	base := httptestutil.NewTransport(nil)
+	req := &http.Request{Method: "GET", URL: mustURL(t, "http://api.test/")} // Header is nil
+	resp, err := (&Transport{Base: base, Propagate: true}).RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	if got := base.Requests()[0].Header.Get(AttemptHeader); got != "1" {
+		t.Errorf("%s = %q; want 1", AttemptHeader, got)
+	}
+}

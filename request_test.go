@@ -113,3 +113,38 @@ func TestOneAttemptSendsCallerBodyAsIs(t *testing.T) {
 		t.Errorf("body closed %d times; want once, by Base", n)
 	}
 }
+
+func TestRetryBodyNeverTouchesCallerRequest(t *testing.T) {
+	t.Parallel()
+	base := httptestutil.NewTransport(nil, httptestutil.Step{Status: 503}, httptestutil.Step{Status: 200})
+	tr := &Transport{Base: base, Jitter: noJitter}
+	req := newRequest(t, context.Background(), "PUT", "http://api.test/", strings.NewReader("payload"))
+	body := req.Body
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	if req.Body != body {
+		t.Error("a retry's fresh body was put on the caller's request")
+	}
+	for i, r := range base.Requests() {
+		if string(r.Body) != "payload" {
+			t.Errorf("attempt %d sent %q", i+1, r.Body)
+		}
+	}
+}
+
+func TestNoKeyGeneratedWithoutRetries(t *testing.T) {
+	t.Parallel()
+	base := httptestutil.NewTransport(nil)
+	tr := &Transport{Base: base, MaxAttempts: 1, NewIdempotencyKey: RandomKey}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "POST", "http://api.test/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	if got := base.Requests()[0].Header.Get(IdempotencyKeyHeader); got != "" {
+		t.Errorf("key %q sent though no retry is possible", got)
+	}
+}

@@ -1,11 +1,15 @@
 package httpretry
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -237,5 +241,244 @@ func TestBufferResponseKeepsAnswerOfUnrewindableRequest(t *testing.T) {
 	}
 	if o.Reason != Final || o.Status != 200 || base.Hits() != 1 {
 		t.Errorf("outcome %+v, hits %d; want final 200 after 1 hit", o, base.Hits())
+	}
+}
+
+func TestDrainLimitBoundaries(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		size     int
+		known    bool
+		wantRead int
+	}{
+		{"known, exactly the limit, drained", drainLimit, true, drainLimit},
+		{"known, one byte over, closed unread", drainLimit + 1, true, 0},
+		{"unknown length, far over, read up to the limit", 4 * drainLimit, false, drainLimit},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var first *countingReader
+			calls := 0
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				calls++
+				resp := response(r, 200, "")
+				if calls == 1 {
+					resp.StatusCode = 503
+					first = &countingReader{r: strings.NewReader(strings.Repeat("x", tt.size))}
+					resp.Body = first
+					resp.ContentLength = -1
+					if tt.known {
+						resp.ContentLength = int64(tt.size)
+					}
+				}
+				return resp, nil
+			})
+			resp, err := (&Transport{Base: base, Jitter: noJitter}).RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			readBody(t, resp)
+			if first.n != tt.wantRead || !first.closed {
+				t.Errorf("drain read %d bytes (closed %v); want %d and closed", first.n, first.closed, tt.wantRead)
+			}
+		})
+	}
+}
+
+func TestBodyWrapperReleasesOnlyAtEOF(t *testing.T) {
+	t.Parallel()
+	var attemptCtx context.Context
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		attemptCtx = r.Context()
+		return response(r, 200, "payload"), nil
+	})
+	resp, err := (&Transport{Base: base, AttemptTimeout: time.Minute}).RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var one [1]byte
+	if _, err := io.ReadFull(resp.Body, one[:]); err != nil {
+		t.Fatal(err)
+	}
+	if done(attemptCtx) {
+		t.Fatal("attempt context ended after a partial read")
+	}
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	if !done(attemptCtx) {
+		t.Error("attempt context still live at EOF")
+	}
+}
+
+func TestBufferResponseShortBody(t *testing.T) {
+	t.Parallel()
+	// The response announces 5 bytes and sends none: a broken body, retried.
+	calls := 0
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		calls++
+		if calls == 1 {
+			resp := response(r, 200, "")
+			resp.ContentLength = 5
+			return resp, nil
+		}
+		return response(r, 200, "hello"), nil
+	})
+	var log attemptLog
+	resp, err := (&Transport{Base: base, BufferResponse: 1 << 10, Jitter: noJitter, OnAttempt: log.onAttempt}).RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readBody(t, resp); got != "hello" || calls != 2 {
+		t.Errorf("body %q after %d calls; want hello after 2", got, calls)
+	}
+	if !errors.Is(log.attempts[0].Err, io.ErrUnexpectedEOF) {
+		t.Errorf("first attempt's error = %v; want io.ErrUnexpectedEOF", log.attempts[0].Err)
+	}
+}
+
+// TestDrainBoundedAgainstHugeErrorBody: a 503 with a 10 MiB body, with a
+// Content-Length (closed unread) or without one (drained up to
+// drainLimit, then closed). Over loopback, the bytes the client read from
+// the discarded response's connection stay within the drain limit plus
+// net/http's read buffer; in memory, the drain reads exactly drainLimit.
+func TestDrainBoundedAgainstHugeErrorBody(t *testing.T) {
+	t.Parallel()
+	// overhead is what net/http reads beyond the body the drain asked
+	// for: its 4 KiB bufio.Reader, the response head and chunk headers.
+	const overhead = 8 << 10
+	for _, tc := range []struct {
+		name    string
+		chunked bool
+		min     int64 // the drain must have read at least this much
+	}{
+		{"with Content-Length", false, 0},
+		// Well past what net/http buffers by itself, so the drain did
+		// read; not all of drainLimit, which its 200ms real-time bound
+		// could cut short on a loaded machine.
+		{"chunked, no length", true, 16 << 10},
+	} {
+		t.Run("loopback "+tc.name, func(t *testing.T) {
+			t.Parallel()
+			var wrote atomic.Int64
+			var hits atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if hits.Add(1) > 1 {
+					io.WriteString(w, "ok")
+					return
+				}
+				if !tc.chunked {
+					w.Header().Set("Content-Length", fmt.Sprint(hostileBody))
+				}
+				w.WriteHeader(503)
+				chunk := bytes.Repeat([]byte("x"), 32<<10)
+				for range hostileBody / len(chunk) {
+					n, err := w.Write(chunk)
+					wrote.Add(int64(n))
+					if err != nil {
+						return // the client closed the connection
+					}
+				}
+			}))
+			defer srv.Close()
+			var d hostileDialer
+			base := d.transport()
+			defer base.CloseIdleConnections()
+			tr := &Transport{Base: base, Jitter: noJitter}
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := readBody(t, resp); got != "ok" {
+				t.Fatalf("body = %q; want the retry's", got)
+			}
+			reads := d.reads()
+			if len(reads) != 2 {
+				t.Fatalf("%d connections; want 2 (the drained one cannot be reused)", len(reads))
+			}
+			if got := reads[0]; got > drainLimit+overhead || got < tc.min {
+				t.Errorf("read %d bytes of the 10 MiB error body's connection; want %d to %d", got, tc.min, drainLimit+overhead)
+			}
+			t.Logf("server wrote %d bytes into the socket; the client read %d", wrote.Load(), reads[0])
+		})
+	}
+	t.Run("in memory, unknown length", func(t *testing.T) {
+		t.Parallel()
+		bodies := []*hostileRespBody{{size: hostileBody}, {size: 2}}
+		calls := 0
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			b := bodies[calls]
+			calls++
+			status := 503
+			if calls > 1 {
+				status = 200
+			}
+			return &http.Response{StatusCode: status, Header: http.Header{}, Body: b, ContentLength: -1, Request: r}, nil
+		})
+		tr := &Transport{Base: base, Jitter: noJitter}
+		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		readBody(t, resp)
+		if got := bodies[0].read.Load(); got != drainLimit || !bodies[0].closed.Load() {
+			t.Errorf("drain read %d bytes, closed %v; want exactly drainLimit (%d), closed", got, bodies[0].closed.Load(), drainLimit)
+		}
+	})
+}
+
+// TestBufferResponseNeverExceeded is BufferResponse's memory bound:
+// a response one byte over the limit is not held in memory (a known
+// length is not read at all; an unknown one is read one byte past the
+// limit, to find out), the bytes read are put back in front, and nothing
+// is lost.
+func TestBufferResponseNeverExceeded(t *testing.T) {
+	t.Parallel()
+	const limit = 1024
+	for _, tc := range []struct {
+		name     string
+		size     int64
+		length   int64 // ContentLength: -1 for unknown
+		buffered bool
+	}{
+		{"exactly the limit, known length", limit, limit, true},
+		{"exactly the limit, unknown length", limit, -1, true},
+		{"one byte over, known length", limit + 1, limit + 1, false},
+		{"one byte over, unknown length", limit + 1, -1, false},
+		{"10 MiB, unknown length", hostileBody, -1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			body := &hostileRespBody{size: tc.size}
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: 200, Header: http.Header{}, Body: body, ContentLength: tc.length, Request: r}, nil
+			})
+			tr := &Transport{Base: base, BufferResponse: limit}
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// What the Transport read before returning is what it holds.
+			got := body.read.Load()
+			switch {
+			case tc.buffered && got != tc.size:
+				t.Errorf("the Transport read %d bytes before returning; want all %d, buffered", got, tc.size)
+			case tc.length > limit && got != 0:
+				t.Errorf("the Transport read %d bytes of a body declared over the limit; want none", got)
+			case got > limit+1:
+				t.Errorf("the Transport read %d bytes before returning; want ≤ %d", got, limit+1)
+			}
+			if tc.buffered && resp.ContentLength != tc.size {
+				t.Errorf("buffered response ContentLength %d; want %d", resp.ContentLength, tc.size)
+			}
+			n, err := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if err != nil || n != tc.size {
+				t.Errorf("caller read %d bytes, err %v; want all %d", n, err, tc.size)
+			}
+		})
 	}
 }

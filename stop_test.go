@@ -101,8 +101,8 @@ func TestDefaultBudgetIsPrivateAndLimits(t *testing.T) {
 	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503})
 	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 2, Jitter: noJitter}
 	// NewBudget(20, 0.1): 30 failing operations deposit 3 tokens, but the
-	// first deposit finds the bucket full and is lost (the seed's "bucket
-	// overflow can make the actual number smaller"): 20 + floor(2.9).
+	// first deposit finds the bucket full and is lost (bucket overflow can
+	// make the actual number smaller): 20 + floor(2.9).
 	retried := 0
 	for range 30 {
 		var o Outcome

@@ -484,3 +484,125 @@ func TestJitterDrawnOnce(t *testing.T) {
 		t.Errorf("FullJitter drawn %d times for one retry; want 1", defaults)
 	}
 }
+
+func TestCloseIdleConnectionsOfDefaultBase(t *testing.T) {
+	t.Parallel()
+	srv := httptestutil.NewServer()
+	defer srv.Close()
+	tr := &Transport{}
+	tr.CloseIdleConnections() // before first use: nothing to close, no panic
+	resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	tr.CloseIdleConnections()
+	for deadline := time.Now().Add(2 * time.Second); srv.OpenConns() > 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond) // the server notices the close a moment later
+	}
+	if n := srv.OpenConns(); n != 0 {
+		t.Errorf("%d connections open after CloseIdleConnections; want 0", n)
+	}
+}
+
+// TestBrokenBaseMore extends TestBrokenBase: a Base that breaks the
+// RoundTripper contract on a retry, after a valid attempt, or in ways a
+// retry loop could trip on (no Header, a nil Body on a retryable status),
+// gets a clear error or is handled, never a panic, and nothing it
+// returned is left open.
+func TestBrokenBaseMore(t *testing.T) {
+	t.Parallel()
+	first := newCountingBody("busy")
+	tests := []struct {
+		name       string
+		closed     *countingBody // a body that must have been closed once
+		responses  []func(*http.Request) (*http.Response, error)
+		wantErr    string // "" for a response
+		wantStatus int
+		wantCalls  int
+	}{
+		{
+			name:   "nil, nil on the retry",
+			closed: first,
+			responses: []func(*http.Request) (*http.Response, error){
+				func(r *http.Request) (*http.Response, error) {
+					resp := response(r, 503, "")
+					resp.Body = first
+					return resp, nil
+				},
+				func(*http.Request) (*http.Response, error) { return nil, nil },
+			},
+			wantErr: "httpretry: GET: 2 attempts: final: httpretry: httpretry.roundTripFunc returned a nil response and a nil error", wantCalls: 2,
+		},
+		{
+			name: "nil Body on a 503 is empty and retried",
+			responses: []func(*http.Request) (*http.Response, error){
+				func(r *http.Request) (*http.Response, error) { return &http.Response{StatusCode: 503, Request: r}, nil },
+				func(r *http.Request) (*http.Response, error) { return response(r, 200, "ok"), nil },
+			},
+			wantStatus: 200, wantCalls: 2,
+		},
+		{
+			name: "nil Body, unknown length",
+			responses: []func(*http.Request) (*http.Response, error){
+				func(r *http.Request) (*http.Response, error) {
+					return &http.Response{StatusCode: 200, ContentLength: -1, Request: r}, nil
+				},
+			},
+			wantStatus: 200, wantCalls: 1,
+		},
+		{
+			name: "no Header on a 503",
+			responses: []func(*http.Request) (*http.Response, error){
+				func(r *http.Request) (*http.Response, error) {
+					return &http.Response{StatusCode: 503, Body: http.NoBody, Request: r}, nil
+				},
+			},
+			wantStatus: 503, wantCalls: 3,
+		},
+		{
+			name: "no Request on a 409",
+			responses: []func(*http.Request) (*http.Response, error){
+				func(*http.Request) (*http.Response, error) {
+					return &http.Response{StatusCode: 409, Body: http.NoBody}, nil
+				},
+			},
+			wantStatus: 409, wantCalls: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			calls := 0
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				f := tt.responses[min(calls, len(tt.responses)-1)]
+				calls++
+				return f(r)
+			})
+			fc := clockwork.NewFakeClock()
+			tr := &Transport{Base: base, Clock: fc, Jitter: noJitter, Timeout: time.Minute, AttemptTimeout: time.Second}
+			req := newRequest(t, context.Background(), "GET", "http://api.test/", nil)
+			resp, err := (&http.Client{Transport: tr}).Do(req)
+			if tt.wantErr != "" {
+				var e *Error
+				if !errors.As(err, &e) || e.Error() != tt.wantErr {
+					t.Errorf("err = %v; want a *Error %q", err, tt.wantErr)
+				}
+			} else if err != nil || resp.StatusCode != tt.wantStatus {
+				t.Errorf("got %v, %v; want a %d", resp, err, tt.wantStatus)
+			}
+			if resp != nil {
+				readBody(t, resp)
+			}
+			if calls != tt.wantCalls {
+				t.Errorf("Base called %d times; want %d", calls, tt.wantCalls)
+			}
+			if tt.closed != nil && tt.closed.closes() != 1 {
+				t.Errorf("the 503 before the broken retry was closed %d times; want 1", tt.closed.closes())
+			}
+		})
+	}
+}
