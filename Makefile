@@ -10,16 +10,25 @@ GREMLINS    ?= $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 # the library's).
 MODULES := . bench
 
-.PHONY: test vet lint race demo bench storm fuzz mutate
+GOCYCLO     ?= $(GO) run github.com/fzipp/gocyclo/cmd/gocyclo@v0.6.0
 
-## test: go vet, staticcheck and race-enabled tests of every module
-test: vet lint race
+.PHONY: test vet lint cyclo race demo bench storm fuzz mutate
+
+## test: go vet, staticcheck, gocyclo and race-enabled tests of every module
+test: vet lint cyclo race
 
 vet:
 	@for m in $(MODULES); do echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...) || exit 1; done
 
 lint:
 	@for m in $(MODULES); do echo "staticcheck ($$m)"; (cd $$m && $(STATICCHECK) ./...) || exit 1; done
+
+## cyclo: no library function above cyclomatic complexity 15 (tests,
+## benchmarks and examples excluded)
+cyclo:
+	@echo "gocyclo -over 15 (library code)"
+	@files=$$(git ls-files '*.go' 2>/dev/null | grep -vE '_test\.go$$|^bench/|(^|/)examples/|/testdata/' || find . -name '*.go' ! -name '*_test.go' ! -path './bench/*' ! -path '*/examples/*' ! -path '*/testdata/*'); \
+		out=$$($(GOCYCLO) -over 15 $$files) || { echo "$$out"; exit 1; }
 
 race:
 	@for m in $(MODULES); do echo "go test -race ($$m)"; (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done

@@ -48,10 +48,11 @@ func marksOwnership(base http.RoundTripper) bool {
 	return !plain
 }
 
-// propagate returns req with AttemptHeader and TimeoutHeader set for this
-// attempt, copying the header so the caller's request is not modified.
-// limit is the attempt's time left; 0 or less means it has no bound, and
-// no TimeoutHeader is sent.
+// propagate sets AttemptHeader (attempt, 1-based) and TimeoutHeader on
+// req, an attempt's own copy of the caller's request, giving it a copy of
+// the header so that the caller's is not modified. limit is the time left
+// for the attempt, sent in whole milliseconds (a negative one as 0) when
+// bounded; when not bounded no TimeoutHeader is sent.
 func propagate(req *http.Request, attempt int, limit time.Duration, bounded bool) {
 	h := req.Header.Clone()
 	if h == nil {
