@@ -94,7 +94,8 @@ func readExactly(body io.Reader, n, limit int64) ([]byte, error) {
 // only when no Base holds it: never sent, or closed by Base unread while a
 // retry was still possible.
 type onceBody struct {
-	rc io.ReadCloser
+	rc   io.ReadCloser
+	read atomic.Int64 // bytes read by all attempts, for Outcome.BodySize
 
 	mu     sync.Mutex // protects ended and the trackers' closedUnread
 	ended  bool       // no attempt will send the body again
@@ -131,7 +132,9 @@ type readTracker struct {
 
 func (r *readTracker) Read(p []byte) (int, error) {
 	r.didRead.Store(true)
-	return r.body.rc.Read(p)
+	n, err := r.body.rc.Read(p)
+	r.body.read.Add(int64(n))
+	return n, err
 }
 
 // Close closes the underlying body when this attempt read from it, or

@@ -451,3 +451,36 @@ func TestBodyLongerThanContentLength(t *testing.T) {
 		})
 	}
 }
+
+// TestBodyNotRewindableSaysHowLarge: an upload that cannot be sent again
+// (over BufferRequest, without GetBody) stops with body_not_rewindable,
+// and the Outcome and the error say how large the body was, never what
+// it held.
+func TestBodyNotRewindableSaysHowLarge(t *testing.T) {
+	t.Parallel()
+	const size = 2 << 20 // 2 MiB: over the 1 MiB default
+	for _, tc := range []struct {
+		name   string
+		length int64
+	}{
+		{"known length", size},
+		{"unknown length", -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			base := httptestutil.NewTransport(nil, httptestutil.Step{Err: httptestutil.ErrReset})
+			tr := &Transport{Base: base, Jitter: noJitter}
+			var o Outcome
+			req := newRequest(t, WithOutcome(context.Background(), &o), "PUT", "http://api.test/objects/o1", nil)
+			req.Body = io.NopCloser(io.LimitReader(zeroReader{}, size))
+			req.ContentLength = tc.length
+			_, err := tr.RoundTrip(req)
+			if o.Reason != BodyNotRewindable || o.BodySize != size {
+				t.Errorf("outcome %+v; want body_not_rewindable with BodySize %d", o, size)
+			}
+			if want := "a request body of 2097152 bytes without GetBody cannot be sent again"; err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("err = %v; want it to say %q", err, want)
+			}
+		})
+	}
+}

@@ -123,6 +123,10 @@ type Outcome struct {
 	Waited time.Duration
 	// Elapsed is the time from the start of RoundTrip until it returned.
 	Elapsed time.Duration
+	// BodySize is, when Reason is [BodyNotRewindable], the size of the
+	// request body that could not be sent again: its ContentLength when
+	// known, else the bytes read from it. 0 for every other reason.
+	BodySize int64
 }
 
 // ErrOutcomeUnknown is matched by [errors.Is] on the error of a request that
@@ -160,6 +164,11 @@ func (e *Error) Error() string {
 		b = append(b, " attempts: "...)
 	}
 	b = append(b, e.Reason...)
+	if e.Reason == BodyNotRewindable {
+		b = append(b, ": a request body of "...)
+		b = strconv.AppendInt(b, e.BodySize, 10)
+		b = append(b, " bytes without GetBody cannot be sent again"...)
+	}
 	if e.unknown {
 		b = append(b, ": outcome unknown"...)
 	}
@@ -300,5 +309,17 @@ func (op *operation) outcome(reason StopReason) Outcome {
 	if op.timed {
 		o.Elapsed = op.clock.Since(op.start)
 	}
+	if reason == BodyNotRewindable {
+		o.BodySize = op.bodySize()
+	}
 	return o
+}
+
+// bodySize is the size of the request body, for an operation that could
+// not send it again: its ContentLength when known, else what was read.
+func (op *operation) bodySize() int64 {
+	if op.req.ContentLength > 0 || op.once == nil {
+		return op.req.ContentLength
+	}
+	return op.once.read.Load()
 }
