@@ -62,6 +62,12 @@ func BenchmarkRoundTrip(b *testing.B) {
 		{"http.Transport/timeout_and_attempt_timeout", "mem://api.test/books/b1", func() http.RoundTripper {
 			return &Transport{Base: newMemTransport(), Timeout: 2 * time.Second, AttemptTimeout: time.Second}
 		}},
+		{"http.Transport/on_attempt", "mem://api.test/books/b1", func() http.RoundTripper {
+			return &Transport{Base: newMemTransport(), OnAttempt: func(*http.Request, Attempt) {}}
+		}},
+		{"http.Transport/idle_timeout", "mem://api.test/books/b1", func() http.RoundTripper {
+			return &Transport{Base: newMemTransport(), IdleTimeout: time.Second}
+		}},
 		{"other/bare", "http://api.test/books/b1", func() http.RoundTripper { return newStaticBase() }},
 		{"other/default", "http://api.test/books/b1", func() http.RoundTripper { return &Transport{Base: newStaticBase()} }},
 	}

@@ -10,6 +10,7 @@ import (
 // wait scheduled before the next one (0 when none follows).
 func (op *operation) onAttempt(wait time.Duration) {
 	if op.t.OnAttempt == nil {
+		op.releaseTrace()
 		return
 	}
 	a := Attempt{
@@ -21,8 +22,17 @@ func (op *operation) onAttempt(wait time.Duration) {
 	}
 	if op.trace != nil {
 		op.trace.fill(&a)
+		op.releaseTrace()
 	}
 	op.t.OnAttempt(op.req, a)
+}
+
+// releaseTrace returns the attempt's connection trace to its pool.
+func (op *operation) releaseTrace() {
+	if op.trace != nil {
+		op.trace.release()
+		op.trace = nil
+	}
 }
 
 // report delivers the operation's outcome to WithOutcome, OnDone and the

@@ -20,9 +20,17 @@ import (
 // hooks from several goroutines, some of them (a dial that outlives its
 // request) after the attempt has ended, so every field is guarded and
 // events after done are ignored.
+//
+// Building a trace costs an allocation per hook, so traces are pooled with
+// their hooks built once. A dial that outlives its attempt may still send
+// events into a trace reused by a later attempt; fill therefore counts the
+// connection phases only for a new connection, and only within the time
+// that attempt waited for it.
 type connTrace struct {
-	ct    httptrace.ClientTrace
-	start time.Time // when the attempt was sent
+	full   httptrace.ClientTrace // every hook: for OnAttempt
+	light  httptrace.ClientTrace // GetConn and GotConn: the proof that nothing was sent
+	start  time.Time             // when the attempt was sent
+	pooled bool                  // from connTraces, hooks never composed
 
 	mu        sync.Mutex // protects the fields below
 	done      bool       // the attempt has ended: ignore later events
@@ -40,35 +48,76 @@ type connTrace struct {
 	firstByte time.Time
 }
 
-// withConnTrace returns ctx with a new connTrace installed, composed with
-// any trace the caller installed. timings says whether to record the
-// phases too, or only whether a connection was obtained.
-func withConnTrace(ctx context.Context, timings bool) (context.Context, *connTrace) {
-	c := &connTrace{start: time.Now()}
-	c.ct.GetConn = func(string) { c.event(func() { c.asked, c.getConn = true, time.Now() }) }
-	c.ct.GotConn = func(info httptrace.GotConnInfo) {
-		c.event(func() { c.got, c.reused, c.gotConn = true, info.Reused, time.Now() })
+// connTraces holds idle connTraces, hooks built.
+var connTraces = sync.Pool{New: func() any { return newConnTrace() }}
+
+func newConnTrace() *connTrace {
+	c := &connTrace{}
+	c.light.GetConn = func(string) {
+		now := time.Now()
+		c.mu.Lock()
+		if !c.done {
+			c.asked, c.getConn = true, now
+		}
+		c.mu.Unlock()
 	}
-	if timings {
-		c.ct.DNSStart = func(httptrace.DNSStartInfo) { c.stamp(&c.dnsStart, false) }
-		c.ct.DNSDone = func(httptrace.DNSDoneInfo) { c.stamp(&c.dnsDone, true) }
-		// Happy Eyeballs may dial several addresses: the phase runs from
-		// the first start to the last end.
-		c.ct.ConnectStart = func(string, string) { c.stamp(&c.connStart, false) }
-		c.ct.ConnectDone = func(string, string, error) { c.stamp(&c.connDone, true) }
-		c.ct.TLSHandshakeStart = func() { c.stamp(&c.tlsStart, false) }
-		c.ct.TLSHandshakeDone = func(tls.ConnectionState, error) { c.stamp(&c.tlsDone, true) }
-		c.ct.GotFirstResponseByte = func() { c.stamp(&c.firstByte, false) }
+	c.light.GotConn = func(info httptrace.GotConnInfo) {
+		now := time.Now()
+		c.mu.Lock()
+		if !c.done {
+			c.got, c.reused, c.gotConn = true, info.Reused, now
+		}
+		c.mu.Unlock()
 	}
-	return httptrace.WithClientTrace(ctx, &c.ct), c
+	c.full = c.light
+	c.full.DNSStart = func(httptrace.DNSStartInfo) { c.stamp(&c.dnsStart, false) }
+	c.full.DNSDone = func(httptrace.DNSDoneInfo) { c.stamp(&c.dnsDone, true) }
+	// Happy Eyeballs may dial several addresses: the phase runs from the
+	// first start to the last end.
+	c.full.ConnectStart = func(string, string) { c.stamp(&c.connStart, false) }
+	c.full.ConnectDone = func(string, string, error) { c.stamp(&c.connDone, true) }
+	c.full.TLSHandshakeStart = func() { c.stamp(&c.tlsStart, false) }
+	c.full.TLSHandshakeDone = func(tls.ConnectionState, error) { c.stamp(&c.tlsDone, true) }
+	c.full.GotFirstResponseByte = func() { c.stamp(&c.firstByte, false) }
+	return c
 }
 
-// event runs f under the lock unless the attempt has ended.
-func (c *connTrace) event(f func()) {
+// withConnTrace returns ctx with a connTrace installed. timings says
+// whether to record the phases too, or only whether a connection was
+// obtained. A trace the caller installed is kept: net/http then calls
+// both, and the pooled hooks are not used, since composing would change
+// them for good.
+func withConnTrace(ctx context.Context, timings bool) (context.Context, *connTrace) {
+	var c *connTrace
+	if httptrace.ContextClientTrace(ctx) != nil {
+		c = newConnTrace()
+	} else {
+		c = connTraces.Get().(*connTrace)
+		c.pooled = true
+	}
+	c.reset()
+	if timings {
+		return httptrace.WithClientTrace(ctx, &c.full), c
+	}
+	return httptrace.WithClientTrace(ctx, &c.light), c
+}
+
+// reset readies c for a new attempt, sent now.
+func (c *connTrace) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.done {
-		f()
+	c.start = time.Now()
+	c.done, c.asked, c.got, c.reused = false, false, false, false
+	c.getConn, c.gotConn, c.firstByte = time.Time{}, time.Time{}, time.Time{}
+	c.dnsStart, c.dnsDone, c.connStart, c.connDone = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	c.tlsStart, c.tlsDone = time.Time{}, time.Time{}
+}
+
+// release returns c to the pool once its attempt is reported. A trace
+// composed with the caller's is not pooled.
+func (c *connTrace) release() {
+	if c.pooled {
+		connTraces.Put(c)
 	}
 }
 
@@ -93,26 +142,32 @@ func (c *connTrace) end() (unsent bool) {
 	return c.asked && !c.got
 }
 
-// fill copies the recorded phases into a. Call it after end.
+// fill copies the recorded phases into a. Call it after end. Dial
+// phases count only for a new connection, and only inside the time the
+// attempt waited for it.
 func (c *connTrace) fill(a *Attempt) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.got {
-		a.Conn = ConnNew
-		if c.reused {
-			a.Conn = ConnReused
-		}
-		a.ConnWait = span(c.getConn, c.gotConn)
+	if !c.got {
+		return
 	}
-	a.DNS = span(c.dnsStart, c.dnsDone)
-	a.Connect = span(c.connStart, c.connDone)
-	a.TLSHandshake = span(c.tlsStart, c.tlsDone)
-	a.FirstByte = span(c.start, c.firstByte)
+	a.Conn = ConnReused
+	a.ConnWait = span(c.getConn, c.gotConn, c.getConn, c.gotConn)
+	if !c.reused {
+		a.Conn = ConnNew
+		a.DNS = span(c.dnsStart, c.dnsDone, c.getConn, c.gotConn)
+		a.Connect = span(c.connStart, c.connDone, c.getConn, c.gotConn)
+		a.TLSHandshake = span(c.tlsStart, c.tlsDone, c.getConn, c.gotConn)
+	}
+	if !c.firstByte.Before(c.gotConn) {
+		a.FirstByte = c.firstByte.Sub(c.start)
+	}
 }
 
-// span is the time from a to b, or 0 when either did not happen.
-func span(a, b time.Time) time.Duration {
-	if a.IsZero() || b.IsZero() || b.Before(a) {
+// span is the time from a to b, or 0 when either did not happen or falls
+// outside [from, to].
+func span(a, b, from, to time.Time) time.Duration {
+	if a.IsZero() || b.IsZero() || b.Before(a) || a.Before(from) || b.After(to) {
 		return 0
 	}
 	return b.Sub(a)
