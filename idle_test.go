@@ -112,15 +112,25 @@ func TestIdleTimeoutOnRealStreams(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
-			events := 0
+			// Count events and the longest silence the client saw. On a
+			// busy machine the client may be descheduled for longer than
+			// IdleTimeout; only then may the stream fail.
+			events, last, longest := 0, time.Now(), time.Duration(0)
 			sc := bufio.NewScanner(resp.Body)
 			for sc.Scan() {
+				now := time.Now()
+				longest, last = max(longest, now.Sub(last)), now
 				if len(sc.Text()) > 0 {
 					events++
 				}
 			}
-			if err := sc.Err(); err != nil || events != 20 {
-				t.Errorf("%d events, %v; want 20 and EOF", events, err)
+			longest = max(longest, time.Since(last))
+			switch err := sc.Err(); {
+			case err == nil && events == 20:
+			case errors.Is(err, ErrIdleTimeout) && longest >= idle:
+				t.Logf("the machine stalled the client for %v: the stream ended after %d events", longest, events)
+			default:
+				t.Errorf("%d events, %v, longest silence %v; want 20 events and EOF while bytes flow", events, err, longest)
 			}
 		})
 		t.Run(name+"/stalled", func(t *testing.T) {
