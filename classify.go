@@ -66,8 +66,9 @@ const StatusOverloaded = 529
 // own SDKs, a success is never retried, whatever it carries.
 //
 // Whether the request may be repeated at all is a separate question,
-// answered by [IsIdempotent]: a server's "true" never makes a POST without
-// an idempotency key safe to send again.
+// answered by [IsIdempotent] — except that the server's explicit "true"
+// on an error response is also its statement that repeating is safe: the
+// Transport then sends even a POST without a key again.
 func IsTransient(resp *http.Response, err error) bool {
 	if err != nil {
 		return transientError(err)

@@ -44,6 +44,7 @@ func TestIsTransientStatus(t *testing.T) {
 		{409, nil, false}, {409, keyed, true}, {409, xkeyed, true}, {400, keyed, false},
 		{422, keyed, false}, {429, plain, true}, {500, plain, true}, {501, plain, false},
 		{502, plain, true}, {503, plain, true}, {504, plain, true}, {505, plain, false},
+		{529, plain, true}, {530, plain, false},
 	}
 	for _, tt := range tests {
 		name := fmt.Sprintf("%d", tt.status)

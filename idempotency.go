@@ -27,6 +27,10 @@ const xIdempotencyKeyHeader = "X-Idempotency-Key"
 // [WithIdempotent]. As in net/http, the header counts when
 // present in the map even with a nil value. A key only helps if the server
 // deduplicates by it: sending one does not make a server idempotent.
+//
+// Besides what IsIdempotent says, the Transport sends a request again
+// after an attempt that provably never left the client, or after an error
+// response whose server said "X-Should-Retry: true" (see [IsTransient]).
 func IsIdempotent(req *http.Request) bool {
 	if req == nil {
 		return false

@@ -1,9 +1,14 @@
 package httpretry
 
 import (
+	"context"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
+	"strings"
 	"testing"
+
+	"github.com/httpretry/httpretry/httptestutil"
 )
 
 func TestIsIdempotent(t *testing.T) {
@@ -64,5 +69,50 @@ func TestRandomKey(t *testing.T) {
 			t.Fatalf("RandomKey() repeated %q", k)
 		}
 		seen[k] = true
+	}
+}
+
+// TestIdempotentOptIn: WithIdempotent marks one request safe to repeat,
+// leaving the client's other POSTs alone; AlwaysIdempotent marks all.
+func TestIdempotentOptIn(t *testing.T) {
+	t.Parallel()
+	marked := httptest.NewRequest("POST", "http://search.test/_search", nil)
+	marked = marked.WithContext(WithIdempotent(marked.Context()))
+	plain := httptest.NewRequest("POST", "http://search.test/orders", nil)
+	if !IsIdempotent(marked) || IsIdempotent(plain) {
+		t.Errorf("IsIdempotent: marked %v, plain %v; want true, false", IsIdempotent(marked), IsIdempotent(plain))
+	}
+	if !AlwaysIdempotent(plain) || AlwaysIdempotent(nil) {
+		t.Error("AlwaysIdempotent must hold for every request, and not for nil")
+	}
+	// Through a Transport: the marked POST is retried, the plain one not.
+	for _, tc := range []struct {
+		name     string
+		tr       func(base http.RoundTripper) *Transport
+		mark     bool
+		wantHits int
+	}{
+		{"marked", func(b http.RoundTripper) *Transport { return &Transport{Base: b, Jitter: noJitter} }, true, 3},
+		{"not marked", func(b http.RoundTripper) *Transport { return &Transport{Base: b, Jitter: noJitter} }, false, 1},
+		{"AlwaysIdempotent", func(b http.RoundTripper) *Transport {
+			return &Transport{Base: b, Jitter: noJitter, Idempotent: AlwaysIdempotent}
+		}, false, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			base := httptestutil.NewTransport(nil, httptestutil.Step{Status: 503})
+			ctx := context.Background()
+			if tc.mark {
+				ctx = WithIdempotent(ctx)
+			}
+			resp, err := tc.tr(base).RoundTrip(newRequest(t, ctx, "POST", "http://search.test/_search", strings.NewReader(`{"query":{}}`)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			readBody(t, resp)
+			if base.Hits() != tc.wantHits {
+				t.Errorf("hits %d; want %d", base.Hits(), tc.wantHits)
+			}
+		})
 	}
 }

@@ -123,6 +123,11 @@ type Outcome struct {
 	Waited time.Duration
 	// Elapsed is the time from the start of RoundTrip until it returned.
 	Elapsed time.Duration
+	// Unknown is set when the operation ended without a response, the
+	// request was not safe to repeat, and its last attempt failed after it
+	// may have reached the server: the server may or may not have applied
+	// it. The error RoundTrip returns then matches [ErrOutcomeUnknown].
+	Unknown bool
 	// BodySize is, when Reason is [BodyNotRewindable], the size of the
 	// request body that could not be sent again: its ContentLength when
 	// known, else the bytes read from it. 0 for every other reason.
@@ -144,10 +149,6 @@ type Error struct {
 	// Method is the request's method.
 	Method string
 	Outcome
-
-	// unknown is set when the request was not safe to repeat and its last
-	// attempt may have reached the server.
-	unknown bool
 }
 
 // Error returns a message such as
@@ -169,7 +170,7 @@ func (e *Error) Error() string {
 		b = strconv.AppendInt(b, e.BodySize, 10)
 		b = append(b, " bytes without GetBody cannot be sent again"...)
 	}
-	if e.unknown {
+	if e.Unknown {
 		b = append(b, ": outcome unknown"...)
 	}
 	if err := e.Err; err != nil {
@@ -190,7 +191,7 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Is reports whether target is [ErrOutcomeUnknown] and applies to e.
 func (e *Error) Is(target error) bool {
-	return target == ErrOutcomeUnknown && e.unknown
+	return target == ErrOutcomeUnknown && e.Unknown
 }
 
 // Timeout reports whether a deadline ended the operation: the Transport
@@ -248,16 +249,15 @@ func (op *operation) finish(resp *http.Response, reason StopReason) (*http.Respo
 		}
 	}
 	o := op.outcome(reason)
+	// A request that is not safe to repeat, whose last attempt failed
+	// without proof that nothing was sent, may have been applied.
+	o.Unknown = !op.idempotent && op.attempts > 0 && op.err != nil && !op.unsent
 	op.report(o)
 	op.endAttempt()
 	if op.cancel != nil {
 		op.cancel()
 	}
-	e := &Error{Method: op.method(), Outcome: o}
-	// A request that is not safe to repeat, whose last attempt failed
-	// without proof that nothing was sent, may have been applied.
-	e.unknown = !op.idempotent && op.attempts > 0 && op.err != nil && !op.unsent
-	return nil, e
+	return nil, &Error{Method: op.method(), Outcome: o}
 }
 
 // release hands the returned response's body the contexts it must

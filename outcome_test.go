@@ -53,6 +53,9 @@ func TestRedirectDialErrorKeepsPostUnrepeatable(t *testing.T) {
 	if got := posts.Load(); got != 1 {
 		t.Errorf("the POST was applied %d times; want 1", got)
 	}
+	if !e.Unknown {
+		t.Error("Outcome.Unknown is false; want true, as the error says")
+	}
 }
 
 // TestNeverSentOutermostError: only the attempt's outermost error, or the
@@ -110,7 +113,7 @@ func TestUnconnectedAttemptIsNotOutcomeUnknown(t *testing.T) {
 	if !errors.As(err, &e) || e.Reason != AttemptsExhausted || e.Attempts != 3 {
 		t.Fatalf("err = %v; want attempts_exhausted after 3 attempts", err)
 	}
-	if errors.Is(err, ErrOutcomeUnknown) {
+	if errors.Is(err, ErrOutcomeUnknown) || e.Unknown {
 		t.Errorf("err = %v; nothing was sent, the outcome is known", err)
 	}
 	if got := dials.Load(); got != 3 {

@@ -1,9 +1,15 @@
 package httpretry
 
 import (
+	"context"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/httpretry/httpretry/httptestutil"
+	"github.com/jonboulle/clockwork"
 )
 
 func TestParseRetryAfter(t *testing.T) {
@@ -66,5 +72,132 @@ func TestParseRetryAfterNilHeader(t *testing.T) {
 	t.Parallel()
 	if got, ok := ParseRetryAfter(nil, time.Now()); got != 0 || ok {
 		t.Errorf("ParseRetryAfter(nil) = %v, %v; want 0, false", got, ok)
+	}
+}
+
+// TestParseRetryAfterMs: a valid Retry-After-Ms (milliseconds, fractions
+// allowed) comes before Retry-After; a malformed one is ignored and
+// Retry-After is read instead.
+func TestParseRetryAfterMs(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 9, 5, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name   string
+		ms     string
+		after  string
+		want   time.Duration
+		wantOK bool
+	}{
+		{"whole milliseconds", "800", "", 800 * time.Millisecond, true},
+		{"fraction", "1.5", "", 1500 * time.Microsecond, true},
+		{"leading dot", ".25", "", 250 * time.Microsecond, true},
+		{"trailing dot", "5.", "", 5 * time.Millisecond, true},
+		{"digits past the nanosecond are dropped", "0.0000019", "", 1 * time.Nanosecond, true},
+		{"zero", "0", "", 0, true},
+		{"blanks", " 20\t", "", 20 * time.Millisecond, true},
+		{"precedence over Retry-After", "800", "3", 800 * time.Millisecond, true},
+		{"negative: Retry-After instead", "-5", "3", 3 * time.Second, true},
+		{"NaN: Retry-After instead", "NaN", "3", 3 * time.Second, true},
+		{"Inf", "Inf", "", 0, false},
+		{"exponent", "1e3", "", 0, false},
+		{"two dots", "1.2.3", "", 0, false},
+		{"a lone dot", ".", "", 0, false},
+		{"empty", "", "2", 2 * time.Second, true},
+		{"overflowing: Retry-After instead", "99999999999999999999", "4", 4 * time.Second, true},
+		{"the largest that fits", "9223372036854", "", 9223372036854 * time.Millisecond, true},
+		{"one more does not fit", "9223372036855", "", 0, false},
+		{"its fraction does not fit either", "9223372036854.9", "", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := http.Header{}
+			if tt.ms != "" {
+				h["Retry-After-Ms"] = []string{tt.ms}
+			}
+			if tt.after != "" {
+				h.Set("Retry-After", tt.after)
+			}
+			got, ok := ParseRetryAfter(h, now)
+			if got != tt.want || ok != tt.wantOK {
+				t.Errorf("ParseRetryAfter(Retry-After-Ms %q, Retry-After %q) = %v, %v; want %v, %v", tt.ms, tt.after, got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+	// As net/http receives it: any case, canonicalized.
+	h := http.Header{}
+	h.Add("retry-after-ms", "800")
+	if got, ok := ParseRetryAfter(h, now); got != 800*time.Millisecond || !ok {
+		t.Errorf("retry-after-ms: got %v, %v; want 800ms", got, ok)
+	}
+}
+
+// FuzzParseRetryAfterMs: any Retry-After-Ms value gives a delay ≥ 0 that
+// agrees with strconv.ParseFloat's reading of a plain decimal (within a
+// nanosecond), or is ignored in favour of Retry-After.
+func FuzzParseRetryAfterMs(f *testing.F) {
+	for _, v := range []string{"800", "1.5", ".5", "5.", "-1", "NaN", "Inf", "1e3", "", ".", "99999999999999999999", "9223372036854.775807", " 7 "} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		h := http.Header{"Retry-After-Ms": {v}, "Retry-After": {"7"}}
+		d, ok := ParseRetryAfter(h, time.Time{})
+		if !ok || d < 0 {
+			t.Fatalf("ParseRetryAfter(%q) = %v, %v; want a delay ≥ 0 (Retry-After's 7s at worst)", v, d, ok)
+		}
+		trimmed := strings.Trim(v, " \t")
+		plain := trimmed != "" && trimmed != "." && strings.Trim(trimmed, "0123456789.") == "" && strings.Count(trimmed, ".") <= 1
+		ms, err := strconv.ParseFloat(trimmed, 64)
+		switch {
+		case plain && err == nil && ms*1e6 < float64(maxDuration)*0.999:
+			want := time.Duration(ms * 1e6)
+			if diff := d - want; diff < -time.Microsecond || diff > time.Microsecond {
+				t.Fatalf("Retry-After-Ms %q gave %v; ParseFloat reads %v", v, d, want)
+			}
+		case !plain:
+			if d != 7*time.Second {
+				t.Fatalf("malformed Retry-After-Ms %q gave %v; want Retry-After's 7s", v, d)
+			}
+		}
+	})
+}
+
+// TestServerDelayHonouredPerStatus: the server's delay is honoured on
+// 409 (a keyed request still in progress), 429, 503 and 529, and ignored
+// on other transient statuses, where the backoff alone applies.
+func TestServerDelayHonouredPerStatus(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		status   int
+		header   http.Header
+		wantWait time.Duration
+	}{
+		{409, http.Header{"Retry-After": {"1"}}, time.Second},
+		{429, http.Header{"Retry-After-Ms": {"800"}}, 800 * time.Millisecond},
+		{503, http.Header{"Retry-After": {"2"}}, 2 * time.Second},
+		{529, http.Header{"Retry-After-Ms": {"1500.5"}, "Retry-After": {"9"}}, 1500500 * time.Microsecond},
+		{500, http.Header{"Retry-After": {"3"}}, 0},
+	} {
+		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
+			t.Parallel()
+			fc := clockwork.NewFakeClock()
+			base := httptestutil.NewTransport(fc, httptestutil.Step{Status: tc.status, Header: tc.header}, httptestutil.Step{Status: 200})
+			var log attemptLog
+			tr := &Transport{Base: base, Clock: fc, Jitter: noJitter, OnAttempt: log.onAttempt}
+			req := newRequest(t, context.Background(), "POST", "http://api.test/orders", strings.NewReader("{}"))
+			req.Header.Set(IdempotencyKeyHeader, "k-1")
+			ch := start(tr, req)
+			if tc.wantWait > 0 {
+				advance(t, fc, 1, tc.wantWait)
+			}
+			r := await(t, ch)
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			readBody(t, r.resp)
+			if a := log.attempts; len(a) != 2 || a[0].Wait != tc.wantWait {
+				t.Errorf("attempts %+v; want 2, the first followed by a wait of %v", a, tc.wantWait)
+			}
+		})
 	}
 }

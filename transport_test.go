@@ -138,7 +138,7 @@ func TestNilRequest(t *testing.T) {
 func TestErrorMessage(t *testing.T) {
 	t.Parallel()
 	e := &Error{Method: "POST", Outcome: Outcome{Attempts: 1, Reason: NotIdempotent,
-		Err: &url.Error{Op: "Post", URL: "https://u:p@h/x?token=t", Err: io.ErrUnexpectedEOF}}, unknown: true}
+		Err: &url.Error{Op: "Post", URL: "https://u:p@h/x?token=t", Err: io.ErrUnexpectedEOF}, Unknown: true}}
 	want := "httpretry: POST: 1 attempt: not_idempotent: outcome unknown: unexpected EOF"
 	if got := e.Error(); got != want {
 		t.Errorf("Error() = %q; want %q", got, want)
