@@ -1,0 +1,2 @@
+// Package promretry reports httpretry operations to Prometheus.
+package promretry
