@@ -44,7 +44,9 @@ type Options struct {
 	Budget interface{ Tokens() float64 }
 
 	// ConstLabels are added to every metric, to tell apart the Collectors
-	// of several clients in one registry, e.g. {"client": "payments"}. If
+	// of several clients in one registry, e.g. {"client": "payments"}.
+	// Every Collector of a registry must then have const labels with the
+	// same names: Prometheus requires one label set per metric name. If
 	// nil, none.
 	ConstLabels prometheus.Labels
 }
@@ -186,7 +188,7 @@ func register(reg prometheus.Registerer, collectors []prometheus.Collector) erro
 			}
 			var already prometheus.AlreadyRegisteredError
 			if errors.As(err, &already) {
-				return fmt.Errorf("promretry: metrics already registered (use ConstLabels to tell Collectors apart): %w", err)
+				return fmt.Errorf("promretry: metrics already registered (give each Collector of a registry ConstLabels with the same names and distinct values): %w", err)
 			}
 			return fmt.Errorf("promretry: %w", err)
 		}
