@@ -127,15 +127,20 @@ func BenchmarkHooks(b *testing.B) {
 	})
 }
 
-// TestInstrumentedSuccessPathAllocations pins the benchmark's promise: an
-// instrumented Transport's success path allocates at most 2 times more
-// than the bare one.
+// TestInstrumentedSuccessPathAllocations pins the benchmark's promise:
+// on the success path, an instrumented Transport allocates nothing more
+// than one with hooks that do nothing. (Setting hooks may itself cost the
+// Transport allocations, to measure what it reports; that is the root
+// package's cost, not the adapter's.)
 func TestInstrumentedSuccessPathAllocations(t *testing.T) {
 	measure := func(instrument bool) float64 {
 		tr := &httpretry.Transport{Base: newMemTransport()}
 		if instrument {
 			col, _ := newCollector(t, Options{})
 			col.Instrument(tr)
+		} else {
+			tr.OnAttempt = func(*http.Request, httpretry.Attempt) {}
+			tr.OnDone = func(*http.Request, httpretry.Outcome) {}
 		}
 		req := httptest.NewRequest("GET", "mem://api.test/books/b1", nil)
 		return testing.AllocsPerRun(200, func() {
@@ -146,8 +151,8 @@ func TestInstrumentedSuccessPathAllocations(t *testing.T) {
 			resp.Body.Close()
 		})
 	}
-	bare, instrumented := measure(false), measure(true)
-	if instrumented-bare > 2 {
-		t.Errorf("%v allocations per RoundTrip instrumented, %v bare; want at most 2 more", instrumented, bare)
+	emptyHooks, instrumented := measure(false), measure(true)
+	if instrumented > emptyHooks {
+		t.Errorf("%v allocations per RoundTrip instrumented, %v with empty hooks; want no more", instrumented, emptyHooks)
 	}
 }
