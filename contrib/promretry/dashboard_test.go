@@ -93,7 +93,7 @@ func exportedLabels(t *testing.T) map[string][]string {
 	c.OnAttempt(req, httpretry.Attempt{Number: 1, Status: 200, Duration: time.Millisecond, ConnWait: time.Millisecond})
 	c.OnAttempt(req, httpretry.Attempt{Number: 2, Err: httpretry.ErrAttemptTimeout})
 	c.OnDone(req, httpretry.Outcome{Attempts: 1, Reason: httpretry.Final, Status: 200})
-	c.IdempotencyEvent(EventReplay)
+	c.IdempotencyEvent(EventReplayed)
 	out := make(map[string][]string)
 	for key := range samples(scrape(t, reg)) {
 		name, rest, _ := strings.Cut(key, "{")

@@ -54,8 +54,8 @@
 // default classification only 21 (outcome, reason) pairs occur, so 210),
 // 60 attempt, success and timeout series, and 76 histogram series
 // (attempts 3 buckets + 3, wait 11 + 3, duration 11 + 3, attempt duration
-// 3 × (11 + 3)); plus 70 phase series, 7 idempotency series and the
-// gauge. That is at most 536 × 101 + 78 = 54,214 series, and in practice
+// 3 × (11 + 3)); plus 70 phase series, 12 idempotency series and the
+// gauge. That is at most 536 × 101 + 83 = 54,219 series, and in practice
 // a few per route: a route used by one method on a healthy service has
 // about 70.
 //

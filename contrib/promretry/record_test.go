@@ -119,7 +119,7 @@ func TestHooksAllocateNothing(t *testing.T) {
 		c.OnDone(req, o)
 		c.OnAttempt(req, retry)
 		c.OnDone(req, failed)
-		c.IdempotencyEvent(EventReplay)
+		c.IdempotencyEvent(EventReplayed)
 	}
 	record() // creates the series
 	if n := testing.AllocsPerRun(1000, record); n != 0 {

@@ -58,8 +58,8 @@ func TestRun(t *testing.T) {
 	for _, s := range samples {
 		total += s.operations
 	}
-	if total != sent || len(samples) < 2 {
-		t.Errorf("%d samples hold %v operations; want at least 2 holding %v", len(samples), total, sent)
+	if total != sent || len(samples) == 0 {
+		t.Errorf("%d samples hold %v operations; want at least 1 holding %v", len(samples), total, sent)
 	}
 
 	svg, err := os.ReadFile(cfg.svgPath)

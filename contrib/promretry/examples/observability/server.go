@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/httpretry/httpretry"
+	"github.com/httpretry/httpretry/contrib/promretry"
 )
 
 // phase is a stretch of the run during which the demo server fails a
@@ -97,7 +98,7 @@ func (s *flakyServer) book(w http.ResponseWriter, r *http.Request) {
 func (s *flakyServer) order(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get(httpretry.IdempotencyKeyHeader)
 	if key == "" {
-		s.events("missing_key")
+		s.events(promretry.EventMissingKey)
 		http.Error(w, "Idempotency-Key required", http.StatusBadRequest)
 		return
 	}
@@ -109,12 +110,12 @@ func (s *flakyServer) order(w http.ResponseWriter, r *http.Request) {
 	}
 	s.ordersMu.Unlock()
 	if seen {
-		s.events("replay")
+		s.events(promretry.EventReplayed)
 		w.WriteHeader(http.StatusCreated)
 		w.Write(stored)
 		return
 	}
-	s.events("execution")
+	s.events(promretry.EventExecuted)
 	if s.roll() < s.failRate(time.Now()) {
 		http.Error(w, "response lost", http.StatusBadGateway)
 		return
