@@ -10,7 +10,7 @@ GREMLINS    ?= $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 # the library's).
 MODULES := . bench contrib/promretry
 
-.PHONY: test vet lint race demo demo-metrics brownout-chart bench storm fuzz mutate
+.PHONY: test vet lint race demo bench storm fuzz mutate
 
 ## test: go vet, staticcheck and race-enabled tests of every module
 test: vet lint race
@@ -27,6 +27,8 @@ race:
 ## demo: a local flaky server and a client whose retries show in the output
 demo:
 	$(GO) run ./examples/demo
+
+.PHONY: demo-metrics brownout-chart
 
 ## demo-metrics: the flaky demo service and a client instrumented with
 ## promretry for 10 s, /metrics on loopback; prints the key series
