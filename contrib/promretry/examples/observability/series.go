@@ -18,18 +18,20 @@ type totals struct {
 	timeouts                    float64 // attempts cut by their time limit
 	budgetTokens                float64
 	reasons, outcomes, idemKind map[string]float64
+	conns                       map[string]float64 // attempts by connection use
 }
 
 // readTotals sums the demo's metric families, keyed by name.
 func readTotals(fams map[string]*dto.MetricFamily) totals {
-	t := totals{reasons: map[string]float64{}, outcomes: map[string]float64{}, idemKind: map[string]float64{}}
+	t := totals{reasons: map[string]float64{}, outcomes: map[string]float64{}, idemKind: map[string]float64{},
+		conns: map[string]float64{}}
 	each := func(name string, f func(labels map[string]string, v float64)) {
 		for _, m := range fams[name].GetMetric() {
 			labels := make(map[string]string)
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			f(labels, m.GetCounter().GetValue()+m.GetGauge().GetValue())
+			f(labels, m.GetCounter().GetValue()+m.GetGauge().GetValue()+float64(m.GetHistogram().GetSampleCount()))
 		}
 	}
 	each("httpretry_operations_total", func(l map[string]string, v float64) {
@@ -54,6 +56,7 @@ func readTotals(fams map[string]*dto.MetricFamily) totals {
 	})
 	each("httpretry_attempt_timeouts_total", func(_ map[string]string, v float64) { t.timeouts += v })
 	each("httpretry_budget_tokens", func(_ map[string]string, v float64) { t.budgetTokens = v })
+	each("httpretry_attempt_duration_seconds", func(l map[string]string, v float64) { t.conns[l["conn"]] += v })
 	each("httpretry_idempotency_events_total", func(l map[string]string, v float64) { t.idemKind[l["kind"]] += v })
 	return t
 }

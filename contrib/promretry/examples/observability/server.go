@@ -85,6 +85,9 @@ func (s *flakyServer) book(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	case x < rate:
+		// An overloaded server sheds connections too: the retry needs a
+		// new one, which the attempt latency by connection shows.
+		w.Header().Set("Connection", "close")
 		http.Error(w, "overloaded", http.StatusServiceUnavailable)
 		return
 	}
