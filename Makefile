@@ -8,7 +8,7 @@ GREMLINS    ?= $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 # Every module: the library at the root, and the benchmarks against other
 # libraries in bench/ (its own go.mod, so their dependencies stay out of
 # the library's).
-MODULES := . bench
+MODULES := . bench contrib/promretry
 
 GOCYCLO     ?= $(GO) run github.com/fzipp/gocyclo/cmd/gocyclo@v0.6.0
 
@@ -36,6 +36,20 @@ race:
 ## demo: a local flaky server and a client whose retries show in the output
 demo:
 	$(GO) run ./examples/demo
+
+.PHONY: demo-metrics brownout-chart
+
+## demo-metrics: the flaky demo service and a client instrumented with
+## promretry for 10 s, /metrics on loopback; prints the key series
+demo-metrics:
+	cd contrib/promretry && $(GO) run ./examples/observability -duration 10s
+
+## brownout-chart: a 30 s brownout run of the same demo; writes
+## docs/observability/brownout.svg and brownout.csv from its metrics
+brownout-chart:
+	@mkdir -p docs/observability
+	cd contrib/promretry && $(GO) run ./examples/observability -brownout -duration 30s \
+		-csv ../../docs/observability/brownout.csv -svg ../../docs/observability/brownout.svg
 
 ## bench: success-path overhead and peers, interleaved runs, benchstat tables
 bench:

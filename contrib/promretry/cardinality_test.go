@@ -1,0 +1,91 @@
+package promretry
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/httpretry/httpretry"
+)
+
+// TestCardinality sends 10,000 operations to 1,000 distinct paths (with
+// query strings) and three methods, and checks that the series created
+// are exactly those the label design allows: the route label alone
+// depends on the requests, and it is capped.
+func TestCardinality(t *testing.T) {
+	tests := []struct {
+		name   string
+		opts   Options
+		routes int // distinct route values expected
+	}{
+		{"default route: the host", Options{}, 1},
+		// A careless route function that returns the raw path: the cap
+		// keeps 100 of them, the rest are "other".
+		{"raw paths, capped", Options{Route: func(r *http.Request) string { return r.URL.Path }}, DefaultMaxRoutes + 1},
+	}
+	methods := []string{"GET", "POST", "BREW"}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, reg := newCollector(t, tt.opts)
+			tr := &httpretry.Transport{Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+			})}
+			c.Instrument(tr)
+			for i := range 10_000 {
+				url := fmt.Sprintf("http://api.test/books/%d?token=secret%d", i%1000, i)
+				resp, err := tr.RoundTrip(mustRequest(t, t.Context(), methods[i%3], url))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+			all := samples(scrape(t, reg))
+			routes := make(map[string]bool)
+			for k := range all {
+				if strings.Contains(k, "secret") {
+					t.Fatalf("series %s carries the query string", k)
+				}
+				if _, rest, ok := strings.Cut(k, `route="`); ok {
+					routes[rest[:strings.IndexByte(rest, '"')]] = true
+				}
+			}
+			if len(routes) != tt.routes {
+				t.Errorf("%d route values; want %d", len(routes), tt.routes)
+			}
+			// Every route saw all three methods (i%1000 and i%3 cover
+			// each pair), each operation one successful initial attempt.
+			counters := 3 * tt.routes
+			for _, name := range []string{"httpretry_operations_total", "httpretry_attempts_total", "httpretry_attempt_successes_total"} {
+				if got := len(family(all, name)); got != counters {
+					t.Errorf("%s: %d series; want %d", name, got, counters)
+				}
+			}
+			// Histogram samples per route: attempts (3 buckets, +Inf, sum,
+			// count), wait, operation and attempt duration (11 buckets
+			// each, +Inf, sum, count; attempt duration for conn="unknown"
+			// only).
+			want := 3*counters + tt.routes*(6+14+14+14)
+			if len(all) != want {
+				t.Errorf("%d samples in all; want %d", len(all), want)
+			}
+			if got := sum(all, "httpretry_operations_total"); got != 10_000 {
+				t.Errorf("operations = %v; want 10000", got)
+			}
+			if bound := maxSamples(tt.routes); len(all) > bound {
+				t.Errorf("%d samples; the design allows at most %d", len(all), bound)
+			}
+		})
+	}
+}
+
+// maxSamples is the most samples the label design allows with the
+// default buckets and routes distinct route values, as the package
+// documentation states it.
+func maxSamples(routes int) int {
+	perRoute := numMethods*numOutcomes*numReasons + // operations
+		3*numMethods*numKinds + // attempts, successes, timeouts (2 kinds each)
+		(3 + 1 + 2) + 2*(11+1+2) + // attempts, wait and duration histograms
+		numConns*(11+1+2) // attempt duration
+	return routes*perRoute + numPhases*(11+1+2) + numEventKinds + 1
+}

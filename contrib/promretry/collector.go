@@ -1,0 +1,232 @@
+package promretry
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/httpretry/httpretry"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Options configures a [Collector]. The zero value is useful: routes are
+// hosts, at most 100 of them, and the attempts histogram has buckets 1, 2
+// and 3.
+type Options struct {
+	// Route names the route of a request for the route label. It must
+	// return a bounded set of values, such as the template of the path
+	// (`/books/{id}`), never the raw path or query. Values beyond
+	// MaxRoutes, empty, longer than 128 bytes or not valid UTF-8 are
+	// reported as "other". It is called once per attempt and once per
+	// operation, on the goroutine of RoundTrip. If nil, the route is the
+	// request's host (with its port, if any).
+	Route func(req *http.Request) string
+
+	// MaxRoutes is the number of distinct route values kept; requests of
+	// any further route are reported as "other". 0 (or negative) means
+	// 100.
+	MaxRoutes int
+
+	// MaxAttempts sets the buckets of httpretry_operation_attempts to 1,
+	// 2, …, MaxAttempts: use the Transport's MaxAttempts. 0 (or negative)
+	// means httpretry.DefaultMaxAttempts (3). At most 100.
+	MaxAttempts int
+
+	// Idempotent reports whether a request was safe to repeat, to tell an
+	// unknown outcome from an error in [Collector.OnDone]. [Collector.Instrument]
+	// uses the Transport's own rule instead. If nil, [httpretry.IsIdempotent].
+	Idempotent func(req *http.Request) bool
+
+	// Budget, if set, is reported as the gauge httpretry_budget_tokens.
+	// [*httpretry.TokenBucket] has the method; set the same bucket as the
+	// Transport's Budget (the Transport's default budget is private to
+	// it). If nil, no gauge is registered.
+	Budget interface{ Tokens() float64 }
+
+	// ConstLabels are added to every metric, to tell apart the Collectors
+	// of several clients in one registry, e.g. {"client": "payments"}.
+	// Every Collector of a registry must then have const labels with the
+	// same names: Prometheus requires one label set per metric name. If
+	// nil, none.
+	ConstLabels prometheus.Labels
+}
+
+// Collector records the operations and attempts of [httpretry.Transport]s
+// as Prometheus metrics, and the events of an idempotency middleware.
+//
+// Create one per registry with [New] and install it on a Transport with
+// [Collector.Instrument] before the Transport's first use. Every label
+// value comes from a fixed table or from the capped route label, so the
+// number of series is bounded however many requests and paths there are
+// (the package documentation gives the figures). Recording a success
+// allocates nothing once its series exist.
+//
+// A Collector is safe for concurrent use by multiple goroutines and may
+// serve several Transports.
+type Collector struct {
+	route      func(*http.Request) string
+	idempotent func(*http.Request) bool
+	routes     *routeTable
+
+	operations      *prometheus.CounterVec
+	attempts        *prometheus.CounterVec
+	successes       *prometheus.CounterVec
+	timeouts        *prometheus.CounterVec
+	opAttempts      *prometheus.HistogramVec
+	opWait          *prometheus.HistogramVec
+	opDuration      *prometheus.HistogramVec
+	attemptDuration *prometheus.HistogramVec
+	phases          *prometheus.HistogramVec
+	idempotency     *prometheus.CounterVec
+
+	phaseObservers    [numPhases]slot[prometheus.Observer]
+	idempotencyEvents [numEventKinds]slot[prometheus.Counter]
+}
+
+// Buckets of the histograms, in seconds.
+var (
+	// durationBuckets suit whole operations and single attempts: 5ms to
+	// 10s.
+	durationBuckets = prometheus.DefBuckets
+	// waitBuckets start at 0 so that operations without a retry (the
+	// usual case) fall in their own bucket.
+	waitBuckets = []float64{0, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+	// phaseBuckets suit connection phases: 1ms to 2.5s.
+	phaseBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
+)
+
+// maxAttemptBuckets bounds Options.MaxAttempts.
+const maxAttemptBuckets = 100
+
+// New creates a Collector and registers its metrics with reg (if nil,
+// [prometheus.DefaultRegisterer]). It registers all of them or none: on
+// an error, such as metrics already registered with the same names and
+// const labels, it unregisters what it registered and returns the error.
+func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
+	if reg == nil {
+		reg = prometheus.DefaultRegisterer
+	}
+	if opts.MaxAttempts > maxAttemptBuckets {
+		return nil, fmt.Errorf("promretry: MaxAttempts %d is above %d", opts.MaxAttempts, maxAttemptBuckets)
+	}
+	c := &Collector{route: opts.Route, idempotent: opts.Idempotent}
+	if c.route == nil {
+		c.route = hostRoute
+	}
+	if c.idempotent == nil {
+		c.idempotent = httpretry.IsIdempotent
+	}
+	maxRoutes := opts.MaxRoutes
+	if maxRoutes <= 0 {
+		maxRoutes = DefaultMaxRoutes
+	}
+	maxAttempts := opts.MaxAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = httpretry.DefaultMaxAttempts
+	}
+	c.defineMetrics(opts.ConstLabels, maxAttempts)
+	collectors := []prometheus.Collector{
+		c.operations, c.attempts, c.successes, c.timeouts,
+		c.opAttempts, c.opWait, c.opDuration, c.attemptDuration,
+		c.phases, c.idempotency,
+	}
+	if b := opts.Budget; b != nil {
+		collectors = append(collectors, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "httpretry_budget_tokens",
+			Help:        "Tokens left in the retry budget; a retry needs one whole token.",
+			ConstLabels: opts.ConstLabels,
+		}, b.Tokens))
+	}
+	if err := register(reg, collectors); err != nil {
+		return nil, err
+	}
+	c.routes = newRouteTable(maxRoutes, c.newRouteMetrics)
+	return c, nil
+}
+
+// defineMetrics creates the metric vectors.
+func (c *Collector) defineMetrics(constLabels prometheus.Labels, maxAttempts int) {
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: constLabels}, labels)
+	}
+	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: name, Help: help, Buckets: buckets, ConstLabels: constLabels,
+		}, labels)
+	}
+	c.operations = counter("httpretry_operations_total",
+		"Operations (calls of RoundTrip), by outcome class and stop reason.",
+		"method", "route", "outcome", "reason")
+	c.attempts = counter("httpretry_attempts_total",
+		"Attempts sent, initial or retry.", "method", "route", "kind")
+	c.successes = counter("httpretry_attempt_successes_total",
+		"Attempts that got a response with a status below 400, initial or retry.", "method", "route", "kind")
+	c.timeouts = counter("httpretry_attempt_timeouts_total",
+		"Attempts that ran out of time: their attempt time limit, or the response idle timeout.",
+		"method", "route", "kind")
+	c.opAttempts = histogram("httpretry_operation_attempts",
+		"Attempts per operation.", prometheus.LinearBuckets(1, 1, maxAttempts), "route")
+	c.opWait = histogram("httpretry_operation_wait_seconds",
+		"Time an operation spent waiting between attempts.", waitBuckets, "route")
+	c.opDuration = histogram("httpretry_operation_duration_seconds",
+		"Time from the start of RoundTrip until it returned.", durationBuckets, "route")
+	c.attemptDuration = histogram("httpretry_attempt_duration_seconds",
+		"Time from sending an attempt to its response headers or error, by connection use.",
+		durationBuckets, "route", "conn")
+	c.phases = histogram("httpretry_attempt_phase_seconds",
+		"Time attempts spent in each connection phase that happened.", phaseBuckets, "phase")
+	c.idempotency = counter("httpretry_idempotency_events_total",
+		"Events of a server's idempotency-key middleware.", "kind")
+}
+
+// register registers every collector with reg, or none.
+func register(reg prometheus.Registerer, collectors []prometheus.Collector) error {
+	for i, col := range collectors {
+		if err := reg.Register(col); err != nil {
+			for _, done := range collectors[:i] {
+				reg.Unregister(done)
+			}
+			var already prometheus.AlreadyRegisteredError
+			if errors.As(err, &already) {
+				return fmt.Errorf("promretry: metrics already registered (give each Collector of a registry ConstLabels with the same names and distinct values): %w", err)
+			}
+			return fmt.Errorf("promretry: %w", err)
+		}
+	}
+	return nil
+}
+
+// Instrument installs c on t: after this, t's OnAttempt and OnDone record
+// every attempt and operation, after calling the hooks t already had.
+// Call it before t's first use, since a Transport's fields must not change
+// afterwards, and only once per Transport, or everything counts twice.
+//
+// An operation without a response is classed as an unknown outcome by t's
+// own rule: t.Idempotent (or [httpretry.IsIdempotent]), and no request is
+// unknown when t.NewIdempotencyKey is set, since every attempt then
+// carries a key. A nil t is ignored.
+func (c *Collector) Instrument(t *httpretry.Transport) {
+	if t == nil {
+		return
+	}
+	idempotent := httpretry.IsIdempotent
+	if t.Idempotent != nil {
+		idempotent = t.Idempotent
+	}
+	if t.NewIdempotencyKey != nil {
+		idempotent = alwaysIdempotent
+	}
+	prevAttempt, prevDone := t.OnAttempt, t.OnDone
+	t.OnAttempt = func(req *http.Request, a httpretry.Attempt) {
+		if prevAttempt != nil {
+			prevAttempt(req, a)
+		}
+		c.OnAttempt(req, a)
+	}
+	t.OnDone = func(req *http.Request, o httpretry.Outcome) {
+		if prevDone != nil {
+			prevDone(req, o)
+		}
+		c.done(req, o, idempotent)
+	}
+}

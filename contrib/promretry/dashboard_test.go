@@ -1,0 +1,109 @@
+package promretry
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/httpretry/httpretry"
+)
+
+// TestDashboard checks dashboard.json against the metrics a Collector
+// really exports: every metric a query names exists, every label it
+// selects or groups by is one of that metric's labels, and the panels the
+// dashboard promises are there.
+func TestDashboard(t *testing.T) {
+	data, err := os.ReadFile("dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Title  string
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("dashboard.json: %v", err)
+	}
+
+	labels := exportedLabels(t)
+	metricRE := regexp.MustCompile(`httpretry_[a-z_]+`)
+	selectorRE := regexp.MustCompile(`([a-z_]+)\s*(=~|!=|!~|=)\s*"`)
+	byRE := regexp.MustCompile(`by \(([a-z_, ]+)\)`)
+	titles := make(map[string]bool)
+	for _, p := range dash.Panels {
+		titles[p.Title] = true
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, target := range p.Targets {
+			expr := target.Expr
+			if strings.Count(expr, "(") != strings.Count(expr, ")") || strings.Count(expr, "{") != strings.Count(expr, "}") {
+				t.Errorf("panel %q: unbalanced query %s", p.Title, expr)
+			}
+			allowed := map[string]bool{"le": true}
+			for _, name := range metricRE.FindAllString(expr, -1) {
+				ls, ok := labels[name]
+				if !ok {
+					t.Errorf("panel %q: no metric %s", p.Title, name)
+				}
+				for _, l := range ls {
+					allowed[l] = true
+				}
+			}
+			for _, m := range selectorRE.FindAllStringSubmatch(expr, -1) {
+				if !allowed[m[1]] {
+					t.Errorf("panel %q: label %q in %s", p.Title, m[1], expr)
+				}
+			}
+			for _, m := range byRE.FindAllStringSubmatch(expr, -1) {
+				for _, l := range strings.Split(m[1], ",") {
+					if !allowed[strings.TrimSpace(l)] {
+						t.Errorf("panel %q: grouping by %q in %s", p.Title, l, expr)
+					}
+				}
+			}
+		}
+	}
+	for _, want := range []string{
+		"Requests (operations) by outcome", "First-attempt and final success", "Retry attempts", "Retry success",
+		"Timeouts", "Deadline exhausted", "Idempotent replays", "Stop reasons (other than final)",
+		"Attempts per operation", "Wait time per operation", "Attempt latency: new vs reused connections",
+		"Retry budget tokens",
+	} {
+		if !titles[want] {
+			t.Errorf("no panel %q", want)
+		}
+	}
+}
+
+// exportedLabels records one of everything and returns, for each sample
+// name in the exposition (histograms as _bucket, _sum and _count), its
+// label names.
+func exportedLabels(t *testing.T) map[string][]string {
+	t.Helper()
+	c, reg := newCollector(t, Options{Budget: httpretry.NewBudget(1, 0)})
+	req := httptest.NewRequest("GET", "http://api.test/", nil)
+	c.OnAttempt(req, httpretry.Attempt{Number: 1, Status: 200, Duration: time.Millisecond, ConnWait: time.Millisecond})
+	c.OnAttempt(req, httpretry.Attempt{Number: 2, Err: httpretry.ErrAttemptTimeout})
+	c.OnDone(req, httpretry.Outcome{Attempts: 1, Reason: httpretry.Final, Status: 200})
+	c.IdempotencyEvent(EventReplayed)
+	out := make(map[string][]string)
+	for key := range samples(scrape(t, reg)) {
+		name, rest, _ := strings.Cut(key, "{")
+		var ls []string
+		for _, pair := range strings.Split(strings.TrimSuffix(rest, "}"), ",") {
+			if l, _, ok := strings.Cut(pair, "="); ok {
+				ls = append(ls, l)
+			}
+		}
+		out[name] = ls
+	}
+	return out
+}

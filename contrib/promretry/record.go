@@ -1,0 +1,135 @@
+package promretry
+
+import (
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/httpretry/httpretry"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// slot holds one series of a vector once it has been used. A series is
+// created on first use, never before, so that the exposition lists only
+// label combinations that happened; afterwards recording it is one atomic
+// load, with none of the hashing and allocation of WithLabelValues.
+type slot[T any] struct{ p atomic.Pointer[T] }
+
+// get returns the series, or false when it does not exist yet.
+func (s *slot[T]) get() (T, bool) {
+	if p := s.p.Load(); p != nil {
+		return *p, true
+	}
+	var zero T
+	return zero, false
+}
+
+// set stores v and returns the series the slot holds: v, or the one a
+// concurrent caller stored first (the same series: a vector returns one
+// series per label combination).
+func (s *slot[T]) set(v T) T {
+	if s.p.CompareAndSwap(nil, &v) {
+		return v
+	}
+	return *s.p.Load()
+}
+
+// routeMetrics holds the series of one route value.
+type routeMetrics struct {
+	name string
+
+	operations [numMethods][numOutcomes][numReasons]slot[prometheus.Counter]
+	attempts   [numMethods][numKinds]slot[prometheus.Counter]
+	successes  [numMethods][numKinds]slot[prometheus.Counter]
+	timeouts   [numMethods][numTimeouts]slot[prometheus.Counter]
+
+	// Every operation observes these three, so they are created with the
+	// route.
+	opAttempts, opWait, opDuration prometheus.Observer
+
+	attemptDuration [numConns]slot[prometheus.Observer]
+}
+
+func (c *Collector) newRouteMetrics(name string) *routeMetrics {
+	return &routeMetrics{
+		name:       name,
+		opAttempts: c.opAttempts.WithLabelValues(name),
+		opWait:     c.opWait.WithLabelValues(name),
+		opDuration: c.opDuration.WithLabelValues(name),
+	}
+}
+
+// OnAttempt records one attempt: the attempt counters, its latency by
+// connection use, a timeout, and the connection phases that happened. It
+// has the signature of [httpretry.Transport.OnAttempt]; [Collector.Instrument]
+// installs it, chained with any hook already set.
+func (c *Collector) OnAttempt(req *http.Request, a httpretry.Attempt) {
+	r := c.routes.get(c.route(req))
+	m := methodIndex(req.Method)
+	k := kindIndex(a)
+	c.counter(&r.attempts[m][k], c.attempts, r.name, m, kindNames[k]).Inc()
+	if a.Err == nil && a.Status > 0 && a.Status < 400 {
+		c.counter(&r.successes[m][k], c.successes, r.name, m, kindNames[k]).Inc()
+	}
+	if t, ok := timeoutIndex(a.Err); ok {
+		c.counter(&r.timeouts[m][t], c.timeouts, r.name, m, timeoutNames[t]).Inc()
+	}
+	conn := connIndex(a.Conn)
+	obs, ok := r.attemptDuration[conn].get()
+	if !ok {
+		obs = r.attemptDuration[conn].set(c.attemptDuration.WithLabelValues(r.name, connNames[conn]))
+	}
+	obs.Observe(a.Duration.Seconds())
+	c.observePhases(a)
+}
+
+// observePhases records the connection phases the attempt went through.
+// A phase of zero did not happen (a reused connection has no DNS, connect
+// or TLS phase) and is not recorded.
+func (c *Collector) observePhases(a httpretry.Attempt) {
+	phases := [numPhases]time.Duration{a.ConnWait, a.DNS, a.Connect, a.TLSHandshake, a.FirstByte}
+	for i, d := range phases {
+		if d <= 0 {
+			continue
+		}
+		obs, ok := c.phaseObservers[i].get()
+		if !ok {
+			obs = c.phaseObservers[i].set(c.phases.WithLabelValues(phaseNames[i]))
+		}
+		obs.Observe(d.Seconds())
+	}
+}
+
+// OnDone records one operation: its outcome class and stop reason, its
+// attempts, its time spent waiting and its duration. It has the signature
+// of [httpretry.Transport.OnDone] and tells unknown outcomes apart with
+// Options.Idempotent; [Collector.Instrument] installs it with the
+// Transport's own rule instead, chained with any hook already set.
+func (c *Collector) OnDone(req *http.Request, o httpretry.Outcome) {
+	c.done(req, o, c.idempotent)
+}
+
+func (c *Collector) done(req *http.Request, o httpretry.Outcome, idempotent func(*http.Request) bool) {
+	r := c.routes.get(c.route(req))
+	m := methodIndex(req.Method)
+	out := outcomeIndex(req, o, idempotent)
+	rs := reasonIndex(o.Reason)
+	s := &r.operations[m][out][rs]
+	ops, ok := s.get()
+	if !ok {
+		ops = s.set(c.operations.WithLabelValues(methodNames[m], r.name, outcomeNames[out], reasonNames[rs]))
+	}
+	ops.Inc()
+	r.opAttempts.Observe(float64(o.Attempts))
+	r.opWait.Observe(o.Waited.Seconds())
+	r.opDuration.Observe(o.Elapsed.Seconds())
+}
+
+// counter returns the series of a counter labelled method, route and one
+// more label, creating it on first use.
+func (c *Collector) counter(s *slot[prometheus.Counter], vec *prometheus.CounterVec, route string, method int, third string) prometheus.Counter {
+	if v, ok := s.get(); ok {
+		return v
+	}
+	return s.set(vec.WithLabelValues(methodNames[method], route, third))
+}
