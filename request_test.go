@@ -39,12 +39,15 @@ func TestKeyOnRequestWithNilHeader(t *testing.T) {
 	}
 }
 
-// valueBody is a request body of a type that is not comparable: comparing
-// two interface values holding it panics.
+// valueBody is a request body of a type that is not comparable (it holds
+// a slice): comparing two interface values holding it panics.
 type valueBody struct {
 	r    *bytes.Reader
 	tags []string
 }
+
+// Tags makes tags used; its slice is what makes the type not comparable.
+func (b valueBody) Tags() []string { return b.tags }
 
 func (b valueBody) Read(p []byte) (int, error) { return b.r.Read(p) }
 func (b valueBody) Close() error               { return nil }
