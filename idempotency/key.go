@@ -49,16 +49,26 @@ func requestKey(h http.Header, maxLen int) (string, error) {
 
 // parseKey unquotes an sf-string, or checks a bare value.
 func parseKey(v string) (string, error) {
-	if !strings.HasPrefix(v, `"`) {
-		for i := 0; i < len(v); i++ {
-			// Visible ASCII, but not the characters that would make the
-			// value a list or a broken string.
-			if c := v[i]; c <= ' ' || c >= 0x7f || c == ',' || c == '"' || c == '\\' {
-				return "", errors.New("idempotency: Idempotency-Key has a character outside visible ASCII")
-			}
-		}
-		return v, nil
+	if strings.HasPrefix(v, `"`) {
+		return unquote(v)
 	}
+	for i := 0; i < len(v); i++ {
+		// Visible ASCII, but not the characters that would make the value
+		// a list or a broken string.
+		if c := v[i]; c <= ' ' || c >= 0x7f || c == ',' || c == '"' || c == '\\' {
+			return "", errKeyCharacter
+		}
+	}
+	return v, nil
+}
+
+// errKeyCharacter rejects a key with a byte outside its alphabet.
+var errKeyCharacter = errors.New("idempotency: Idempotency-Key has a character outside visible ASCII")
+
+// unquote parses v, which starts with a quote, as an sf-string (RFC 8941
+// §4.2.5): printable ASCII, with backslash escaping only a quote or a
+// backslash, and nothing after the closing quote.
+func unquote(v string) (string, error) {
 	var b strings.Builder
 	for i := 1; i < len(v); i++ {
 		c := v[i]
@@ -75,7 +85,7 @@ func parseKey(v string) (string, error) {
 			}
 			return b.String(), nil
 		case c < ' ' || c >= 0x7f:
-			return "", errors.New("idempotency: Idempotency-Key has a character outside visible ASCII")
+			return "", errKeyCharacter
 		default:
 			b.WriteByte(c)
 		}
