@@ -51,10 +51,10 @@ func startServer(t *testing.T, h http.Handler) string {
 func TestConcurrentDuplicatesConvergeOnOneExecution(t *testing.T) {
 	const callers = 50
 	var executions atomic.Int32
-	proceed := make(chan struct{})
+	proceed := newGate()
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		executions.Add(1)
-		<-proceed
+		<-proceed.wait()
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
@@ -86,6 +86,7 @@ func TestConcurrentDuplicatesConvergeOnOneExecution(t *testing.T) {
 		}
 	}))
 
+	proceed.openAtEnd(t)
 	client := retryingClient(t, nil)
 	key := httpretry.RandomKey()
 	type answer struct {
@@ -113,8 +114,12 @@ func TestConcurrentDuplicatesConvergeOnOneExecution(t *testing.T) {
 			answers <- answer{resp.StatusCode, string(b), resp.Header.Get(idempotency.ReplayedHeader), o.Attempts, err}
 		}()
 	}
-	<-all
-	close(proceed)
+	select {
+	case <-all:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("only %d duplicates were answered 409 while the first ran, want %d", len(conflicted), callers-1)
+	}
+	proceed.open()
 
 	var fresh, replayed int
 	want := `{"order":"o-1","echo":{"item":"book"}}`

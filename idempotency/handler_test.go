@@ -82,14 +82,15 @@ func TestReplayIsByteIdentical(t *testing.T) {
 
 func TestConflictWhileInProgress(t *testing.T) {
 	entered := make(chan struct{})
-	proceed := make(chan struct{})
+	proceed := newGate()
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(entered)
-		<-proceed
+		<-proceed.wait()
 		w.WriteHeader(http.StatusCreated)
 		io.WriteString(w, "done")
 	})
 	s := newServer(t, next, memory(), idempotency.Options{})
+	proceed.openAtEnd(t)
 
 	firstDone := make(chan reply, 1)
 	go func() { firstDone <- s.post(t, "k", "x") }()
@@ -105,7 +106,7 @@ func TestConflictWhileInProgress(t *testing.T) {
 			t.Fatalf("409 title = %q", p["title"])
 		}
 	}
-	close(proceed)
+	proceed.open()
 	expectStatus(t, "first", <-firstDone, http.StatusCreated)
 	r := s.post(t, "k", "x")
 	expectStatus(t, "after completion", r, http.StatusCreated)
@@ -146,17 +147,18 @@ func TestMismatch(t *testing.T) {
 }
 
 func TestMismatchWhileInProgress(t *testing.T) {
-	entered, proceed := make(chan struct{}), make(chan struct{})
+	entered, proceed := make(chan struct{}), newGate()
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(entered)
-		<-proceed
+		<-proceed.wait()
 	})
 	s := newServer(t, next, memory(), idempotency.Options{})
+	proceed.openAtEnd(t)
 	done := make(chan reply, 1)
 	go func() { done <- s.post(t, "k", "a") }()
 	<-entered
 	expectStatus(t, "other payload in progress", s.post(t, "k", "b"), http.StatusUnprocessableEntity)
-	close(proceed)
+	proceed.open()
 	expectStatus(t, "first", <-done, http.StatusOK)
 }
 
@@ -370,14 +372,14 @@ func TestTakeoverAfterLockTTLIsFenced(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	store := idempotency.NewMemoryStore(idempotency.MemoryOptions{Clock: fc})
 	entered := make(chan struct{}, 2)
-	proceed := make(chan struct{})
+	proceed := newGate()
 	calls := 0
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls++
 		first := calls == 1
 		entered <- struct{}{}
 		if first {
-			<-proceed // hangs past its lock
+			<-proceed.wait() // hangs past its lock
 			io.WriteString(w, "first owner")
 			return
 		}
@@ -385,6 +387,7 @@ func TestTakeoverAfterLockTTLIsFenced(t *testing.T) {
 		io.WriteString(w, "second owner")
 	})
 	s := newServer(t, next, store, idempotency.Options{LockTTL: time.Minute})
+	proceed.openAtEnd(t)
 
 	firstDone := make(chan reply, 1)
 	go func() { firstDone <- s.post(t, "k", "x") }()
@@ -397,7 +400,7 @@ func TestTakeoverAfterLockTTLIsFenced(t *testing.T) {
 	if second.body != "second owner" {
 		t.Fatalf("takeover body %q", second.body)
 	}
-	close(proceed)
+	proceed.open()
 	first := <-firstDone
 	expectStatus(t, "stale first owner", first, http.StatusOK)
 	if first.body != "first owner" || first.header.Get(idempotency.RecordedHeader) != "false" {
@@ -550,5 +553,24 @@ func TestHandlerPanicsOnNilArguments(t *testing.T) {
 			}()
 			f()
 		})
+	}
+}
+
+func TestResponseTheStoreCannotHoldIsNotRecorded(t *testing.T) {
+	c := &counter{}
+	// Room for a reservation (a 1-byte key and a 64-byte fingerprint), not
+	// for it with a response.
+	store := idempotency.NewMemoryStore(idempotency.MemoryOptions{MaxBytes: 80})
+	s := newServer(t, c, store, idempotency.Options{})
+	for i := range 2 {
+		r := s.post(t, "k", "x")
+		expectStatus(t, "store full", r, http.StatusCreated)
+		if r.header.Get(idempotency.RecordedHeader) != "false" || r.header.Get(idempotency.ReplayedHeader) != "" {
+			t.Fatalf("request %d: %s = %q, replayed %q; want a fresh, unrecorded response", i,
+				idempotency.RecordedHeader, r.header.Get(idempotency.RecordedHeader), r.header.Get(idempotency.ReplayedHeader))
+		}
+	}
+	if c.count() != 2 || s.events.count(idempotency.KindStoreError) != 2 {
+		t.Fatalf("runs = %d, store_error = %d; want 2, 2 (the key freed each time)", c.count(), s.events.count(idempotency.KindStoreError))
 	}
 }

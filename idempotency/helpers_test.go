@@ -175,3 +175,20 @@ func expectStatus(t *testing.T, what string, r reply, want int) {
 		t.Fatalf("%s: status %d, want %d (body %q)", what, r.status, want, r.body)
 	}
 }
+
+// gate holds handlers until opened. It opens at the latest when the test
+// ends, before its servers close, so that a failing test cannot leave a
+// handler blocked and the server's Close waiting for it forever.
+type gate struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func newGate() *gate { return &gate{ch: make(chan struct{})} }
+
+// openAtEnd opens g when the test ends. Call it after newServer or
+// startServer, so that it runs before their cleanups.
+func (g *gate) openAtEnd(t *testing.T) { t.Cleanup(g.open) }
+
+func (g *gate) open()                 { g.once.Do(func() { close(g.ch) }) }
+func (g *gate) wait() <-chan struct{} { return g.ch }
