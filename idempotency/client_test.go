@@ -117,6 +117,8 @@ func TestConcurrentDuplicatesConvergeOnOneExecution(t *testing.T) {
 	select {
 	case <-all:
 	case <-time.After(30 * time.Second):
+		mu.Lock()
+		defer mu.Unlock()
 		t.Fatalf("only %d duplicates were answered 409 while the first ran, want %d", len(conflicted), callers-1)
 	}
 	proceed.open()

@@ -176,3 +176,23 @@ func TestMemoryStoreRejectsNonPositiveTTL(t *testing.T) {
 		t.Fatal("Complete with a nil response: no error")
 	}
 }
+
+func TestMemoryStoreEvictsExpiredResponsesBeforeExpiredLocks(t *testing.T) {
+	ctx := context.Background()
+	fc := clockwork.NewFakeClock()
+	s := idempotency.NewMemoryStore(idempotency.MemoryOptions{MaxEntries: 2, Clock: fc})
+	slow, err := s.Reserve(ctx, "slow", "fp", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, s, fc, "done", 1, "x", time.Second)
+	fc.Advance(2 * time.Minute) // both expired
+	if got := state(t, s, "new"); got != idempotency.StateReserved {
+		t.Fatalf("new key: %v, want reserved", got)
+	}
+	// The useless expired response went; the slow owner, whom no one took
+	// over, may still record its response.
+	if err := s.Complete(ctx, "slow", slow.Token, &idempotency.Response{Status: 200}, time.Hour); err != nil {
+		t.Fatalf("Complete by the slow owner: %v", err)
+	}
+}
