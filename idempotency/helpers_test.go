@@ -82,6 +82,7 @@ func newServer(t *testing.T, next http.Handler, store idempotency.Store, opts id
 // reply is a response read to its end.
 type reply struct {
 	status  int
+	proto   string
 	header  http.Header
 	trailer http.Header
 	body    string
@@ -109,7 +110,7 @@ func (s *server) do(req *http.Request) reply {
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return reply{status: resp.StatusCode, header: resp.Header, trailer: resp.Trailer, body: string(b), err: err}
+	return reply{status: resp.StatusCode, proto: resp.Proto, header: resp.Header, trailer: resp.Trailer, body: string(b), err: err}
 }
 
 func (s *server) post(t *testing.T, key, body string) reply {

@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -154,5 +155,49 @@ func TestHijackedResponseIsNotRecorded(t *testing.T) {
 	}
 	if runs != 2 || ev.count(idempotency.KindNotRecorded) != 2 {
 		t.Fatalf("runs = %d, not_recorded = %d; want 2, 2", runs, ev.count(idempotency.KindNotRecorded))
+	}
+}
+
+func TestOverHTTP2(t *testing.T) {
+	cases := []struct {
+		name             string
+		size             int
+		flush            bool
+		header, trailer  string
+		replayedOnSecond bool
+	}{
+		{"recorded", 1000, false, "", "", true},
+		{"over_limit", 4096, false, "false", "", false},
+		{"over_limit_flushed", 4096, true, "", "false", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewUnstartedServer(idempotency.Handler(writer(tc.size, false, tc.flush), memory(),
+				idempotency.Options{MaxResponseBody: 1024}))
+			srv.EnableHTTP2 = true
+			srv.StartTLS()
+			client := srv.Client()
+			t.Cleanup(func() {
+				client.CloseIdleConnections()
+				srv.Close()
+			})
+			s := &server{url: srv.URL, client: client, events: &events{}}
+			first := s.post(t, "k", "x")
+			expectStatus(t, "first", first, http.StatusCreated)
+			if first.proto != "HTTP/2.0" {
+				t.Fatalf("protocol %s, want HTTP/2.0", first.proto)
+			}
+			if first.header.Get(idempotency.RecordedHeader) != tc.header || first.trailer.Get(idempotency.RecordedHeader) != tc.trailer {
+				t.Fatalf("header %q, trailer %q; want %q, %q", first.header.Get(idempotency.RecordedHeader),
+					first.trailer.Get(idempotency.RecordedHeader), tc.header, tc.trailer)
+			}
+			if len(first.body) != tc.size {
+				t.Fatalf("read %d bytes, want %d", len(first.body), tc.size)
+			}
+			second := s.post(t, "k", "x")
+			if got := second.header.Get(idempotency.ReplayedHeader) == "true"; got != tc.replayedOnSecond || second.body != first.body {
+				t.Fatalf("second: replayed %v (want %v), %d bytes", got, tc.replayedOnSecond, len(second.body))
+			}
+		})
 	}
 }
