@@ -132,21 +132,24 @@ type handler struct {
 
 // Handler returns middleware that makes keyed requests to next safe to
 // retry, as the IETF Idempotency-Key draft describes. For a request of one
-// of [Options.Methods] with an [KeyHeader]:
+// of [Options.Methods] with a [KeyHeader]:
 //
 //   - The key is reserved in store atomically before next runs: of any
 //     number of concurrent requests with one key, exactly one runs next.
 //   - While it runs, the others are answered 409 Conflict with
 //     "Retry-After: 1".
 //   - When next finishes, its response (status, end-to-end headers except
-//     Set-Cookie, and body) is recorded for [Options.ResponseTTL]; every
-//     later request with the key gets it replayed with
-//     "Idempotent-Replayed: true", and next does not run.
+//     Set-Cookie, and body) is recorded for [Options.ResponseTTL], and
+//     only then sent: the response is held in memory until next returns,
+//     up to [Options.MaxResponseBody]. Every later request with the key
+//     gets it replayed with "Idempotent-Replayed: true", and next does not
+//     run.
 //   - The same key with a different request — method, target (path and
 //     query) or body, compared by a SHA-256 fingerprint — is answered 422.
 //   - 5xx, 429 and 408 responses are not recorded ([Options.Release]), nor
-//     bodies over [Options.MaxResponseBody]: the key is freed and a retry
-//     runs next again.
+//     bodies over [Options.MaxResponseBody], which are streamed through:
+//     the key is freed, a retry runs next again, and the response says
+//     "Idempotent-Recorded: false" ([RecordedHeader]).
 //   - If next panics, the key is freed and the panic continues up the
 //     stack unchanged (net/http recovers it, logs it and drops the
 //     connection). If the process dies, the key's lock expires after
@@ -156,12 +159,14 @@ type handler struct {
 // Errors are application/problem+json (RFC 9457) with type, title, status
 // and detail. A missing key passes through unless [Options.RequireKey]; an
 // invalid one (empty, over [Options.MaxKeyLength], repeated, malformed) is
-// answered 400. When store fails before next runs, the request is answered
-// 503 with "Retry-After: 1" and next does not run.
+// answered 400; a request body over [Options.MaxRequestBody], 413. When
+// store fails before next runs, the request is answered 503 with
+// "Retry-After: 1" and next does not run.
 //
 // The Handler keeps no state of its own and logs nothing: keys and bodies
 // reach only store. It panics if next or store is nil, as
-// [http.ServeMux.Handle] does for a nil handler.
+// [http.ServeMux.Handle] does for a nil handler. The returned handler is
+// safe for concurrent use; opts must not change after the call.
 func Handler(next http.Handler, store Store, opts Options) http.Handler {
 	if next == nil || store == nil {
 		panic("idempotency: Handler needs a non-nil handler and Store")
