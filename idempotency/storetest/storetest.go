@@ -145,9 +145,9 @@ func (h *harness) complete(t *testing.T, key string, token idempotency.Token, re
 
 // reserveAfter lets ttl pass and then reserves key for fp, expecting the
 // store to see the earlier record expired. With a controlled clock it
-// first checks that the record is still live 1ms before ttl; in real time
-// it polls, for up to ExpiryWait, with fingerprint probe (which must not
-// change the record while it is live).
+// first checks that the record is still in state live 1ms before ttl; in
+// real time it waits ttl and then polls, for up to ExpiryWait, while
+// Reserve still reports live (which changes nothing in the store).
 func (h *harness) reserveAfter(t *testing.T, key, fp string, ttl time.Duration, live idempotency.State) idempotency.Reservation {
 	t.Helper()
 	if h.advance != nil {
