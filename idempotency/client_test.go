@@ -1,0 +1,209 @@
+package idempotency_test
+
+import (
+	"context"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/httpretry/httpretry"
+	"github.com/httpretry/httpretry/idempotency"
+)
+
+// retryingClient is an httpretry client that keeps trying through 409s
+// for as long as the tests need: no budget, zero jitter, a generous
+// deadline.
+func retryingClient(t *testing.T, newKey func() string) *http.Client {
+	t.Helper()
+	base := &http.Transport{}
+	t.Cleanup(base.CloseIdleConnections)
+	return &http.Client{Transport: &httpretry.Transport{
+		Base:              base,
+		MaxAttempts:       10,
+		Timeout:           30 * time.Second,
+		Budget:            httpretry.Unlimited,
+		Jitter:            func(time.Duration) time.Duration { return 0 },
+		NewIdempotencyKey: newKey,
+	}}
+}
+
+func startServer(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestConcurrentDuplicatesConvergeOnOneExecution sends 50 identical POSTs
+// with one Idempotency-Key at once through httpretry. The handler holds
+// its first run until every duplicate has been answered 409, so they all
+// overlap it: each is answered 409 with Retry-After: 1, the client waits and
+// retries, and gets the replay.
+func TestConcurrentDuplicatesConvergeOnOneExecution(t *testing.T) {
+	const callers = 50
+	var executions atomic.Int32
+	proceed := newGate()
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		executions.Add(1)
+		<-proceed.wait()
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"order":"o-1","echo":`+string(body)+`}`)
+	})
+	ev := &events{}
+	protected := idempotency.Handler(next, memory(), idempotency.Options{OnEvent: ev.add})
+
+	// Count the distinct callers answered 409; once all but the executing
+	// one have been, every duplicate has overlapped the held execution.
+	var (
+		mu         sync.Mutex
+		conflicted = map[string]bool{}
+		all        = make(chan struct{})
+	)
+	url := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w}
+		protected.ServeHTTP(sw, r)
+		if sw.status != http.StatusConflict {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if caller := r.Header.Get("X-Caller"); !conflicted[caller] {
+			conflicted[caller] = true
+			if len(conflicted) == callers-1 {
+				close(all)
+			}
+		}
+	}))
+
+	proceed.openAtEnd(t)
+	client := retryingClient(t, nil)
+	key := httpretry.RandomKey()
+	type answer struct {
+		status   int
+		body     string
+		replayed string
+		attempts int
+		err      error
+	}
+	answers := make(chan answer, callers)
+	for i := range callers {
+		go func() {
+			var o httpretry.Outcome
+			ctx := httpretry.WithOutcome(context.Background(), &o)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/orders", strings.NewReader(`{"item":"book"}`))
+			req.Header.Set(idempotency.KeyHeader, key)
+			req.Header.Set("X-Caller", strconv.Itoa(i))
+			resp, err := client.Do(req)
+			if err != nil {
+				answers <- answer{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			answers <- answer{resp.StatusCode, string(b), resp.Header.Get(idempotency.ReplayedHeader), o.Attempts, err}
+		}()
+	}
+	select {
+	case <-all:
+	case <-time.After(30 * time.Second):
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("only %d duplicates were answered 409 while the first ran, want %d", len(conflicted), callers-1)
+	}
+	proceed.open()
+
+	var fresh, replayed int
+	want := `{"order":"o-1","echo":{"item":"book"}}`
+	for range callers {
+		a := <-answers
+		if a.err != nil {
+			t.Fatalf("caller failed: %v", a.err)
+		}
+		if a.status != http.StatusCreated || a.body != want {
+			t.Fatalf("caller got %d %q, want 201 %q", a.status, a.body, want)
+		}
+		switch a.replayed {
+		case "":
+			fresh++
+			if a.attempts != 1 {
+				t.Errorf("the executing caller made %d attempts, want 1", a.attempts)
+			}
+		case "true":
+			replayed++
+			if a.attempts < 2 {
+				t.Errorf("a duplicate made %d attempts, want at least 2 (409, then the replay)", a.attempts)
+			}
+		}
+	}
+	if got := executions.Load(); got != 1 {
+		t.Fatalf("handler ran %d times, want 1", got)
+	}
+	if fresh != 1 || replayed != callers-1 {
+		t.Fatalf("%d fresh and %d replayed answers, want 1 and %d", fresh, replayed, callers-1)
+	}
+	if got := ev.count(idempotency.KindConflict); got < callers-1 {
+		t.Fatalf("%d conflicts, want at least %d", got, callers-1)
+	}
+	if got := ev.count(idempotency.KindReplayed); got != callers-1 {
+		t.Fatalf("%d replays, want %d", got, callers-1)
+	}
+}
+
+// TestLostResponseIsReplayed: the handler runs, but its response never
+// reaches the client (the connection breaks). The client, which generated
+// the key, retries; the retry gets the recorded response and the handler
+// does not run again.
+func TestLostResponseIsReplayed(t *testing.T) {
+	var executions atomic.Int32
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := executions.Add(1)
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, "order "+strconv.Itoa(int(n)))
+	})
+	protected := idempotency.Handler(next, memory(), idempotency.Options{RequireKey: true})
+	var requests atomic.Int32
+	url := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) == 1 {
+			// Run the operation, then lose its response.
+			protected.ServeHTTP(httptest.NewRecorder(), r)
+			panic(http.ErrAbortHandler)
+		}
+		protected.ServeHTTP(w, r)
+	}))
+
+	client := retryingClient(t, httpretry.RandomKey)
+	resp, err := client.Post(url+"/orders", "text/plain", strings.NewReader("espresso machine"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusCreated || string(b) != "order 1" || resp.Header.Get(idempotency.ReplayedHeader) != "true" {
+		t.Fatalf("got %d %q (replayed %q), want the replay of order 1", resp.StatusCode, b, resp.Header.Get(idempotency.ReplayedHeader))
+	}
+	if executions.Load() != 1 || requests.Load() != 2 {
+		t.Fatalf("executions = %d, requests = %d; want 1, 2", executions.Load(), requests.Load())
+	}
+}
+
+// statusWriter remembers the status written through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}

@@ -1,0 +1,67 @@
+// Package idempotency is the server side of idempotency keys: middleware
+// that makes a client's keyed retries of POST and PATCH safe, following
+// the IETF "The Idempotency-Key HTTP Header Field" draft.
+//
+// A client that did not get an answer cannot know whether its request
+// was applied. If it sends an Idempotency-Key and the same key on every
+// retry (httpretry's Transport does, with NewIdempotencyKey set to
+// httpretry.RandomKey), [Handler] runs the operation once and answers
+// every retry with the first response:
+//
+//	store := idempotency.NewMemoryStore(idempotency.MemoryOptions{})
+//	mux.Handle("POST /orders", idempotency.Handler(createOrder, store, idempotency.Options{RequireKey: true}))
+//
+// # What a request with a key gets
+//
+//   - The first request reserves the key, atomically, and runs the
+//     handler. Its response is recorded when the handler returns.
+//   - A request with the key while the first still runs: 409 Conflict,
+//     "Retry-After: 1".
+//   - A request with the key after that: the recorded response, byte for
+//     byte, with "Idempotent-Replayed: true"; the handler does not run.
+//   - The key with a different request (method, path and query, or body,
+//     compared by SHA-256): 422 Unprocessable Content.
+//   - No key where [Options.RequireKey] is set: 400; an empty, repeated,
+//     malformed or too long key (over 255 characters): 400.
+//
+// Errors are application/problem+json bodies (RFC 9457) with type, title,
+// status and detail. Methods other than [Options.Methods] (POST and PATCH
+// by default) pass through untouched.
+//
+// # What is recorded, and for how long
+//
+// The status, the headers except hop-by-hop fields, Set-Cookie and Date,
+// and the body, for [Options.ResponseTTL] (24 hours by default): then the
+// key is free again. 2xx and 4xx responses are recorded. 408, 429 and 5xx
+// are not: the key is freed and a retry runs the handler again, which is
+// right when such a status means nothing happened (see [Options.Release]
+// for the risk, and how to record them instead). Neither is a body over
+// [Options.MaxResponseBody] (1 MiB by default): it is streamed to the
+// client with "Idempotent-Recorded: false" ([RecordedHeader]), and the key
+// is freed.
+//
+// # Crashes, hangs and fencing
+//
+// A handler that panics frees its key (the panic goes on to net/http). A
+// process that dies cannot, so every reservation carries a lock of
+// [Options.LockTTL] (1 minute by default), after which a retry takes the
+// key over and runs the handler again. Each reservation gets a fencing
+// [Token], greater than any before it for that key; recording a response
+// needs the current token, so a stale first owner that finishes late cannot
+// overwrite what its successor recorded ([ErrStaleToken]).
+//
+// # Stores
+//
+// [NewMemoryStore] serves one process. Services with several instances
+// need a shared [Store] (Redis, Postgres, DynamoDB): its documentation
+// states the atomicity each method needs, and the storetest package checks
+// an implementation against it.
+//
+// # Observing
+//
+// [Options.OnEvent] receives an [Event] for everything the Handler does —
+// executions, replays, conflicts, mismatches, missing keys, lock
+// takeovers — with a [Kind] usable as a metric label, the method and a
+// bounded route name. Nothing carries keys, headers or bodies, and the
+// package logs nothing.
+package idempotency

@@ -1,0 +1,408 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// ReplayedHeader is the response header that marks a replayed response:
+// "Idempotent-Replayed: true".
+const ReplayedHeader = "Idempotent-Replayed"
+
+// Defaults for the zero values of Options' fields.
+const (
+	DefaultLockTTL         = time.Minute
+	DefaultResponseTTL     = 24 * time.Hour
+	DefaultMaxKeyLength    = 255
+	DefaultMaxRequestBody  = 1 << 20 // 1 MiB
+	DefaultMaxResponseBody = 1 << 20 // 1 MiB
+)
+
+// Options configures [Handler]. The zero value is ready to use: POST and
+// PATCH with a key are deduplicated, requests without one pass through,
+// locks last a minute and responses a day.
+type Options struct {
+	// Methods are the methods whose keyed requests are deduplicated; other
+	// methods pass through untouched. If empty, POST and PATCH.
+	Methods []string
+
+	// RequireKey makes a request of one of Methods without a key fail with
+	// 400 and a problem body, without running the handler. If false, such
+	// a request runs the handler as if this middleware were absent. Wrap
+	// only the operations that require a key when others do not.
+	RequireKey bool
+
+	// KeyScope, if set, returns the scope of a request's key, such as the
+	// authenticated account: keys are unique within a scope, so that one
+	// client cannot replay another's responses by guessing its keys. The
+	// result is combined with the key before the Store sees it. If nil,
+	// all requests share one key space.
+	KeyScope func(r *http.Request) string
+
+	// MaxKeyLength is the longest key accepted, in characters; a longer
+	// one is answered 400. 0 (or negative) means 255.
+	MaxKeyLength int
+
+	// MaxRequestBody is the largest request body accepted with a key: the
+	// body is read into memory to be fingerprinted before the handler
+	// runs. A larger one is answered 413. 0 (or negative) means 1 MiB.
+	MaxRequestBody int64
+
+	// MaxResponseBody is the largest response body recorded, and the most
+	// a request holds in memory for it. The Handler holds a response back
+	// while it is within this size and records it before sending it when
+	// the handler returns; a larger body is streamed to the client as the
+	// handler writes it, with "Idempotent-Recorded: false" in its headers,
+	// and is not recorded: the key is freed. A handler that flushes sends
+	// its response at once (see [RecordedHeader]). 0 (or negative) means
+	// 1 MiB.
+	MaxResponseBody int64
+
+	// LockTTL is how long a request owns its key while the handler runs.
+	// After it, a retry may take the key over and run the handler again;
+	// the first owner's response is then not recorded (see [Token]). It
+	// must exceed the handler's longest run, or slow requests run twice.
+	// 0 (or negative) means 1 minute.
+	LockTTL time.Duration
+
+	// ResponseTTL is how long a recorded response is replayed. After it,
+	// the key is free and a retry runs the handler again. Publish it to
+	// clients. 0 (or negative) means 24 hours.
+	ResponseTTL time.Duration
+
+	// Release reports whether a response status leaves the key free
+	// instead of recorded, so that a retry runs the handler again. If
+	// nil, [Retryable]: 408, 429 and every 5xx.
+	//
+	// Releasing is right when such a status means nothing happened. If
+	// the handler can perform its side effect and then answer 5xx (it
+	// charged the card, then failed to write the order), a retry performs
+	// it again: either make such handlers answer 2xx or 4xx once the
+	// effect happened, or record every status with
+	// func(int) bool { return false }, and clients see the 5xx replayed.
+	Release func(status int) bool
+
+	// ProblemType is the "type" URI of the problem details this Handler
+	// answers (400, 409, 413, 422, 503); point it to your documentation
+	// of keys and their expiry. If empty, [DefaultProblemType].
+	ProblemType string
+
+	// Route, if set, names a request's route for [Event]: a bounded set
+	// of names, never the raw path. If nil, the request's ServeMux
+	// pattern (empty when the Handler wraps the mux itself).
+	Route func(r *http.Request) string
+
+	// OnEvent, if set, is called for everything the Handler does with a
+	// keyed request (see [Kind]), synchronously, on the request's
+	// goroutine. It must be safe for concurrent use.
+	OnEvent func(Event)
+}
+
+// Retryable reports whether a response status invites the client to try
+// again: 408 Request Timeout, 429 Too Many Requests and every 5xx. It is
+// the default [Options.Release].
+func Retryable(status int) bool {
+	return status >= 500 || status == http.StatusTooManyRequests || status == http.StatusRequestTimeout
+}
+
+// handler is the Handler with its options resolved.
+type handler struct {
+	next            http.Handler
+	store           Store
+	methods         map[string]bool
+	requireKey      bool
+	keyScope        func(*http.Request) string
+	maxKeyLength    int
+	maxRequestBody  int64
+	maxResponseBody int64
+	lockTTL         time.Duration
+	responseTTL     time.Duration
+	release         func(int) bool
+	problemType     string
+	routeOf         func(*http.Request) string
+	onEvent         func(Event)
+}
+
+// Handler returns middleware that makes keyed requests to next safe to
+// retry, as the IETF Idempotency-Key draft describes. For a request of one
+// of [Options.Methods] with a [KeyHeader]:
+//
+//   - The key is reserved in store atomically before next runs: of any
+//     number of concurrent requests with one key, exactly one runs next.
+//   - While it runs, the others are answered 409 Conflict with
+//     "Retry-After: 1".
+//   - When next finishes, its response (status, end-to-end headers except
+//     Set-Cookie, and body) is recorded for [Options.ResponseTTL], and
+//     only then sent: the response is held in memory until next returns,
+//     up to [Options.MaxResponseBody]. Every later request with the key
+//     gets it replayed with "Idempotent-Replayed: true", and next does not
+//     run.
+//   - The same key with a different request — method, target (path and
+//     query) or body, compared by a SHA-256 fingerprint — is answered 422.
+//   - 5xx, 429 and 408 responses are not recorded ([Options.Release]), nor
+//     bodies over [Options.MaxResponseBody], which are streamed through:
+//     the key is freed, a retry runs next again, and the response says
+//     "Idempotent-Recorded: false" ([RecordedHeader]).
+//   - If next panics, the key is freed and the panic continues up the
+//     stack unchanged (net/http recovers it, logs it and drops the
+//     connection). If the process dies, the key's lock expires after
+//     [Options.LockTTL] and a retry takes it over; the fencing [Token]
+//     keeps the old owner from recording over the new one.
+//
+// Errors are application/problem+json (RFC 9457) with type, title, status
+// and detail. A missing key passes through unless [Options.RequireKey]; an
+// invalid one (empty, over [Options.MaxKeyLength], repeated, malformed) is
+// answered 400; a request body over [Options.MaxRequestBody], 413. When
+// store fails before next runs, the request is answered 503 with
+// "Retry-After: 1" and next does not run.
+//
+// The Handler keeps no state of its own and logs nothing: keys and bodies
+// reach only store. It panics if next or store is nil, as
+// [http.ServeMux.Handle] does for a nil handler. The returned handler is
+// safe for concurrent use; opts must not change after the call.
+func Handler(next http.Handler, store Store, opts Options) http.Handler {
+	if next == nil || store == nil {
+		panic("idempotency: Handler needs a non-nil handler and Store")
+	}
+	h := &handler{
+		next:            next,
+		store:           store,
+		methods:         map[string]bool{},
+		requireKey:      opts.RequireKey,
+		keyScope:        opts.KeyScope,
+		maxKeyLength:    opts.MaxKeyLength,
+		maxRequestBody:  opts.MaxRequestBody,
+		maxResponseBody: opts.MaxResponseBody,
+		lockTTL:         durationOr(opts.LockTTL, DefaultLockTTL),
+		responseTTL:     durationOr(opts.ResponseTTL, DefaultResponseTTL),
+		release:         opts.Release,
+		problemType:     opts.ProblemType,
+		routeOf:         opts.Route,
+		onEvent:         opts.OnEvent,
+	}
+	methods := opts.Methods
+	if len(methods) == 0 {
+		methods = []string{http.MethodPost, http.MethodPatch}
+	}
+	for _, m := range methods {
+		h.methods[m] = true
+	}
+	if h.maxKeyLength <= 0 {
+		h.maxKeyLength = DefaultMaxKeyLength
+	}
+	if h.maxRequestBody <= 0 {
+		h.maxRequestBody = DefaultMaxRequestBody
+	}
+	if h.maxResponseBody <= 0 {
+		h.maxResponseBody = DefaultMaxResponseBody
+	}
+	if h.release == nil {
+		h.release = Retryable
+	}
+	if h.problemType == "" {
+		h.problemType = DefaultProblemType
+	}
+	return h
+}
+
+func durationOr(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.methods[r.Method] {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	key, err := requestKey(r.Header, h.maxKeyLength)
+	switch {
+	case errors.Is(err, errNoKey) && !h.requireKey:
+		h.next.ServeHTTP(w, r)
+		return
+	case errors.Is(err, errNoKey):
+		h.answer(w, r, KindMissingKey, h.missingKey())
+		return
+	case err != nil:
+		h.answer(w, r, KindInvalidKey, h.invalidKey())
+		return
+	}
+	body, err := readBody(r, h.maxRequestBody)
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		h.answer(w, r, KindRequestTooLarge, h.tooLarge())
+		return
+	case err != nil:
+		w.Header().Set("Connection", "close")
+		h.writeProblem(w, h.unreadable())
+		return
+	}
+	if h.keyScope != nil {
+		key = scopedKey(h.keyScope(r), key)
+	}
+	res, err := h.store.Reserve(r.Context(), key, fingerprint(r, body), h.lockTTL)
+	if err != nil {
+		h.answer(w, r, KindStoreError, h.storeUnavailable())
+		return
+	}
+	switch res.State {
+	case StateReserved:
+		h.execute(w, r, body, key, res)
+	case StateCompleted:
+		h.replay(w, r, res.Response)
+	case StateInProgress:
+		h.answer(w, r, KindConflict, h.outstanding())
+	case StateMismatch:
+		h.answer(w, r, KindMismatch, h.keyReused())
+	default:
+		h.answer(w, r, KindStoreError, h.storeUnavailable())
+	}
+}
+
+// answer reports an event and answers its problem.
+func (h *handler) answer(w http.ResponseWriter, r *http.Request, kind Kind, p problem) {
+	h.event(r, kind, p.Status)
+	h.writeProblem(w, p)
+}
+
+// execute runs next as the owner of key and records, or releases, the
+// outcome.
+func (h *handler) execute(w http.ResponseWriter, r *http.Request, body []byte, key string, res Reservation) {
+	if res.TookOver {
+		h.event(r, KindTakeover, 0)
+	}
+	rec := &recorder{w: w, limit: h.maxResponseBody, release: h.release}
+	// The outcome is recorded even when the client has gone: a retry
+	// must find it.
+	ctx := context.WithoutCancel(r.Context())
+	finished := false
+	defer func() {
+		if !finished {
+			// next panicked (or called runtime.Goexit): free the key and
+			// let the panic go on.
+			h.event(r, KindExecuted, 0)
+			h.releaseKey(ctx, r, key, res.Token, 0)
+		}
+	}()
+	h.next.ServeHTTP(rec, withBody(r, body))
+	finished = true
+
+	resp := rec.result()
+	h.event(r, KindExecuted, rec.status)
+	if resp == nil {
+		h.releaseKey(ctx, r, key, res.Token, rec.status)
+		rec.finish(false)
+		return
+	}
+	err := h.store.Complete(ctx, key, res.Token, resp, h.responseTTL)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrStaleToken):
+		h.event(r, KindFenced, rec.status)
+	default:
+		h.event(r, KindStoreError, rec.status)
+		// Free the key if the store still can (ErrStoreFull); otherwise
+		// its lock expires in its own time.
+		_ = h.store.Release(ctx, key, res.Token)
+	}
+	rec.finish(err == nil)
+}
+
+// releaseKey frees key after a response that is not recorded.
+func (h *handler) releaseKey(ctx context.Context, r *http.Request, key string, token Token, status int) {
+	err := h.store.Release(ctx, key, token)
+	switch {
+	case err == nil:
+		h.event(r, KindNotRecorded, status)
+	case errors.Is(err, ErrStaleToken):
+		h.event(r, KindFenced, status)
+	default:
+		h.event(r, KindStoreError, status)
+	}
+}
+
+// replay answers a recorded response.
+func (h *handler) replay(w http.ResponseWriter, r *http.Request, resp *Response) {
+	if resp == nil || resp.Status < 200 || resp.Status > 999 {
+		// A store returned a record no handler could have made.
+		h.answer(w, r, KindStoreError, h.storeUnavailable())
+		return
+	}
+	hdr := w.Header()
+	for k, vs := range resp.Header {
+		hdr[k] = append([]string(nil), vs...)
+	}
+	hdr.Set(ReplayedHeader, "true")
+	if bodyAllowed(resp.Status) {
+		hdr.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+	}
+	h.event(r, KindReplayed, resp.Status)
+	w.WriteHeader(resp.Status)
+	if bodyAllowed(resp.Status) && r.Method != http.MethodHead {
+		_, _ = w.Write(resp.Body)
+	}
+}
+
+// bodyAllowed reports whether a response with status may have a body
+// (RFC 9110 §6.4.1).
+func bodyAllowed(status int) bool {
+	return status != http.StatusNoContent && status != http.StatusNotModified
+}
+
+// errBodyTooLarge reports a request body over MaxRequestBody.
+var errBodyTooLarge = errors.New("idempotency: request body too large")
+
+// readBody reads the whole request body, up to limit bytes.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	if r.ContentLength > limit {
+		return nil, errBodyTooLarge
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, errBodyTooLarge
+	}
+	return b, nil
+}
+
+// withBody returns a shallow copy of r whose body reads b again.
+func withBody(r *http.Request, b []byte) *http.Request {
+	r2 := r.WithContext(r.Context())
+	r2.Body = io.NopCloser(bytes.NewReader(b))
+	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	r2.ContentLength = int64(len(b))
+	return r2
+}
+
+// fingerprint identifies what a request asks for: its method, its target
+// (escaped path and query) and its body, hashed with SHA-256. Neither the
+// method nor an escaped target contains a newline, so the fields cannot
+// run into one another.
+func fingerprint(r *http.Request, body []byte) string {
+	bodySum := sha256.Sum256(body)
+	sum := sha256.New()
+	io.WriteString(sum, r.Method)
+	io.WriteString(sum, "\n")
+	io.WriteString(sum, r.URL.EscapedPath())
+	if r.URL.RawQuery != "" {
+		io.WriteString(sum, "?")
+		io.WriteString(sum, r.URL.RawQuery)
+	}
+	io.WriteString(sum, "\n")
+	sum.Write(bodySum[:])
+	return hex.EncodeToString(sum.Sum(nil))
+}

@@ -1,0 +1,576 @@
+package idempotency_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/httpretry/httpretry/idempotency"
+	"github.com/jonboulle/clockwork"
+)
+
+func memory() *idempotency.MemoryStore {
+	return idempotency.NewMemoryStore(idempotency.MemoryOptions{})
+}
+
+func TestReplayIsByteIdentical(t *testing.T) {
+	body := []byte("{\"id\":\"o-1\"}\x00\xff\r\n")
+	runs := 0
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs++
+		got, _ := io.ReadAll(r.Body)
+		if string(got) != `{"item":"book"}` {
+			t.Errorf("handler read body %q", got)
+		}
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Location", "/orders/o-1")
+		h.Add("X-Multi", "a")
+		h.Add("X-Multi", "b")
+		h.Set("Set-Cookie", "session=secret")
+		h.Set("Connection", "X-Hop")
+		h.Set("X-Hop", "per-connection")
+		w.WriteHeader(http.StatusCreated)
+		w.Write(body[:5])
+		w.Write(body[5:])
+	})
+	s := newServer(t, next, memory(), idempotency.Options{})
+
+	first := s.post(t, "k1", `{"item":"book"}`)
+	expectStatus(t, "first", first, http.StatusCreated)
+	if first.header.Get(idempotency.ReplayedHeader) != "" {
+		t.Fatalf("first response carries %s", idempotency.ReplayedHeader)
+	}
+	for i := range 3 {
+		again := s.post(t, "k1", `{"item":"book"}`)
+		expectStatus(t, "replay", again, http.StatusCreated)
+		if !bytes.Equal([]byte(again.body), body) {
+			t.Fatalf("replay %d body = %q, want %q", i, again.body, body)
+		}
+		if got := again.header.Get(idempotency.ReplayedHeader); got != "true" {
+			t.Fatalf("replay %d: %s = %q, want true", i, idempotency.ReplayedHeader, got)
+		}
+		for _, k := range []string{"Content-Type", "Location", "Content-Length"} {
+			if got, want := again.header.Get(k), first.header.Get(k); got != want {
+				t.Fatalf("replay %d: %s = %q, want %q", i, k, got, want)
+			}
+		}
+		if got := again.header.Values("X-Multi"); !slices.Equal(got, []string{"a", "b"}) {
+			t.Fatalf("replay %d: X-Multi = %q, want [a b]", i, got)
+		}
+		for _, k := range []string{"Set-Cookie", "X-Hop"} {
+			if got := again.header.Get(k); got != "" {
+				t.Fatalf("replay %d: %s = %q, want none", i, k, got)
+			}
+		}
+	}
+	if runs != 1 {
+		t.Fatalf("handler ran %d times, want 1", runs)
+	}
+	want := []idempotency.Kind{idempotency.KindExecuted, idempotency.KindReplayed, idempotency.KindReplayed, idempotency.KindReplayed}
+	if got := s.events.kinds(); !slices.Equal(got, want) {
+		t.Fatalf("events = %v, want %v", got, want)
+	}
+}
+
+func TestConflictWhileInProgress(t *testing.T) {
+	entered := make(chan struct{})
+	proceed := newGate()
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-proceed.wait()
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, "done")
+	})
+	s := newServer(t, next, memory(), idempotency.Options{})
+	proceed.openAtEnd(t)
+
+	firstDone := make(chan reply, 1)
+	go func() { firstDone <- s.post(t, "k", "x") }()
+	<-entered
+	for range 3 {
+		r := s.post(t, "k", "x")
+		expectStatus(t, "duplicate in progress", r, http.StatusConflict)
+		if got := r.header.Get("Retry-After"); got != "1" {
+			t.Fatalf("Retry-After = %q, want 1", got)
+		}
+		p := problemOf(t, r)
+		if p["title"] != "A request is outstanding for this Idempotency-Key" {
+			t.Fatalf("409 title = %q", p["title"])
+		}
+	}
+	proceed.open()
+	expectStatus(t, "first", <-firstDone, http.StatusCreated)
+	r := s.post(t, "k", "x")
+	expectStatus(t, "after completion", r, http.StatusCreated)
+	if r.body != "done" || r.header.Get(idempotency.ReplayedHeader) != "true" {
+		t.Fatalf("after completion: body %q, replayed %q; want the replay of done", r.body, r.header.Get(idempotency.ReplayedHeader))
+	}
+	if got := s.events.count(idempotency.KindConflict); got != 3 {
+		t.Fatalf("conflict events = %d, want 3", got)
+	}
+}
+
+func TestMismatch(t *testing.T) {
+	c := &counter{}
+	s := newServer(t, c, memory(), idempotency.Options{Methods: []string{"POST", "PATCH"}})
+	expectStatus(t, "first", s.send(t, "POST", "/orders?region=eu", "k", "body"), http.StatusCreated)
+	cases := []struct{ name, method, path, body string }{
+		{"other_body", "POST", "/orders?region=eu", "body2"},
+		{"empty_body", "POST", "/orders?region=eu", ""},
+		{"other_path", "POST", "/carts?region=eu", "body"},
+		{"other_query", "POST", "/orders?region=us", "body"},
+		{"other_method", "PATCH", "/orders?region=eu", "body"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.send(t, tc.method, tc.path, "k", tc.body)
+			expectStatus(t, tc.name, r, http.StatusUnprocessableEntity)
+			if p := problemOf(t, r); p["title"] != "Idempotency-Key is already used" || p["type"] != idempotency.DefaultProblemType {
+				t.Fatalf("422 problem = %v", p)
+			}
+		})
+	}
+	if c.count() != 1 {
+		t.Fatalf("handler ran %d times, want 1", c.count())
+	}
+	if got := s.events.count(idempotency.KindMismatch); got != len(cases) {
+		t.Fatalf("mismatch events = %d, want %d", got, len(cases))
+	}
+}
+
+func TestMismatchWhileInProgress(t *testing.T) {
+	entered, proceed := make(chan struct{}), newGate()
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-proceed.wait()
+	})
+	s := newServer(t, next, memory(), idempotency.Options{})
+	proceed.openAtEnd(t)
+	done := make(chan reply, 1)
+	go func() { done <- s.post(t, "k", "a") }()
+	<-entered
+	expectStatus(t, "other payload in progress", s.post(t, "k", "b"), http.StatusUnprocessableEntity)
+	proceed.open()
+	expectStatus(t, "first", <-done, http.StatusOK)
+}
+
+func TestMissingKey(t *testing.T) {
+	for _, require := range []bool{false, true} {
+		t.Run(map[bool]string{false: "optional", true: "required"}[require], func(t *testing.T) {
+			c := &counter{}
+			s := newServer(t, c, memory(), idempotency.Options{RequireKey: require})
+			for range 2 {
+				r := s.post(t, "", "x")
+				if !require {
+					expectStatus(t, "no key, optional", r, http.StatusCreated)
+					continue
+				}
+				expectStatus(t, "no key, required", r, http.StatusBadRequest)
+				if p := problemOf(t, r); p["title"] != "Idempotency-Key is missing" {
+					t.Fatalf("400 problem = %v", p)
+				}
+			}
+			want, wantEvents := 2, 0
+			if require {
+				want, wantEvents = 0, 2
+			}
+			if c.count() != want {
+				t.Fatalf("handler ran %d times, want %d", c.count(), want)
+			}
+			if got := s.events.count(idempotency.KindMissingKey); got != wantEvents {
+				t.Fatalf("missing_key events = %d, want %d", got, wantEvents)
+			}
+		})
+	}
+}
+
+func TestInvalidKey(t *testing.T) {
+	c := &counter{}
+	s := newServer(t, c, memory(), idempotency.Options{MaxKeyLength: 8, RequireKey: true})
+	cases := map[string][]string{
+		"empty_quoted":     {`""`},
+		"blank":            {" "},
+		"too_long":         {"123456789"},
+		"too_long_quoted":  {`"123456789"`},
+		"two_fields":       {"a", "b"},
+		"list":             {"a,b"},
+		"unclosed_quote":   {`"abc`},
+		"after_quote":      {`"abc"d`},
+		"bad_escape":       {`"a\b"`},
+		"space_unquoted":   {"a b"},
+		"non_ascii":        {"clé"},
+		"x_and_plain_both": nil, // set below
+	}
+	for name, vals := range cases {
+		t.Run(name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, s.url+"/orders", strings.NewReader("x"))
+			for _, v := range vals {
+				req.Header.Add(idempotency.KeyHeader, v)
+			}
+			if vals == nil {
+				req.Header.Set(idempotency.KeyHeader, "a")
+				req.Header.Set("X-Idempotency-Key", "a")
+			}
+			r := s.do(req)
+			expectStatus(t, name, r, http.StatusBadRequest)
+			if p := problemOf(t, r); p["title"] != "Idempotency-Key is invalid" {
+				t.Fatalf("problem = %v", p)
+			}
+		})
+	}
+	if c.count() != 0 {
+		t.Fatalf("handler ran %d times, want 0", c.count())
+	}
+	if got := s.events.count(idempotency.KindInvalidKey); got != len(cases) {
+		t.Fatalf("invalid_key events = %d, want %d", got, len(cases))
+	}
+
+	t.Run("quoted_and_bare_are_one_key", func(t *testing.T) {
+		expectStatus(t, "bare", s.post(t, "abc-1", "x"), http.StatusCreated)
+		for _, v := range []string{`"abc-1"`, "abc-1", " abc-1 "} {
+			r := s.post(t, v, "x")
+			if r.header.Get(idempotency.ReplayedHeader) != "true" {
+				t.Fatalf("key %q: not replayed (status %d)", v, r.status)
+			}
+		}
+		req, _ := http.NewRequest(http.MethodPost, s.url+"/orders", strings.NewReader("x"))
+		req.Header.Set("X-Idempotency-Key", "abc-1")
+		if r := s.do(req); r.header.Get(idempotency.ReplayedHeader) != "true" {
+			t.Fatalf("X-Idempotency-Key: not replayed (status %d)", r.status)
+		}
+		expectStatus(t, "escaped quote", s.post(t, `"a\"b"`, "x"), http.StatusCreated)
+		if c.count() != 2 {
+			t.Fatalf("handler ran %d times, want 2", c.count())
+		}
+	})
+}
+
+func TestMethodsPassThrough(t *testing.T) {
+	cases := []struct {
+		name    string
+		methods []string
+		method  string
+		runs    int
+	}{
+		{"get_default", nil, http.MethodGet, 3},
+		{"put_default", nil, http.MethodPut, 3},
+		{"delete_default", nil, http.MethodDelete, 3},
+		{"post_default", nil, http.MethodPost, 1},
+		{"patch_default", nil, http.MethodPatch, 1},
+		{"put_configured", []string{http.MethodPut}, http.MethodPut, 1},
+		{"post_not_configured", []string{http.MethodPut}, http.MethodPost, 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &counter{}
+			s := newServer(t, c, memory(), idempotency.Options{Methods: tc.methods, RequireKey: true})
+			for range 3 {
+				expectStatus(t, tc.method, s.send(t, tc.method, "/orders", "k", "x"), http.StatusCreated)
+			}
+			if c.count() != tc.runs {
+				t.Fatalf("%s: handler ran %d times, want %d", tc.method, c.count(), tc.runs)
+			}
+			if tc.runs == 3 && len(s.events.kinds()) != 0 {
+				t.Fatalf("pass-through reported events %v", s.events.kinds())
+			}
+		})
+	}
+}
+
+func TestStatusesRecordedOrReleased(t *testing.T) {
+	never := func(int) bool { return false }
+	cases := []struct {
+		name     string
+		status   int
+		release  func(int) bool
+		recorded bool
+	}{
+		{"200", 200, nil, true},
+		{"201", 201, nil, true},
+		{"204", 204, nil, true},
+		{"400", 400, nil, true},
+		{"404", 404, nil, true},
+		{"409", 409, nil, true},
+		{"408", 408, nil, false},
+		{"429", 429, nil, false},
+		{"500", 500, nil, false},
+		{"502", 502, nil, false},
+		{"503", 503, nil, false},
+		{"500_recorded_by_choice", 500, never, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &counter{status: tc.status}
+			s := newServer(t, c, memory(), idempotency.Options{Release: tc.release})
+			first := s.post(t, "k", "x")
+			expectStatus(t, "first", first, tc.status)
+			wantHeader := ""
+			if !tc.recorded {
+				wantHeader = "false"
+			}
+			if got := first.header.Get(idempotency.RecordedHeader); got != wantHeader {
+				t.Fatalf("%s = %q, want %q", idempotency.RecordedHeader, got, wantHeader)
+			}
+			second := s.post(t, "k", "x")
+			expectStatus(t, "second", second, tc.status)
+			wantRuns, replayed := 2, ""
+			if tc.recorded {
+				wantRuns, replayed = 1, "true"
+			}
+			if c.count() != wantRuns || second.header.Get(idempotency.ReplayedHeader) != replayed {
+				t.Fatalf("runs = %d, replayed = %q; want %d, %q", c.count(), second.header.Get(idempotency.ReplayedHeader), wantRuns, replayed)
+			}
+			if tc.recorded && second.body != first.body {
+				t.Fatalf("replayed body %q, want %q", second.body, first.body)
+			}
+			wantNotRecorded := 0
+			if !tc.recorded {
+				wantNotRecorded = 2
+			}
+			if got := s.events.count(idempotency.KindNotRecorded); got != wantNotRecorded {
+				t.Fatalf("not_recorded events = %d, want %d", got, wantNotRecorded)
+			}
+		})
+	}
+}
+
+func TestPanicReleasesTheKey(t *testing.T) {
+	runs := 0
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs++
+		if runs == 1 {
+			panic("boom")
+		}
+		w.WriteHeader(http.StatusCreated)
+	})
+	s := newServer(t, next, memory(), idempotency.Options{})
+	if r := s.post(t, "k", "x"); r.err == nil {
+		t.Fatalf("panicking handler: got status %d, want the connection dropped (the panic reaches net/http)", r.status)
+	}
+	expectStatus(t, "retry after the panic", s.post(t, "k", "x"), http.StatusCreated)
+	if r := s.post(t, "k", "x"); r.header.Get(idempotency.ReplayedHeader) != "true" {
+		t.Fatalf("third request not replayed (status %d)", r.status)
+	}
+	if runs != 2 {
+		t.Fatalf("handler ran %d times, want 2", runs)
+	}
+	want := []idempotency.Kind{idempotency.KindExecuted, idempotency.KindNotRecorded, idempotency.KindExecuted, idempotency.KindReplayed}
+	if got := s.events.kinds(); !slices.Equal(got, want) {
+		t.Fatalf("events = %v, want %v", got, want)
+	}
+}
+
+func TestTakeoverAfterLockTTLIsFenced(t *testing.T) {
+	fc := clockwork.NewFakeClock()
+	store := idempotency.NewMemoryStore(idempotency.MemoryOptions{Clock: fc})
+	entered := make(chan struct{}, 2)
+	proceed := newGate()
+	calls := 0
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		first := calls == 1
+		entered <- struct{}{}
+		if first {
+			<-proceed.wait() // hangs past its lock
+			io.WriteString(w, "first owner")
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, "second owner")
+	})
+	s := newServer(t, next, store, idempotency.Options{LockTTL: time.Minute})
+	proceed.openAtEnd(t)
+
+	firstDone := make(chan reply, 1)
+	go func() { firstDone <- s.post(t, "k", "x") }()
+	<-entered
+	fc.Advance(time.Minute - time.Millisecond)
+	expectStatus(t, "before the lock expires", s.post(t, "k", "x"), http.StatusConflict)
+	fc.Advance(time.Millisecond)
+	second := s.post(t, "k", "x")
+	expectStatus(t, "takeover", second, http.StatusCreated)
+	if second.body != "second owner" {
+		t.Fatalf("takeover body %q", second.body)
+	}
+	proceed.open()
+	first := <-firstDone
+	expectStatus(t, "stale first owner", first, http.StatusOK)
+	if first.body != "first owner" || first.header.Get(idempotency.RecordedHeader) != "false" {
+		t.Fatalf("stale owner: body %q, %s = %q; want its own body, not recorded",
+			first.body, idempotency.RecordedHeader, first.header.Get(idempotency.RecordedHeader))
+	}
+	third := s.post(t, "k", "x")
+	expectStatus(t, "replay", third, http.StatusCreated)
+	if third.body != "second owner" || third.header.Get(idempotency.ReplayedHeader) != "true" {
+		t.Fatalf("replay after takeover: %q, want the second owner's response", third.body)
+	}
+	for kind, want := range map[idempotency.Kind]int{
+		idempotency.KindTakeover: 1, idempotency.KindFenced: 1, idempotency.KindExecuted: 2,
+		idempotency.KindConflict: 1, idempotency.KindReplayed: 1,
+	} {
+		if got := s.events.count(kind); got != want {
+			t.Fatalf("%s events = %d, want %d (all: %v)", kind, got, want, s.events.kinds())
+		}
+	}
+}
+
+func TestResponseExpires(t *testing.T) {
+	fc := clockwork.NewFakeClock()
+	c := &counter{}
+	s := newServer(t, c, idempotency.NewMemoryStore(idempotency.MemoryOptions{Clock: fc}),
+		idempotency.Options{ResponseTTL: time.Hour})
+	expectStatus(t, "first", s.post(t, "k", "x"), http.StatusCreated)
+	fc.Advance(time.Hour - time.Millisecond)
+	if r := s.post(t, "k", "x"); r.body != "run 1" || r.header.Get(idempotency.ReplayedHeader) != "true" {
+		t.Fatalf("before expiry: body %q, want the replay of run 1", r.body)
+	}
+	fc.Advance(time.Millisecond)
+	if r := s.post(t, "k", "x"); r.body != "run 2" || r.header.Get(idempotency.ReplayedHeader) != "" {
+		t.Fatalf("after expiry: body %q, want a new run", r.body)
+	}
+}
+
+func TestRequestBodyTooLarge(t *testing.T) {
+	c := &counter{}
+	s := newServer(t, c, memory(), idempotency.Options{MaxRequestBody: 10})
+	expectStatus(t, "10 bytes", s.post(t, "a", "0123456789"), http.StatusCreated)
+	r := s.post(t, "b", "0123456789X")
+	expectStatus(t, "11 bytes", r, http.StatusRequestEntityTooLarge)
+	problemOf(t, r)
+	// Unknown length: read up to the limit, then refused.
+	req, _ := http.NewRequest(http.MethodPost, s.url+"/orders", io.MultiReader(strings.NewReader("0123456789"), strings.NewReader("X")))
+	req.Header.Set(idempotency.KeyHeader, "c")
+	expectStatus(t, "11 bytes, chunked", s.do(req), http.StatusRequestEntityTooLarge)
+	if c.count() != 1 || s.events.count(idempotency.KindRequestTooLarge) != 2 {
+		t.Fatalf("runs = %d, request_too_large = %d; want 1, 2", c.count(), s.events.count(idempotency.KindRequestTooLarge))
+	}
+}
+
+// failingStore fails every call.
+type failingStore struct{}
+
+var errDown = errors.New("store down")
+
+func (failingStore) Reserve(context.Context, string, string, time.Duration) (idempotency.Reservation, error) {
+	return idempotency.Reservation{}, errDown
+}
+func (failingStore) Complete(context.Context, string, idempotency.Token, *idempotency.Response, time.Duration) error {
+	return errDown
+}
+func (failingStore) Release(context.Context, string, idempotency.Token) error { return errDown }
+
+func TestStoreFailureRefusesToRun(t *testing.T) {
+	c := &counter{}
+	s := newServer(t, c, failingStore{}, idempotency.Options{})
+	r := s.post(t, "k", "x")
+	expectStatus(t, "store down", r, http.StatusServiceUnavailable)
+	if r.header.Get("Retry-After") != "1" {
+		t.Fatalf("Retry-After = %q, want 1", r.header.Get("Retry-After"))
+	}
+	problemOf(t, r)
+	if c.count() != 0 || s.events.count(idempotency.KindStoreError) != 1 {
+		t.Fatalf("runs = %d, store_error = %d; want 0, 1", c.count(), s.events.count(idempotency.KindStoreError))
+	}
+}
+
+func TestKeyScope(t *testing.T) {
+	c := &counter{}
+	store := &recordingStore{Store: memory()}
+	s := newServer(t, c, store, idempotency.Options{
+		KeyScope: func(r *http.Request) string { return r.Header.Get("X-Account") },
+	})
+	for _, account := range []string{"alice", "bob", "alice"} {
+		req, _ := http.NewRequest(http.MethodPost, s.url+"/orders", strings.NewReader("x"))
+		req.Header.Set(idempotency.KeyHeader, "k")
+		req.Header.Set("X-Account", account)
+		expectStatus(t, account, s.do(req), http.StatusCreated)
+	}
+	if c.count() != 2 {
+		t.Fatalf("handler ran %d times, want 2 (one per account)", c.count())
+	}
+	if got := store.keys(); !slices.Equal(got, []string{"alice\x00k", "bob\x00k", "alice\x00k"}) {
+		t.Fatalf("store keys = %q", got)
+	}
+}
+
+// recordingStore records the keys it is asked to reserve.
+type recordingStore struct {
+	idempotency.Store
+	mu   sync.Mutex
+	seen []string
+}
+
+func (s *recordingStore) Reserve(ctx context.Context, key, fp string, ttl time.Duration) (idempotency.Reservation, error) {
+	s.mu.Lock()
+	s.seen = append(s.seen, key)
+	s.mu.Unlock()
+	return s.Store.Reserve(ctx, key, fp, ttl)
+}
+
+func (s *recordingStore) keys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.seen)
+}
+
+func TestEventsCarryMethodRouteAndStatus(t *testing.T) {
+	mux := http.NewServeMux()
+	ev := &events{}
+	c := &counter{}
+	mux.Handle("POST /orders/{id}", idempotency.Handler(c, memory(), idempotency.Options{OnEvent: ev.add}))
+	s := newServer(t, mux, memory(), idempotency.Options{Methods: []string{"NONE"}})
+	s.send(t, http.MethodPost, "/orders/secret-42", "k", "x")
+	s.send(t, http.MethodPost, "/orders/secret-42", "k", "x")
+	want := []idempotency.Event{
+		{Kind: idempotency.KindExecuted, Method: "POST", Route: "POST /orders/{id}", Status: 201},
+		{Kind: idempotency.KindReplayed, Method: "POST", Route: "POST /orders/{id}", Status: 201},
+	}
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if !slices.Equal(ev.list, want) {
+		t.Fatalf("events = %+v, want %+v", ev.list, want)
+	}
+}
+
+func TestHandlerPanicsOnNilArguments(t *testing.T) {
+	for name, f := range map[string]func(){
+		"nil_next":  func() { idempotency.Handler(nil, memory(), idempotency.Options{}) },
+		"nil_store": func() { idempotency.Handler(&counter{}, nil, idempotency.Options{}) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if msg, _ := recover().(string); !strings.HasPrefix(msg, "idempotency: ") {
+					t.Fatalf("recovered %q, want an idempotency: message", msg)
+				}
+			}()
+			f()
+		})
+	}
+}
+
+func TestResponseTheStoreCannotHoldIsNotRecorded(t *testing.T) {
+	c := &counter{}
+	// Room for a reservation (a 1-byte key and a 64-byte fingerprint), not
+	// for it with a response.
+	store := idempotency.NewMemoryStore(idempotency.MemoryOptions{MaxBytes: 80})
+	s := newServer(t, c, store, idempotency.Options{})
+	for i := range 2 {
+		r := s.post(t, "k", "x")
+		expectStatus(t, "store full", r, http.StatusCreated)
+		if r.header.Get(idempotency.RecordedHeader) != "false" || r.header.Get(idempotency.ReplayedHeader) != "" {
+			t.Fatalf("request %d: %s = %q, replayed %q; want a fresh, unrecorded response", i,
+				idempotency.RecordedHeader, r.header.Get(idempotency.RecordedHeader), r.header.Get(idempotency.ReplayedHeader))
+		}
+	}
+	if c.count() != 2 || s.events.count(idempotency.KindStoreError) != 2 {
+		t.Fatalf("runs = %d, store_error = %d; want 2, 2 (the key freed each time)", c.count(), s.events.count(idempotency.KindStoreError))
+	}
+}

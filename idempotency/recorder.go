@@ -1,0 +1,226 @@
+package idempotency
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// RecordedHeader is the response field by which a [Handler] says that a
+// response was not recorded: "Idempotent-Recorded: false". A retry with the
+// same key then runs the handler again instead of replaying. A recorded
+// response carries no such field.
+//
+// It is a header whenever the decision is made before the response's
+// headers go out, which is always the case unless the handler flushes
+// before it finishes; a response flushed early declares it as a trailer
+// ("Trailer: Idempotent-Recorded") and sends it there if needed.
+const RecordedHeader = "Idempotent-Recorded"
+
+// recorder copies a response for the Store while passing it to the
+// client.
+//
+// It holds the response back — status, headers and up to limit bytes of
+// body — until one of three things happens: the handler returns (the
+// Handler records the response, then sends it with a header saying
+// whether that worked), the body outgrows limit (it is marked not
+// recorded, and the held bytes and the rest are streamed through), or the
+// handler flushes (the response goes out at once, with the marker
+// declared as a trailer, and copying continues). Memory per request is at
+// most limit bytes, which is what recording needs anyway. Responses that
+// will not be recorded (a released status, a declared Content-Length over
+// limit) go straight through.
+type recorder struct {
+	w       http.ResponseWriter
+	limit   int64
+	release func(status int) bool
+
+	status      int
+	header      http.Header // storable copy, taken when the status is set
+	body        []byte      // the copy; while !sent, none of it was written
+	wroteHeader bool        // the final status is set
+	sent        bool        // the status went to w
+	capture     bool        // still copying: recordable so far
+	hijacked    bool
+}
+
+func (rec *recorder) Header() http.Header { return rec.w.Header() }
+
+func (rec *recorder) WriteHeader(code int) {
+	switch {
+	case rec.hijacked || rec.sent:
+		rec.w.WriteHeader(code) // net/http reports the misuse
+		return
+	case rec.wroteHeader:
+		return // a superfluous call while held: the first status stands
+	case code >= 100 && code < 200 && code != http.StatusSwitchingProtocols:
+		rec.w.WriteHeader(code) // informational (103): goes out at once
+		return
+	}
+	rec.wroteHeader = true
+	rec.status = code
+	h := rec.w.Header()
+	if code == http.StatusSwitchingProtocols || rec.release(code) || declaredLength(h) > rec.limit {
+		h.Set(RecordedHeader, "false")
+		rec.send()
+		return
+	}
+	rec.capture = true
+	rec.header = storableHeader(h)
+}
+
+func (rec *recorder) Write(p []byte) (int, error) {
+	if rec.hijacked {
+		return rec.w.Write(p)
+	}
+	if !rec.wroteHeader {
+		rec.WriteHeader(http.StatusOK)
+	}
+	if !rec.capture {
+		return rec.w.Write(p)
+	}
+	if !bodyAllowed(rec.status) {
+		return 0, http.ErrBodyNotAllowed
+	}
+	if int64(len(rec.body))+int64(len(p)) > rec.limit {
+		rec.overflow()
+		return rec.w.Write(p)
+	}
+	rec.body = append(rec.body, p...)
+	if rec.sent {
+		return rec.w.Write(p)
+	}
+	return len(p), nil
+}
+
+// overflow gives up recording a body that outgrew the limit, and sends
+// what was held.
+func (rec *recorder) overflow() {
+	rec.capture = false
+	if rec.sent {
+		rec.w.Header().Set(http.TrailerPrefix+RecordedHeader, "false")
+	} else {
+		rec.w.Header().Set(RecordedHeader, "false")
+		rec.send()
+	}
+	rec.body = nil
+}
+
+// send writes the held status and body to the client.
+func (rec *recorder) send() {
+	rec.sent = true
+	rec.w.WriteHeader(rec.status)
+	if len(rec.body) > 0 {
+		// A write error means the client is gone; the copy stands.
+		_, _ = rec.w.Write(rec.body)
+	}
+}
+
+// FlushError sends the response so far and flushes it, as
+// [http.ResponseController] expects. Whether it will be recorded is not
+// known yet, so the marker is declared as a trailer.
+func (rec *recorder) FlushError() error {
+	if !rec.hijacked {
+		if !rec.wroteHeader {
+			rec.WriteHeader(http.StatusOK)
+		}
+		if !rec.sent {
+			rec.w.Header().Add("Trailer", RecordedHeader)
+			rec.send()
+		}
+	}
+	return http.NewResponseController(rec.w).Flush()
+}
+
+// Flush implements [http.Flusher].
+func (rec *recorder) Flush() { _ = rec.FlushError() }
+
+// Hijack implements [http.Hijacker]; a hijacked response is never
+// recorded.
+func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(rec.w).Hijack()
+	if err == nil {
+		rec.hijacked = true
+		rec.capture = false
+		rec.body = nil
+	}
+	return conn, brw, err
+}
+
+// Unwrap lets [http.ResponseController] reach the client's writer for
+// deadlines and full duplex.
+func (rec *recorder) Unwrap() http.ResponseWriter { return rec.w }
+
+// result returns the response to record once the handler has returned, or
+// nil if it must not be recorded. A handler that wrote nothing answered an
+// empty 200.
+func (rec *recorder) result() *Response {
+	if rec.hijacked {
+		return nil
+	}
+	if !rec.wroteHeader {
+		rec.WriteHeader(http.StatusOK)
+	}
+	if !rec.capture {
+		return nil
+	}
+	return &Response{Status: rec.status, Header: rec.header, Body: rec.body}
+}
+
+// finish sends what is still held, marked as not recorded unless
+// recorded, once the Handler has tried to record it.
+func (rec *recorder) finish(recorded bool) {
+	if rec.hijacked || !rec.capture {
+		return
+	}
+	switch {
+	case recorded:
+	case rec.sent:
+		rec.w.Header().Set(http.TrailerPrefix+RecordedHeader, "false")
+	default:
+		rec.w.Header().Set(RecordedHeader, "false")
+	}
+	if !rec.sent {
+		rec.send()
+	}
+}
+
+// declaredLength returns the Content-Length the handler set, or -1.
+func declaredLength(h http.Header) int64 {
+	n, err := strconv.ParseInt(h.Get("Content-Length"), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// unstoredHeaders are the response fields a replay must not repeat:
+// hop-by-hop fields (RFC 9110 §7.6.1), cookies (a session is not an
+// operation's result), and fields net/http computes for each response.
+var unstoredHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true,
+	"Transfer-Encoding": true, "Te": true, "Trailer": true, "Upgrade": true,
+	"Proxy-Authenticate": true, "Proxy-Authorization": true,
+	"Set-Cookie": true, "Date": true, "Content-Length": true,
+	RecordedHeader: true, ReplayedHeader: true,
+}
+
+// storableHeader returns a copy of h without the fields a replay must not
+// repeat, including any that Connection names.
+func storableHeader(h http.Header) http.Header {
+	out := make(http.Header, len(h))
+	for k, vs := range h {
+		if unstoredHeaders[k] || strings.HasPrefix(k, http.TrailerPrefix) {
+			continue
+		}
+		out[k] = append([]string(nil), vs...)
+	}
+	for _, v := range h.Values("Connection") {
+		for name := range strings.SplitSeq(v, ",") {
+			delete(out, http.CanonicalHeaderKey(strings.TrimSpace(name)))
+		}
+	}
+	return out
+}
