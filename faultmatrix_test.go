@@ -319,14 +319,14 @@ type fmResult struct {
 	calls    []*fmCall // from the recorder
 	// atReturn is, for each attempt, what had become of its response
 	// body (if any) when RoundTrip returned.
-	atReturn []fmBodyState
-	returned       time.Duration // from the request until RoundTrip returned
-	elapsed        time.Duration // from the request to the returned body's Close
-	hits           int
-	keyless        int      // POSTs without a key the server received
-	bodies         []string // the request bodies the server received
-	newConns       int
-	openConns      int // after CloseIdleConnections
+	atReturn  []fmBodyState
+	returned  time.Duration // from the request until RoundTrip returned
+	elapsed   time.Duration // from the request to the returned body's Close
+	hits      int
+	keyless   int      // POSTs without a key the server received
+	bodies    []string // the request bodies the server received
+	newConns  int
+	openConns int // after CloseIdleConnections
 }
 
 // fmWaitConns closes the client's idle connections until the server has
