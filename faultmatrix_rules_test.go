@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -23,11 +24,18 @@ import (
 
 // fmFacts is what one attempt met, in the words of the README's table.
 type fmFacts struct {
-	n          int  // the attempt's number, from 1
-	failed     bool // it ended in an error (as OnAttempt reported it)
-	transient  bool
-	repeatable bool // safe to repeat, never left the client, or the server said so
-	rewindable bool // the body can be sent again
+	n         int  // the attempt's number, from 1
+	failed    bool // it ended in an error (as OnAttempt reported it)
+	transient bool
+	// A request is repeatable when it is safe to repeat, when the server
+	// said another attempt is safe, or when the failure proves it never
+	// left the client, which "only a dial error does"; its body is
+	// rewindable when it has GetBody or was buffered, or when it was never
+	// read. An attempt that never had a connection without a dial error
+	// (a time limit during the dial) left nothing, but the Transport may
+	// not be able to tell: such an attempt is only maybe repeatable.
+	repeatable, maybeRepeatable bool
+	rewindable, maybeRewindable bool
 
 	serverDelay    time.Duration // a valid Retry-After on a status that honours it
 	hasServerDelay bool
@@ -73,9 +81,13 @@ var fmStops = []fmStop{
 	fmExact(AttemptsExhausted, func(f fmFacts) bool { return f.n >= fmMaxAttempts }),
 	// "the request is not safe to repeat and the failure does not prove
 	// it never left", unless the server said another attempt is safe
-	fmExact(NotIdempotent, func(f fmFacts) bool { return !f.repeatable }),
+	{NotIdempotent,
+		func(f fmFacts) bool { return !f.maybeRepeatable },
+		func(f fmFacts) bool { return !f.repeatable }},
 	// "the body cannot be sent again": no GetBody, not buffered, and read
-	fmExact(BodyNotRewindable, func(f fmFacts) bool { return !f.rewindable }),
+	{BodyNotRewindable,
+		func(f fmFacts) bool { return !f.maybeRewindable },
+		func(f fmFacts) bool { return !f.rewindable }},
 	// "Retry-After + MinAttemptTime is past the deadline"
 	{RetryAfterExceedsDeadline,
 		func(f fmFacts) bool { return f.hasServerDelay && f.serverDelay > f.leftMax-fmMinAttemptTime },
@@ -120,14 +132,19 @@ func (c fmCell) facts(r fmResult, k int) fmFacts {
 		leftMin: fmTimeout - r.returned,
 	}
 	neverLeft := !call.leftClient()
-	f.rewindable = c.method.body != fmOnce || neverLeft
+	var op *net.OpError
+	dialError := f.failed && errors.As(a.Err, &op) && op.Op == "dial"
+	f.rewindable = c.method.body != fmOnce || dialError
+	f.maybeRewindable = f.rewindable || neverLeft
 	if f.failed {
 		f.transient = IsTransient(nil, a.Err)
-		f.repeatable = c.method.idempotent() || neverLeft
+		f.repeatable = c.method.idempotent() || dialError
+		f.maybeRepeatable = f.repeatable || neverLeft
 		return f
 	}
 	f.transient = readmeTransientResponse(a.Status, call.header, c.method.key)
 	f.repeatable = c.method.idempotent() || readmeVouches(a.Status, call.header)
+	f.maybeRepeatable = f.repeatable
 	if readmeHonoursRetryAfter(a.Status) {
 		f.serverDelay, f.hasServerDelay = ParseRetryAfter(call.header, call.end)
 	}
@@ -252,9 +269,14 @@ func (c fmCell) checkResult(r fmResult, fail func(string, ...any)) {
 	case e.Reason != r.outcome.Reason:
 		fail("Error.Reason %s; Outcome.Reason %s", e.Reason, r.outcome.Reason)
 	}
-	unknown := !c.method.idempotent() && a.Err != nil && call.leftClient()
-	if got := errors.Is(r.err, ErrOutcomeUnknown); got != unknown {
-		fail("errors.Is(err, ErrOutcomeUnknown) = %v; want %v (%s)", got, unknown, fmMet(r, last))
+	// Unknown when it may have been sent; not when it surely was not. An
+	// attempt that never had a connection, though not for a dial error,
+	// may go either way.
+	f := c.facts(r, last)
+	maybe := !c.method.idempotent() && f.failed && !f.repeatable
+	surely := maybe && call.leftClient()
+	if got := errors.Is(r.err, ErrOutcomeUnknown); got && !maybe || !got && surely {
+		fail("errors.Is(err, ErrOutcomeUnknown) = %v for %s %s", got, c.method.name, fmMet(r, last))
 	}
 }
 
