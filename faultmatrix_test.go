@@ -499,7 +499,7 @@ func TestFaultMatrix(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	slack, measured := bareSlack(probe.stop(fmProbes), fmSlackFactor, fmSlackFloor)
+	slack, measured := bareSlack(probe.stop(fmProbes), 99, fmSlackFactor, fmSlackFloor)
 
 	verdicts := make([]string, len(cells))
 	for i, c := range cells {

@@ -115,19 +115,19 @@ func (p *bareProbe) stop(n int) []time.Duration {
 }
 
 // bareSlack is how long past a deadline an operation of the Transport may
-// return: factor times the 99th percentile of how late the bare requests
-// returned past the same deadline, plus floor for the work a Transport
-// does that a bare request does not (closing a discarded response,
-// reporting its outcome). It also describes the measurement for the
-// test's log.
-func bareSlack(late []time.Duration, factor int, floor time.Duration) (time.Duration, string) {
+// return: factor times the q-th percentile (100: the latest) of how late
+// the bare requests returned past the same deadline, plus floor for the
+// work a Transport does that a bare request does not (closing a discarded
+// response, reporting its outcome). It also describes the measurement for
+// the test's log.
+func bareSlack(late []time.Duration, q, factor int, floor time.Duration) (time.Duration, string) {
 	if len(late) == 0 {
 		return floor, fmt.Sprintf("no bare request measured; slack %v", floor)
 	}
 	s := slices.Sorted(slices.Values(late))
-	p99 := s[(len(s)*99+99)/100-1]
-	slack := time.Duration(factor)*max(p99, 0) + floor
-	return slack, fmt.Sprintf("bare requests past the same deadline: %d, median %v, p99 %v, max %v; slack %d×p99 + %v = %v",
-		len(s), s[len(s)/2].Round(100*time.Microsecond), p99.Round(100*time.Microsecond), s[len(s)-1].Round(100*time.Microsecond),
-		factor, floor, slack.Round(100*time.Microsecond))
+	at := s[max((len(s)*q+99)/100-1, 0)]
+	slack := time.Duration(factor)*max(at, 0) + floor
+	round := func(d time.Duration) time.Duration { return d.Round(100 * time.Microsecond) }
+	return slack, fmt.Sprintf("%d bare requests past the same deadline: median %v, p99 %v, max %v; slack %d×p%d + %v = %v",
+		len(s), round(s[len(s)/2]), round(s[max((len(s)*99+99)/100-1, 0)]), round(s[len(s)-1]), factor, q, floor, round(slack))
 }

@@ -44,13 +44,20 @@ const (
 	// decision that left at least MinAttemptTime, and the time the
 	// scheduler takes to run a goroutine whose deadline fired. 200
 	// goroutines on 2 cores under -race, with neighbours, can wait
-	// seconds for that; the bare requests of a bareProbe running beside
-	// the load measure how long, and loadSlack* turn that into the slack
-	// (see bareSlack).
+	// seconds for that, most of all in the first burst, when every
+	// goroutine dials at once. A bare twin of the load measures how long:
+	// loadBareGoroutines plain http.Clients make loadBareOps requests
+	// each, the same mix to the same server at the same time, each under
+	// the deadline of one attempt (an operation ends late when its last
+	// attempt does), and the slack is loadSlackFactor times the latest
+	// of them past its deadline, plus loadSlackFloor (see bareSlack). The
+	// latest, not a percentile: the late operations are a burst at the
+	// start, a fraction of a percent of them.
 	loadDrainPastDeadline = drainTimeout - DefaultMinAttemptTime
 	loadSlackFactor       = 3
 	loadSlackFloor        = 150 * ms
-	loadProbes            = 20
+	loadBareGoroutines    = loadGoroutines
+	loadBareOps           = 10
 )
 
 // loadScript returns the server's script: n steps, about 30% of them
@@ -143,10 +150,20 @@ func TestLoad(t *testing.T) {
 	}
 	client := &http.Client{Transport: tr}
 
-	probe := startBareProbe(loadProbes, loadTimeout)
 	results := make([]loadOp, ops)
+	bareBase := base.Clone()
+	defer bareBase.CloseIdleConnections()
+	bare := make([]time.Duration, loadBareGoroutines*loadBareOps) // how late each bare request returned
 	began := time.Now()
 	var wg sync.WaitGroup
+	for g := range loadBareGoroutines {
+		wg.Go(func() {
+			for i := range loadBareOps {
+				n := g*loadBareOps + i
+				bare[n] = loadBareOne(&http.Client{Transport: bareBase}, srv.URL, n)
+			}
+		})
+	}
 	for g := range loadGoroutines {
 		wg.Go(func() {
 			for i := range loadOps {
@@ -157,7 +174,7 @@ func TestLoad(t *testing.T) {
 	}
 	wg.Wait()
 	total := time.Since(began)
-	slack, measured := bareSlack(probe.stop(loadProbes), loadSlackFactor, loadSlackFloor)
+	slack, measured := bareSlack(bare, 99, loadSlackFactor, loadSlackFloor)
 	limit := loadTimeout + loadDrainPastDeadline + slack
 
 	var retries, responses, failures int
@@ -221,9 +238,11 @@ func TestLoad(t *testing.T) {
 
 	// No leaks: every connection goes idle, so closing the idle ones
 	// closes them all, and no goroutine is left.
+	bareBase.CloseIdleConnections()
 	tr.CloseIdleConnections()
 	for deadline := time.Now().Add(5 * time.Second); srv.OpenConns() > 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * ms)
+		bareBase.CloseIdleConnections()
 		tr.CloseIdleConnections()
 	}
 	if n := srv.OpenConns(); n != 0 {
@@ -283,6 +302,30 @@ func (b *stallBody) Read([]byte) (int, error) {
 func (b *stallBody) Close() error {
 	b.closeOnce.Do(func() { close(b.closed) })
 	return nil
+}
+
+// loadBareOne runs request n of the bare twin: operation n's method and
+// body through a plain client, under the deadline of one of the
+// Transport's attempts, reading the body as loadOne does; it returns how
+// late past its deadline it returned (negative when it returned before).
+func loadBareOne(client *http.Client, url string, n int) time.Duration {
+	began := time.Now()
+	ctx, cancel := context.WithDeadline(context.Background(), began.Add(loadAttemptTimeout))
+	defer cancel()
+	method := []string{"GET", "GET", "GET", "GET", "GET", "GET", "PUT", "PUT", "POST", "POST"}[n%10]
+	var body io.Reader
+	if method != "GET" {
+		body = bytes.NewReader([]byte(`{"qty":1}`))
+	}
+	req, err := http.NewRequestWithContext(ctx, method, fmt.Sprintf("%s/bare/%d", url, n), body)
+	if err != nil {
+		return 0
+	}
+	if resp, err := client.Do(req); err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	return time.Since(began) - loadAttemptTimeout
 }
 
 // loadOne runs operation n: six in ten are GETs, two PUTs, one a POST
