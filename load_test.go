@@ -49,10 +49,9 @@ const (
 	// loadBareGoroutines plain http.Clients make loadBareOps requests
 	// each, the same mix to the same server at the same time, each under
 	// the deadline of one attempt (an operation ends late when its last
-	// attempt does), and the slack is loadSlackFactor times the latest
-	// of them past its deadline, plus loadSlackFloor (see bareSlack). The
-	// latest, not a percentile: the late operations are a burst at the
-	// start, a fraction of a percent of them.
+	// attempt does), and the slack is loadSlackFactor times the 99th
+	// percentile of how late they returned past it, plus loadSlackFloor
+	// (see bareSlack).
 	loadDrainPastDeadline = drainTimeout - DefaultMinAttemptTime
 	loadSlackFactor       = 3
 	loadSlackFloor        = 150 * ms
