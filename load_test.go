@@ -56,7 +56,7 @@ const (
 	loadSlackFactor       = 3
 	loadSlackFloor        = 150 * ms
 	loadBareGoroutines    = loadGoroutines
-	loadBareOps           = 10
+	loadBareOps           = 5
 )
 
 // loadScript returns the server's script: n steps, about 30% of them
