@@ -58,10 +58,10 @@ const (
 	// A cell may end this long after its deadline: a discarded response
 	// is drained for up to drainTimeout (real time) after a decision that
 	// left at least MinAttemptTime, and the time the scheduler takes to
-	// run a goroutine whose deadline fired, which fmSlack measures.
+	// run a goroutine whose deadline fired, which a bareProbe measures.
 	fmDrainPastDeadline = drainTimeout - fmMinAttemptTime
 
-	// fmSlack* turn the bare requests' lateness into the cells' slack; see
+	// fmSlackFactor and fmSlackFloor turn the bare requests' lateness into the cells' slack; see
 	// bareSlack. The floor covers what a bare request does not do: a
 	// second timer (the drain's) that may fire late, and the hooks.
 	fmSlackFactor = 3
