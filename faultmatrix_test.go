@@ -61,9 +61,10 @@ const (
 	// run a goroutine whose deadline fired, which a bareProbe measures.
 	fmDrainPastDeadline = drainTimeout - fmMinAttemptTime
 
-	// fmSlackFactor and fmSlackFloor turn the bare requests' lateness into the cells' slack; see
-	// bareSlack. The floor covers what a bare request does not do: a
-	// second timer (the drain's) that may fire late, and the hooks.
+	// fmSlackFactor and fmSlackFloor turn the bare requests' lateness
+	// into the cells' slack; see bareSlack. The floor covers what a bare
+	// request does not do: a second timer (the drain's) that may fire
+	// late, and the hooks.
 	fmSlackFactor = 3
 	fmSlackFloor  = 150 * ms
 	fmProbes      = 8 // bare clients measuring lateness beside the cells
