@@ -115,10 +115,13 @@ func refDelaySeconds(v string) (time.Duration, bool) {
 // deadline; a retry after an honoured Retry-After waits at least the
 // server's delay; the returned response is the last one Base produced,
 // unread, and every other was closed; a POST without a key goes again only
-// after a dial error; every attempt sends the whole body and the same key;
-// OnAttempt, OnDone, WithOutcome, the Logger and the *Error agree; and
-// the stop rules, modelled independently in fzModel, give the same waits
-// and the same reason.
+// after a dial error or the server's explicit word that it may; every
+// attempt sends the whole body and the same key; nothing is waited after
+// the last attempt; OnAttempt, OnDone, WithOutcome, the Logger and the
+// *Error agree; and, judged by the README's "Stop reasons" table and its
+// sentences on waits (fzCheckRules), no stop held after an attempt that
+// was retried, each wait is the one the README describes, and the reason
+// is the first row of the table that holds after the last attempt.
 //
 // How time passes, deterministically and without counting waiters by
 // hand:
@@ -176,7 +179,8 @@ var fzSeeds = [][]byte{
 		3, fzStepB{kind: 2, dur: 2}, fzStepB{kind: 4}),
 	// A 404 the server says to retry, then a 503 it says not to.
 	fzSeed(fzPolicy{attempts: 3, timeout: 3}, 1, fzStepB{status: 2, should: 1}, fzStepB{status: 5, should: 2}),
-	// A POST without a key: the server's "true" does not make it safe.
+	// A POST without a key: the server's "true" on a 503 makes it safe to
+	// send again.
 	fzSeed(fzPolicy{attempts: 3}, 2, fzStepB{status: 5, should: 3}),
 	// Retry-After as a date 2s after the server's Date, then a past date.
 	fzSeed(fzPolicy{attempts: 3, timeout: 4}, 0, fzStepB{status: 5, ra: 6}, fzStepB{status: 4, ra: 7}, fzStepB{}),
@@ -633,6 +637,9 @@ driver:
 			t.Errorf("attempt %d ended %v after the deadline\n%s", k+1, c.end.Sub(deadline), desc)
 		}
 	}
+	if last := calls[len(calls)-1]; !end.Equal(last.end) {
+		t.Errorf("RoundTrip returned %v after its last attempt ended; nothing is waited after the last attempt\n%s", end.Sub(last.end), desc)
+	}
 	if hasDeadline && end.After(deadline) {
 		t.Errorf("RoundTrip returned %v after the deadline\n%s", end.Sub(deadline), desc)
 	}
@@ -642,7 +649,7 @@ driver:
 	// Retry-After is a minimum.
 	for k := 0; k+1 < len(calls); k++ {
 		c := calls[k]
-		if c.resp == nil || bufFails(c) || !honoursRetryAfter(c.resp.StatusCode) || !c.step.ra.ok {
+		if c.resp == nil || bufFails(c) || !readmeHonoursRetryAfter(c.resp.StatusCode) || !c.step.ra.ok {
 			continue
 		}
 		if gap := calls[k+1].start.Sub(c.end); gap < c.step.ra.delay || attempts[k].Wait < c.step.ra.delay {
@@ -652,7 +659,7 @@ driver:
 	// Only a dial error, or the server's explicit word on an error
 	// response, lets a POST without a key go again.
 	for k := 1; keyless && k < len(calls); k++ {
-		if prev := calls[k-1]; !prev.dialError() && !serverVouches(prev.resp) {
+		if prev := calls[k-1]; !prev.dialError() && !(prev.resp != nil && !bufFails(prev) && readmeVouches(prev.resp.StatusCode, prev.resp.Header)) {
 			t.Errorf("POST without a key sent again (attempt %d) after %v\n%s", k+1, fzWhat(prev), desc)
 		}
 	}
@@ -681,19 +688,8 @@ driver:
 			t.Errorf("attempt %d ran with deadline +%v; want +%v\n%s", k+1, c.deadline.Sub(t0), want.Sub(t0), desc)
 		}
 	}
-	m := fzModel{sc: sc, deadline: deadline, hasDeadline: hasDeadline, callerDeadline: callerDeadline,
-		minAttempt: minAttempt, keyless: keyless, bufFails: bufFails, tokens: []int{-1, 1, 0}[sc.budget]}
-	for k, c := range calls {
-		d := m.decide(k+1, c)
-		if k+1 < len(calls) {
-			if d.stop != "" || d.wait != attempts[k].Wait {
-				t.Errorf("after attempt %d the rules say %q (wait %v); the Transport retried after %v\n%s",
-					k+1, d.stop, d.wait, attempts[k].Wait, desc)
-			}
-		} else if d.stop != o.Reason {
-			t.Errorf("after attempt %d the rules say %q (wait %v); the Transport stopped: %s\n%s", k+1, d.stop, d.wait, o.Reason, desc)
-		}
-	}
+	fzCheckRules(t, fzRules{sc: sc, calls: calls, attempts: attempts, o: o, deadline: deadline, hasDeadline: hasDeadline,
+		callerDeadline: callerDeadline, minAttempt: minAttempt, keyless: keyless, bufFails: bufFails}, desc)
 
 	// Hooks, WithOutcome and the error agree.
 	if len(dones) != 1 || dones[0] != o {
@@ -812,84 +808,4 @@ func fzDescribe(sc fzScenario, calls []*fzCall, attempts []Attempt, o Outcome) s
 	}
 	fmt.Fprintf(&b, "outcome: %+v", o)
 	return b.String()
-}
-
-// fzModel applies the README's stop rules ("Stop reasons", IsTransient,
-// IsIdempotent, the backoff and Retry-After paragraphs) to what each
-// attempt met, independently of attempt.go.
-type fzModel struct {
-	sc             fzScenario
-	deadline       time.Time
-	hasDeadline    bool
-	callerDeadline time.Time
-	minAttempt     time.Duration
-	keyless        bool
-	bufFails       func(*fzCall) bool
-	tokens         int // the budget's: -1 for Unlimited
-}
-
-// decide returns the decision after attempt n (from 1).
-func (m *fzModel) decide(n int, c *fzCall) decision {
-	sc := m.sc
-	failed := c.err != nil || m.bufFails(c)
-	callerEnded := !m.callerDeadline.IsZero() && !c.end.Before(m.callerDeadline)
-	transient := failed
-	if !failed {
-		switch c.resp.StatusCode {
-		case 408, 429, 500, 502, 503, 504, 529:
-			transient = true
-		case 409:
-			transient = strings.HasSuffix(sc.method, "+key")
-		}
-		// On an error response the server's word comes first.
-		if says := fzShouldRetry[c.step.should].says; c.resp.StatusCode >= 400 && says != "" {
-			transient = says == "true"
-		}
-	}
-	switch {
-	case failed && callerEnded:
-		return decision{stop: Canceled}
-	case !transient:
-		return decision{stop: Final}
-	case n >= sc.maxAttempts:
-		return decision{stop: AttemptsExhausted}
-	case m.keyless && !(failed && c.dialError()) && (failed || !serverVouches(c.resp)):
-		return decision{stop: NotIdempotent}
-	}
-	room := maxDuration
-	if m.hasDeadline {
-		room = -1
-		if left := m.deadline.Sub(c.end); left >= m.minAttempt {
-			room = left - m.minAttempt
-		}
-	}
-	base, ceiling := durationOr(sc.baseDelay, DefaultBaseDelay), durationOr(sc.maxDelay, DefaultMaxDelay)
-	window := ceiling
-	if w := base << (n - 1); base < ceiling && w <= ceiling {
-		window = w
-	}
-	jitter := window / 4 * time.Duration(sc.jitterQuarters)
-	var d decision
-	if !failed && honoursRetryAfter(c.resp.StatusCode) && c.step.ra.ok {
-		server := c.step.ra.delay
-		switch {
-		case server > room:
-			return decision{stop: RetryAfterExceedsDeadline}
-		case server > durationOr(sc.maxRetryAfter, DefaultMaxRetryAfter):
-			return decision{stop: RetryAfterTooLong}
-		}
-		d = decision{wait: server + min(jitter, room-server, maxDuration-server)}
-	} else {
-		if jitter > room {
-			return decision{stop: DeadlineExhausted}
-		}
-		d = decision{wait: jitter}
-	}
-	if m.tokens == 0 {
-		return decision{stop: BudgetExhausted}
-	}
-	if m.tokens > 0 {
-		m.tokens--
-	}
-	return d
 }

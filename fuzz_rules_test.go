@@ -1,0 +1,181 @@
+package httpretry
+
+import (
+	"testing"
+	"time"
+)
+
+// This file judges FuzzTransport's runs by the README's "Stop reasons"
+// table and its paragraph on waits. On the fake clock every fact the table
+// needs is known exactly (when each attempt ended, what it met, the
+// deadline, the draw of the fixed jitter), so the table's order sentence
+// leaves a single reason after each attempt: the test asserts it, and
+// that no row held after an attempt the Transport retried.
+
+// fzRules is one run, as FuzzTransport observed it.
+type fzRules struct {
+	sc             fzScenario
+	calls          []*fzCall
+	attempts       []Attempt
+	o              Outcome
+	deadline       time.Time
+	hasDeadline    bool
+	callerDeadline time.Time
+	minAttempt     time.Duration
+	keyless        bool
+	bufFails       func(*fzCall) bool
+}
+
+// fzFacts is what one attempt met, in the words of the README's table.
+type fzFacts struct {
+	n           int  // the attempt's number, from 1
+	maxAttempts int  // MaxAttempts, resolved
+	failed      bool // it ended in an error: no response, or a body BufferResponse found broken
+	callerEnded bool // the caller's context had ended when it did
+	transient   bool
+	// repeatable: the request is safe to repeat, or this failure proves
+	// it never left (a dial error), or the server said another attempt
+	// is safe.
+	repeatable bool
+	// rewindable: the body can be sent again. Every fuzz body is a
+	// strings.Reader, whose GetBody http.NewRequest sets.
+	rewindable bool
+
+	serverDelay    time.Duration // a valid Retry-After on a status that honours it
+	hasServerDelay bool
+	backoff        time.Duration // Jitter(window) for this retry
+	left           time.Duration // time left before the deadline when the attempt ended
+	hasDeadline    bool
+	minAttempt     time.Duration
+	maxRetryAfter  time.Duration
+	tokens         int // budget tokens left for this retry
+}
+
+// minWait is the part of a retry's wait that is never shortened: the
+// server's delay when it gave one ("the server's delay is a minimum, and
+// only the jitter part is shortened when time is short"), else the whole
+// draw.
+func (f fzFacts) minWait() time.Duration {
+	if f.hasServerDelay {
+		return f.serverDelay
+	}
+	return f.backoff
+}
+
+// fzStops is the README's "Stop reasons" table, row by row, in its order.
+var fzStops = []readmeStop[fzFacts]{
+	// "the attempt ended in an error and the caller's context has ended"
+	{Canceled, func(f fzFacts) bool { return f.failed && f.callerEnded }},
+	// "success, or a failure that is not transient"
+	{Final, func(f fzFacts) bool { return !f.transient }},
+	// "the last of MaxAttempts failed"
+	{AttemptsExhausted, func(f fzFacts) bool { return f.n >= f.maxAttempts }},
+	// "the request is not safe to repeat and the failure does not prove
+	// it never left (only a dial error does)", unless the server said
+	// another attempt is safe
+	{NotIdempotent, func(f fzFacts) bool { return !f.repeatable }},
+	// "the body cannot be sent again"
+	{BodyNotRewindable, func(f fzFacts) bool { return !f.rewindable }},
+	// "Retry-After + MinAttemptTime is past the deadline"
+	{RetryAfterExceedsDeadline, func(f fzFacts) bool {
+		return f.hasServerDelay && f.hasDeadline && f.serverDelay > f.left-f.minAttempt
+	}},
+	// "Retry-After > MaxRetryAfter"
+	{RetryAfterTooLong, func(f fzFacts) bool { return f.hasServerDelay && f.serverDelay > f.maxRetryAfter }},
+	// "the wait + MinAttemptTime is past the deadline", the wait being at
+	// least its part that is never shortened
+	{DeadlineExhausted, func(f fzFacts) bool { return f.hasDeadline && f.minWait() > f.left-f.minAttempt }},
+	// "the budget has no token for this retry"
+	{BudgetExhausted, func(f fzFacts) bool { return f.tokens <= 0 }},
+}
+
+// facts reads what attempt n (from 1) met from the fuzzer's script and
+// the fake clock.
+func (r *fzRules) facts(n int, c *fzCall) fzFacts {
+	sc := r.sc
+	f := fzFacts{
+		n:           n,
+		maxAttempts: sc.maxAttempts,
+		failed:      c.err != nil || r.bufFails(c),
+		callerEnded: !r.callerDeadline.IsZero() && !c.end.Before(r.callerDeadline),
+		rewindable:  true,
+		hasDeadline: r.hasDeadline,
+		left:        r.deadline.Sub(c.end),
+		minAttempt:  r.minAttempt,
+		backoff: readmeWindow(durationOr(sc.baseDelay, DefaultBaseDelay), durationOr(sc.maxDelay, DefaultMaxDelay), n-1) /
+			4 * time.Duration(sc.jitterQuarters),
+		maxRetryAfter: durationOr(sc.maxRetryAfter, DefaultMaxRetryAfter),
+		tokens:        1 << 30, // Unlimited
+	}
+	switch sc.budget {
+	case 1:
+		f.tokens = 1 - (n - 1) // NewBudget(1, 0): one token, never replenished
+	case 2:
+		f.tokens = 0 // NewBudget(0, 0)
+	}
+	// Every error the fuzz Base returns is in the README's transient list:
+	// refused, reset, the server closing the connection, a timeout.
+	f.transient = f.failed
+	f.repeatable = !r.keyless
+	if f.failed {
+		f.repeatable = f.repeatable || c.dialError()
+		return f
+	}
+	status, h := c.resp.StatusCode, c.resp.Header
+	f.transient = readmeTransientResponse(status, h, sc.method == "POST+key")
+	f.repeatable = f.repeatable || readmeVouches(status, h)
+	if readmeHonoursRetryAfter(status) && c.step.ra.ok {
+		f.serverDelay, f.hasServerDelay = c.step.ra.delay, true
+	}
+	return f
+}
+
+// fzCheckRules checks every attempt against the README's table and its
+// waits: after an attempt the Transport retried, no row held and the wait
+// is the one the README describes; after the last one, the reason is the
+// first row that holds.
+func fzCheckRules(t *testing.T, r fzRules, desc string) {
+	t.Helper()
+	for k, c := range r.calls {
+		f := r.facts(k+1, c)
+		holds := readmeFirstStop(fzStops, f)
+		if k+1 == len(r.calls) {
+			if holds != r.o.Reason {
+				t.Errorf("after the last attempt (%d) the first row of the README's table that holds is %q; the Transport stopped with %q\n%s",
+					k+1, holds, r.o.Reason, desc)
+			}
+			return
+		}
+		if holds != "" {
+			t.Errorf("after attempt %d the README's %q holds; the Transport retried\n%s", k+1, holds, desc)
+			continue
+		}
+		fzCheckWait(t, f, r.attempts[k].Wait, desc)
+	}
+}
+
+// fzCheckWait checks the wait w before the retry that follows an attempt
+// that met f: "the wait is Jitter(window)"; after a valid Retry-After of
+// S, "S + Jitter(window): the server's delay is a minimum, and only the
+// jitter part is shortened when time is short"; and no retry starts with
+// less than MinAttemptTime left.
+func fzCheckWait(t *testing.T, f fzFacts, w time.Duration, desc string) {
+	t.Helper()
+	if f.hasDeadline && w > f.left-f.minAttempt {
+		t.Errorf("after attempt %d: a wait of %v leaves less than MinAttemptTime %v of the %v left\n%s", f.n, w, f.minAttempt, f.left, desc)
+	}
+	if !f.hasServerDelay {
+		if w != f.backoff {
+			t.Errorf("after attempt %d: waited %v; the README's wait is Jitter(window) = %v\n%s", f.n, w, f.backoff, desc)
+		}
+		return
+	}
+	full := f.serverDelay + min(f.backoff, maxDuration-f.serverDelay)
+	switch {
+	case w < f.serverDelay || w > full:
+		t.Errorf("after attempt %d: waited %v; want between Retry-After %v and it + Jitter(window) = %v\n%s", f.n, w, f.serverDelay, full, desc)
+	case w < full && !(f.hasDeadline && full > f.left-f.minAttempt):
+		t.Errorf("after attempt %d: waited %v, shorter than Retry-After + Jitter(window) = %v, though time was not short (%v left)\n%s",
+			f.n, w, full, f.left, desc)
+	}
+}
