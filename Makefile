@@ -70,6 +70,7 @@ storm:
 ## fuzz: a bounded fuzzing run of each target (the seed corpus runs in make test)
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime 30s .
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRetryAfterMs$$' -fuzztime 30s .
 	$(GO) test -run '^$$' -fuzz '^FuzzTransport$$' -fuzztime 30s .
 
 ## mutate: mutation testing of the root package (slow; not part of CI)
