@@ -1,0 +1,2 @@
+// Package otelretry reports httpretry operations to OpenTelemetry.
+package otelretry
