@@ -157,7 +157,7 @@ func render(m metricdata.Metrics) []string {
 func attrs(kvs []attribute.KeyValue) string {
 	parts := make([]string, len(kvs))
 	for i, kv := range kvs {
-		parts[i] = string(kv.Key) + "=" + kv.Value.Emit()
+		parts[i] = string(kv.Key) + "=" + kv.Value.String()
 	}
 	return strings.Join(parts, ",")
 }
