@@ -24,6 +24,8 @@ const (
 	keyConnection  = "httpretry.connection"
 	keyTimeoutKind = "httpretry.timeout.kind"
 	keyPhase       = "httpretry.phase"
+
+	keyIdempotencyEvent = "httpretry.idempotency.event"
 )
 
 // methods are the values of http.request.method: the methods of RFC 9110

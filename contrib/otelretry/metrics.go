@@ -35,6 +35,7 @@ var (
 //	httpretry.client.attempt.duration         histogram s            route, connection
 //	httpretry.client.attempt.phase.duration   histogram s            phase
 //	httpretry.client.budget.tokens            gauge     {token}      (none)
+//	httpretry.server.idempotency.events       counter   {event}      idempotency.event
 //
 // Every attribute value comes from a fixed table except the route, whose
 // distinct values are capped (see [Options]). Recording allocates nothing
@@ -58,6 +59,7 @@ type Metrics struct {
 	operationDuration metric.Float64Histogram
 	attemptDuration   metric.Float64Histogram
 	phaseDuration     metric.Float64Histogram
+	idempotencyEvents metric.Int64Counter
 
 	budgetReg metric.Registration // nil without a budget
 }
@@ -71,7 +73,7 @@ func NewMetrics(opts Options) (*Metrics, error) {
 		route:      opts.Route,
 		idempotent: opts.idempotent(),
 	}
-	var errs [10]error
+	var errs [11]error
 	m.operations, errs[0] = meter.Int64Counter("httpretry.client.operations",
 		metric.WithUnit("{operation}"),
 		metric.WithDescription("Operations (calls of RoundTrip), by how they ended and why they stopped."))
@@ -104,8 +106,11 @@ func NewMetrics(opts Options) (*Metrics, error) {
 		metric.WithUnit("s"),
 		metric.WithDescription("Time attempts spent in each connection phase, recorded when the phase happened."),
 		metric.WithExplicitBucketBoundaries(phaseBuckets...))
+	m.idempotencyEvents, errs[9] = meter.Int64Counter("httpretry.server.idempotency.events",
+		metric.WithUnit("{event}"),
+		metric.WithDescription("What a server's idempotency-key middleware did with each request."))
 	if opts.Budget != nil {
-		errs[9] = m.observeBudget(meter, opts.Budget)
+		errs[10] = m.observeBudget(meter, opts.Budget)
 	}
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("otelretry: creating instruments: %w", err)
