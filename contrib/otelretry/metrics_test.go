@@ -253,3 +253,30 @@ func filter(lines []string, prefix string) []string {
 	}
 	return out
 }
+
+// TestMetricsCardinality: a thousand distinct paths used as routes make
+// at most MaxRoutes + 1 route values, whatever the traffic.
+func TestMetricsCardinality(t *testing.T) {
+	m, metrics := newMetrics(t, Options{Route: func(r *http.Request) string { return r.URL.Path }})
+	for i := range 3000 {
+		req := newRequest(t, []string{"GET", "PUT", "DELETE"}[i%3], fmt.Sprintf("http://api.test/books/%d", i/3), nil)
+		m.OnAttempt(req, httpretry.Attempt{Number: 1, Status: 200})
+		m.OnDone(req, httpretry.Outcome{Attempts: 1, Reason: httpretry.Final, Status: 200})
+	}
+	routes := map[string]bool{}
+	var ops int
+	for _, l := range metrics() {
+		if strings.HasPrefix(l, "httpretry.client.operations{") {
+			ops++
+		}
+		if i := strings.Index(l, "httpretry.route="); i >= 0 {
+			routes[strings.FieldsFunc(l[i:], func(r rune) bool { return r == ',' || r == '}' })[0]] = true
+		}
+	}
+	if len(routes) != DefaultMaxRoutes+1 || !routes["httpretry.route=other"] {
+		t.Errorf("%d route values (other included: %v); want %d", len(routes), routes["httpretry.route=other"], DefaultMaxRoutes+1)
+	}
+	if want := (DefaultMaxRoutes + 1) * 3; ops != want {
+		t.Errorf("%d operation series; want %d (101 routes × 3 methods)", ops, want)
+	}
+}
