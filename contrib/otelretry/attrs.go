@@ -132,18 +132,22 @@ func connectionIndex(c httpretry.ConnUse) int {
 // is neither missing nor an error response.
 func statusSuccess(status int) bool { return status >= 1 && status <= 399 }
 
-// outcomeClass classifies a finished operation. Outcome alone does not
+// outcomeClass classifies a finished operation as its caller saw it. Err
+// is nil exactly when RoundTrip returned a response, so it decides first:
+// a 503 drained before a wait that the caller's context then cut short
+// leaves Status 503 but gave the caller an error. Outcome alone does not
 // say whether a failed request may have been applied; the rule below is
-// the Transport's: the request was not safe to repeat (idempotent reports
-// that, with the Transport's own rule) and its last error does not prove
-// that it never left the client.
+// the Transport's: the last attempt ended in an error (no status), the
+// request was not safe to repeat (idempotent reports that, with the
+// Transport's own rule), and the error does not prove that the request
+// never left the client.
 func outcomeClass(req *http.Request, o httpretry.Outcome, idempotent func(*http.Request) bool) int {
 	switch {
-	case o.Status >= 400:
+	case o.Err == nil && o.Status >= 400:
 		return outcomeErrorResponse
-	case o.Status > 0:
+	case o.Err == nil && o.Status > 0:
 		return outcomeSuccess
-	case o.Err != nil && o.Attempts > 0 && !idempotent(req) && !neverSent(o.Err):
+	case o.Err != nil && o.Status == 0 && o.Attempts > 0 && !idempotent(req) && !neverSent(o.Err):
 		return outcomeUnknown
 	}
 	return outcomeError

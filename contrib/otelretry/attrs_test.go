@@ -59,6 +59,8 @@ func TestOutcomeClass(t *testing.T) {
 		{"POST DNS", post, httpretry.Outcome{Attempts: 1, Err: fmt.Errorf("dial: %w", dnsErr)}, "error"},
 		{"POST bad certificate", post, httpretry.Outcome{Attempts: 1, Err: x509.UnknownAuthorityError{}}, "error"},
 		{"POST before any attempt", post, httpretry.Outcome{Err: errors.New("body")}, "error"},
+		{"503 then canceled in the wait", get, httpretry.Outcome{Attempts: 1, Status: 503, Err: context.Canceled}, "error"},
+		{"POST 503 then canceled in the wait", post, httpretry.Outcome{Attempts: 1, Status: 503, Err: context.Canceled}, "error"},
 	}
 	for _, c := range cases {
 		if got := outcomes[outcomeClass(c.req, c.o, httpretry.IsIdempotent)]; got != c.want {

@@ -1,6 +1,7 @@
 package otelretry
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -125,6 +126,30 @@ func TestMetricsDeadlineExhausted(t *testing.T) {
 		"httpretry.client.operation.duration{" + route + "} count=1 sum=0.3 buckets=[0 0 0 0 0 0 1 0 0 0 0 0]",
 		"httpretry.client.operation.wait{" + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.operations{" + get + ",httpretry.outcome=error," + route + ",httpretry.stop_reason=deadline_exhausted} 1",
+	})
+}
+
+// TestMetricsCanceledInWait: the caller leaves during the wait after a
+// 503. The operation counts as canceled with outcome error: the caller got
+// an error, not the 503, which was drained.
+func TestMetricsCanceledInWait(t *testing.T) {
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503})
+	m, metrics := newMetrics(t, Options{})
+	tr := hook(&httpretry.Transport{Base: base, Clock: fc, Jitter: fullWindow}, m)
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := start(tr, newRequest(t, "GET", "http://api.test/", nil).WithContext(ctx))
+	advance(t, fc, 1, 40*ms) // the wait of 100ms has begun
+	cancel()
+	r := await(t, ch)
+	if !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("err = %v; want context.Canceled", r.err)
+	}
+	diffLines(t, filter(metrics(), "httpretry.client.operation"), []string{
+		"httpretry.client.operation.attempts{" + route + "} count=1 sum=1 buckets=[1 0 0 0]",
+		"httpretry.client.operation.duration{" + route + "} count=1 sum=0.04 buckets=[0 0 0 1 0 0 0 0 0 0 0 0]",
+		"httpretry.client.operation.wait{" + route + "} count=1 sum=0.04 buckets=[0 0 1 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.operations{" + get + ",httpretry.outcome=error," + route + ",httpretry.stop_reason=canceled} 1",
 	})
 }
 
