@@ -7,29 +7,44 @@ import (
 )
 
 // The kinds of event [Metrics.IdempotencyEvent] counts: what a server's
-// idempotency-key middleware did with one request.
+// idempotency-key middleware did with one request. They are the kinds of
+// the idempotency package's events, so that its hook can pass
+// string(event.Kind) unchanged.
 const (
-	// EventExecution: the request's key was new and the handler ran.
-	EventExecution = "execution"
-	// EventReplay: the key was known and the stored response was sent
-	// again without running the handler.
-	EventReplay = "replay"
+	// EventExecuted: the request reserved its key and the handler ran.
+	EventExecuted = "executed"
+	// EventReplayed: the key's recorded response was sent again without
+	// running the handler.
+	EventReplayed = "replayed"
 	// EventConflict: a request with the same key was still in progress.
 	EventConflict = "conflict"
 	// EventMismatch: the key was reused with a different request.
 	EventMismatch = "mismatch"
 	// EventMissingKey: a request that needs a key came without one.
 	EventMissingKey = "missing_key"
-	// EventTakeover: an execution whose owner stopped responding was taken
-	// over by another.
+	// EventInvalidKey: the key was empty, too long or malformed.
+	EventInvalidKey = "invalid_key"
+	// EventRequestTooLarge: the request body was too large to fingerprint.
+	EventRequestTooLarge = "request_too_large"
+	// EventTakeover: a request took over a key whose previous owner's
+	// lock had expired.
 	EventTakeover = "takeover"
+	// EventNotRecorded: the handler's response was not recorded, so a
+	// retry runs the handler again.
+	EventNotRecorded = "not_recorded"
+	// EventFenced: the handler finished after another request took its
+	// key over; its response was not recorded.
+	EventFenced = "fenced"
+	// EventStoreError: the middleware's store failed.
+	EventStoreError = "store_error"
 	// EventOther stands for any kind not listed above.
 	EventOther = "other"
 )
 
 var eventKinds = [...]string{
-	EventExecution, EventReplay, EventConflict, EventMismatch,
-	EventMissingKey, EventTakeover, EventOther,
+	EventExecuted, EventReplayed, EventConflict, EventMismatch,
+	EventMissingKey, EventInvalidKey, EventRequestTooLarge, EventTakeover,
+	EventNotRecorded, EventFenced, EventStoreError, EventOther,
 }
 
 const numEventKinds = len(eventKinds)
