@@ -130,6 +130,9 @@ func TestHooksAllocations(t *testing.T) {
 // exactly what one reporting to hooks that do nothing allocates; whatever
 // the root spends on reporting, this package adds nothing.
 func TestRoundTripAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the root pools its connection traces; under -race pools drop items at random")
+	}
 	m, err := NewMetrics(Options{MeterProvider: sdkMeterProvider(t)})
 	if err != nil {
 		t.Fatal(err)
