@@ -8,7 +8,7 @@ GREMLINS    ?= $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 # Every module: the library at the root, and the benchmarks against other
 # libraries in bench/ (its own go.mod, so their dependencies stay out of
 # the library's).
-MODULES := . bench contrib/promretry
+MODULES := . bench contrib/promretry contrib/otelretry
 
 GOCYCLO     ?= $(GO) run github.com/fzipp/gocyclo/cmd/gocyclo@v0.6.0
 

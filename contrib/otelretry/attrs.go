@@ -1,0 +1,216 @@
+package otelretry
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"syscall"
+
+	"github.com/httpretry/httpretry"
+)
+
+// The attribute keys this package sets. Every value comes from a fixed
+// table, except the route, whose distinct values are capped.
+const (
+	keyMethod      = "http.request.method"
+	keyRoute       = "httpretry.route"
+	keyOutcome     = "httpretry.outcome"
+	keyStopReason  = "httpretry.stop_reason"
+	keyAttemptKind = "httpretry.attempt.kind"
+	keyConnection  = "httpretry.connection"
+	keyTimeoutKind = "httpretry.timeout.kind"
+	keyPhase       = "httpretry.phase"
+
+	keyIdempotencyEvent = "httpretry.idempotency.event"
+)
+
+// methods are the values of http.request.method: the methods of RFC 9110
+// and PATCH (RFC 5789), then "_OTHER" for anything else, as the HTTP
+// semantic conventions require, so that a client sending made-up methods
+// cannot grow the number of series.
+var methods = [...]string{
+	http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+	http.MethodDelete, http.MethodConnect, http.MethodOptions,
+	http.MethodTrace, http.MethodPatch, "_OTHER",
+}
+
+const numMethods = len(methods)
+
+// methodIndex returns the index in methods of a request's method. An
+// empty method means GET, as in net/http.
+func methodIndex(m string) int {
+	switch m {
+	case "", http.MethodGet:
+		return 0
+	case http.MethodHead:
+		return 1
+	case http.MethodPost:
+		return 2
+	case http.MethodPut:
+		return 3
+	case http.MethodDelete:
+		return 4
+	case http.MethodConnect:
+		return 5
+	case http.MethodOptions:
+		return 6
+	case http.MethodTrace:
+		return 7
+	case http.MethodPatch:
+		return 8
+	}
+	return numMethods - 1
+}
+
+// Outcome classes: how an operation ended, seen from its caller.
+const (
+	outcomeSuccess       = iota // a response with status 1..399
+	outcomeErrorResponse        // a response with status >= 400
+	outcomeError                // no response, and nothing was applied or it is safe to repeat
+	outcomeUnknown              // no response to a request that may have been applied
+	numOutcomes
+)
+
+var outcomes = [numOutcomes]string{"success", "error_response", "error", "unknown"}
+
+// reasons are the values of httpretry.stop_reason: the StopReason
+// constants, then "other" for a reason this version does not know.
+var reasons = [...]string{
+	string(httpretry.Final),
+	string(httpretry.AttemptsExhausted),
+	string(httpretry.DeadlineExhausted),
+	string(httpretry.RetryAfterExceedsDeadline),
+	string(httpretry.RetryAfterTooLong),
+	string(httpretry.BudgetExhausted),
+	string(httpretry.Canceled),
+	string(httpretry.BodyNotRewindable),
+	string(httpretry.NotIdempotent),
+	"other",
+}
+
+const numReasons = len(reasons)
+
+func reasonIndex(r httpretry.StopReason) int {
+	for i, s := range reasons[:numReasons-1] {
+		if string(r) == s {
+			return i
+		}
+	}
+	return numReasons - 1
+}
+
+// Attempt kinds, connection uses, timeout kinds and phases.
+var (
+	attemptKinds = [2]string{"initial", "retry"}
+	connections  = [3]string{"new", "reused", "unknown"}
+	timeoutKinds = [2]string{"attempt", "idle"}
+	phases       = [5]string{"conn_wait", "dns", "connect", "tls", "first_byte"}
+)
+
+func attemptKindIndex(number int) int {
+	if number <= 1 {
+		return 0
+	}
+	return 1
+}
+
+func connectionIndex(c httpretry.ConnUse) int {
+	switch c {
+	case httpretry.ConnNew:
+		return 0
+	case httpretry.ConnReused:
+		return 1
+	}
+	return 2
+}
+
+// statusSuccess reports a status that counts as success: a response that
+// is neither missing nor an error response.
+func statusSuccess(status int) bool { return status >= 1 && status <= 399 }
+
+// outcomeClass classifies a finished operation as its caller saw it. Err
+// is nil exactly when RoundTrip returned a response, so it decides first:
+// a 503 drained before a wait that the caller's context then cut short
+// leaves Status 503 but gave the caller an error. Outcome alone does not
+// say whether a failed request may have been applied; the rule below is
+// the Transport's: the last attempt ended in an error (no status), the
+// request was not safe to repeat (idempotent reports that, with the
+// Transport's own rule), and the error does not prove that the request
+// never left the client.
+func outcomeClass(req *http.Request, o httpretry.Outcome, idempotent func(*http.Request) bool) int {
+	switch {
+	case o.Err == nil && o.Status >= 400:
+		return outcomeErrorResponse
+	case o.Err == nil && o.Status > 0:
+		return outcomeSuccess
+	case o.Err != nil && o.Status == 0 && o.Attempts > 0 && !idempotent(req) && !neverSent(o.Err):
+		return outcomeUnknown
+	}
+	return outcomeError
+}
+
+// neverSent reports an error that proves the request never left the
+// client: a dial error (which includes refused connections), a name that
+// did not resolve, or a certificate that failed verification.
+func neverSent(err error) bool {
+	var (
+		opErr  *net.OpError
+		dnsErr *net.DNSError
+	)
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return true
+	}
+	return errors.As(err, &dnsErr) || isCertError(err)
+}
+
+func isCertError(err error) bool {
+	var (
+		certErr    *tls.CertificateVerificationError
+		unknownCA  x509.UnknownAuthorityError
+		hostErr    x509.HostnameError
+		invalidErr x509.CertificateInvalidError
+	)
+	return errors.As(err, &certErr) || errors.As(err, &unknownCA) ||
+		errors.As(err, &hostErr) || errors.As(err, &invalidErr)
+}
+
+// errorClass names an error's category for span attributes and events: a
+// small fixed set of words that carries no URL, header or body, since an
+// error's text can quote the URL, query string included.
+func errorClass(err error) string {
+	var (
+		dnsErr *net.DNSError
+		netErr net.Error
+	)
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, httpretry.ErrAttemptTimeout):
+		return "attempt_timeout"
+	case errors.Is(err, httpretry.ErrIdleTimeout):
+		return "idle_timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline_exceeded"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection_refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection_reset"
+	case errors.Is(err, syscall.EPIPE):
+		return "broken_pipe"
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return "eof"
+	case errors.As(err, &dnsErr):
+		return "dns"
+	case isCertError(err):
+		return "tls"
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return "timeout"
+	}
+	return "other"
+}

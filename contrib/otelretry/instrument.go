@@ -1,0 +1,80 @@
+package otelretry
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/httpretry/httpretry"
+)
+
+// Instrument reports t's operations as metrics and traces in one call:
+//
+//	tr := &httpretry.Transport{Base: otelhttp.NewTransport(otelretry.Attempts(http.DefaultTransport))}
+//	rt, err := otelretry.Instrument(tr, otelretry.Options{Route: routeOf})
+//	client := &http.Client{Transport: rt}
+//
+// It creates [Metrics] and chains their hooks, and the OnAttempt hook of
+// the returned [Transport], after the OnAttempt and OnDone hooks t
+// already has (those run first). The returned Transport wraps t and must
+// be the RoundTripper the client uses: it starts each operation's span.
+//
+// Options left unset are taken from t: MaxAttempts; Budget, when t's
+// Budget has a Tokens method; and Idempotent, from t.Idempotent, or a rule
+// that holds for every request when t.NewIdempotencyKey is set. When
+// t.Budget is nil, Instrument sets it to httpretry.NewBudget(20, 0.1), the
+// budget t would create for itself, so that the gauge can observe it.
+//
+// Instrument changes t's fields, so it must be called before t's first
+// use. For metrics without traces, create [NewMetrics] and set t's hooks
+// to its methods instead.
+func Instrument(t *httpretry.Transport, opts Options) (*Transport, error) {
+	if t == nil {
+		return nil, errors.New("otelretry: Instrument: nil Transport")
+	}
+	fromTransport(t, &opts)
+	m, err := NewMetrics(opts)
+	if err != nil {
+		return nil, err
+	}
+	w := Wrap(t, opts)
+	t.OnAttempt = chainAttempt(t.OnAttempt, m.OnAttempt, w.OnAttempt)
+	t.OnDone = chainDone(t.OnDone, m.OnDone)
+	return w, nil
+}
+
+// fromTransport fills the options opts leaves unset from t.
+func fromTransport(t *httpretry.Transport, opts *Options) {
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = t.MaxAttempts
+	}
+	if t.Budget == nil {
+		t.Budget = httpretry.NewBudget(20, 0.1)
+	}
+	if b, ok := t.Budget.(interface{ Tokens() float64 }); ok && opts.Budget == nil {
+		opts.Budget = b
+	}
+	if opts.Idempotent == nil {
+		switch {
+		case t.NewIdempotencyKey != nil:
+			// Every request is sent with a key, so every one may be
+			// repeated.
+			opts.Idempotent = func(*http.Request) bool { return true }
+		case t.Idempotent != nil:
+			opts.Idempotent = t.Idempotent
+		}
+	}
+}
+
+func chainAttempt(prev, a, b func(*http.Request, httpretry.Attempt)) func(*http.Request, httpretry.Attempt) {
+	if prev == nil {
+		return func(req *http.Request, at httpretry.Attempt) { a(req, at); b(req, at) }
+	}
+	return func(req *http.Request, at httpretry.Attempt) { prev(req, at); a(req, at); b(req, at) }
+}
+
+func chainDone(prev, d func(*http.Request, httpretry.Outcome)) func(*http.Request, httpretry.Outcome) {
+	if prev == nil {
+		return d
+	}
+	return func(req *http.Request, o httpretry.Outcome) { prev(req, o); d(req, o) }
+}

@@ -1,0 +1,200 @@
+package otelretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/httpretry/httpretry"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Bucket boundaries, in seconds, shared with the Prometheus adapter so
+// that both report the same distributions.
+var (
+	// durationBuckets are Prometheus's default buckets.
+	durationBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+	waitBuckets     = []float64{0, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+	phaseBuckets    = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
+)
+
+// Metrics records httpretry operations and attempts as OpenTelemetry
+// metrics. Its OnAttempt and OnDone methods are the Transport's hooks of
+// the same names; [Instrument] installs them, chained after any hooks the
+// Transport already has. The instruments:
+//
+//	httpretry.client.operations               counter   {operation}  method, route, outcome, stop_reason
+//	httpretry.client.attempts                 counter   {attempt}    method, route, attempt.kind
+//	httpretry.client.attempt.successes        counter   {attempt}    method, route, attempt.kind
+//	httpretry.client.attempt.timeouts         counter   {attempt}    method, route, timeout.kind
+//	httpretry.client.operation.attempts       histogram {attempt}    route (buckets 1…MaxAttempts)
+//	httpretry.client.operation.wait           histogram s            route
+//	httpretry.client.operation.duration       histogram s            route
+//	httpretry.client.attempt.duration         histogram s            route, connection
+//	httpretry.client.attempt.phase.duration   histogram s            phase
+//	httpretry.client.budget.tokens            gauge     {token}      (none)
+//	httpretry.server.idempotency.events       counter   {event}      idempotency.event
+//
+// Every attribute value comes from a fixed table except the route, whose
+// distinct values are capped (see [Options]). Recording allocates nothing
+// once a label combination has been seen.
+//
+// Create one with [NewMetrics]. A Metrics is safe for concurrent use by
+// multiple goroutines. It observes at most one budget: give each
+// MeterProvider one Metrics with a Budget, or the gauge reports one value
+// per Metrics under the same (empty) attribute set.
+type Metrics struct {
+	routes     *routeTable[*routeSeries]
+	route      func(*http.Request) string
+	idempotent func(*http.Request) bool
+
+	operations        metric.Int64Counter
+	attempts          metric.Int64Counter
+	attemptSuccesses  metric.Int64Counter
+	attemptTimeouts   metric.Int64Counter
+	operationAttempts metric.Int64Histogram
+	operationWait     metric.Float64Histogram
+	operationDuration metric.Float64Histogram
+	attemptDuration   metric.Float64Histogram
+	phaseDuration     metric.Float64Histogram
+	idempotencyEvents metric.Int64Counter
+
+	budgetReg metric.Registration // nil without a budget
+}
+
+// NewMetrics creates the instruments on opts.MeterProvider's meter. It
+// fails only when the provider refuses an instrument.
+func NewMetrics(opts Options) (*Metrics, error) {
+	meter := opts.meterProvider().Meter(ScopeName)
+	m := &Metrics{
+		routes:     newRouteTable(opts.maxRoutes(), newRouteSeries),
+		route:      opts.Route,
+		idempotent: opts.idempotent(),
+	}
+	var errs [11]error
+	m.operations, errs[0] = meter.Int64Counter("httpretry.client.operations",
+		metric.WithUnit("{operation}"),
+		metric.WithDescription("Operations (calls of RoundTrip), by how they ended and why they stopped."))
+	m.attempts, errs[1] = meter.Int64Counter("httpretry.client.attempts",
+		metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts sent, initial or retry."))
+	m.attemptSuccesses, errs[2] = meter.Int64Counter("httpretry.client.attempt.successes",
+		metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts that got a response with status below 400, initial or retry."))
+	m.attemptTimeouts, errs[3] = meter.Int64Counter("httpretry.client.attempt.timeouts",
+		metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts ended by the attempt's time limit or by the response idle timeout."))
+	m.operationAttempts, errs[4] = meter.Int64Histogram("httpretry.client.operation.attempts",
+		metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts per operation, the first included."),
+		metric.WithExplicitBucketBoundaries(attemptBuckets(opts.maxAttempts())...))
+	m.operationWait, errs[5] = meter.Float64Histogram("httpretry.client.operation.wait",
+		metric.WithUnit("s"),
+		metric.WithDescription("Time an operation spent waiting between attempts."),
+		metric.WithExplicitBucketBoundaries(waitBuckets...))
+	m.operationDuration, errs[6] = meter.Float64Histogram("httpretry.client.operation.duration",
+		metric.WithUnit("s"),
+		metric.WithDescription("Time from the start of RoundTrip until it returned, every attempt and wait included."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	m.attemptDuration, errs[7] = meter.Float64Histogram("httpretry.client.attempt.duration",
+		metric.WithUnit("s"),
+		metric.WithDescription("Time from sending an attempt until its response headers or its error, by connection use."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	m.phaseDuration, errs[8] = meter.Float64Histogram("httpretry.client.attempt.phase.duration",
+		metric.WithUnit("s"),
+		metric.WithDescription("Time attempts spent in each connection phase, recorded when the phase happened."),
+		metric.WithExplicitBucketBoundaries(phaseBuckets...))
+	m.idempotencyEvents, errs[9] = meter.Int64Counter("httpretry.server.idempotency.events",
+		metric.WithUnit("{event}"),
+		metric.WithDescription("What a server's idempotency-key middleware did with each request."))
+	if opts.Budget != nil {
+		errs[10] = m.observeBudget(meter, opts.Budget)
+	}
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, fmt.Errorf("otelretry: creating instruments: %w", err)
+	}
+	return m, nil
+}
+
+// attemptBuckets returns the boundaries 1, 2, …, n.
+func attemptBuckets(n int) []float64 {
+	b := make([]float64, n)
+	for i := range b {
+		b[i] = float64(i + 1)
+	}
+	return b
+}
+
+func (m *Metrics) observeBudget(meter metric.Meter, b interface{ Tokens() float64 }) error {
+	gauge, err := meter.Float64ObservableGauge("httpretry.client.budget.tokens",
+		metric.WithUnit("{token}"),
+		metric.WithDescription("Tokens left in the retry budget; a retry needs one."))
+	if err != nil {
+		return err
+	}
+	m.budgetReg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveFloat64(gauge, b.Tokens())
+		return nil
+	}, gauge)
+	return err
+}
+
+// Close stops observing the budget. The counters and histograms stay
+// usable; Close only matters to a program that creates and drops many
+// Metrics on one MeterProvider.
+func (m *Metrics) Close() error {
+	if m.budgetReg == nil {
+		return nil
+	}
+	return m.budgetReg.Unregister()
+}
+
+// series returns the series of req's method and route.
+func (m *Metrics) series(req *http.Request) (*routeSeries, *methodSeries) {
+	rs := m.routes.get(routeOf(req, m.route))
+	return rs, rs.method(methodIndex(req.Method))
+}
+
+// OnAttempt records one attempt. It has the signature of
+// [httpretry.Transport.OnAttempt].
+func (m *Metrics) OnAttempt(req *http.Request, a httpretry.Attempt) {
+	ctx := req.Context()
+	rs, ms := m.series(req)
+	kind := attemptKindIndex(a.Number)
+	m.attempts.Add(ctx, 1, ms.attempts[kind]...)
+	if a.Err == nil && statusSuccess(a.Status) {
+		m.attemptSuccesses.Add(ctx, 1, ms.successes[kind]...)
+	}
+	if a.Err != nil {
+		switch {
+		case errors.Is(a.Err, httpretry.ErrAttemptTimeout):
+			m.attemptTimeouts.Add(ctx, 1, ms.timeouts[0]...)
+		case errors.Is(a.Err, httpretry.ErrIdleTimeout):
+			m.attemptTimeouts.Add(ctx, 1, ms.timeouts[1]...)
+		}
+	}
+	m.attemptDuration.Record(ctx, a.Duration.Seconds(), rs.attemptDuration[connectionIndex(a.Conn)]...)
+	m.recordPhases(ctx, a)
+}
+
+func (m *Metrics) recordPhases(ctx context.Context, a httpretry.Attempt) {
+	for i, d := range [len(phases)]time.Duration{a.ConnWait, a.DNS, a.Connect, a.TLSHandshake, a.FirstByte} {
+		if d > 0 {
+			m.phaseDuration.Record(ctx, d.Seconds(), phaseOpts[i]...)
+		}
+	}
+}
+
+// OnDone records one operation. It has the signature of
+// [httpretry.Transport.OnDone].
+func (m *Metrics) OnDone(req *http.Request, o httpretry.Outcome) {
+	ctx := req.Context()
+	rs, ms := m.series(req)
+	outcome := outcomeClass(req, o, m.idempotent)
+	m.operations.Add(ctx, 1, ms.operation(outcome, reasonIndex(o.Reason))...)
+	m.operationAttempts.Record(ctx, int64(o.Attempts), rs.operationAttempts...)
+	m.operationWait.Record(ctx, o.Waited.Seconds(), rs.operationWait...)
+	m.operationDuration.Record(ctx, o.Elapsed.Seconds(), rs.operationDuration...)
+}

@@ -1,0 +1,307 @@
+package otelretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/httpretry/httpretry"
+	"github.com/httpretry/httpretry/httptestutil"
+	"github.com/jonboulle/clockwork"
+)
+
+// Attribute renderings shared by the expected lines below.
+const (
+	get   = "http.request.method=GET"
+	post  = "http.request.method=POST"
+	route = "httpretry.route=api.test"
+)
+
+// waits returns a Jitter that always waits the whole window, so that
+// every wait is known exactly.
+func fullWindow(w time.Duration) time.Duration { return w }
+
+func noJitter(time.Duration) time.Duration { return 0 }
+
+// newMetrics returns Metrics on a fresh provider, and its reader.
+func newMetrics(t *testing.T, opts Options) (*Metrics, func() []string) {
+	t.Helper()
+	mp, reader := newReader(t)
+	opts.MeterProvider = mp
+	m, err := NewMetrics(opts)
+	if err != nil {
+		t.Fatalf("NewMetrics: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m, func() []string { return collect(t, reader) }
+}
+
+// hook installs m's hooks on tr.
+func hook(tr *httpretry.Transport, m *Metrics) *httpretry.Transport {
+	tr.OnAttempt, tr.OnDone = m.OnAttempt, m.OnDone
+	return tr
+}
+
+func TestMetricsFailFailSuccess(t *testing.T) {
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc,
+		httptestutil.Step{Status: 503}, httptestutil.Step{Status: 503}, httptestutil.Step{Status: 200, Body: "ok"})
+	budget := httpretry.NewBudget(20, 0.1)
+	m, metrics := newMetrics(t, Options{Budget: budget})
+	tr := hook(&httpretry.Transport{Base: base, Clock: fc, Budget: budget, Jitter: fullWindow}, m)
+
+	ch := start(tr, newRequest(t, "GET", "http://api.test/books/1?token=secret", nil))
+	advance(t, fc, 1, 100*ms)
+	advance(t, fc, 1, 200*ms)
+	r := await(t, ch)
+	defer closeResp(r)
+	if r.err != nil || r.resp.StatusCode != 200 {
+		t.Fatalf("RoundTrip = %v, %v; want 200", r.resp, r.err)
+	}
+	diffLines(t, metrics(), []string{
+		"httpretry.client.attempt.duration{httpretry.connection=unknown," + route + "} count=3 sum=0 buckets=[3 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempt.successes{" + get + ",httpretry.attempt.kind=retry," + route + "} 1",
+		"httpretry.client.attempts{" + get + ",httpretry.attempt.kind=initial," + route + "} 1",
+		"httpretry.client.attempts{" + get + ",httpretry.attempt.kind=retry," + route + "} 2",
+		"httpretry.client.budget.tokens{} 18",
+		"httpretry.client.operation.attempts{" + route + "} count=1 sum=3 buckets=[0 0 1 0]",
+		"httpretry.client.operation.duration{" + route + "} count=1 sum=0.3 buckets=[0 0 0 0 0 0 1 0 0 0 0 0]",
+		"httpretry.client.operation.wait{" + route + "} count=1 sum=0.3 buckets=[0 0 0 0 0 1 0 0 0 0 0 0]",
+		"httpretry.client.operations{" + get + ",httpretry.outcome=success," + route + ",httpretry.stop_reason=final} 1",
+	})
+}
+
+func TestMetricsBudgetExhausted(t *testing.T) {
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503})
+	budget := httpretry.NewBudget(1, 0) // one retry, never replenished
+	m, metrics := newMetrics(t, Options{Budget: budget})
+	tr := hook(&httpretry.Transport{Base: base, Clock: fc, Budget: budget, Jitter: fullWindow}, m)
+
+	ch := start(tr, newRequest(t, "GET", "http://api.test/books/1", nil))
+	advance(t, fc, 1, 100*ms)
+	r := await(t, ch)
+	defer closeResp(r)
+	if r.err != nil || r.resp.StatusCode != 503 {
+		t.Fatalf("RoundTrip = %v, %v; want the final 503", r.resp, r.err)
+	}
+	diffLines(t, metrics(), []string{
+		"httpretry.client.attempt.duration{httpretry.connection=unknown," + route + "} count=2 sum=0 buckets=[2 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempts{" + get + ",httpretry.attempt.kind=initial," + route + "} 1",
+		"httpretry.client.attempts{" + get + ",httpretry.attempt.kind=retry," + route + "} 1",
+		"httpretry.client.budget.tokens{} 0",
+		"httpretry.client.operation.attempts{" + route + "} count=1 sum=2 buckets=[0 1 0 0]",
+		"httpretry.client.operation.duration{" + route + "} count=1 sum=0.1 buckets=[0 0 0 0 1 0 0 0 0 0 0 0]",
+		"httpretry.client.operation.wait{" + route + "} count=1 sum=0.1 buckets=[0 0 0 1 0 0 0 0 0 0 0 0]",
+		"httpretry.client.operations{" + get + ",httpretry.outcome=error_response," + route + ",httpretry.stop_reason=budget_exhausted} 1",
+	})
+}
+
+// TestMetricsDeadlineExhausted: an attempt of 300 ms times out, and the
+// 200 ms wait plus the 100 ms minimum attempt time do not fit in the
+// 200 ms left of a 500 ms Timeout.
+func TestMetricsDeadlineExhausted(t *testing.T) {
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Action: httptestutil.Hang})
+	m, metrics := newMetrics(t, Options{MaxAttempts: 2})
+	tr := hook(&httpretry.Transport{Base: base, Clock: fc, MaxAttempts: 2, Timeout: 500 * ms,
+		AttemptTimeout: 300 * ms, BaseDelay: 200 * ms, Jitter: fullWindow}, m)
+
+	ch := start(tr, newRequest(t, "GET", "http://api.test/books/1", nil))
+	advanceAt(t, fc, base, 1, 2, 300*ms)
+	r := await(t, ch)
+	var e *httpretry.Error
+	if !errors.As(r.err, &e) || e.Reason != httpretry.DeadlineExhausted || e.Attempts != 1 {
+		t.Fatalf("err = %v; want deadline_exhausted after 1 attempt", r.err)
+	}
+	diffLines(t, metrics(), []string{
+		"httpretry.client.attempt.duration{httpretry.connection=unknown," + route + "} count=1 sum=0.3 buckets=[0 0 0 0 0 0 1 0 0 0 0 0]",
+		"httpretry.client.attempt.timeouts{" + get + "," + route + ",httpretry.timeout.kind=attempt} 1",
+		"httpretry.client.attempts{" + get + ",httpretry.attempt.kind=initial," + route + "} 1",
+		"httpretry.client.operation.attempts{" + route + "} count=1 sum=1 buckets=[1 0 0]",
+		"httpretry.client.operation.duration{" + route + "} count=1 sum=0.3 buckets=[0 0 0 0 0 0 1 0 0 0 0 0]",
+		"httpretry.client.operation.wait{" + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.operations{" + get + ",httpretry.outcome=error," + route + ",httpretry.stop_reason=deadline_exhausted} 1",
+	})
+}
+
+// TestMetricsCanceledInWait: the caller leaves during the wait after a
+// 503. The operation counts as canceled with outcome error: the caller got
+// an error, not the 503, which was drained.
+func TestMetricsCanceledInWait(t *testing.T) {
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503})
+	m, metrics := newMetrics(t, Options{})
+	tr := hook(&httpretry.Transport{Base: base, Clock: fc, Jitter: fullWindow}, m)
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := start(tr, newRequest(t, "GET", "http://api.test/", nil).WithContext(ctx))
+	advance(t, fc, 1, 40*ms) // the wait of 100ms has begun
+	cancel()
+	r := await(t, ch)
+	if !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("err = %v; want context.Canceled", r.err)
+	}
+	diffLines(t, filter(metrics(), "httpretry.client.operation"), []string{
+		"httpretry.client.operation.attempts{" + route + "} count=1 sum=1 buckets=[1 0 0 0]",
+		"httpretry.client.operation.duration{" + route + "} count=1 sum=0.04 buckets=[0 0 0 1 0 0 0 0 0 0 0 0]",
+		"httpretry.client.operation.wait{" + route + "} count=1 sum=0.04 buckets=[0 0 1 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.operations{" + get + ",httpretry.outcome=error," + route + ",httpretry.stop_reason=canceled} 1",
+	})
+}
+
+// TestMetricsUnknownOutcome checks the outcome class against the
+// Transport's own verdict, ErrOutcomeUnknown, in both directions: a POST
+// reset after it may have arrived is unknown; a POST whose connection was
+// refused never left, is retried, and is a plain error.
+func TestMetricsUnknownOutcome(t *testing.T) {
+	cases := []struct {
+		name      string
+		step      httptestutil.Step
+		attempts  int
+		unknown   bool
+		wantLines []string
+	}{
+		{"reset after sending", httptestutil.Step{Err: httptestutil.ErrReset}, 1, true, []string{
+			"httpretry.client.attempt.duration{httpretry.connection=unknown," + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0]",
+			"httpretry.client.attempts{" + post + ",httpretry.attempt.kind=initial," + route + "} 1",
+			"httpretry.client.operation.attempts{" + route + "} count=1 sum=1 buckets=[1 0 0]",
+			"httpretry.client.operation.duration{" + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0]",
+			"httpretry.client.operation.wait{" + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0]",
+			"httpretry.client.operations{" + post + ",httpretry.outcome=unknown," + route + ",httpretry.stop_reason=not_idempotent} 1",
+		}},
+		{"refused: never sent", httptestutil.Step{Err: httptestutil.ErrRefused}, 2, false, []string{
+			"httpretry.client.attempt.duration{httpretry.connection=unknown," + route + "} count=2 sum=0 buckets=[2 0 0 0 0 0 0 0 0 0 0 0]",
+			"httpretry.client.attempts{" + post + ",httpretry.attempt.kind=initial," + route + "} 1",
+			"httpretry.client.attempts{" + post + ",httpretry.attempt.kind=retry," + route + "} 1",
+			"httpretry.client.operation.attempts{" + route + "} count=1 sum=2 buckets=[0 1 0]",
+			"httpretry.client.operation.duration{" + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0]",
+			"httpretry.client.operation.wait{" + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0]",
+			"httpretry.client.operations{" + post + ",httpretry.outcome=error," + route + ",httpretry.stop_reason=attempts_exhausted} 1",
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fc := clockwork.NewFakeClock()
+			base := httptestutil.NewTransport(fc, c.step)
+			m, metrics := newMetrics(t, Options{MaxAttempts: 2})
+			tr := hook(&httpretry.Transport{Base: base, Clock: fc, MaxAttempts: 2, Jitter: noJitter}, m)
+			_, err := tr.RoundTrip(newRequest(t, "POST", "http://api.test/orders", strings.NewReader("x")))
+			if got := errors.Is(err, httpretry.ErrOutcomeUnknown); got != c.unknown {
+				t.Fatalf("errors.Is(%v, ErrOutcomeUnknown) = %v; want %v", err, got, c.unknown)
+			}
+			if got := base.Hits(); got != c.attempts {
+				t.Errorf("hits = %d; want %d", got, c.attempts)
+			}
+			diffLines(t, metrics(), c.wantLines)
+		})
+	}
+}
+
+// TestMetricsAttemptDetails records synthetic attempts, with the
+// connection fields a Base built on net/http reports, through the hooks.
+func TestMetricsAttemptDetails(t *testing.T) {
+	m, metrics := newMetrics(t, Options{})
+	req := newRequest(t, "GET", "http://api.test/", nil)
+	m.OnAttempt(req, httpretry.Attempt{Number: 1, Err: fmt.Errorf("stalled: %w", httpretry.ErrIdleTimeout),
+		Duration: 2 * time.Second, Wait: 100 * ms, Conn: httpretry.ConnNew,
+		ConnWait: 20 * ms, DNS: 3 * ms, Connect: 5 * ms, TLSHandshake: 10 * ms})
+	m.OnAttempt(req, httpretry.Attempt{Number: 2, Status: 404, Duration: 40 * ms,
+		Conn: httpretry.ConnReused, ConnWait: 500 * time.Microsecond, FirstByte: 30 * ms})
+	m.OnAttempt(req, httpretry.Attempt{Number: 3, Status: 200, Duration: 7 * ms, Conn: httpretry.ConnReused, FirstByte: 6 * ms})
+	diffLines(t, metrics(), []string{
+		"httpretry.client.attempt.duration{httpretry.connection=new," + route + "} count=1 sum=2 buckets=[0 0 0 0 0 0 0 0 1 0 0 0]",
+		"httpretry.client.attempt.duration{httpretry.connection=reused," + route + "} count=2 sum=0.047 buckets=[0 1 0 1 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempt.phase.duration{httpretry.phase=conn_wait} count=2 sum=0.0205 buckets=[1 0 0 0 1 0 0 0 0 0 0 0]",
+		"httpretry.client.attempt.phase.duration{httpretry.phase=connect} count=1 sum=0.005 buckets=[0 0 1 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempt.phase.duration{httpretry.phase=dns} count=1 sum=0.003 buckets=[0 0 1 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempt.phase.duration{httpretry.phase=first_byte} count=2 sum=0.036 buckets=[0 0 0 1 0 1 0 0 0 0 0 0]",
+		"httpretry.client.attempt.phase.duration{httpretry.phase=tls} count=1 sum=0.01 buckets=[0 0 0 1 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempt.successes{" + get + ",httpretry.attempt.kind=retry," + route + "} 1",
+		"httpretry.client.attempt.timeouts{" + get + "," + route + ",httpretry.timeout.kind=idle} 1",
+		"httpretry.client.attempts{" + get + ",httpretry.attempt.kind=initial," + route + "} 1",
+		"httpretry.client.attempts{" + get + ",httpretry.attempt.kind=retry," + route + "} 2",
+	})
+}
+
+// TestMetricsBoundedAttributes: methods outside the standard set, routes
+// past the cap and unusable route values share one series each; the
+// default route is the host alone, never userinfo, path or query.
+func TestMetricsBoundedAttributes(t *testing.T) {
+	t.Run("default route is the host", func(t *testing.T) {
+		m, metrics := newMetrics(t, Options{})
+		for _, u := range []string{"http://user:pw@api.test/a?token=secret", "http://api.test:8443/b", "http://api.test/c"} {
+			req := newRequest(t, "GET", u, nil)
+			m.OnDone(req, httpretry.Outcome{Attempts: 1, Reason: httpretry.Final, Status: 200})
+		}
+		lines := metrics()
+		for _, l := range lines {
+			if strings.Contains(l, "secret") || strings.Contains(l, "pw") || strings.Contains(l, "/a") {
+				t.Errorf("series %q leaks the URL", l)
+			}
+		}
+		diffLines(t, filter(lines, "httpretry.client.operations{"), []string{
+			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.route=api.test,httpretry.stop_reason=final} 2",
+			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.route=api.test:8443,httpretry.stop_reason=final} 1",
+		})
+	})
+	t.Run("caps and fixed tables", func(t *testing.T) {
+		m, metrics := newMetrics(t, Options{MaxRoutes: 2, Route: func(r *http.Request) string { return r.Header.Get("Route") }})
+		for _, c := range []struct{ method, route string }{
+			{"GET", "/a"}, {"GET", "/b"}, {"GET", "/c"}, {"GET", "/a"}, {"GET", ""},
+			{"GET", strings.Repeat("x", 129)}, {"GET", "\xff"}, {"BREW", "/a"}, {"", "/b"},
+		} {
+			req := newRequest(t, "GET", "http://api.test/", nil)
+			req.Method = c.method
+			req.Header.Set("Route", c.route)
+			m.OnDone(req, httpretry.Outcome{Attempts: 1, Reason: "made_up", Status: 200})
+		}
+		diffLines(t, filter(metrics(), "httpretry.client.operations{"), []string{
+			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.route=/a,httpretry.stop_reason=other} 2",
+			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.route=/b,httpretry.stop_reason=other} 2",
+			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.route=other,httpretry.stop_reason=other} 4",
+			"httpretry.client.operations{http.request.method=_OTHER,httpretry.outcome=success,httpretry.route=/a,httpretry.stop_reason=other} 1",
+		})
+	})
+}
+
+// filter keeps the lines that start with prefix.
+func filter(lines []string, prefix string) []string {
+	var out []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestMetricsCardinality: a thousand distinct paths used as routes make
+// at most MaxRoutes + 1 route values, whatever the traffic.
+func TestMetricsCardinality(t *testing.T) {
+	m, metrics := newMetrics(t, Options{Route: func(r *http.Request) string { return r.URL.Path }})
+	for i := range 3000 {
+		req := newRequest(t, []string{"GET", "PUT", "DELETE"}[i%3], fmt.Sprintf("http://api.test/books/%d", i/3), nil)
+		m.OnAttempt(req, httpretry.Attempt{Number: 1, Status: 200})
+		m.OnDone(req, httpretry.Outcome{Attempts: 1, Reason: httpretry.Final, Status: 200})
+	}
+	routes := map[string]bool{}
+	var ops int
+	for _, l := range metrics() {
+		if strings.HasPrefix(l, "httpretry.client.operations{") {
+			ops++
+		}
+		if i := strings.Index(l, "httpretry.route="); i >= 0 {
+			routes[strings.FieldsFunc(l[i:], func(r rune) bool { return r == ',' || r == '}' })[0]] = true
+		}
+	}
+	if len(routes) != DefaultMaxRoutes+1 || !routes["httpretry.route=other"] {
+		t.Errorf("%d route values (other included: %v); want %d", len(routes), routes["httpretry.route=other"], DefaultMaxRoutes+1)
+	}
+	if want := (DefaultMaxRoutes + 1) * 3; ops != want {
+		t.Errorf("%d operation series; want %d (101 routes × 3 methods)", ops, want)
+	}
+}

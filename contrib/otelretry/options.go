@@ -1,0 +1,107 @@
+package otelretry
+
+import (
+	"net/http"
+
+	"github.com/httpretry/httpretry"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ScopeName is the instrumentation scope of the meter and the tracer this
+// package creates.
+const ScopeName = "github.com/httpretry/httpretry/contrib/otelretry"
+
+// Options configures [NewMetrics], [Wrap] and [Instrument]. The zero value
+// reports to the global OpenTelemetry providers, with the request's host
+// as the route. [Instrument] fills MaxAttempts, Budget and Idempotent from
+// the Transport it instruments when they are unset.
+type Options struct {
+	// MeterProvider creates the instruments. If nil, the global
+	// provider, otel.GetMeterProvider().
+	MeterProvider metric.MeterProvider
+
+	// TracerProvider creates the operation spans. If nil, the global
+	// provider, otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
+
+	// Route names a request's route for the httpretry.route attribute and
+	// the operation span's url.template: a template such as
+	// "/books/{id}", never a raw path, which would give every book its
+	// own series and may carry identifiers. At most MaxRoutes distinct
+	// values are reported; later ones, and values that are empty, longer
+	// than 128 bytes or not valid UTF-8, are reported as "other". If nil,
+	// the route is the request's host (host[:port]).
+	Route func(req *http.Request) string
+
+	// MaxRoutes caps the distinct values of httpretry.route. 0 (or
+	// negative) means 100.
+	MaxRoutes int
+
+	// MaxAttempts sets the buckets of httpretry.client.operation.attempts
+	// to 1, 2, …, MaxAttempts: set it to the Transport's MaxAttempts.
+	// 0 (or negative) means httpretry.DefaultMaxAttempts.
+	MaxAttempts int
+
+	// Budget, if set, is observed by the httpretry.client.budget.tokens
+	// gauge; a *httpretry.TokenBucket has the Tokens method. If nil, the
+	// gauge reports nothing.
+	Budget interface{ Tokens() float64 }
+
+	// Idempotent is the Transport's rule for requests that are safe to
+	// repeat, used to tell an "unknown" outcome (a failed request that may
+	// have been applied) from a plain "error". If nil,
+	// httpretry.IsIdempotent.
+	Idempotent func(req *http.Request) bool
+
+	// SpanKind is the kind of the operation span. 0 means
+	// trace.SpanKindInternal, right when each attempt has its own client
+	// span (Base wrapped by otelhttp): the HTTP semantic conventions want
+	// client spans for the physical requests and no second client span
+	// around them. Set trace.SpanKindClient when the attempts have no
+	// spans of their own.
+	SpanKind trace.SpanKind
+}
+
+func (o *Options) meterProvider() metric.MeterProvider {
+	if o.MeterProvider != nil {
+		return o.MeterProvider
+	}
+	return otel.GetMeterProvider()
+}
+
+func (o *Options) tracerProvider() trace.TracerProvider {
+	if o.TracerProvider != nil {
+		return o.TracerProvider
+	}
+	return otel.GetTracerProvider()
+}
+
+func (o *Options) maxRoutes() int {
+	if o.MaxRoutes <= 0 {
+		return DefaultMaxRoutes
+	}
+	return o.MaxRoutes
+}
+
+func (o *Options) maxAttempts() int {
+	if o.MaxAttempts <= 0 {
+		return httpretry.DefaultMaxAttempts
+	}
+	return o.MaxAttempts
+}
+
+func (o *Options) idempotent() func(*http.Request) bool {
+	if o.Idempotent != nil {
+		return o.Idempotent
+	}
+	return httpretry.IsIdempotent
+}
+
+func (o *Options) spanKind() trace.SpanKind {
+	if o.SpanKind == trace.SpanKindUnspecified {
+		return trace.SpanKindInternal
+	}
+	return o.SpanKind
+}

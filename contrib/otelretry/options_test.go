@@ -1,0 +1,41 @@
+package otelretry
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/httpretry/httpretry"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+)
+
+func TestOptionsDefaults(t *testing.T) {
+	var o Options
+	if o.meterProvider() != otel.GetMeterProvider() || o.tracerProvider() != otel.GetTracerProvider() {
+		t.Error("zero Options do not use the global providers")
+	}
+	if got := o.maxRoutes(); got != DefaultMaxRoutes {
+		t.Errorf("maxRoutes = %d; want %d", got, DefaultMaxRoutes)
+	}
+	if got := o.maxAttempts(); got != httpretry.DefaultMaxAttempts {
+		t.Errorf("maxAttempts = %d; want %d", got, httpretry.DefaultMaxAttempts)
+	}
+	if got := o.spanKind(); got != trace.SpanKindInternal {
+		t.Errorf("spanKind = %v; want internal", got)
+	}
+	post, _ := http.NewRequest("POST", "http://api.test/", nil)
+	if o.idempotent()(post) {
+		t.Error("default idempotent rule accepts a POST without a key")
+	}
+	o = Options{MaxRoutes: 7, MaxAttempts: 5, SpanKind: trace.SpanKindClient, Idempotent: func(*http.Request) bool { return true }}
+	if o.maxRoutes() != 7 || o.maxAttempts() != 5 || o.spanKind() != trace.SpanKindClient || !o.idempotent()(post) {
+		t.Errorf("set options not used: %+v", o)
+	}
+}
+
+func TestAttemptBuckets(t *testing.T) {
+	got := attemptBuckets(4)
+	if len(got) != 4 || got[0] != 1 || got[3] != 4 {
+		t.Errorf("attemptBuckets(4) = %v; want [1 2 3 4]", got)
+	}
+}

@@ -1,0 +1,34 @@
+package otelretry
+
+import (
+	"sync"
+	"testing"
+)
+
+// TestSeriesBuiltOnce: goroutines racing for the same label combination
+// all get the one option that won, so the SDK sees a single attribute set.
+func TestSeriesBuiltOnce(t *testing.T) {
+	rs := newRouteSeries("api.test")
+	var wg sync.WaitGroup
+	methodsSeen := make([]*methodSeries, 8)
+	opts := make([]addOpts, 8)
+	for g := range methodsSeen {
+		wg.Go(func() {
+			methodsSeen[g] = rs.method(2)
+			opts[g] = methodsSeen[g].operation(outcomeUnknown, reasonIndex("not_idempotent"))
+		})
+	}
+	wg.Wait()
+	for g := range methodsSeen {
+		if methodsSeen[g] != methodsSeen[0] || &opts[g][0] != &opts[0][0] {
+			t.Fatalf("goroutine %d got a different series", g)
+		}
+	}
+	ms := methodsSeen[0]
+	if ms.method != "POST" || ms.route != "api.test" {
+		t.Errorf("series of (%q, %q); want (POST, api.test)", ms.method, ms.route)
+	}
+	if len(ms.attempts[0]) != 1 || len(rs.attemptDuration[2]) != 1 || len(phaseOpts[4]) != 1 {
+		t.Error("option slices must hold exactly one option")
+	}
+}

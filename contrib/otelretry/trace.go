@@ -1,0 +1,227 @@
+package otelretry
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/httpretry/httpretry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Span and event attribute keys of this package's own.
+const (
+	keyAttempts = attribute.Key("httpretry.attempts")
+	keyWaited   = attribute.Key("httpretry.waited")
+	keyAttempt  = attribute.Key("httpretry.attempt")
+	keyWait     = attribute.Key("httpretry.wait")
+)
+
+// RetryEvent is the name of the span event that marks each wait before a
+// retry, on the operation span.
+const RetryEvent = "httpretry.retry"
+
+// spanNames are the operation span names, by method index: "HTTP GET" and
+// so on, and "HTTP" for a method outside the standard set, whose name
+// could be anything.
+var spanNames = func() (n [numMethods]string) {
+	for i, m := range methods[:numMethods-1] {
+		n[i] = "HTTP " + m
+	}
+	n[numMethods-1] = "HTTP"
+	return n
+}()
+
+// Transport is an [http.RoundTripper] that runs each operation of the
+// RoundTripper it wraps (an [*httpretry.Transport], or anything with one
+// inside) in one span, named "HTTP {method}", in the request's context
+// before the first attempt starts. Every attempt's context derives from
+// it, so attempt spans that otelhttp creates below the retrying Transport
+// nest under it, and [Attempts] can number them.
+//
+// The span carries http.request.method, server.address, server.port,
+// url.template (when Options.Route is set), and, when the operation ends:
+// httpretry.attempts, httpretry.stop_reason, httpretry.outcome,
+// httpretry.waited (seconds), http.response.status_code of the response
+// returned, and error.type when it failed; its status is Error unless the
+// operation ended with a response below 400. Each wait before a retry is
+// a [RetryEvent] event, added by the OnAttempt hook. The span ends when
+// RoundTrip returns, as [httpretry.Outcome.Elapsed] does; reading the
+// body belongs to the last attempt's span.
+//
+// Create one with [Wrap] (or [Instrument], which also installs the
+// hooks). A Transport is safe for concurrent use by multiple goroutines.
+type Transport struct {
+	base   http.RoundTripper
+	tracer trace.Tracer
+	kind   trace.SpanKind
+	route  func(*http.Request) string
+}
+
+// Wrap returns a Transport that runs each operation of rt in a span from
+// opts.TracerProvider. To get the retry events, set the retrying
+// Transport's OnAttempt to the returned Transport's OnAttempt (or use
+// [Instrument]). A nil rt means [http.DefaultTransport].
+func Wrap(rt http.RoundTripper, opts Options) *Transport {
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	return &Transport{
+		base:   rt,
+		tracer: opts.tracerProvider().Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
+		kind:   opts.spanKind(),
+		route:  opts.Route,
+	}
+}
+
+// operation is the per-operation state a Transport puts in the request's
+// context: the span, the attempt counter Attempts reads, and the Outcome
+// the retrying Transport fills.
+type operation struct {
+	span     trace.Span
+	attempts atomic.Int32
+	outcome  httpretry.Outcome
+}
+
+type operationKey struct{}
+
+func operationFrom(ctx context.Context) *operation {
+	op, _ := ctx.Value(operationKey{}).(*operation)
+	return op
+}
+
+// RoundTrip starts the operation span, sends req through the wrapped
+// RoundTripper with the span in its context, and ends the span with what
+// the operation did. It never modifies req.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	op := &operation{}
+	ctx, span := t.tracer.Start(req.Context(), spanNames[methodIndex(req.Method)],
+		trace.WithSpanKind(t.kind), trace.WithAttributes(t.startAttributes(req)...))
+	op.span = span
+	ctx = context.WithValue(ctx, operationKey{}, op)
+	ctx = httpretry.WithOutcome(ctx, &op.outcome)
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	t.end(op, resp, err)
+	return resp, err
+}
+
+// startAttributes describes the request without its path, query string or
+// userinfo, which may carry identifiers or secrets.
+func (t *Transport) startAttributes(req *http.Request) []attribute.KeyValue {
+	kvs := make([]attribute.KeyValue, 0, 4)
+	kvs = append(kvs, semconv.HTTPRequestMethodKey.String(methods[methodIndex(req.Method)]))
+	if req.URL != nil {
+		if host := req.URL.Hostname(); host != "" {
+			kvs = append(kvs, semconv.ServerAddress(host))
+		}
+		if port := serverPort(req.URL.Scheme, req.URL.Port()); port > 0 {
+			kvs = append(kvs, semconv.ServerPort(port))
+		}
+	}
+	if t.route != nil {
+		if r := t.route(req); r != "" && len(r) <= maxRouteLen && utf8.ValidString(r) {
+			kvs = append(kvs, semconv.URLTemplate(r))
+		}
+	}
+	return kvs
+}
+
+// serverPort returns the explicit port, or the scheme's default.
+func serverPort(scheme, port string) int {
+	if port != "" {
+		n, err := strconv.Atoi(port)
+		if err != nil {
+			return 0
+		}
+		return n
+	}
+	switch scheme {
+	case "http":
+		return 80
+	case "https":
+		return 443
+	}
+	return 0
+}
+
+// end records the operation's result on its span and ends it.
+func (t *Transport) end(op *operation, resp *http.Response, err error) {
+	span, o := op.span, op.outcome
+	outcome := outcomeSuccess
+	switch {
+	case err != nil && errors.Is(err, httpretry.ErrOutcomeUnknown):
+		outcome = outcomeUnknown
+	case err != nil || resp == nil: // a nil, nil answer is a broken RoundTripper's
+		outcome = outcomeError
+	case resp.StatusCode >= 400:
+		outcome = outcomeErrorResponse
+	}
+	kvs := make([]attribute.KeyValue, 0, 6)
+	kvs = append(kvs, attribute.String(keyOutcome, outcomes[outcome]))
+	if o.Reason != "" { // the wrapped RoundTripper is a retrying Transport
+		kvs = append(kvs,
+			keyAttempts.Int(o.Attempts),
+			attribute.String(keyStopReason, reasons[reasonIndex(o.Reason)]),
+			keyWaited.Float64(o.Waited.Seconds()))
+	}
+	if resp != nil {
+		kvs = append(kvs, semconv.HTTPResponseStatusCode(resp.StatusCode))
+	}
+	switch outcome {
+	case outcomeErrorResponse:
+		// The status code says it all; the conventions want no
+		// description then.
+		kvs = append(kvs, semconv.ErrorTypeKey.String(strconv.Itoa(resp.StatusCode)))
+		span.SetStatus(codes.Error, "")
+	case outcomeError, outcomeUnknown:
+		class := errorClass(err)
+		if class == "" {
+			class = "_OTHER" // the conventions' fallback value
+		}
+		kvs = append(kvs, semconv.ErrorTypeKey.String(class))
+		// A class and a reason from fixed tables: an error's own text
+		// may quote the URL.
+		desc := class
+		if o.Reason != "" {
+			desc = string(o.Reason) + ": " + class
+		}
+		span.SetStatus(codes.Error, desc)
+	}
+	span.SetAttributes(kvs...)
+	span.End()
+}
+
+// OnAttempt adds a [RetryEvent] to the operation span when a retry
+// follows the attempt, with the attempt's number, the wait in seconds
+// (httpretry.wait) and why: http.response.status_code or error.type. It
+// has the signature of [httpretry.Transport.OnAttempt] and does nothing
+// for a request that did not come through t.
+func (t *Transport) OnAttempt(req *http.Request, a httpretry.Attempt) {
+	op := operationFrom(req.Context())
+	if op == nil || a.Wait <= 0 || !op.span.IsRecording() {
+		return
+	}
+	why := semconv.ErrorTypeKey.String(errorClass(a.Err))
+	if a.Err == nil {
+		why = semconv.HTTPResponseStatusCode(a.Status)
+	}
+	op.span.AddEvent(RetryEvent, trace.WithAttributes(
+		keyAttempt.Int(a.Number),
+		keyWait.Float64(a.Wait.Seconds()),
+		why,
+	))
+}
+
+// CloseIdleConnections closes the idle connections of the wrapped
+// RoundTripper, when it has that method (as [httpretry.Transport] does).
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
