@@ -6,8 +6,8 @@ import (
 	"crypto/x509"
 	"errors"
 	"io"
-	"net"
 	"net/http"
+	"net"
 	"syscall"
 
 	"github.com/httpretry/httpretry"
@@ -135,36 +135,18 @@ func statusSuccess(status int) bool { return status >= 1 && status <= 399 }
 // outcomeClass classifies a finished operation as its caller saw it. Err
 // is nil exactly when RoundTrip returned a response, so it decides first:
 // a 503 drained before a wait that the caller's context then cut short
-// leaves Status 503 but gave the caller an error. Outcome alone does not
-// say whether a failed request may have been applied; the rule below is
-// the Transport's: the last attempt ended in an error (no status), the
-// request was not safe to repeat (idempotent reports that, with the
-// Transport's own rule), and the error does not prove that the request
-// never left the client.
-func outcomeClass(req *http.Request, o httpretry.Outcome, idempotent func(*http.Request) bool) int {
+// leaves Status 503 but gave the caller an error. Unknown is the
+// Transport's own verdict, the one ErrOutcomeUnknown matches.
+func outcomeClass(o httpretry.Outcome) int {
 	switch {
 	case o.Err == nil && o.Status >= 400:
 		return outcomeErrorResponse
 	case o.Err == nil && o.Status > 0:
 		return outcomeSuccess
-	case o.Err != nil && o.Status == 0 && o.Attempts > 0 && !idempotent(req) && !neverSent(o.Err):
+	case o.Unknown:
 		return outcomeUnknown
 	}
 	return outcomeError
-}
-
-// neverSent reports an error that proves the request never left the
-// client: a dial error (which includes refused connections), a name that
-// did not resolve, or a certificate that failed verification.
-func neverSent(err error) bool {
-	var (
-		opErr  *net.OpError
-		dnsErr *net.DNSError
-	)
-	if errors.As(err, &opErr) && opErr.Op == "dial" {
-		return true
-	}
-	return errors.As(err, &dnsErr) || isCertError(err)
 }
 
 func isCertError(err error) bool {

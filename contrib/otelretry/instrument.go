@@ -18,9 +18,8 @@ import (
 // already has (those run first). The returned Transport wraps t and must
 // be the RoundTripper the client uses: it starts each operation's span.
 //
-// Options left unset are taken from t: MaxAttempts; Budget, when t's
-// Budget has a Tokens method; and Idempotent, from t.Idempotent, or a rule
-// that holds for every request when t.NewIdempotencyKey is set. When
+// Options left unset are taken from t: MaxAttempts, and Budget when t's
+// Budget has a Tokens method. When
 // t.Budget is nil, Instrument sets it to httpretry.NewBudget(20, 0.1), the
 // budget t would create for itself, so that the gauge can observe it.
 //
@@ -52,16 +51,6 @@ func fromTransport(t *httpretry.Transport, opts *Options) {
 	}
 	if b, ok := t.Budget.(interface{ Tokens() float64 }); ok && opts.Budget == nil {
 		opts.Budget = b
-	}
-	if opts.Idempotent == nil {
-		switch {
-		case t.NewIdempotencyKey != nil:
-			// Every request is sent with a key, so every one may be
-			// repeated.
-			opts.Idempotent = func(*http.Request) bool { return true }
-		case t.Idempotent != nil:
-			opts.Idempotent = t.Idempotent
-		}
 	}
 }
 

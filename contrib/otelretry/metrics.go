@@ -46,9 +46,8 @@ var (
 // MeterProvider one Metrics with a Budget, or the gauge reports one value
 // per Metrics under the same (empty) attribute set.
 type Metrics struct {
-	routes     *routeTable[*routeSeries]
-	route      func(*http.Request) string
-	idempotent func(*http.Request) bool
+	routes *routeTable[*routeSeries]
+	route  func(*http.Request) string
 
 	operations        metric.Int64Counter
 	attempts          metric.Int64Counter
@@ -69,9 +68,8 @@ type Metrics struct {
 func NewMetrics(opts Options) (*Metrics, error) {
 	meter := opts.meterProvider().Meter(ScopeName)
 	m := &Metrics{
-		routes:     newRouteTable(opts.maxRoutes(), newRouteSeries),
-		route:      opts.Route,
-		idempotent: opts.idempotent(),
+		routes: newRouteTable(opts.maxRoutes(), newRouteSeries),
+		route:  opts.Route,
 	}
 	var errs [11]error
 	m.operations, errs[0] = meter.Int64Counter("httpretry.client.operations",
@@ -192,7 +190,7 @@ func (m *Metrics) recordPhases(ctx context.Context, a httpretry.Attempt) {
 func (m *Metrics) OnDone(req *http.Request, o httpretry.Outcome) {
 	ctx := req.Context()
 	rs, ms := m.series(req)
-	outcome := outcomeClass(req, o, m.idempotent)
+	outcome := outcomeClass(o)
 	m.operations.Add(ctx, 1, ms.operation(outcome, reasonIndex(o.Reason))...)
 	m.operationAttempts.Record(ctx, int64(o.Attempts), rs.operationAttempts...)
 	m.operationWait.Record(ctx, o.Waited.Seconds(), rs.operationWait...)

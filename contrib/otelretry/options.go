@@ -15,8 +15,8 @@ const ScopeName = "github.com/httpretry/httpretry/contrib/otelretry"
 
 // Options configures [NewMetrics], [Wrap] and [Instrument]. The zero value
 // reports to the global OpenTelemetry providers, with the request's host
-// as the route. [Instrument] fills MaxAttempts, Budget and Idempotent from
-// the Transport it instruments when they are unset.
+// as the route. [Instrument] fills MaxAttempts and Budget from the
+// Transport it instruments when they are unset.
 type Options struct {
 	// MeterProvider creates the instruments. If nil, the global
 	// provider, otel.GetMeterProvider().
@@ -48,12 +48,6 @@ type Options struct {
 	// gauge; a *httpretry.TokenBucket has the Tokens method. If nil, the
 	// gauge reports nothing.
 	Budget interface{ Tokens() float64 }
-
-	// Idempotent is the Transport's rule for requests that are safe to
-	// repeat, used to tell an "unknown" outcome (a failed request that may
-	// have been applied) from a plain "error". If nil,
-	// httpretry.IsIdempotent.
-	Idempotent func(req *http.Request) bool
 
 	// SpanKind is the kind of the operation span. 0 means
 	// trace.SpanKindInternal, right when each attempt has its own client
@@ -90,13 +84,6 @@ func (o *Options) maxAttempts() int {
 		return httpretry.DefaultMaxAttempts
 	}
 	return o.MaxAttempts
-}
-
-func (o *Options) idempotent() func(*http.Request) bool {
-	if o.Idempotent != nil {
-		return o.Idempotent
-	}
-	return httpretry.IsIdempotent
 }
 
 func (o *Options) spanKind() trace.SpanKind {

@@ -1,7 +1,6 @@
 package otelretry
 
 import (
-	"net/http"
 	"testing"
 
 	"github.com/httpretry/httpretry"
@@ -23,12 +22,8 @@ func TestOptionsDefaults(t *testing.T) {
 	if got := o.spanKind(); got != trace.SpanKindInternal {
 		t.Errorf("spanKind = %v; want internal", got)
 	}
-	post, _ := http.NewRequest("POST", "http://api.test/", nil)
-	if o.idempotent()(post) {
-		t.Error("default idempotent rule accepts a POST without a key")
-	}
-	o = Options{MaxRoutes: 7, MaxAttempts: 5, SpanKind: trace.SpanKindClient, Idempotent: func(*http.Request) bool { return true }}
-	if o.maxRoutes() != 7 || o.maxAttempts() != 5 || o.spanKind() != trace.SpanKindClient || !o.idempotent()(post) {
+	o = Options{MaxRoutes: 7, MaxAttempts: 5, SpanKind: trace.SpanKindClient}
+	if o.maxRoutes() != 7 || o.maxAttempts() != 5 || o.spanKind() != trace.SpanKindClient {
 		t.Errorf("set options not used: %+v", o)
 	}
 }
