@@ -223,9 +223,14 @@ func namesRequest(uerr *url.Error, req *http.Request) bool {
 	return strings.EqualFold(uerr.Op, method)
 }
 
-// errorClass names an error's category for logs: a small, bounded set of
-// words that carries no URL, header or body.
-func errorClass(err error) string {
+// ErrorClass names an error's category with a word from a small fixed
+// set, safe as a log field or a metric label: it carries no URL, header
+// or body, as an error's own text may (a *url.Error quotes the URL, query
+// string included). The words are "attempt_timeout", "idle_timeout",
+// "canceled", "deadline_exceeded", "connection_refused",
+// "connection_reset", "broken_pipe", "eof", "dns", "tls",
+// "invalid_request", "timeout" and "other"; a nil error gives "".
+func ErrorClass(err error) string {
 	var dnsErr *net.DNSError
 	var netErr net.Error
 	switch {

@@ -150,8 +150,8 @@ func TestErrorClass(t *testing.T) {
 		{&url.Error{Op: "Get", URL: "http://u:secret@x/?token=s", Err: errors.New("odd")}, "other"},
 	}
 	for _, tt := range tests {
-		if got := errorClass(tt.err); got != tt.want {
-			t.Errorf("errorClass(%v) = %q; want %q", tt.err, got, tt.want)
+		if got := ErrorClass(tt.err); got != tt.want {
+			t.Errorf("ErrorClass(%v) = %q; want %q", tt.err, got, tt.want)
 		}
 	}
 }

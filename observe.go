@@ -70,7 +70,7 @@ func (op *operation) log(level slog.Level, msg string, wait time.Duration, reaso
 		slog.Int("attempt", op.attempts),
 	)
 	if op.err != nil {
-		attrs = append(attrs, slog.String("error", errorClass(op.err)))
+		attrs = append(attrs, slog.String("error", ErrorClass(op.err)))
 	} else {
 		attrs = append(attrs, slog.Int("status", op.status))
 	}

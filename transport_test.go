@@ -361,7 +361,7 @@ func TestLoopbackPOSTRetriedAfterRefused(t *testing.T) {
 	if errors.Is(err, ErrOutcomeUnknown) {
 		t.Error("a refused POST never reached the server; its outcome is known")
 	}
-	if len(log.attempts) != 3 || errorClass(log.attempts[2].Err) != "connection_refused" {
+	if len(log.attempts) != 3 || ErrorClass(log.attempts[2].Err) != "connection_refused" {
 		t.Errorf("attempts = %+v", log.attempts)
 	}
 }

@@ -1,14 +1,7 @@
 package otelretry
 
 import (
-	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
-	"io"
 	"net/http"
-	"net"
-	"syscall"
 
 	"github.com/httpretry/httpretry"
 )
@@ -147,52 +140,4 @@ func outcomeClass(o httpretry.Outcome) int {
 		return outcomeUnknown
 	}
 	return outcomeError
-}
-
-func isCertError(err error) bool {
-	var (
-		certErr    *tls.CertificateVerificationError
-		unknownCA  x509.UnknownAuthorityError
-		hostErr    x509.HostnameError
-		invalidErr x509.CertificateInvalidError
-	)
-	return errors.As(err, &certErr) || errors.As(err, &unknownCA) ||
-		errors.As(err, &hostErr) || errors.As(err, &invalidErr)
-}
-
-// errorClass names an error's category for span attributes and events: a
-// small fixed set of words that carries no URL, header or body, since an
-// error's text can quote the URL, query string included.
-func errorClass(err error) string {
-	var (
-		dnsErr *net.DNSError
-		netErr net.Error
-	)
-	switch {
-	case err == nil:
-		return ""
-	case errors.Is(err, httpretry.ErrAttemptTimeout):
-		return "attempt_timeout"
-	case errors.Is(err, httpretry.ErrIdleTimeout):
-		return "idle_timeout"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "deadline_exceeded"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection_refused"
-	case errors.Is(err, syscall.ECONNRESET):
-		return "connection_reset"
-	case errors.Is(err, syscall.EPIPE):
-		return "broken_pipe"
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return "eof"
-	case errors.As(err, &dnsErr):
-		return "dns"
-	case isCertError(err):
-		return "tls"
-	case errors.As(err, &netErr) && netErr.Timeout():
-		return "timeout"
-	}
-	return "other"
 }

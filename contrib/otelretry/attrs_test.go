@@ -83,8 +83,8 @@ func TestErrorClass(t *testing.T) {
 		{x509.HostnameError{}, "tls"},
 		{&net.OpError{Op: "read", Err: timeoutErr{}}, "timeout"},
 	} {
-		if got := errorClass(c.err); got != c.want {
-			t.Errorf("errorClass(%v) = %q; want %q", c.err, got, c.want)
+		if got := httpretry.ErrorClass(c.err); got != c.want {
+			t.Errorf("ErrorClass(%v) = %q; want %q", c.err, got, c.want)
 		}
 	}
 }

@@ -180,7 +180,7 @@ func (t *Transport) end(op *operation, resp *http.Response, err error) {
 		kvs = append(kvs, semconv.ErrorTypeKey.String(strconv.Itoa(resp.StatusCode)))
 		span.SetStatus(codes.Error, "")
 	case outcomeError, outcomeUnknown:
-		class := errorClass(err)
+		class := httpretry.ErrorClass(err)
 		if class == "" {
 			class = "_OTHER" // the conventions' fallback value
 		}
@@ -207,7 +207,7 @@ func (t *Transport) OnAttempt(req *http.Request, a httpretry.Attempt) {
 	if op == nil || a.Wait <= 0 || !op.span.IsRecording() {
 		return
 	}
-	why := semconv.ErrorTypeKey.String(errorClass(a.Err))
+	why := semconv.ErrorTypeKey.String(httpretry.ErrorClass(a.Err))
 	if a.Err == nil {
 		why = semconv.HTTPResponseStatusCode(a.Status)
 	}

@@ -32,11 +32,6 @@ type Options struct {
 	// means httpretry.DefaultMaxAttempts (3). At most 100.
 	MaxAttempts int
 
-	// Idempotent reports whether a request was safe to repeat, to tell an
-	// unknown outcome from an error in [Collector.OnDone]. [Collector.Instrument]
-	// uses the Transport's own rule instead. If nil, [httpretry.IsIdempotent].
-	Idempotent func(req *http.Request) bool
-
 	// Budget, if set, is reported as the gauge httpretry_budget_tokens.
 	// [*httpretry.TokenBucket] has the method; set the same bucket as the
 	// Transport's Budget (the Transport's default budget is private to
@@ -64,9 +59,8 @@ type Options struct {
 // A Collector is safe for concurrent use by multiple goroutines and may
 // serve several Transports.
 type Collector struct {
-	route      func(*http.Request) string
-	idempotent func(*http.Request) bool
-	routes     *routeTable
+	route  func(*http.Request) string
+	routes *routeTable
 
 	operations      *prometheus.CounterVec
 	attempts        *prometheus.CounterVec
@@ -109,12 +103,9 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 	if opts.MaxAttempts > maxAttemptBuckets {
 		return nil, fmt.Errorf("promretry: MaxAttempts %d is above %d", opts.MaxAttempts, maxAttemptBuckets)
 	}
-	c := &Collector{route: opts.Route, idempotent: opts.Idempotent}
+	c := &Collector{route: opts.Route}
 	if c.route == nil {
 		c.route = hostRoute
-	}
-	if c.idempotent == nil {
-		c.idempotent = httpretry.IsIdempotent
 	}
 	maxRoutes := opts.MaxRoutes
 	if maxRoutes <= 0 {
@@ -200,21 +191,10 @@ func register(reg prometheus.Registerer, collectors []prometheus.Collector) erro
 // every attempt and operation, after calling the hooks t already had.
 // Call it before t's first use, since a Transport's fields must not change
 // afterwards, and only once per Transport, or everything counts twice.
-//
-// An operation without a response is classed as an unknown outcome by t's
-// own rule: t.Idempotent (or [httpretry.IsIdempotent]), and no request is
-// unknown when t.NewIdempotencyKey is set, since every attempt then
-// carries a key. A nil t is ignored.
+// A nil t is ignored.
 func (c *Collector) Instrument(t *httpretry.Transport) {
 	if t == nil {
 		return
-	}
-	idempotent := httpretry.IsIdempotent
-	if t.Idempotent != nil {
-		idempotent = t.Idempotent
-	}
-	if t.NewIdempotencyKey != nil {
-		idempotent = alwaysIdempotent
 	}
 	prevAttempt, prevDone := t.OnAttempt, t.OnDone
 	t.OnAttempt = func(req *http.Request, a httpretry.Attempt) {
@@ -227,6 +207,6 @@ func (c *Collector) Instrument(t *httpretry.Transport) {
 		if prevDone != nil {
 			prevDone(req, o)
 		}
-		c.done(req, o, idempotent)
+		c.OnDone(req, o)
 	}
 }

@@ -127,21 +127,21 @@ func TestInstrumentWithoutHooks(t *testing.T) {
 	})
 }
 
-// TestOnDoneIdempotentOption checks that OnDone, used without Instrument,
-// tells unknown outcomes apart by Options.Idempotent.
-func TestOnDoneIdempotentOption(t *testing.T) {
-	reset := httpretry.Outcome{Attempts: 1, Reason: httpretry.NotIdempotent, Err: errors.New("connection reset")}
+// TestOnDoneUnknownOutcome checks that OnDone, used without Instrument,
+// counts an unknown outcome exactly when the Outcome says so.
+func TestOnDoneUnknownOutcome(t *testing.T) {
 	for _, tt := range []struct {
-		name string
-		opts Options
-		want string
+		name    string
+		unknown bool
+		want    string
 	}{
-		{"default rule", Options{}, "unknown"},
-		{"all idempotent", Options{Idempotent: httpretry.AlwaysIdempotent}, "error"},
+		{"the Transport says unknown", true, "unknown"},
+		{"the Transport knows", false, "error"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c, reg := newCollector(t, tt.opts)
-			c.OnDone(httptest.NewRequest("POST", "http://api.test/", nil), reset)
+			c, reg := newCollector(t, Options{})
+			o := httpretry.Outcome{Attempts: 1, Reason: httpretry.NotIdempotent, Err: errors.New("connection reset"), Unknown: tt.unknown}
+			c.OnDone(httptest.NewRequest("POST", "http://api.test/", nil), o)
 			checkFamily(t, samples(scrape(t, reg)), "httpretry_operations_total", map[string]float64{
 				`httpretry_operations_total{method="POST",outcome="` + tt.want + `",reason="not_idempotent",route="api.test"}`: 1,
 			})

@@ -80,19 +80,11 @@
 //
 // # Unknown outcomes
 //
-// The Outcome a Transport reports does not say whether its error matches
-// [httpretry.ErrOutcomeUnknown], so the Collector derives it by the same
-// rule: the operation ended without a response after at least one
-// attempt, the request was not idempotent, and its last error does not
-// prove the request never left (a failed dial, a DNS error, a rejected
-// certificate). [Collector.Instrument] judges idempotency by the
-// Transport's own Idempotent function, and counts no unknown outcome when
-// the Transport generates idempotency keys. The derivation differs from
-// the Transport's verdict in rare cases, where it counts unknown what the
-// Transport knows was never sent: a last attempt refused by a dial whose
-// caller then left during the wait, an HTTP/2 stream refused with
-// REFUSED_STREAM, a request the Base could not form (an unsupported
-// scheme).
+// An operation is counted with outcome "unknown" when the Transport says
+// so in [httpretry.Outcome.Unknown]: it ended without a response, the
+// request was not safe to repeat, and its last attempt may have reached
+// the server — exactly when RoundTrip's error matches
+// [httpretry.ErrOutcomeUnknown].
 //
 // # Costs
 //

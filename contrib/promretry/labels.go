@@ -1,9 +1,7 @@
 package promretry
 
 import (
-	"crypto/tls"
 	"errors"
-	"net"
 	"net/http"
 
 	"github.com/httpretry/httpretry"
@@ -172,42 +170,18 @@ const (
 
 var phaseNames = [numPhases]string{"conn_wait", "dns", "connect", "tls", "first_byte"}
 
-// outcomeIndex classifies an operation by what its caller got. idempotent
-// reports whether the request was safe to repeat, as the Transport that
-// sent it judged.
-//
-// An operation without a response has an unknown outcome when the
-// request was not safe to repeat and its last attempt may have reached
-// the server: the rule by which the Transport's error matches
-// [httpretry.ErrOutcomeUnknown]. The Outcome does not carry that verdict,
-// so it is derived here from the request and the last error.
-func outcomeIndex(req *http.Request, o httpretry.Outcome, idempotent func(*http.Request) bool) int {
+// outcomeIndex classifies an operation by what its caller got: a
+// success, an error response, or an error — unknown when the Transport
+// judged that a request not safe to repeat may have been applied (the
+// error matches [httpretry.ErrOutcomeUnknown]).
+func outcomeIndex(o httpretry.Outcome) int {
 	switch {
-	case o.Status >= 400:
+	case o.Err == nil && o.Status >= 400:
 		return outcomeErrorResponse
-	case o.Status > 0:
+	case o.Err == nil && o.Status > 0:
 		return outcomeSuccess
-	case o.Attempts > 0 && o.Err != nil && !neverSent(o.Err) && !idempotent(req):
+	case o.Unknown:
 		return outcomeUnknown
 	}
 	return outcomeError
 }
-
-// neverSent reports errors that prove a request never left the client: a
-// failed dial (connection refused, no route, a name that does not
-// resolve) or a TLS certificate the client rejected during the handshake.
-// Any other error may have come after the server received the request.
-func neverSent(err error) bool {
-	if opErr, ok := errors.AsType[*net.OpError](err); ok && opErr.Op == "dial" {
-		return true
-	}
-	if _, ok := errors.AsType[*net.DNSError](err); ok {
-		return true
-	}
-	_, ok := errors.AsType[*tls.CertificateVerificationError](err)
-	return ok
-}
-
-// alwaysIdempotent stands for the idempotency rule of a Transport that
-// generates a key for every request without one.
-func alwaysIdempotent(*http.Request) bool { return true }

@@ -102,17 +102,12 @@ func (c *Collector) observePhases(a httpretry.Attempt) {
 
 // OnDone records one operation: its outcome class and stop reason, its
 // attempts, its time spent waiting and its duration. It has the signature
-// of [httpretry.Transport.OnDone] and tells unknown outcomes apart with
-// Options.Idempotent; [Collector.Instrument] installs it with the
-// Transport's own rule instead, chained with any hook already set.
+// of [httpretry.Transport.OnDone]; [Collector.Instrument] installs it,
+// chained with any hook already set.
 func (c *Collector) OnDone(req *http.Request, o httpretry.Outcome) {
-	c.done(req, o, c.idempotent)
-}
-
-func (c *Collector) done(req *http.Request, o httpretry.Outcome, idempotent func(*http.Request) bool) {
 	r := c.routes.get(c.route(req))
 	m := methodIndex(req.Method)
-	out := outcomeIndex(req, o, idempotent)
+	out := outcomeIndex(o)
 	rs := reasonIndex(o.Reason)
 	s := &r.operations[m][out][rs]
 	ops, ok := s.get()
