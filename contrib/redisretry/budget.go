@@ -262,20 +262,14 @@ func (b *Budget) Flush(ctx context.Context) error {
 // Tokens reads the number of tokens in the shared bucket, for metrics and
 // tests: capacity if the key does not exist. Pending deposits are not
 // included. It reads Redis whatever the state, bounded by ctx and
-// CallTimeout, and changes no state.
+// CallTimeout, and changes no state; after Close it returns an error.
 func (b *Budget) Tokens(ctx context.Context) (float64, error) {
-	var units int64
-	err := b.do(ctx, func(ctx context.Context) error {
+	units, err := do(b, ctx, func(ctx context.Context) (int64, error) {
 		v, err := b.rdb.Get(ctx, b.keys[0]).Int64()
-		switch {
-		case errors.Is(err, redis.Nil):
-			units = b.capacity
-			return nil
-		case err != nil:
-			return err
+		if errors.Is(err, redis.Nil) {
+			return b.capacity, nil
 		}
-		units = v
-		return nil
+		return v, err
 	})
 	if err != nil {
 		return 0, b.wrap(err)

@@ -44,49 +44,53 @@ var errClosed = errors.New("redisretry: budget closed")
 // eval runs bucketScript once: it adds add units and takes take units,
 // and reports whether the take was granted and the tokens left, in units.
 func (b *Budget) eval(ctx context.Context, add, take int64) (granted bool, tokens int64, err error) {
-	err = b.do(ctx, func(ctx context.Context) error {
-		res, err := bucketScript.Run(ctx, b.rdb, b.keys, b.capacity, add, take, b.ttl().Milliseconds()).Int64Slice()
-		if err != nil {
-			return err
-		}
-		if len(res) != 2 {
-			return fmt.Errorf("redisretry: script returned %d values; want 2", len(res))
-		}
-		granted, tokens = res[0] == 1, res[1]
-		return nil
+	res, err := do(b, ctx, func(ctx context.Context) ([]int64, error) {
+		return bucketScript.Run(ctx, b.rdb, b.keys, b.capacity, add, take, b.ttl().Milliseconds()).Int64Slice()
 	})
 	if err != nil {
 		return false, 0, b.wrap(err)
 	}
-	return granted, tokens, nil
+	if len(res) != 2 {
+		return false, 0, fmt.Errorf("redisretry: key %q: the script returned %d values; want 2", b.keys[0], len(res))
+	}
+	return res[0] == 1, res[1], nil
 }
 
-// do runs f on a goroutine of its own, under ctx bounded by CallTimeout,
-// and returns when f does or when that bound passes, whichever is first.
-// A go-redis client without ContextTimeoutEnabled reads a reply until its
-// ReadTimeout whatever the context says, so waiting for f alone could
-// outlast the caller's deadline. Close waits for the calls left running.
-func (b *Budget) do(ctx context.Context, f func(context.Context) error) error {
+// result is what a call on its own goroutine hands back.
+type result[T any] struct {
+	v   T
+	err error
+}
+
+// do runs f on a goroutine of its own, under ctx bounded by b's
+// CallTimeout, and returns when f does or when that bound passes,
+// whichever is first. A go-redis client without ContextTimeoutEnabled
+// reads a reply until its ReadTimeout whatever the context says, so
+// waiting for f alone could outlast the caller's deadline. Close waits for
+// the calls left running.
+func do[T any](b *Budget, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	var zero T
 	b.callMu.Lock()
 	if b.closed {
 		b.callMu.Unlock()
-		return errClosed
+		return zero, errClosed
 	}
 	b.calls.Add(1)
 	b.callMu.Unlock()
 
 	ctx, cancel := context.WithTimeout(ctx, b.callTimeout())
 	defer cancel()
-	res := make(chan error, 1)
+	done := make(chan result[T], 1)
 	go func() {
 		defer b.calls.Done()
-		res <- f(ctx)
+		v, err := f(ctx)
+		done <- result[T]{v, err}
 	}()
 	select {
-	case err := <-res:
-		return err
+	case r := <-done:
+		return r.v, r.err
 	case <-ctx.Done():
-		return ctx.Err()
+		return zero, ctx.Err()
 	}
 }
 
