@@ -1,6 +1,7 @@
 package redisretry
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"sync/atomic"
@@ -12,7 +13,33 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// go-redis logs every failed dial; the fault drills make many.
+	redis.SetLogger(quiet{})
+	goleak.VerifyTestMain(m)
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// syncBuffer is a bytes.Buffer safe for a logger on another goroutine.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
 
 // newBudget returns a Budget closed when t ends.
 func newBudget(t *testing.T, rdb redis.UniversalClient, key string, capacity, perRequest float64, o Options) *Budget {
@@ -101,7 +128,7 @@ func (l *stateLog) states() []State {
 }
 
 // server starts a redis-server for t and returns a client of it.
-func server(t *testing.T) (*redistest.Server, *redis.Client) {
+func server(t testing.TB) (*redistest.Server, *redis.Client) {
 	t.Helper()
 	srv := redistest.Start(t)
 	return srv, srv.Client(t)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -100,7 +101,7 @@ func (b *Budget) wrap(err error) error {
 	switch {
 	case errors.Is(err, errClosed):
 		return err
-	case redis.HasErrorPrefix(err, "WRONGTYPE"), redis.HasErrorPrefix(err, "BADTOKENS"):
+	case redis.HasErrorPrefix(err, "WRONGTYPE"), redis.HasErrorPrefix(err, "BADTOKENS"), errors.As(err, new(*strconv.NumError)):
 		return fmt.Errorf("redisretry: key %q holds something other than a token count; give the budget a key of its own: %w", b.keys[0], err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("redisretry: key %q: no answer from Redis in time: %w", b.keys[0], err)

@@ -1,0 +1,249 @@
+package redisretry
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// slack is added to every upper bound on how long a call may take: far
+// more than any scheduler delay, far less than a client's 3s read timeout
+// that the bounds are there to beat.
+const slack = time.Second
+
+// timed runs f and returns how long it took.
+func timed(f func()) time.Duration {
+	start := time.Now()
+	f()
+	return time.Since(start)
+}
+
+func TestRedisKilledAndRestarted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, rdb := server(t)
+	var log stateLog
+	b := newBudget(t, rdb, "killed", 20, 0.1, Options{
+		OnStateChange:    log.add,
+		MaxProbeInterval: 100 * time.Millisecond,
+	})
+	if !b.Withdraw(ctx) {
+		t.Fatal("Withdraw from a full shared bucket refused")
+	}
+	srv.Kill()
+
+	// The first call after the crash fails within CallTimeout and falls
+	// back to the local bucket of 20/10 = 2 tokens; the others are local.
+	var got []bool
+	for range 3 {
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		var ok bool
+		if d := timed(func() { ok = b.Withdraw(wctx) }); d > DefaultCallTimeout+slack {
+			t.Errorf("Withdraw with Redis down took %v; want at most %v", d, DefaultCallTimeout+slack)
+		}
+		cancel()
+		got = append(got, ok)
+	}
+	if want := []bool{true, true, false}; !slices.Equal(got, want) {
+		t.Fatalf("withdrawals with Redis down = %v; want %v (the local bucket's 2 tokens)", got, want)
+	}
+	if s := b.State(); s != Local {
+		t.Fatalf("state = %v; want local", s)
+	}
+	// Deposits in the local state go to the local bucket.
+	for range 10 {
+		b.Deposit()
+	}
+	if !b.Withdraw(ctx) || b.Withdraw(ctx) {
+		t.Fatal("10 local deposits of 0.1 did not make exactly one local token")
+	}
+
+	srv.Restart(t)
+	eventually(t, "back to the shared bucket", func() bool { return b.State() == Shared })
+	if want := []State{Local, Shared}; !slices.Equal(log.states(), want) {
+		t.Fatalf("reported %v; want %v", log.states(), want)
+	}
+	// The restarted server lost the key: the probe made it full again,
+	// and the shared bucket serves withdrawals.
+	if got := drain(t, b); got != 20 {
+		t.Fatalf("drained %d from the restarted shared bucket; want 20", got)
+	}
+	if got := tokens(t, b); got != 0 {
+		t.Fatalf("tokens = %v; want 0", got)
+	}
+	if want := []State{Local, Shared}; !slices.Equal(log.states(), want) {
+		t.Fatalf("reported %v after draining; want %v: one report per change", log.states(), want)
+	}
+}
+
+func TestConcurrentWithdrawalsAtACrash(t *testing.T) {
+	t.Parallel()
+	srv, rdb := server(t)
+	var log stateLog
+	b := newBudget(t, rdb, "crash-concurrent", 1000, 0.1, Options{OnStateChange: log.add, FleetSize: 1})
+	srv.Kill()
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if d := timed(func() { b.Withdraw(ctx) }); d > DefaultCallTimeout+slack {
+				t.Errorf("Withdraw took %v; want at most %v", d, DefaultCallTimeout+slack)
+			}
+		})
+	}
+	wg.Wait()
+	if want := []State{Local}; !slices.Equal(log.states(), want) {
+		t.Fatalf("50 failing withdrawals reported %v; want %v, once", log.states(), want)
+	}
+}
+
+// silentServer accepts connections and never answers, as a Redis that
+// hangs would; it closes them when t ends.
+func silentServer(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return l.Addr().String()
+}
+
+func TestRedisThatNeverAnswers(t *testing.T) {
+	t.Parallel()
+	addr := silentServer(t)
+	// A client as most programs configure it: no ContextTimeoutEnabled,
+	// so go-redis itself would wait for its ReadTimeout.
+	const readTimeout = 2 * time.Second
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: readTimeout, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+
+	t.Run("per-call limit", func(t *testing.T) {
+		t.Parallel()
+		var log stateLog
+		b := newBudget(t, rdb, "silent", 20, 0.1, Options{OnStateChange: log.add})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var ok bool
+		if d := timed(func() { ok = b.Withdraw(ctx) }); d > DefaultCallTimeout+slack {
+			t.Fatalf("Withdraw took %v; want at most %v", d, DefaultCallTimeout+slack)
+		}
+		if !ok {
+			t.Fatal("Withdraw refused; want a token from the local bucket")
+		}
+		if want := []State{Local}; !slices.Equal(log.states(), want) {
+			t.Fatalf("reported %v; want %v", log.states(), want)
+		}
+		if _, err := b.Tokens(ctx); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "redisretry: key \"silent\": no answer from Redis in time") {
+			t.Fatalf("Tokens error = %v; want a timeout naming the key", err)
+		}
+	})
+	t.Run("caller's deadline", func(t *testing.T) {
+		t.Parallel()
+		// The caller's deadline comes before a long per-call limit: the
+		// Withdraw returns by it, refuses (the operation is over), and
+		// passes no verdict on Redis.
+		var log stateLog
+		b := newBudget(t, rdb, "silent-caller", 20, 0.1, Options{OnStateChange: log.add, CallTimeout: time.Minute, FlushInterval: time.Hour})
+		const deadline = 30 * time.Millisecond
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		defer cancel()
+		var ok bool
+		if d := timed(func() { ok = b.Withdraw(ctx) }); d > deadline+slack {
+			t.Fatalf("Withdraw took %v; want at most %v", d, deadline+slack)
+		}
+		if ok {
+			t.Fatal("Withdraw granted past the caller's deadline")
+		}
+		if len(log.states()) != 0 || b.State() != Shared {
+			t.Fatalf("reported %v, state %v; want no change", log.states(), b.State())
+		}
+	})
+}
+
+func TestKeyOfTheWrongType(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, rdb := server(t)
+	tests := []struct {
+		name  string
+		setup func(key string) error
+		code  string
+	}{
+		{"list", func(k string) error { return rdb.RPush(ctx, k, "x").Err() }, "WRONGTYPE"},
+		{"hash", func(k string) error { return rdb.HSet(ctx, k, "f", "v").Err() }, "WRONGTYPE"},
+		{"text", func(k string) error { return rdb.Set(ctx, k, "hello", 0).Err() }, "BADTOKENS"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key := "wrong:" + tt.name
+			if err := tt.setup(key); err != nil {
+				t.Fatal(err)
+			}
+			var buf syncBuffer
+			logger := slog.New(slog.NewTextHandler(&buf, nil))
+			var log stateLog
+			b := newBudget(t, rdb, key, 20, 0.1, Options{OnStateChange: log.add, Logger: logger, MaxProbeInterval: 20 * time.Millisecond})
+			if !b.Withdraw(ctx) {
+				t.Fatal("Withdraw refused; want a token from the local bucket")
+			}
+			if s := b.State(); s != Local {
+				t.Fatalf("state = %v; want local", s)
+			}
+			_, err := b.Tokens(ctx)
+			if err == nil || !strings.Contains(err.Error(), "redisretry: key \""+key+"\" holds something other than a token count") {
+				t.Fatalf("Tokens error = %v; want one naming the key and the problem", err)
+			}
+			// The probes keep failing without another report.
+			time.Sleep(100 * time.Millisecond)
+			if want := []State{Local}; !slices.Equal(log.states(), want) {
+				t.Fatalf("reported %v; want %v", log.states(), want)
+			}
+			if n := strings.Count(buf.String(), "level=WARN"); n != 1 || !strings.Contains(buf.String(), tt.code) {
+				t.Fatalf("log = %q; want one warning carrying %s", buf.String(), tt.code)
+			}
+			// Once the key is freed, a probe brings the budget back.
+			rdb.Del(ctx, key)
+			eventually(t, "back to the shared bucket", func() bool { return b.State() == Shared })
+			if got := tokens(t, b); got != 20 {
+				t.Fatalf("tokens = %v; want 20", got)
+			}
+			eventually(t, "the return logged", func() bool { return strings.Contains(buf.String(), "level=INFO") })
+			if n := strings.Count(buf.String(), "level=INFO"); n != 1 {
+				t.Fatalf("log = %q; want one info record for the return", buf.String())
+			}
+		})
+	}
+}
