@@ -62,6 +62,11 @@ func hitsChart(path, title string, runs []*run) error {
 	// Room above the lines for the legend; the phase names go along the
 	// bottom, below the traffic.
 	p.Y.Max = top * 1.45
+	if runs[0].scenario == "fleet" {
+		// Six lines, and the per-process ones high: a taller legend.
+		p.Y.Max = top * 1.6
+	}
+	p.Legend.YOffs = -vg.Points(10) // clear of the title
 	// A little room on the right keeps the last label inside the picture.
 	p.X.Min, p.X.Max = 0, total(phases).Seconds()+0.3
 	p.X.Tick.Marker = secondsTicker{}

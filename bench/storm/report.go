@@ -50,6 +50,12 @@ func report(res *results) string {
 	for _, p := range c.policies {
 		fmt.Fprintf(&b, "- **%s**: %s.\n", p.name, p.desc)
 	}
+	for _, r := range res.fleet {
+		if r.redis != nil {
+			fmt.Fprintf(&b, "- **%s** (fleet only): %s.\n", r.policy.name, r.policy.desc)
+			break
+		}
+	}
 	b.WriteString("\n" + legend)
 	return b.String()
 }

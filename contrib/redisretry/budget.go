@@ -180,6 +180,17 @@ func (b *Budget) maxProbeInterval() time.Duration {
 	return durationOr(b.opts.MaxProbeInterval, DefaultMaxProbeInterval)
 }
 
+// ended reports whether ctx is done. It selects on Done rather than
+// calling Err, which blocks on a live context of clockwork's fake clock.
+func ended(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	default:
+		return false
+	}
+}
+
 func durationOr(d, def time.Duration) time.Duration {
 	if d <= 0 {
 		return def
@@ -210,16 +221,14 @@ func (b *Budget) Withdraw(ctx context.Context) bool {
 	if b.state.Load() != int32(Shared) {
 		return b.local.Withdraw(ctx)
 	}
-	select {
-	case <-ctx.Done():
+	if ended(ctx) {
 		return false
-	default:
 	}
 	granted, _, err := b.eval(ctx, b.takePending(), tokenUnit)
 	if err == nil {
 		return granted
 	}
-	if ctx.Err() != nil {
+	if ended(ctx) {
 		// The caller left or ran out of time: no verdict on Redis, and no
 		// retry for an operation that is over.
 		return false
@@ -253,7 +262,7 @@ func (b *Budget) Flush(ctx context.Context) error {
 		return nil
 	}
 	_, _, err := b.eval(ctx, add, 0)
-	if err != nil && ctx.Err() == nil {
+	if err != nil && !ended(ctx) {
 		b.fallBack(err)
 	}
 	return err

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -245,5 +246,29 @@ func TestKeyOfTheWrongType(t *testing.T) {
 				t.Fatalf("log = %q; want one info record for the return", buf.String())
 			}
 		})
+	}
+}
+
+// TestWithdrawUnderAFakeClock: a Transport with a fake clock hands
+// Withdraw a context of that clock, whose Err blocks while it is live. A
+// timed-out call must still return and fall back.
+func TestWithdrawUnderAFakeClock(t *testing.T) {
+	t.Parallel()
+	addr := silentServer(t)
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	b := newBudget(t, rdb, "fake-clock", 20, 0.1, Options{})
+	clock := clockwork.NewFakeClock()
+	ctx, cancel := clockwork.WithTimeout(context.Background(), clock, time.Hour)
+	defer cancel()
+	done := make(chan bool, 1)
+	go func() { done <- b.Withdraw(ctx) }()
+	select {
+	case ok := <-done:
+		if !ok || b.State() != Local {
+			t.Fatalf("Withdraw = %v, state %v; want a local token", ok, b.State())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Withdraw under a live fake-clock context did not return")
 	}
 }
