@@ -81,7 +81,7 @@ func TestFleetExactness(t *testing.T) {
 			for i := range budgets {
 				// The test is about arithmetic, not speed: a call never
 				// times out into the local bucket here.
-				budgets[i] = newBudget(t, rdb, key, 20, tt.per, Options{CallTimeout: time.Minute})
+				budgets[i] = newBudget(t, rdb, key, 20, tt.per, Options{CallTimeout: patient})
 			}
 			// The bucket starts full: drain it before any deposit, so
 			// that no deposit overflows the capacity.
@@ -129,7 +129,7 @@ func TestDepositMakesNoCall(t *testing.T) {
 	_, rdb := server(t)
 	var c counter
 	rdb.AddHook(&c)
-	b := newBudget(t, rdb, "deposit", 20, 0.1, Options{FlushInterval: time.Hour})
+	b := newBudget(t, rdb, "deposit", 20, 0.1, Options{FlushInterval: time.Hour, CallTimeout: patient})
 	if got := drain(t, b); got != 20 {
 		t.Fatalf("drained %d; want 20", got)
 	}
@@ -160,7 +160,7 @@ func TestDepositMakesNoCall(t *testing.T) {
 func TestDepositsFlushedInBackground(t *testing.T) {
 	t.Parallel()
 	_, rdb := server(t)
-	b := newBudget(t, rdb, "background", 20, 0.1, Options{FlushInterval: 10 * time.Millisecond})
+	b := newBudget(t, rdb, "background", 20, 0.1, Options{FlushInterval: 10 * time.Millisecond, CallTimeout: patient})
 	drain(t, b)
 	for range 25 {
 		b.Deposit()
@@ -173,7 +173,7 @@ func TestWithdrawCarriesPendingInOneRoundTrip(t *testing.T) {
 	_, rdb := server(t)
 	var c counter
 	rdb.AddHook(&c)
-	b := newBudget(t, rdb, "carry", 20, 0.1, Options{FlushInterval: time.Hour})
+	b := newBudget(t, rdb, "carry", 20, 0.1, Options{FlushInterval: time.Hour, CallTimeout: patient})
 	drain(t, b)
 	for range 10 {
 		b.Deposit()
@@ -193,7 +193,7 @@ func TestWithdrawCarriesPendingInOneRoundTrip(t *testing.T) {
 func TestRefundReachesRedis(t *testing.T) {
 	t.Parallel()
 	_, rdb := server(t)
-	b := newBudget(t, rdb, "refund", 20, 0.1, Options{FlushInterval: time.Hour})
+	b := newBudget(t, rdb, "refund", 20, 0.1, Options{FlushInterval: time.Hour, CallTimeout: patient})
 	for range 3 {
 		b.Withdraw(context.Background())
 	}
@@ -228,7 +228,7 @@ func TestRefundReachesRedis(t *testing.T) {
 func TestRefundFlushedInBackground(t *testing.T) {
 	t.Parallel()
 	_, rdb := server(t)
-	b := newBudget(t, rdb, "refund-bg", 20, 0.1, Options{FlushInterval: 10 * time.Millisecond})
+	b := newBudget(t, rdb, "refund-bg", 20, 0.1, Options{FlushInterval: 10 * time.Millisecond, CallTimeout: patient})
 	drain(t, b)
 	b.Refund()
 	eventually(t, "a refund flushed", func() bool { return tokens(t, b) == 1 })
@@ -238,7 +238,7 @@ func TestTTL(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, rdb := server(t)
-	b := newBudget(t, rdb, "ttl", 20, 0.1, Options{})
+	b := newBudget(t, rdb, "ttl", 20, 0.1, Options{CallTimeout: patient})
 	b.Withdraw(ctx)
 	ttl, err := rdb.PTTL(ctx, "ttl").Result()
 	if err != nil || ttl <= 9*time.Minute || ttl > DefaultTTL {
@@ -251,7 +251,7 @@ func TestTTL(t *testing.T) {
 		t.Fatalf("PTTL after another Withdraw = %v; want over 9m", ttl)
 	}
 	// An idle key disappears.
-	short := newBudget(t, rdb, "ttl-short", 20, 0.1, Options{TTL: 50 * time.Millisecond})
+	short := newBudget(t, rdb, "ttl-short", 20, 0.1, Options{TTL: 50 * time.Millisecond, CallTimeout: patient})
 	short.Withdraw(ctx)
 	if ttl, _ := rdb.PTTL(ctx, "ttl-short").Result(); ttl <= 0 || ttl > 50*time.Millisecond {
 		t.Fatalf("PTTL with TTL 50ms = %v; want in (0, 50ms]", ttl)
@@ -268,7 +268,7 @@ func TestCloseFlushesAndStops(t *testing.T) {
 	_, rdb := server(t)
 	var c counter
 	rdb.AddHook(&c)
-	b, err := NewBudget(rdb, "close", 20, 0.5, Options{FlushInterval: time.Hour})
+	b, err := NewBudget(rdb, "close", 20, 0.5, Options{FlushInterval: time.Hour, CallTimeout: patient})
 	if err != nil {
 		t.Fatal(err)
 	}

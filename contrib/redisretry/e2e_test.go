@@ -33,7 +33,7 @@ func TestFleetOfTransports(t *testing.T) {
 	var reasons sync.Map // StopReason -> *atomic.Int64
 	var wg sync.WaitGroup
 	for range processes {
-		b := newBudget(t, rdb, "e2e", capacity, 0, Options{})
+		b := newBudget(t, rdb, "e2e", capacity, 0, Options{CallTimeout: patient})
 		base := &http.Transport{}
 		t.Cleanup(base.CloseIdleConnections)
 		client := &http.Client{Transport: &httpretry.Transport{
