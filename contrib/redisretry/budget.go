@@ -112,9 +112,10 @@ type Budget struct {
 
 	mu sync.Mutex // serializes state changes and their reports
 
-	callMu sync.Mutex     // protects closed and the Add of calls
-	closed bool           // no new Redis call starts
-	calls  sync.WaitGroup // Redis calls in flight
+	callMu   sync.Mutex     // protects closed and the Add of calls
+	closed   bool           // no new Redis call starts
+	calls    sync.WaitGroup // Redis calls in flight, for Close
+	inflight atomic.Int32   // Redis calls in flight, for the prober
 
 	stop      chan struct{} // closed by Close to stop the flusher
 	done      chan struct{} // closed when the flusher has returned

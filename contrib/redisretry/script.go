@@ -77,6 +77,7 @@ func do[T any](b *Budget, ctx context.Context, f func(context.Context) (T, error
 		return zero, errClosed
 	}
 	b.calls.Add(1)
+	b.inflight.Add(1)
 	b.callMu.Unlock()
 
 	ctx, cancel := context.WithTimeout(ctx, b.callTimeout())
@@ -84,6 +85,7 @@ func do[T any](b *Budget, ctx context.Context, f func(context.Context) (T, error
 	done := make(chan result[T], 1)
 	go func() {
 		defer b.calls.Done()
+		defer b.inflight.Add(-1)
 		v, err := f(ctx)
 		done <- result[T]{v, err}
 	}()

@@ -101,8 +101,13 @@ func (b *Budget) run() {
 
 // probe makes one call that changes no count (it creates a missing key
 // full and refreshes the TTL), and switches back to the shared bucket when
-// it succeeds.
+// it succeeds. While an earlier call is still waiting for a reply (a client
+// without ContextTimeoutEnabled waits for its ReadTimeout), it makes none:
+// a Redis that does not answer gets at most one call at a time.
 func (b *Budget) probe() bool {
+	if b.inflight.Load() > 0 {
+		return false
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.callTimeout())
 	defer cancel()
 	if _, _, err := b.eval(ctx, 0, 0); err != nil {

@@ -114,6 +114,13 @@ func TestConcurrentWithdrawalsAtACrash(t *testing.T) {
 // silentServer accepts connections and never answers, as a Redis that
 // hangs would; it closes them when t ends.
 func silentServer(t *testing.T) string {
+	addr, _ := countingSilentServer(t)
+	return addr
+}
+
+// countingSilentServer is silentServer that also reports how many
+// connections it accepted so far.
+func countingSilentServer(t *testing.T) (string, func() int) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -143,7 +150,29 @@ func silentServer(t *testing.T) string {
 		}
 		mu.Unlock()
 	})
-	return l.Addr().String()
+	return l.Addr().String(), func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(conns)
+	}
+}
+
+func TestOneCallAtATimeToASilentRedis(t *testing.T) {
+	t.Parallel()
+	addr, accepted := countingSilentServer(t)
+	// Without ContextTimeoutEnabled an abandoned call waits for the
+	// ReadTimeout on its own connection: a prober that did not wait for
+	// it would open a connection per probe.
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: 2 * time.Second, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	b := newBudget(t, rdb, "one-at-a-time", 20, 0.1, Options{FlushInterval: 5 * time.Millisecond, MaxProbeInterval: 10 * time.Millisecond})
+	if !b.Withdraw(context.Background()) || b.State() != Local {
+		t.Fatal("want a local token after the call timed out")
+	}
+	time.Sleep(500 * time.Millisecond) // some 30 probe times
+	if n := accepted(); n > 1 {
+		t.Fatalf("%d connections while the first call still waited; want 1", n)
+	}
 }
 
 func TestRedisThatNeverAnswers(t *testing.T) {
