@@ -174,9 +174,10 @@ func redisTable(b *strings.Builder, runs []*run) {
 		return
 	}
 	b.WriteString("What the budget in Redis cost, over the whole run: *retries asked* are Withdraw calls; *round trips per retry* counts the " +
-		"commands those calls sent (one script each); *other round trips* are the batched flushes of deposits (one per process per 100 ms " +
-		"while it has any), probes and connection setup; *added* is the time a failing operation spent in Withdraw, all its retries together. " +
-		"*State changes* counts falls back to the local bucket and returns.\n\n")
+		"scripts those calls sent (one each; none while a process runs on its local bucket); *other round trips* are the batched flushes " +
+		"of deposits (one per process per 100 ms while it has any), probes and connection setup; *added* is the time a failing operation " +
+		"spent in Withdraw, all its retries together, at most the 50 ms per-call limit per retry. *State changes* counts falls back to the " +
+		"local bucket (a call that failed or took over 50 ms) and returns to the shared one.\n\n")
 	b.WriteString("| processes | retries asked | round trips per retry | other round trips | added p50 | added p99 | added max | state changes |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
