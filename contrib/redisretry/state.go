@@ -11,9 +11,10 @@ import (
 type State int32
 
 const (
-	// Shared: the bucket in Redis, shared by every process using the key.
+	// Shared means the bucket in Redis, shared by every process using
+	// the key.
 	Shared State = iota
-	// Local: the process's own fallback bucket, while Redis is
+	// Local means the process's own fallback bucket, while Redis is
 	// unavailable (and after Close).
 	Local
 )
