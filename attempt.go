@@ -32,8 +32,8 @@ type operation struct {
 	cancel    context.CancelFunc // releases ctx when it was derived for Timeout, else nil
 
 	// timed is set when anything needs clock readings: a deadline, a
-	// per-attempt limit, hooks, a logger or WithOutcome. Without it the
-	// success path reads no clock at all.
+	// per-attempt limit, Propagate, hooks or WithOutcome (for durations).
+	// Without it the success path reads no clock at all.
 	timed          bool
 	start          time.Time
 	deadline       time.Time // the operation's: the earlier of the caller's and start+Timeout
@@ -122,7 +122,7 @@ func (op *operation) begin() error {
 // caller's and start+Timeout, and whether it needs clock readings at all.
 func (op *operation) setDeadline() {
 	t := op.t
-	op.timed = op.out != nil || t.OnAttempt != nil || t.OnDone != nil || t.Logger != nil ||
+	op.timed = op.out != nil || t.OnAttempt != nil || t.OnDone != nil ||
 		t.Timeout > 0 || t.AttemptTimeout > 0 || t.Propagate
 	if d, ok := op.callerCtx.Deadline(); ok {
 		op.deadline, op.hasDeadline, op.timed = d, true, true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -234,4 +235,87 @@ func TestTimeoutOnlyWithEmptyBody(t *testing.T) {
 	if resp.Body != http.NoBody || !done(ctx) {
 		t.Errorf("Body %T, context done %v; want NoBody kept and the operation's context released at once", resp.Body, done(ctx))
 	}
+}
+
+// countingClock is a fake clock that counts readings and timers.
+type countingClock struct {
+	*clockwork.FakeClock
+	nows, timers atomic.Int32
+}
+
+func (c *countingClock) Now() time.Time {
+	c.nows.Add(1)
+	return c.FakeClock.Now()
+}
+
+func (c *countingClock) Since(t time.Time) time.Duration {
+	c.nows.Add(1)
+	return c.FakeClock.Since(t)
+}
+
+func (c *countingClock) NewTimer(d time.Duration) clockwork.Timer {
+	c.timers.Add(1)
+	return c.FakeClock.NewTimer(d)
+}
+
+// TestClockReadOnlyWhenNeeded: the success path of a Transport with no
+// deadline, no per-attempt limit, no hooks and no Outcome reads no clock;
+// each of those makes it read one; a retry with no wait sets no timer.
+func TestClockReadOnlyWhenNeeded(t *testing.T) {
+	t.Parallel()
+	hook := func(*http.Request, Attempt) {}
+	done := func(*http.Request, Outcome) {}
+	tests := []struct {
+		name  string
+		tr    func() *Transport
+		ctx   func() (context.Context, context.CancelFunc)
+		reads bool
+	}{
+		{"nothing needs time", func() *Transport { return &Transport{} }, nil, false},
+		{"a Logger needs none", func() *Transport { return &Transport{Logger: slog.New(slog.DiscardHandler)} }, nil, false},
+		{"Timeout", func() *Transport { return &Transport{Timeout: time.Second} }, nil, true},
+		{"AttemptTimeout", func() *Transport { return &Transport{AttemptTimeout: time.Second} }, nil, true},
+		{"Propagate", func() *Transport { return &Transport{Propagate: true} }, nil, true},
+		{"OnAttempt", func() *Transport { return &Transport{OnAttempt: hook} }, nil, true},
+		{"OnDone", func() *Transport { return &Transport{OnDone: done} }, nil, true},
+		{"a caller deadline", func() *Transport { return &Transport{} }, func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), time.Hour)
+		}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			clock := &countingClock{FakeClock: clockwork.NewFakeClock()}
+			tr := tt.tr()
+			tr.Base = httptestutil.NewTransport(clock.FakeClock, httptestutil.Step{Status: 200})
+			tr.Clock = clock
+			ctx, cancel := context.Background(), context.CancelFunc(func() {})
+			if tt.ctx != nil {
+				ctx, cancel = tt.ctx()
+			}
+			defer cancel()
+			resp, err := tr.RoundTrip(newRequest(t, ctx, "GET", "http://api.test/", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			readBody(t, resp)
+			if got := clock.nows.Load() > 0; got != tt.reads {
+				t.Errorf("%d clock readings; want readings: %v", clock.nows.Load(), tt.reads)
+			}
+		})
+	}
+	t.Run("a retry without a wait sets no timer", func(t *testing.T) {
+		t.Parallel()
+		clock := &countingClock{FakeClock: clockwork.NewFakeClock()}
+		base := httptestutil.NewTransport(clock.FakeClock, httptestutil.Step{Status: 503}, httptestutil.Step{Status: 200})
+		tr := &Transport{Base: base, Clock: clock, Jitter: noJitter}
+		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		readBody(t, resp)
+		if n := clock.timers.Load(); n != 0 || base.Hits() != 2 {
+			t.Errorf("%d timers, %d hits; want 0 timers, 2 hits", n, base.Hits())
+		}
+	})
 }
