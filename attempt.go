@@ -210,10 +210,9 @@ func (op *operation) attemptRequest() *http.Request {
 	if t.Propagate {
 		propagate(req, op.attempts, limit.Sub(op.lastStart), bounded)
 	}
-	switch {
-	case resend:
+	if resend {
 		req.Body, op.nextBody = op.nextBody, nil
-	case op.body == bodyOnce:
+	} else if op.body == bodyOnce {
 		// Each attempt reads through its own tracker, so that the next
 		// one can tell whether this one read anything.
 		op.tracker = &readTracker{body: op.once}
@@ -225,16 +224,17 @@ func (op *operation) attemptRequest() *http.Request {
 // normalize makes Base's answer one of a response with a Body or an
 // error, as http.Client expects of a RoundTripper.
 func normalize(base http.RoundTripper, req *http.Request, resp *http.Response, err error) (*http.Response, error) {
-	switch {
-	case err != nil && resp != nil:
+	if err != nil && resp != nil {
 		// A RoundTripper must not return both; trust the error.
 		if resp.Body != nil {
 			resp.Body.Close()
 		}
 		return nil, err
-	case err == nil && resp == nil:
+	}
+	if err == nil && resp == nil {
 		return nil, fmt.Errorf("httpretry: %T returned a nil response and a nil error", base)
-	case err == nil && resp.Body == nil:
+	}
+	if err == nil && resp.Body == nil {
 		// As http.Client does: a nil Body may stand for an empty one,
 		// unless the response says it has content.
 		if resp.ContentLength > 0 && req.Method != http.MethodHead {
@@ -251,15 +251,14 @@ func normalize(base http.RoundTripper, req *http.Request, resp *http.Response, e
 // from one the caller ended.
 func (op *operation) complete(req *http.Request, resp *http.Response, err error) (*http.Response, error) {
 	if op.idle != nil {
-		switch {
-		case resp == nil:
+		if resp == nil {
 			err = op.idle.wrap(err)
-		case resp.StatusCode == http.StatusSwitchingProtocols:
+		} else if resp.StatusCode == http.StatusSwitchingProtocols {
 			// A switched protocol has no response left to go quiet:
 			// the watch ends, and its context lives until the body is
 			// closed.
 			op.idle.timer.Stop()
-		default:
+		} else {
 			op.idle.progress() // the headers arrived
 			resp.Body = &idleBody{rc: resp.Body, w: op.idle}
 		}

@@ -45,12 +45,13 @@ func bufferBody(ctx context.Context, req *http.Request, limit int64) (*http.Requ
 	buf, err := readExactly(req.Body, req.ContentLength, limit)
 	interrupted := !stop()
 	closeErr := req.Body.Close()
-	switch {
-	case interrupted:
+	if interrupted {
 		return nil, context.Cause(ctx)
-	case err != nil:
+	}
+	if err != nil {
 		return nil, err
-	case closeErr != nil:
+	}
+	if closeErr != nil {
 		return nil, closeErr
 	}
 	r := req.WithContext(req.Context())
@@ -72,11 +73,11 @@ func readExactly(body io.Reader, n, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	extra, err := io.Copy(io.Discard, io.LimitReader(body, limit))
-	switch {
-	case extra > 0:
+	if extra > 0 {
 		// net/http's wording, so the two transports say the same.
 		return nil, fmt.Errorf("httpretry: http: ContentLength=%d with Body length %d", n, n+extra)
-	case err != nil:
+	}
+	if err != nil {
 		return nil, err
 	}
 	return buf, nil

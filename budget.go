@@ -96,10 +96,10 @@ func NewBudget(capacity, perRequest float64) *TokenBucket {
 // toUnits converts a token count to fixed-point units, mapping NaN and
 // non-positive values to 0 and clamping values too large to represent.
 func toUnits(tokens float64) int64 {
-	switch {
-	case math.IsNaN(tokens) || tokens <= 0:
+	if math.IsNaN(tokens) || tokens <= 0 {
 		return 0
-	case tokens >= maxTokens:
+	}
+	if tokens >= maxTokens {
 		return maxTokens * tokenUnit
 	}
 	return int64(math.Round(tokens * tokenUnit))

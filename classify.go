@@ -154,12 +154,13 @@ func neverSentPermanently(err error) bool {
 		dnsErr *net.DNSError
 		urlErr *url.Error
 	)
-	switch {
-	case isCertError(err):
+	if isCertError(err) {
 		return true
-	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+	}
+	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
 		return true
-	case errors.As(err, &urlErr) && urlErr.Op == "parse":
+	}
+	if errors.As(err, &urlErr) && urlErr.Op == "parse" {
 		return true
 	}
 	return malformedRequest(err)
@@ -231,37 +232,46 @@ func namesRequest(uerr *url.Error, req *http.Request) bool {
 // "connection_reset", "broken_pipe", "eof", "dns", "tls",
 // "invalid_request", "timeout" and "other"; a nil error gives "".
 func ErrorClass(err error) string {
-	var dnsErr *net.DNSError
-	var netErr net.Error
-	switch {
-	case err == nil:
+	if err == nil {
 		return ""
-	case errors.Is(err, ErrAttemptTimeout):
-		return "attempt_timeout"
-	case errors.Is(err, ErrIdleTimeout):
-		return "idle_timeout"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "deadline_exceeded"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection_refused"
-	case errors.Is(err, syscall.ECONNRESET):
-		return "connection_reset"
-	case errors.Is(err, syscall.EPIPE):
-		return "broken_pipe"
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return "eof"
-	case errors.As(err, &dnsErr):
+	}
+	for _, c := range errorClasses {
+		if errors.Is(err, c.target) {
+			return c.class
+		}
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
 		return "dns"
-	case isCertError(err):
+	}
+	if isCertError(err) {
 		return "tls"
-	case neverSentPermanently(err):
+	}
+	if neverSentPermanently(err) {
 		return "invalid_request"
-	case errors.As(err, &netErr) && netErr.Timeout():
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
 		return "timeout"
 	}
 	return "other"
+}
+
+// errorClasses are ErrorClass's words for errors found with errors.Is,
+// in the order they are tried.
+var errorClasses = [...]struct {
+	target error
+	class  string
+}{
+	{ErrAttemptTimeout, "attempt_timeout"},
+	{ErrIdleTimeout, "idle_timeout"},
+	{context.Canceled, "canceled"},
+	{context.DeadlineExceeded, "deadline_exceeded"},
+	{syscall.ECONNREFUSED, "connection_refused"},
+	{syscall.ECONNRESET, "connection_reset"},
+	{syscall.EPIPE, "broken_pipe"},
+	{io.ErrUnexpectedEOF, "eof"},
+	{io.EOF, "eof"},
 }
 
 // isCertError reports a TLS certificate that failed verification: no

@@ -73,16 +73,19 @@ func next(p policy, r facts, now time.Time) decision {
 // could help and may be sent at all. It returns "" when they allow a
 // retry.
 func eligible(p policy, r facts) StopReason {
-	switch {
-	case r.failed && r.callerEnded:
+	if r.failed && r.callerEnded {
 		return Canceled
-	case !r.transient:
+	}
+	if !r.transient {
 		return Final
-	case r.attempts >= p.maxAttempts:
+	}
+	if r.attempts >= p.maxAttempts {
 		return AttemptsExhausted
-	case !r.repeatable:
+	}
+	if !r.repeatable {
 		return NotIdempotent
-	case !r.rewindable:
+	}
+	if !r.rewindable {
 		return BodyNotRewindable
 	}
 	return ""
@@ -108,11 +111,11 @@ func schedule(p policy, r facts, now time.Time) decision {
 		}
 		return decision{wait: r.backoff}
 	}
-	switch {
-	case r.serverDelay > room:
+	if r.serverDelay > room {
 		// The server's delay is never shortened to fit.
 		return stopWith(RetryAfterExceedsDeadline)
-	case r.serverDelay > p.maxRetryAfter:
+	}
+	if r.serverDelay > p.maxRetryAfter {
 		return stopWith(RetryAfterTooLong)
 	}
 	// The server's delay is a minimum; the jitter only spreads clients,

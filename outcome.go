@@ -281,10 +281,9 @@ func (op *operation) release(resp *http.Response) {
 func (op *operation) fail(err error) (*http.Response, error) {
 	op.stopErr = err
 	reason := Final
-	switch {
-	case op.callerEnded():
+	if op.callerEnded() {
 		reason = Canceled
-	case done(op.ctx):
+	} else if done(op.ctx) {
 		reason = DeadlineExhausted
 	}
 	return op.finish(nil, reason)

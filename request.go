@@ -15,23 +15,22 @@ import (
 // request may be repeated.
 func (op *operation) prepare() error {
 	req, t := op.req, op.t
-	switch {
-	case req.Body == nil || req.Body == http.NoBody:
+	if req.Body == nil || req.Body == http.NoBody {
 		op.body = bodyNone
-	case req.GetBody != nil:
+	} else if req.GetBody != nil {
 		op.body = bodyGetBody
-	case op.policy.maxAttempts == 1:
+	} else if op.policy.maxAttempts == 1 {
 		// Nothing will be sent again: the body goes to Base untouched,
 		// and Base alone closes it, however long it streams.
 		op.body = bodyDirect
-	case req.ContentLength > 0 && req.ContentLength <= t.bufferRequest():
+	} else if req.ContentLength > 0 && req.ContentLength <= t.bufferRequest() {
 		op.ownsBody = false // bufferBody closes it
 		r, err := bufferBody(op.ctx, req, t.bufferRequest())
 		if err != nil {
 			return fmt.Errorf("httpretry: reading request body: %w", err)
 		}
 		op.tmpl, op.body = r, bodyGetBody
-	default:
+	} else {
 		op.ownsBody = false // the onceBody closes it
 		op.once = &onceBody{rc: req.Body}
 		op.body = bodyOnce

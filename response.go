@@ -50,14 +50,14 @@ func bufferResponse(resp *http.Response, limit int64) (buffered bool, err error)
 		// The body may go on: one more byte tells.
 		var one [1]byte
 		n, err := io.ReadFull(body, one[:])
-		switch {
-		case n == 1:
+		if n == 1 {
 			resp.Body = &prefixedBody{
 				Reader: io.MultiReader(bytes.NewReader(buf), bytes.NewReader(one[:]), body),
 				body:   body,
 			}
 			return false, nil
-		case err != io.EOF:
+		}
+		if err != io.EOF {
 			body.Close()
 			return false, err
 		}

@@ -80,18 +80,20 @@ func parseRetryAfterMs(h http.Header) (time.Duration, bool) {
 	digits, dot := 0, false
 	for i := 0; i < len(v); i++ {
 		c := v[i]
-		switch {
-		case c == '.' && !dot:
+		if c == '.' && !dot {
 			dot = true
-		case c < '0' || c > '9':
+			continue
+		}
+		if c < '0' || c > '9' {
 			return 0, false
-		case dot:
+		}
+		if dot {
 			digits++
 			if scale > 1 {
 				scale /= 10
 				frac += int64(c-'0') * scale
 			}
-		default:
+		} else {
 			digits++
 			if ms > (limit-int64(c-'0'))/10 {
 				return 0, false
