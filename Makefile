@@ -7,15 +7,30 @@ GREMLINS    ?= $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 
 # Every module: the library at the root, and the benchmarks against other
 # libraries in bench/ (its own go.mod, so their dependencies stay out of
-# the library's).
-MODULES := . bench contrib/promretry
+# the library's), and contrib modules with heavy dependencies.
+MODULES := . bench contrib/promretry contrib/redisretry
 
 GOCYCLO     ?= $(GO) run github.com/fzipp/gocyclo/cmd/gocyclo@v0.6.0
 
-.PHONY: test vet lint cyclo race demo bench storm fuzz mutate
+.PHONY: test deps vet lint cyclo race demo bench storm storm-fleet fuzz mutate
 
 ## test: go vet, staticcheck, gocyclo and race-enabled tests of every module
-test: vet lint cyclo race
+test: deps vet lint cyclo race
+
+## deps: programs the tests start: redis-server (contrib/redisretry, the
+## fleet storm). Installs it with apt-get where it can; otherwise says how.
+## The Debian package's own service is stopped and disabled: the tests start
+## their own servers on free ports.
+deps:
+	@if ! command -v redis-server >/dev/null 2>&1; then \
+		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then SUDO=; \
+		elif command -v apt-get >/dev/null 2>&1 && command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
+		else echo "redis-server is not on PATH and cannot be installed here: install the redis-server package (apt-get install redis-server; on macOS brew install redis)" >&2; exit 1; fi; \
+		echo "installing redis-server"; \
+		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y redis-server || exit 1; \
+		($$SUDO systemctl disable --now redis-server || $$SUDO service redis-server stop) >/dev/null 2>&1 || true; \
+		command -v redis-server >/dev/null 2>&1 || { echo "redis-server still not on PATH after installing the redis-server package" >&2; exit 1; }; \
+	fi
 
 vet:
 	@for m in $(MODULES); do echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...) || exit 1; done
@@ -30,7 +45,7 @@ cyclo:
 	@files=$$(git ls-files '*.go' 2>/dev/null | grep -vE '_test\.go$$|^bench/|(^|/)examples/|/testdata/' || find . -name '*.go' ! -name '*_test.go' ! -path './bench/*' ! -path '*/examples/*' ! -path '*/testdata/*'); \
 		out=$$($(GOCYCLO) -over 15 $$files) || { echo "$$out"; exit 1; }
 
-race:
+race: deps
 	@for m in $(MODULES); do echo "go test -race ($$m)"; (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
 
 ## demo: a local flaky server and a client whose retries show in the output
@@ -64,8 +79,12 @@ bench:
 	sed -E 's#^(BenchmarkPeers[A-Za-z]*)/([a-z]+)/([a-z]+)-#\1/case=\2/impl=\3-#' /tmp/httpretry-bench-peers.txt | $(BENCHSTAT) -col /impl -
 
 ## storm: the retry-storm simulator; writes docs/storm/
-storm:
+storm: deps
 	cd bench && $(GO) run ./storm -out ../docs/storm
+
+## storm-fleet: only the fleet scenario, printed; writes no files
+storm-fleet: deps
+	cd bench && $(GO) run ./storm -scenarios fleet -out ""
 
 ## fuzz: a bounded fuzzing run of each target (the seed corpus runs in make test)
 fuzz:

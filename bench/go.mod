@@ -1,8 +1,10 @@
 module github.com/httpretry/httpretry/bench
 
-go 1.26
+go 1.26.0
 
 replace github.com/httpretry/httpretry => ../
+
+replace github.com/httpretry/httpretry/contrib/redisretry => ../contrib/redisretry
 
 require (
 	github.com/PuerkitoBio/rehttp v1.4.0
@@ -10,7 +12,15 @@ require (
 	github.com/hashicorp/go-cleanhttp v0.5.2
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/httpretry/httpretry v0.0.0-00010101000000-000000000000
+	github.com/httpretry/httpretry/contrib/redisretry v0.0.0-00010101000000-000000000000
+	github.com/redis/go-redis/v9 v9.23.0
 	gonum.org/v1/plot v0.17.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 )
 
 require (

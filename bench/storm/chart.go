@@ -3,6 +3,7 @@ package main
 import (
 	"image/color"
 	"math"
+	"slices"
 	"strconv"
 
 	"gonum.org/v1/plot"
@@ -47,7 +48,10 @@ func hitsChart(path, title string, runs []*run) error {
 		l.LineStyle.Width = vg.Points(1.2)
 		l.LineStyle.Color = palette[i%len(palette)]
 		l.LineStyle.Dashes = plotutil.Dashes(i)
-		if r.policy.key == "httpretry" && r.scenario != "fleet" {
+		switch {
+		case r.scenario == "fleet":
+			fleetStyle(l, r, runs)
+		case r.policy.key == "httpretry":
 			// The line the chart is about: solid and heavier.
 			l.LineStyle.Width = vg.Points(2.4)
 			l.LineStyle.Dashes = nil
@@ -58,6 +62,11 @@ func hitsChart(path, title string, runs []*run) error {
 	// Room above the lines for the legend; the phase names go along the
 	// bottom, below the traffic.
 	p.Y.Max = top * 1.45
+	if runs[0].scenario == "fleet" {
+		// Six lines, and the per-process ones high: a taller legend.
+		p.Y.Max = top * 1.6
+	}
+	p.Legend.YOffs = -vg.Points(10) // clear of the title
 	// A little room on the right keeps the last label inside the picture.
 	p.X.Min, p.X.Max = 0, total(phases).Seconds()+0.3
 	p.X.Tick.Marker = secondsTicker{}
@@ -203,4 +212,23 @@ func contentionChart(path, title, ylabel string, cs []contention, y func(content
 	}
 	p.Add(plotter.NewGrid())
 	return p.Save(6*vg.Inch, 4*vg.Inch, path)
+}
+
+// fleetStyle gives the runs of one fleet size one colour: a thin dashed
+// line for a budget each, a heavy solid one for one budget in Redis.
+func fleetStyle(l *plotter.Line, r *run, runs []*run) {
+	var sizes []int
+	for _, o := range runs {
+		if !slices.Contains(sizes, o.processes) {
+			sizes = append(sizes, o.processes)
+		}
+	}
+	l.LineStyle.Color = palette[(1+slices.Index(sizes, r.processes))%len(palette)]
+	if r.redis != nil {
+		l.LineStyle.Width = vg.Points(2.4)
+		l.LineStyle.Dashes = nil
+		return
+	}
+	l.LineStyle.Width = vg.Points(1.2)
+	l.LineStyle.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 }

@@ -11,7 +11,9 @@
 //     from a server that accepts one request per window, after Marc
 //     Brooker's "Exponential Backoff And Jitter";
 //   - fleet: the outage again, for httpretry's defaults spread over 1, 10
-//     and 100 simulated client processes with a budget each.
+//     and 100 simulated client processes, first with a budget each, then
+//     with one budget for the whole fleet in Redis (contrib/redisretry,
+//     against a redis-server the command starts on loopback).
 //
 // It prints a markdown table on stdout and progress on stderr, and writes
 // results.md, timeline.csv, contention.csv and SVG charts to -out.
@@ -20,6 +22,7 @@
 //
 //	go run ./storm -out ../docs/storm
 //	go run ./storm -phase 1s -scenarios outage -policies single,httpretry
+//	go run ./storm -scenarios fleet -out ""
 package main
 
 import (
@@ -47,6 +50,7 @@ type config struct {
 	capWindow int           // contention: MaxDelay in windows
 	seed      uint64
 	fleet     []int    // simulated client processes in the fleet scenario
+	noRedis   bool     // leave out the fleet's shared budget in Redis
 	clients   []int    // contention sizes
 	scenarios []string // which to run
 	policies  []policy
@@ -65,11 +69,20 @@ func main() {
 	defer stop()
 	res := runAll(ctx, cfg)
 	res.command = strings.Join(append([]string{"go run ./storm"}, os.Args[1:]...), " ")
+	if res.err != nil {
+		fmt.Fprintln(os.Stderr, "storm:", res.err)
+		os.Exit(1)
+	}
 	if ctx.Err() != nil {
 		fmt.Fprintln(os.Stderr, "storm: interrupted; no files written")
 		os.Exit(1)
 	}
 	fmt.Print(report(res))
+	for _, r := range res.fleet {
+		if r.redis != nil {
+			fmt.Println(redisLine(r))
+		}
+	}
 	if cfg.out != "" {
 		if err := writeOutputs(res, cfg.out); err != nil {
 			fmt.Fprintln(os.Stderr, "storm:", err)
@@ -94,6 +107,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.IntVar(&cfg.capWindow, "cap", 10, "contention: the largest backoff window (MaxDelay), in windows")
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the arrivals, the same for every policy")
 	fleetFlag := fs.String("fleet", "1,10,100", "simulated client processes in the fleet scenario")
+	fs.BoolVar(&cfg.noRedis, "no-redis", false, "leave out the fleet scenario's budget shared in Redis (which needs redis-server on PATH)")
 	clientsFlag := fs.String("clients", "10,25,50", "clients in the contention scenario")
 	scen := fs.String("scenarios", strings.Join(allScenarios, ","), "scenarios to run")
 	var keys []string

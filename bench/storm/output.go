@@ -43,7 +43,7 @@ func writeOutputs(res *results, dir string) error {
 	}{
 		{"outage.svg", fmt.Sprintf("Outage: every request 503 from %v to %v", c.phase, 2*c.phase), res.outage},
 		{"brownout.svg", fmt.Sprintf("Brownout: capacity at %.0f%% from %v to %v", 100*c.brownout, c.phase, 2*c.phase), res.brownout},
-		{"fleet.svg", "Outage, httpretry defaults spread over P client processes", res.fleet},
+		{"fleet.svg", "Outage, httpretry over P client processes: a budget each, or one in Redis", res.fleet},
 	}
 	for _, ch := range charts {
 		if len(ch.runs) == 0 {

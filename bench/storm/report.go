@@ -50,6 +50,12 @@ func report(res *results) string {
 	for _, p := range c.policies {
 		fmt.Fprintf(&b, "- **%s**: %s.\n", p.name, p.desc)
 	}
+	for _, r := range res.fleet {
+		if r.redis != nil {
+			fmt.Fprintf(&b, "- **%s** (fleet only): %s.\n", r.policy.name, r.policy.desc)
+			break
+		}
+	}
 	b.WriteString("\n" + legend)
 	return b.String()
 }
@@ -129,16 +135,53 @@ func contentionTable(b *strings.Builder, res *results) {
 
 func fleetTable(b *strings.Builder, res *results) {
 	c := res.cfg
-	fmt.Fprintf(b, "## Fleet\n\nThe outage again, for httpretry's defaults, with the same %.0f/s dealt in turn to P simulated client processes: "+
-		"P Transports, P connection pools, P budgets of NewBudget(20, 0.1). *Paper* is the seed's bound: each process admits at most "+
-		"20 + 0.1·n retries for its n outage operations, and at most 2n.\n\n", c.rate)
+	fmt.Fprintf(b, "## Fleet\n\nThe outage again, for httpretry's defaults, with the same %.0f/s dealt in turn to P simulated client processes, "+
+		"each with its own Transport and connection pool. *A budget each*: P budgets of NewBudget(20, 0.1). "+
+		"*One budget in Redis*: every process its own Redis client and redisretry.NewBudget(rdb, key, 20, 0.1) on one key, "+
+		"against one redis-server on loopback. *Paper* is the bound of the budgets: each bucket admits at most 20 + 0.1·n retries for "+
+		"the n outage operations it sees, and at most 2n.\n\n", c.rate)
 	b.WriteString("![server hits per second by fleet size](fleet.svg)\n\n")
-	b.WriteString("| processes | outage ops | outage hits | amp | paper | budget burst P×20 | outage goodput/s | recovery | conns |\n|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| processes | budget | outage ops | outage hits | amp | paper | budget burst | healthy goodput/s | outage goodput/s | failed p50 | failed p99 | recovery | conns |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range res.fleet {
 		st := r.phaseStats()
 		f := st[1]
-		fmt.Fprintf(b, "| %d | %d | %d | %.2f× | %.2f× | %d | %.1f | %s | %d |\n", r.processes, f.ops, f.hits, f.amp,
-			paperAmp(f.ops, r.processes, 20, 0.1, 3), 20*r.processes, f.goodput, recovery(r), r.conns)
+		buckets, kind := r.processes, "a budget each"
+		if r.redis != nil {
+			buckets, kind = 1, "one in Redis"
+		}
+		p50, p99 := "–", "–"
+		if f.failLat.n > 0 {
+			p50, p99 = ms(f.failLat.p50), ms(f.failLat.p99)
+		}
+		fmt.Fprintf(b, "| %d | %s | %d | %d | %.2f× | %.2f× | %d | %.1f | %.1f | %s | %s | %s | %d |\n", r.processes, kind, f.ops, f.hits, f.amp,
+			paperAmp(f.ops, buckets, 20, 0.1, 3), 20*buckets, st[0].goodput, f.goodput, p50, p99, recovery(r), r.conns)
+	}
+	b.WriteString("\n")
+	redisTable(b, res.fleet)
+}
+
+// redisTable writes what the shared budget cost: Redis round trips and the
+// time failing operations spent in Withdraw.
+func redisTable(b *strings.Builder, runs []*run) {
+	var rs []*run
+	for _, r := range runs {
+		if r.redis != nil {
+			rs = append(rs, r)
+		}
+	}
+	if len(rs) == 0 {
+		return
+	}
+	b.WriteString("What the budget in Redis cost, over the whole run: *retries asked* are Withdraw calls; *round trips per retry* counts the " +
+		"commands those calls sent (one script each); *other round trips* are the batched flushes of deposits (one per process per 100 ms " +
+		"while it has any), probes and connection setup; *added* is the time a failing operation spent in Withdraw, all its retries together. " +
+		"*State changes* counts falls back to the local bucket and returns.\n\n")
+	b.WriteString("| processes | retries asked | round trips per retry | other round trips | added p50 | added p99 | added max | state changes |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rs {
+		s := r.redis.summary()
+		fmt.Fprintf(b, "| %d | %d | %.2f | %d | %s | %d |\n", r.processes, s.withdrawals, s.perRetry, s.otherRTs, quantileCells(s.added), s.stateChanges)
 	}
 	b.WriteString("\n")
 }

@@ -23,11 +23,18 @@ type run struct {
 	conns       int64
 	shed, down  int64 // 503s for lack of capacity, and of the outage
 	wall        time.Duration
+
+	redis *redisStats // the budget's measurements, for the Redis fleet policy
 }
 
 // label names the run in tables and charts.
 func (r *run) label() string {
-	if r.processes > 1 || r.scenario == "fleet" {
+	switch {
+	case r.scenario == "fleet" && r.policy.key == redisPolicyKey:
+		return plural(r.processes, "process", "processes") + ", one budget in Redis"
+	case r.scenario == "fleet":
+		return plural(r.processes, "process", "processes") + ", a budget each"
+	case r.processes > 1:
 		return plural(r.processes, "process", "processes")
 	}
 	return r.policy.name

@@ -12,11 +12,12 @@ type results struct {
 	cfg        config
 	outage     []*run // one per policy
 	brownout   []*run // one per policy
-	fleet      []*run // httpretry defaults, one per fleet size
+	fleet      []*run // httpretry defaults, a budget each then one in Redis, per fleet size
 	contention []contention
 	started    time.Time
 	wall       time.Duration
 	command    string
+	err        error // a run that could not be made
 }
 
 // runAll runs the scenarios of cfg, one run after another, and reports
@@ -60,22 +61,49 @@ func runAll(ctx context.Context, cfg config) *results {
 		}
 	}
 	if cfg.has("fleet") {
-		phases := cfg.schedule(outage)
-		arr := arrivals(cfg.seed, cfg.rate, phases)
-		p := policyByKey("httpretry")
-		for i, n := range cfg.fleet {
-			if ctx.Err() != nil {
-				return res
-			}
-			progress("fleet %d/%d: %s in %s", i+1, len(cfg.fleet), p.name, plural(n, "process", "processes"))
-			r := runOne(ctx, cfg, "fleet", phases, arr, p, n)
-			res.fleet = append(res.fleet, r)
-			progress("fleet %d/%d: %s", i+1, len(cfg.fleet), brief(r))
+		if res.err = runFleet(ctx, cfg, res, progress); res.err != nil {
+			return res
 		}
 	}
 	res.wall = time.Since(res.started)
 	progress("done")
 	return res
+}
+
+// runFleet runs the fleet scenario: for every fleet size, httpretry's
+// defaults with a budget per process, then with one budget in Redis.
+func runFleet(ctx context.Context, cfg config, res *results, progress func(string, ...any)) error {
+	phases := cfg.schedule(outage)
+	arr := arrivals(cfg.seed, cfg.rate, phases)
+	var rs *redisServer
+	if !cfg.noRedis {
+		var err error
+		if rs, err = startRedis(); err != nil {
+			return err
+		}
+		defer rs.stop()
+	}
+	for i, n := range cfg.fleet {
+		pols := []policy{policyByKey("httpretry")}
+		var st *redisStats
+		if rs != nil {
+			st = &redisStats{}
+			pols = append(pols, redisPolicy(rs.addr, fmt.Sprintf("storm:fleet:%d", n), n, st, 0))
+		}
+		for _, p := range pols {
+			if ctx.Err() != nil {
+				return nil
+			}
+			progress("fleet %d/%d: %s in %s", i+1, len(cfg.fleet), p.name, plural(n, "process", "processes"))
+			r := runOne(ctx, cfg, "fleet", phases, arr, p, n)
+			if p.key == redisPolicyKey {
+				r.redis = st
+			}
+			res.fleet = append(res.fleet, r)
+			progress("fleet %d/%d: %s", i+1, len(cfg.fleet), brief(r))
+		}
+	}
+	return nil
 }
 
 // runOne passes one policy, in n simulated processes, through one

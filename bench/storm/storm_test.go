@@ -187,8 +187,11 @@ func TestTinyRunWritesOutputs(t *testing.T) {
 	cfg := tiny()
 	res := runAll(context.Background(), cfg)
 	res.command = "go run ./storm -test"
-	if len(res.outage) != 2 || len(res.brownout) != 2 || len(res.fleet) != 2 || len(res.contention) != 3 {
-		t.Fatalf("runs: %d outage, %d brownout, %d fleet, %d contention; want 2, 2, 2, 3",
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if len(res.outage) != 2 || len(res.brownout) != 2 || len(res.fleet) != 4 || len(res.contention) != 3 {
+		t.Fatalf("runs: %d outage, %d brownout, %d fleet, %d contention; want 2, 2, 4, 3",
 			len(res.outage), len(res.brownout), len(res.fleet), len(res.contention))
 	}
 	for _, c := range res.contention {
@@ -196,8 +199,13 @@ func TestTinyRunWritesOutputs(t *testing.T) {
 			t.Errorf("contention %s: %d of %d succeeded in %d calls", c.jitter, c.succeeded, c.clients, c.calls)
 		}
 	}
-	if got := res.fleet[1].processes; got != 3 {
-		t.Errorf("fleet processes = %d, want 3", got)
+	for i, want := range []struct {
+		processes int
+		policy    string
+	}{{1, "httpretry"}, {1, redisPolicyKey}, {3, "httpretry"}, {3, redisPolicyKey}} {
+		if r := res.fleet[i]; r.processes != want.processes || r.policy.key != want.policy || (r.redis != nil) != (want.policy == redisPolicyKey) {
+			t.Errorf("fleet run %d: %d processes of %s; want %d of %s", i, r.processes, r.policy.key, want.processes, want.policy)
+		}
 	}
 	dir := t.TempDir()
 	if err := writeOutputs(res, dir); err != nil {
@@ -209,7 +217,8 @@ func TestTinyRunWritesOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"## Targets", "## Outage", "## Brownout", "## Contention", "## Fleet", "go run ./storm -test", "| httpretry defaults |"} {
+	for _, want := range []string{"## Targets", "## Outage", "## Brownout", "## Contention", "## Fleet", "go run ./storm -test", "| httpretry defaults |",
+		"| 3 | one in Redis |", "round trips per retry", "fleet: httpretry + redisretry amplification ≤ 1.15× at P = 3"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("results.md lacks %q", want)
 		}
@@ -234,8 +243,8 @@ func TestTinyRunWritesOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 450ms of phases and 1s of deadline: 15 buckets for each of 6 runs.
-	if got, want := len(rows), 1+6*15; got != want {
+	// 450ms of phases and 1s of deadline: 15 buckets for each of 8 runs.
+	if got, want := len(rows), 1+8*15; got != want {
 		t.Errorf("timeline.csv has %d rows, want %d", got, want)
 	}
 	if got := strings.Join(rows[0], ","); got != "scenario,policy,processes,t_s,phase,hits,successes,failures,conns" {

@@ -93,7 +93,51 @@ func targets(res *results) []target {
 	if t, ok := contentionTarget(res.contention); ok {
 		out = append(out, t)
 	}
-	return out
+	return append(out, fleetTargets(res)...)
+}
+
+// fleetTargets checks the budget in Redis: amplification at the largest
+// fleet, and healthy goodput against a single attempt's at every size.
+func fleetTargets(res *results) []target {
+	var rs []*run
+	for _, r := range res.fleet {
+		if r.redis != nil {
+			rs = append(rs, r)
+		}
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	largest := rs[len(rs)-1]
+	amp := largest.phaseStats()[1].amp
+	out := []target{{
+		name:     fmt.Sprintf("fleet: httpretry + redisretry amplification ≤ 1.15× at P = %d", largest.processes),
+		measured: fmt.Sprintf("%.3f×", amp),
+		met:      amp <= 1.15,
+	}}
+	// A single attempt's healthy goodput: measured in the outage scenario
+	// when it ran, else every healthy arrival (which a single attempt
+	// serves at this load).
+	ref, refName := 0.0, "every arrival succeeding"
+	if s := find(res.outage, "single"); s != nil {
+		ref, refName = s.phaseStats()[0].goodput, "a single attempt's"
+	} else {
+		h := rs[0].phaseStats()[0]
+		ref = float64(h.ops) / h.phase.dur.Seconds()
+	}
+	worst := 0.0
+	var parts []string
+	for _, r := range rs {
+		g := r.phaseStats()[0].goodput
+		d := (g - ref) / ref
+		worst = max(worst, math.Abs(d))
+		parts = append(parts, fmt.Sprintf("P=%d %.1f/s (%+.2f%%)", r.processes, g, 100*d))
+	}
+	return append(out, target{
+		name:     fmt.Sprintf("fleet: httpretry + redisretry healthy goodput within 2%% of %s", refName),
+		measured: fmt.Sprintf("%s; %s %.1f/s", strings.Join(parts, ", "), refName, ref),
+		met:      worst <= 0.02,
+	})
 }
 
 // contentionTarget checks Brooker's shape: at every size full jitter

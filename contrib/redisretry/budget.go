@@ -1,0 +1,367 @@
+// Package redisretry keeps one httpretry retry budget for a whole fleet
+// of client processes in Redis, so that the fleet's retries during an
+// outage are bounded by one bucket rather than one bucket per process.
+//
+//	b, err := redisretry.NewBudget(rdb, "retry-budget:payments", 20, 0.1)
+//	if err != nil { … }
+//	defer b.Close()
+//	client.Transport = &httpretry.Transport{Base: client.Transport, Budget: b}
+//
+// The success path makes no Redis call: deposits are counted in memory
+// and sent in batches. Each retry costs one round trip (a Lua script that
+// adds the pending deposits and takes one token). When Redis fails or is
+// slow, the budget falls back to a local bucket and goes back when Redis
+// answers again.
+package redisretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/httpretry/httpretry"
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults for the zero values of Options' fields.
+const (
+	DefaultFleetSize        = 10
+	DefaultCallTimeout      = 50 * time.Millisecond
+	DefaultTTL              = 10 * time.Minute
+	DefaultFlushInterval    = 100 * time.Millisecond
+	DefaultMaxProbeInterval = 5 * time.Second
+)
+
+// Options tune a [Budget]. The zero value is what most callers want.
+type Options struct {
+	// FleetSize is roughly how many processes share the key. While Redis
+	// is unavailable each process falls back to a local bucket of
+	// capacity/FleetSize tokens (and the same perRequest), so that the
+	// fleet's burst stays near capacity. 0 (or negative) means 10.
+	FleetSize int
+
+	// CallTimeout bounds each Redis call, within the caller's deadline. A
+	// call that takes longer counts as a failure of Redis and switches
+	// the budget to its local bucket. 0 (or negative) means 50ms.
+	CallTimeout time.Duration
+
+	// TTL is how long the key lives after its last use; every call
+	// refreshes it, so an idle fleet leaves nothing behind. A key that
+	// expired starts full again. 0 (or negative) means 10 minutes.
+	TTL time.Duration
+
+	// FlushInterval is how often pending deposits and refunds are sent
+	// to Redis when no retry has carried them. 0 (or negative) means
+	// 100ms.
+	FlushInterval time.Duration
+
+	// MaxProbeInterval caps the backoff between probes of an unavailable
+	// Redis; probes start at FlushInterval and double. 0 (or negative)
+	// means 5s.
+	MaxProbeInterval time.Duration
+
+	// OnStateChange, if set, is called once for every change between
+	// [Shared] and [Local], never per request. It must not block and must
+	// not call the Budget. Calls are serialized.
+	OnStateChange func(State)
+
+	// Logger, if set, receives one record per state change, with the
+	// key and, on a fall back, the error. If nil, nothing is logged.
+	Logger *slog.Logger
+}
+
+// Budget is an [httpretry.Budget] kept in Redis under one key, shared by
+// every process that uses that key: a token bucket with exactly the
+// arithmetic of [httpretry.TokenBucket] (millionths of a token), starting
+// full, gaining perRequest per operation and losing one token per retry.
+//
+// Create one with [NewBudget] per process and key, set it as the Budget of
+// the Transports that call the dependency, and Close it on shutdown. The
+// usual choice is one key per dependency, so that an outage of one does
+// not spend the retries of another. The zero value is not usable.
+//
+// Deposit and Refund never touch the network: they count in memory, and a
+// background goroutine sends the counts every FlushInterval, as does every
+// Withdraw, in the same round trip as its token. Deposits made within one
+// interval of a crash are lost, which only makes the budget stricter.
+// When a Redis call fails or takes longer than CallTimeout, the Budget
+// falls back to a local [httpretry.TokenBucket] of capacity/FleetSize
+// (created full with the Budget and kept for its life), probes Redis with
+// backoff from its background goroutine, and goes back to the shared
+// bucket when Redis answers. Deposits and refunds made in the local state
+// stay local; the counts pending when a call fails are dropped, not
+// replayed.
+//
+// A Budget is safe for simultaneous use by multiple goroutines.
+type Budget struct {
+	rdb        redis.UniversalClient
+	keys       []string // the one key, as scripts take it
+	capacity   int64    // in tokenUnit
+	perRequest int64    // in tokenUnit
+	opts       Options
+	local      *httpretry.TokenBucket
+
+	state    atomic.Int32 // a State, or closed
+	deposits atomic.Int64 // deposits not yet sent
+	refunds  atomic.Int64 // refunds not yet sent
+
+	mu sync.Mutex // serializes state changes and their reports
+
+	callMu   sync.Mutex     // protects closed and the Add of calls
+	closed   bool           // no new Redis call starts
+	calls    sync.WaitGroup // Redis calls in flight, for Close
+	inflight atomic.Int32   // Redis calls in flight, for the prober
+
+	stop      chan struct{} // closed by Close to stop the flusher
+	done      chan struct{} // closed when the flusher has returned
+	closeOnce sync.Once
+}
+
+// NewBudget returns a [Budget] that keeps its tokens in rdb under key,
+// holding at most capacity tokens, gaining perRequest per operation and
+// spending one per retry, and starts its background goroutine. Both
+// numbers are rounded to the nearest millionth of a token, as
+// [httpretry.NewBudget] rounds them; a capacity above 9 billion tokens is
+// clamped. opts may hold one [Options]; none means the defaults.
+//
+// Every process sharing key must use the same capacity and perRequest.
+// NewBudget makes no Redis call, so it succeeds while Redis is down; it
+// fails only on a nil client, an empty key or more than one Options.
+func NewBudget(rdb redis.UniversalClient, key string, capacity, perRequest float64, opts ...Options) (*Budget, error) {
+	switch {
+	case rdb == nil:
+		return nil, errors.New("redisretry: nil Redis client")
+	case key == "":
+		return nil, errors.New("redisretry: empty key")
+	case len(opts) > 1:
+		return nil, fmt.Errorf("redisretry: %d Options given; want at most one", len(opts))
+	}
+	var o Options
+	if len(opts) == 1 {
+		o = opts[0]
+	}
+	b := &Budget{
+		rdb:        rdb,
+		keys:       []string{key},
+		capacity:   min(toUnits(capacity), maxUnits),
+		perRequest: toUnits(perRequest),
+		opts:       o,
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	b.perRequest = min(b.perRequest, b.capacity)
+	b.local = httpretry.NewBudget(capacity/float64(b.fleetSize()), perRequest)
+	go b.run()
+	return b, nil
+}
+
+func (b *Budget) fleetSize() int {
+	if b.opts.FleetSize <= 0 {
+		return DefaultFleetSize
+	}
+	return b.opts.FleetSize
+}
+
+func (b *Budget) callTimeout() time.Duration {
+	return durationOr(b.opts.CallTimeout, DefaultCallTimeout)
+}
+
+func (b *Budget) ttl() time.Duration { return durationOr(b.opts.TTL, DefaultTTL) }
+
+func (b *Budget) flushInterval() time.Duration {
+	return durationOr(b.opts.FlushInterval, DefaultFlushInterval)
+}
+
+func (b *Budget) maxProbeInterval() time.Duration {
+	return durationOr(b.opts.MaxProbeInterval, DefaultMaxProbeInterval)
+}
+
+// ended reports whether ctx is done. It selects on Done rather than
+// calling Err, which blocks on a live context of clockwork's fake clock.
+func ended(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+func durationOr(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Deposit counts one operation. It makes no Redis call: the count is sent
+// with the next Withdraw or flush. In the local state it deposits into the
+// local bucket.
+func (b *Budget) Deposit() {
+	if b.state.Load() != int32(Shared) {
+		b.local.Deposit()
+		return
+	}
+	if b.perRequest != 0 {
+		b.deposits.Add(1)
+	}
+}
+
+// Withdraw takes one token for a retry: in one Redis round trip it adds
+// the pending deposits and refunds, up to capacity, then takes a token if
+// a whole one is left. It returns by ctx's deadline and within
+// CallTimeout; if Redis fails or does not answer in time it switches to
+// the local bucket and withdraws there. It reports false, without a
+// call, when ctx has already ended.
+func (b *Budget) Withdraw(ctx context.Context) bool {
+	if b.state.Load() != int32(Shared) {
+		return b.local.Withdraw(ctx)
+	}
+	if ended(ctx) {
+		return false
+	}
+	granted, _, err := b.eval(ctx, b.takePending(), tokenUnit)
+	if err == nil {
+		return granted
+	}
+	if ended(ctx) {
+		// The caller left or ran out of time: no verdict on Redis, and no
+		// retry for an operation that is over.
+		return false
+	}
+	b.fallBack(err)
+	return b.local.Withdraw(ctx)
+}
+
+// Refund gives back a token withdrawn for a retry that was not sent. In
+// the shared state the token is sent to Redis with the next Withdraw or
+// flush; in the local state it goes to the local bucket.
+func (b *Budget) Refund() {
+	if b.state.Load() != int32(Shared) {
+		b.local.Refund()
+		return
+	}
+	b.refunds.Add(1)
+}
+
+// Flush sends the pending deposits and refunds to Redis now, in one round
+// trip, bounded by ctx and CallTimeout. The background goroutine does this
+// every FlushInterval; tests and shutdown paths call it directly. It does
+// nothing in the local state. A failure switches to the local bucket and
+// is returned.
+func (b *Budget) Flush(ctx context.Context) error {
+	if b.state.Load() != int32(Shared) {
+		return nil
+	}
+	add := b.takePending()
+	if add == 0 {
+		return nil
+	}
+	_, _, err := b.eval(ctx, add, 0)
+	if err != nil && !ended(ctx) {
+		b.fallBack(err)
+	}
+	return err
+}
+
+// Tokens reads the number of tokens in the shared bucket, for metrics and
+// tests: capacity if the key does not exist. Pending deposits are not
+// included. It reads Redis whatever the state, bounded by ctx and
+// CallTimeout, and changes no state; after Close it returns an error.
+func (b *Budget) Tokens(ctx context.Context) (float64, error) {
+	units, err := do(b, ctx, func(ctx context.Context) (int64, error) {
+		v, err := b.rdb.Get(ctx, b.keys[0]).Int64()
+		if errors.Is(err, redis.Nil) {
+			return b.capacity, nil
+		}
+		return v, err
+	})
+	if err != nil {
+		return 0, b.wrap(err)
+	}
+	return float64(units) / tokenUnit, nil
+}
+
+// State reports whether the Budget uses the shared bucket now. After
+// Close it reports [Local].
+func (b *Budget) State() State {
+	if b.state.Load() == int32(Shared) {
+		return Shared
+	}
+	return Local
+}
+
+// Close sends the pending deposits and refunds (bounded by CallTimeout),
+// stops the background goroutine and waits for the Redis calls in flight,
+// which end by their deadline on a client with ContextTimeoutEnabled and
+// by its ReadTimeout otherwise. It does not close rdb. Afterwards the
+// Budget uses only its local bucket. Close returns the error of the last
+// flush; further calls return nil.
+func (b *Budget) Close() error {
+	var err error
+	b.closeOnce.Do(func() {
+		close(b.stop)
+		<-b.done
+		ctx, cancel := context.WithTimeout(context.Background(), b.callTimeout())
+		err = b.Flush(ctx)
+		cancel()
+		b.mu.Lock()
+		b.state.Store(stateClosed)
+		b.mu.Unlock()
+		b.callMu.Lock()
+		b.closed = true
+		b.callMu.Unlock()
+		b.calls.Wait()
+	})
+	return err
+}
+
+// tokenUnit is one token in millionths, as httpretry.TokenBucket counts.
+const tokenUnit = 1_000_000
+
+// maxUnits is the largest count the Lua script keeps exactly: Lua numbers
+// are float64, exact for integers up to 2^53.
+const maxUnits = 1 << 53
+
+// toUnits converts a token count to millionths of a token exactly as
+// httpretry.NewBudget does: NaN and non-positive values are 0, the rest
+// rounded to the nearest millionth.
+func toUnits(tokens float64) int64 {
+	switch {
+	case math.IsNaN(tokens) || tokens <= 0:
+		return 0
+	case tokens >= maxUnits/tokenUnit:
+		return maxUnits
+	}
+	return int64(math.Round(tokens * tokenUnit))
+}
+
+// takePending returns the pending deposits and refunds in units, capped
+// at capacity (adding more than capacity fills the bucket either way),
+// and resets them.
+func (b *Budget) takePending() int64 {
+	var d, r int64
+	if b.deposits.Load() != 0 {
+		d = b.deposits.Swap(0)
+	}
+	if b.refunds.Load() != 0 {
+		r = b.refunds.Swap(0)
+	}
+	return min(times(d, b.perRequest, b.capacity)+times(r, tokenUnit, b.capacity), b.capacity)
+}
+
+// times returns n·unit, or limit when that is larger than limit.
+func times(n, unit, limit int64) int64 {
+	if n <= 0 || unit <= 0 {
+		return 0
+	}
+	if n > limit/unit {
+		return limit
+	}
+	return n * unit
+}

@@ -1,0 +1,53 @@
+package redistest
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestStartKillRestart(t *testing.T) {
+	ctx := context.Background()
+	srv := Start(t)
+	rdb := srv.Client(t)
+	if err := rdb.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("SET: %v", err)
+	}
+	addr := srv.Addr()
+	if !strings.HasPrefix(addr, "127.0.0.1:") {
+		t.Fatalf("Addr = %q; want a 127.0.0.1 address", addr)
+	}
+	srv.Kill()
+	if err := rdb.Ping(ctx).Err(); err == nil {
+		t.Fatal("PING after Kill succeeded; want an error")
+	}
+	srv.Kill() // a second Kill does nothing
+	srv.Restart(t)
+	if got := srv.Addr(); got != addr {
+		t.Fatalf("Addr after Restart = %q; want %q", got, addr)
+	}
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING after Restart: %v", err)
+	}
+	// Nothing is kept across a restart: the server saves nothing.
+	if n, err := rdb.Exists(ctx, "k").Result(); err != nil || n != 0 {
+		t.Fatalf("EXISTS k after Restart = %d, %v; want 0, nil", n, err)
+	}
+}
+
+func TestNewWithoutBinaryNamesThePackage(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := New()
+	if err == nil {
+		t.Fatal("New without redis-server on PATH succeeded; want an error")
+	}
+	for _, want := range []string{"redistest:", "redis-server is not on PATH", "apt-get install redis-server", "brew install redis"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}

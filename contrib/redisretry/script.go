@@ -1,0 +1,112 @@
+package redisretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// bucketScript is the whole shared bucket: one atomic step that adds
+// pending units up to capacity and then, when asked, takes one token or
+// refuses, and refreshes the key's TTL. A missing key is a full bucket, as
+// a new TokenBucket is. The count is kept as a decimal integer of
+// millionths of a token; Lua's float64 numbers hold it exactly below 2^53.
+//
+// KEYS[1] the bucket; ARGV[1] capacity, ARGV[2] units to add, ARGV[3]
+// units to take (0 for a flush), ARGV[4] TTL in milliseconds. It returns
+// {granted (0 or 1), tokens after}.
+var bucketScript = redis.NewScript(`
+local capacity = tonumber(ARGV[1])
+local tokens = capacity
+local v = redis.call('GET', KEYS[1])
+if v then
+  tokens = tonumber(v)
+  if not tokens then
+    return redis.error_reply('BADTOKENS the key does not hold a token count')
+  end
+end
+tokens = math.min(tokens + tonumber(ARGV[2]), capacity)
+local granted = 0
+local take = tonumber(ARGV[3])
+if take > 0 and tokens >= take then
+  tokens = tokens - take
+  granted = 1
+end
+redis.call('SET', KEYS[1], string.format('%d', tokens), 'PX', ARGV[4])
+return {granted, tokens}
+`)
+
+// errClosed is returned for a call attempted after Close.
+var errClosed = errors.New("redisretry: budget closed")
+
+// eval runs bucketScript once: it adds add units and takes take units,
+// and reports whether the take was granted and the tokens left, in units.
+func (b *Budget) eval(ctx context.Context, add, take int64) (granted bool, tokens int64, err error) {
+	res, err := do(b, ctx, func(ctx context.Context) ([]int64, error) {
+		return bucketScript.Run(ctx, b.rdb, b.keys, b.capacity, add, take, b.ttl().Milliseconds()).Int64Slice()
+	})
+	if err != nil {
+		return false, 0, b.wrap(err)
+	}
+	if len(res) != 2 {
+		return false, 0, fmt.Errorf("redisretry: key %q: the script returned %d values; want 2", b.keys[0], len(res))
+	}
+	return res[0] == 1, res[1], nil
+}
+
+// result is what a call on its own goroutine hands back.
+type result[T any] struct {
+	v   T
+	err error
+}
+
+// do runs f on a goroutine of its own, under ctx bounded by b's
+// CallTimeout, and returns when f does or when that bound passes,
+// whichever is first. A go-redis client without ContextTimeoutEnabled
+// reads a reply until its ReadTimeout whatever the context says, so
+// waiting for f alone could outlast the caller's deadline. Close waits for
+// the calls left running.
+func do[T any](b *Budget, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	var zero T
+	b.callMu.Lock()
+	if b.closed {
+		b.callMu.Unlock()
+		return zero, errClosed
+	}
+	b.calls.Add(1)
+	b.inflight.Add(1)
+	b.callMu.Unlock()
+
+	ctx, cancel := context.WithTimeout(ctx, b.callTimeout())
+	defer cancel()
+	done := make(chan result[T], 1)
+	go func() {
+		defer b.calls.Done()
+		defer b.inflight.Add(-1)
+		v, err := f(ctx)
+		done <- result[T]{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+// wrap names the package and the key in a Redis error, and explains the
+// errors of a key that holds something else.
+func (b *Budget) wrap(err error) error {
+	switch {
+	case errors.Is(err, errClosed):
+		return err
+	case redis.HasErrorPrefix(err, "WRONGTYPE"), redis.HasErrorPrefix(err, "BADTOKENS"), errors.As(err, new(*strconv.NumError)):
+		return fmt.Errorf("redisretry: key %q holds something other than a token count; give the budget a key of its own: %w", b.keys[0], err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("redisretry: key %q: no answer from Redis in time: %w", b.keys[0], err)
+	}
+	return fmt.Errorf("redisretry: key %q: %w", b.keys[0], err)
+}

@@ -1,0 +1,118 @@
+package redisretry
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+)
+
+// State tells where a [Budget] keeps its tokens now.
+type State int32
+
+const (
+	// Shared: the bucket in Redis, shared by every process using the key.
+	Shared State = iota
+	// Local: the process's own fallback bucket, while Redis is
+	// unavailable (and after Close).
+	Local
+)
+
+// stateClosed is the state after Close: local, and never probed again.
+const stateClosed = int32(Local) + 1
+
+// String returns "shared" or "local".
+func (s State) String() string {
+	if s == Shared {
+		return "shared"
+	}
+	return "local"
+}
+
+// fallBack switches from the shared bucket to the local one, reporting
+// the change once, after err from a Redis call. The counts pending are
+// not replayed: whether the failed call applied them is unknown.
+func (b *Budget) fallBack(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.state.CompareAndSwap(int32(Shared), int32(Local)) {
+		return
+	}
+	b.takePending()
+	if b.opts.Logger != nil {
+		b.opts.Logger.Warn("redisretry: Redis unavailable; using the local retry budget",
+			slog.String("key", b.keys[0]), slog.Any("error", err))
+	}
+	if b.opts.OnStateChange != nil {
+		b.opts.OnStateChange(Local)
+	}
+}
+
+// recover switches from the local bucket back to the shared one,
+// reporting the change once.
+func (b *Budget) recover() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.state.CompareAndSwap(int32(Local), int32(Shared)) {
+		return
+	}
+	if b.opts.Logger != nil {
+		b.opts.Logger.Info("redisretry: Redis answers; using the shared retry budget", slog.String("key", b.keys[0]))
+	}
+	if b.opts.OnStateChange != nil {
+		b.opts.OnStateChange(Shared)
+	}
+}
+
+// run is the background goroutine: every FlushInterval it sends the
+// pending counts, and while the Budget is local it probes Redis instead,
+// with jittered exponential backoff, one probe at a time. It returns when
+// Close closes stop.
+func (b *Budget) run() {
+	defer close(b.done)
+	interval := b.flushInterval()
+	backoff := interval
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-timer.C:
+		}
+		next := interval
+		if b.state.Load() == int32(Local) {
+			if b.probe() {
+				backoff = interval
+			} else {
+				backoff = min(2*backoff, b.maxProbeInterval())
+				// Half fixed, half random: a fleet that lost Redis
+				// together does not probe it together.
+				next = backoff/2 + rand.N(backoff/2+1)
+			}
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), b.callTimeout())
+			b.Flush(ctx)
+			cancel()
+		}
+		timer.Reset(next)
+	}
+}
+
+// probe makes one call that changes no count (it creates a missing key
+// full and refreshes the TTL), and switches back to the shared bucket when
+// it succeeds. While an earlier call is still waiting for a reply (a client
+// without ContextTimeoutEnabled waits for its ReadTimeout), it makes none:
+// a Redis that does not answer gets at most one call at a time.
+func (b *Budget) probe() bool {
+	if b.inflight.Load() > 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.callTimeout())
+	defer cancel()
+	if _, _, err := b.eval(ctx, 0, 0); err != nil {
+		return false
+	}
+	b.recover()
+	return true
+}
