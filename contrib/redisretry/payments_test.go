@@ -36,6 +36,7 @@ func TestPaymentsUnderFaults(t *testing.T) {
 	srv := redistest.Start(t)
 	f, err := paymentsim.StartFleet(srv.Addr(), "payments:", paymentsim.Faults{
 		Seed: 1, ResetPerMille: 50, DropPerMille: 300, DelayPerMille: 100, DelayBy: attemptTimeout + 200*time.Millisecond,
+		SlowPerMille: 20, SlowBy: 800 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -48,13 +49,18 @@ func TestPaymentsUnderFaults(t *testing.T) {
 	results := paymentsim.PlaceOrders(ctx, client, f.Front.URL, orders, workers)
 	f.Front.Close() // waits for the injector's requests: every charge is in
 	sum := paymentsim.Summarize(results)
-	t.Logf("orders %d: succeeded %d, unknown %d, final %v, other %d; faults: reset %d, drop %d, delay %d, pass %d; events: %v",
-		sum.Orders, sum.Succeeded, sum.Unknown, sum.Final, sum.Other,
+	t.Logf("orders %d: succeeded %d, unknown %d, final %v, statuses %v, other %d; faults: reset %d, drop %d, delay %d, pass %d; events: %v",
+		sum.Orders, sum.Succeeded, sum.Unknown, sum.Final, sum.Statuses, sum.Other,
 		f.Injector.Count(paymentsim.Reset), f.Injector.Count(paymentsim.Drop), f.Injector.Count(paymentsim.Delay),
 		f.Injector.Count(paymentsim.Pass), f.Events)
 
 	if sum.Other != 0 {
 		t.Errorf("%d orders failed without an *httpretry.Error", sum.Other)
+	}
+	for status, n := range sum.Statuses {
+		if status != http.StatusConflict {
+			t.Errorf("%d orders answered %d, want 201, or 409 while the first attempt runs", n, status)
+		}
 	}
 	if n := f.Provider.Doubles(); n != 0 {
 		t.Fatalf("%d orders charged more than once", n)
@@ -91,8 +97,8 @@ func TestPaymentsUnderFaults(t *testing.T) {
 			t.Errorf("fault %d never injected in %d orders", fault, orders)
 		}
 	}
-	if f.Events.Count(idempotency.KindReplayed) == 0 {
-		t.Error("no replays: no retry found a recorded charge")
+	if f.Events.Count(idempotency.KindReplayed) == 0 || f.Events.Count(idempotency.KindConflict) == 0 {
+		t.Errorf("events %v: want replays (retries finding a recorded charge) and conflicts (retries meeting a slow charge)", f.Events)
 	}
 
 	rec := paymentsim.Reconcile(ctx, f.Instances[0].URL, results, keys)

@@ -27,7 +27,7 @@ type Fleet struct {
 // StartFleet starts the fleet on loopback, its stores on the Redis at
 // redisAddr under prefix.
 func StartFleet(redisAddr, prefix string, faults Faults) (*Fleet, error) {
-	f := &Fleet{Provider: &Provider{}, Events: &Events{}}
+	f := &Fleet{Provider: &Provider{Latency: faults.Latency}, Events: &Events{}}
 	for i := range f.Instances {
 		rdb := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 		store, err := redisretry.NewIdempotencyStore(rdb, prefix)

@@ -41,13 +41,24 @@ type Faults struct {
 	// DelayBy is how long a Delay holds the response; make it longer than
 	// the client's AttemptTimeout.
 	DelayBy time.Duration
+	// SlowPerMille of the orders take SlowBy at the provider, so that a
+	// retry meets the first attempt still running (409 Conflict).
+	SlowPerMille int
+	SlowBy       time.Duration
+}
+
+// Latency is the provider's latency for order: SlowBy for SlowPerMille of
+// the orders, drawn from Seed and the order; 0 for the others.
+func (f Faults) Latency(order string) time.Duration {
+	if int(splitmix(f.Seed^hashString(order)^0x51)%1000) < f.SlowPerMille {
+		return f.SlowBy
+	}
+	return 0
 }
 
 // decide draws the fault of an order's attempt (numbered from 1).
 func (f Faults) decide(order string, attempt int) Fault {
-	h := fnv.New64a()
-	io.WriteString(h, order)
-	x := splitmix(f.Seed ^ h.Sum64() ^ uint64(attempt)*0x9e3779b97f4a7c15)
+	x := splitmix(f.Seed ^ hashString(order) ^ uint64(attempt)*0x9e3779b97f4a7c15)
 	n := int(x % 1000)
 	switch {
 	case n < f.ResetPerMille:
@@ -58,6 +69,13 @@ func (f Faults) decide(order string, attempt int) Fault {
 		return Delay
 	}
 	return Pass
+}
+
+// hashString is the FNV-1a hash of s.
+func hashString(s string) uint64 {
+	h := fnv.New64a()
+	io.WriteString(h, s)
+	return h.Sum64()
 }
 
 // splitmix is the SplitMix64 finalizer: a well-mixed 64-bit hash of x.
@@ -115,7 +133,7 @@ func (in *Injector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The charge goes through even if the client gives up meanwhile, as
 	// it would in a real network: its outcome is what the client must
 	// learn from a retry.
-	resp, body, err := in.forward(context.WithoutCancel(r.Context()), r, in.upstreams[(hashOrder(order)+attempt)%len(in.upstreams)])
+	resp, body, err := in.forward(context.WithoutCancel(r.Context()), r, in.upstreams[(int(hashString(order)%1024)+attempt)%len(in.upstreams)])
 	if err != nil {
 		http.Error(w, "paymentsim: upstream failed", http.StatusBadGateway)
 		return
@@ -158,12 +176,6 @@ func (in *Injector) forward(ctx context.Context, r *http.Request, upstream strin
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	return resp, body, err
-}
-
-func hashOrder(order string) int {
-	h := fnv.New32a()
-	io.WriteString(h, order)
-	return int(h.Sum32() & 0xffff)
 }
 
 // reset closes the client's connection with a TCP reset (SO_LINGER 0),

@@ -133,19 +133,25 @@ type Summary struct {
 	// Final failed with an *httpretry.Error that is not unknown, by
 	// reason.
 	Final map[httpretry.StopReason]int
-	// Other failed otherwise: another status, or an error that is not an
-	// *httpretry.Error (which the checks count as a defect).
+	// Statuses failed with a final response other than 201, by status:
+	// 409 when the order's first attempt still ran at the service and
+	// the client's time ran out before the Retry-After it was given.
+	Statuses map[int]int
+	// Other failed with an error that is not an *httpretry.Error (which
+	// the checks count as a defect).
 	Other int
 }
 
 // Summarize counts results.
 func Summarize(results []Result) Summary {
-	s := Summary{Orders: len(results), Final: map[httpretry.StopReason]int{}}
+	s := Summary{Orders: len(results), Final: map[httpretry.StopReason]int{}, Statuses: map[int]int{}}
 	for _, r := range results {
 		var herr *httpretry.Error
 		switch {
 		case r.Err == nil && r.Status == http.StatusCreated:
 			s.Succeeded++
+		case r.Err == nil:
+			s.Statuses[r.Status]++
 		case errors.Is(r.Err, httpretry.ErrOutcomeUnknown):
 			s.Unknown++
 		case errors.As(r.Err, &herr):

@@ -8,22 +8,41 @@
 package paymentsim
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Provider is a fake card provider: it counts the charges of each order.
-// The zero value is ready to use; a Provider is safe for concurrent use.
+// The zero value is ready to use and answers at once; a Provider is safe
+// for concurrent use.
 type Provider struct {
+	// Latency, if set, is how long the provider takes to charge an order.
+	// It must not change after the first Charge.
+	Latency func(order string) time.Duration
+
 	total atomic.Int64
 
 	mu     sync.Mutex // protects orders
 	orders map[string]int
 }
 
-// Charge charges order once and returns the charge's number, 1 for the
-// provider's first charge.
-func (p *Provider) Charge(order string) int64 {
+// Charge charges order once, after its Latency, and returns the charge's
+// number, 1 for the provider's first charge. If ctx ends first, nothing is
+// charged and Charge returns 0.
+func (p *Provider) Charge(ctx context.Context, order string) int64 {
+	if p.Latency != nil {
+		if d := p.Latency(order); d > 0 {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return 0
+			}
+		}
+	}
 	p.mu.Lock()
 	if p.orders == nil {
 		p.orders = make(map[string]int)

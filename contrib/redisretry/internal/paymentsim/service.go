@@ -34,7 +34,10 @@ func ChargeHandler(p *Provider) http.Handler {
 			http.Error(w, "paymentsim: want a JSON charge with an order and a positive amount", http.StatusBadRequest)
 			return
 		}
-		c.ChargeID = p.Charge(c.Order)
+		if c.ChargeID = p.Charge(r.Context(), c.Order); c.ChargeID == 0 {
+			http.Error(w, "paymentsim: charge canceled", http.StatusServiceUnavailable)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
 		_ = json.NewEncoder(w).Encode(c)
