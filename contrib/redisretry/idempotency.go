@@ -66,12 +66,19 @@ type IdempotencyOptions struct {
 // after the Handler's ResponseTTL, an abandoned reservation after
 // [IdempotencyOptions.ReservationTTL]; the counter never expires.
 //
+// The owner of an expired lock that no one has taken over yet may still
+// Complete: its response is recorded as if it had been on time.
+//
 // Every key the store writes starts with the prefix, so give it a prefix
 // of its own. On Redis Cluster, put a hash tag in the prefix (such as
 // "{idem}:"): each script touches the counter and a key's records, which
-// must then share a slot. If the counter is deleted (FLUSHALL, a restart
-// without persistence), tokens start again from 1; a request still
-// running from before could then record its response over a successor's.
+// must then share a slot. If the counter is lost (FLUSHALL, a restart
+// without persistence, an allkeys-* maxmemory-policy evicting it), tokens
+// start again from 1, and a request still running from before could
+// record its response over a successor's: run Redis with persistence and
+// a noeviction or volatile-* policy (the counter has no TTL, so volatile
+// policies never evict it). A Redis out of memory makes Reserve and
+// Complete fail with an error that matches [idempotency.ErrStoreFull].
 //
 // A Redis failure is returned as an error that names the package and the
 // operation, never the key: the Handler then answers 503 before running
