@@ -374,3 +374,22 @@ func TestIdempotencyStoreTwoInstances(t *testing.T) {
 		t.Fatalf("charges = %d, want 1", n)
 	}
 }
+
+// A Redis out of memory (maxmemory reached, noeviction): Reserve fails
+// with an error that matches ErrStoreFull, and the Handler answers 503.
+func TestIdempotencyStoreOutOfMemory(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t).Client(t)
+	s, _ := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient})
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Reserve(ctx, "k", "fp", time.Minute)
+	want := "redisretry: idempotency reserve: idempotency: store full: OOM"
+	if !errors.Is(err, idempotency.ErrStoreFull) || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("Reserve with Redis out of memory: err = %v, want ErrStoreFull, %q…", err, want)
+	}
+}
