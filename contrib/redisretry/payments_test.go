@@ -20,6 +20,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// patientRedis bounds the Redis calls of the tests whose verdict is not
+// about Redis being slow: no loaded machine reaches it.
+const patientRedis = time.Minute
+
 // The payment-authorization proof: orders placed through httpretry, a
 // fault injector that resets connections before the request reaches the
 // service (5%), drops the response after the charge committed (30%) and
@@ -36,8 +40,11 @@ func TestPaymentsUnderFaults(t *testing.T) {
 	srv := redistest.Start(t)
 	f, err := paymentsim.StartFleet(srv.Addr(), "payments:", paymentsim.Faults{
 		Seed: 1, ResetPerMille: 50, DropPerMille: 300, DelayPerMille: 100, DelayBy: attemptTimeout + 200*time.Millisecond,
-		SlowPerMille: 20, SlowBy: 800 * time.Millisecond,
-	})
+		// 1.2s leaves a retry 0.9s after the attempt timeout to meet the
+		// charge in progress, and a second one after Retry-After 1 time to
+		// find it recorded.
+		SlowPerMille: 20, SlowBy: 1200 * time.Millisecond,
+	}, patientRedis)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,9 +152,9 @@ func TestPaymentsDuplicateKey(t *testing.T) {
 	})
 	var urls [2]string
 	for i := range urls {
-		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, PoolSize: dups, PoolTimeout: patientRedis})
 		defer rdb.Close()
-		store, err := redisretry.NewIdempotencyStore(rdb, "dup:")
+		store, err := redisretry.NewIdempotencyStore(rdb, "dup:", redisretry.IdempotencyOptions{CallTimeout: patientRedis})
 		if err != nil {
 			t.Fatal(err)
 		}

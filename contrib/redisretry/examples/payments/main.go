@@ -60,7 +60,9 @@ func run(out io.Writer, orders, workers int, seed uint64, attemptTimeout time.Du
 		Seed: seed, ResetPerMille: 50, DropPerMille: 300, DelayPerMille: 100, DelayBy: attemptTimeout + 200*time.Millisecond,
 		SlowPerMille: 20, SlowBy: 800 * time.Millisecond,
 	}
-	f, err := paymentsim.StartFleet(srv.Addr(), "payments:", faults)
+	// Redis calls get 10s: on a loaded machine a store error would only
+	// turn into 503s and retries, but the proof is about the faults above.
+	f, err := paymentsim.StartFleet(srv.Addr(), "payments:", faults, 10*time.Second)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package paymentsim
 import (
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	"github.com/httpretry/httpretry/contrib/redisretry"
 	"github.com/httpretry/httpretry/idempotency"
@@ -25,12 +26,17 @@ type Fleet struct {
 }
 
 // StartFleet starts the fleet on loopback, its stores on the Redis at
-// redisAddr under prefix.
-func StartFleet(redisAddr, prefix string, faults Faults) (*Fleet, error) {
+// redisAddr under prefix. callTimeout bounds each Redis call, and a wait
+// for a pooled connection: tests whose verdict is not about Redis being
+// slow make it longer than any loaded machine takes.
+func StartFleet(redisAddr, prefix string, faults Faults, callTimeout time.Duration) (*Fleet, error) {
 	f := &Fleet{Provider: &Provider{Latency: faults.Latency}, Events: &Events{}}
 	for i := range f.Instances {
-		rdb := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
-		store, err := redisretry.NewIdempotencyStore(rdb, prefix)
+		rdb := redis.NewClient(&redis.Options{
+			Addr: redisAddr, ContextTimeoutEnabled: true,
+			PoolSize: 64, PoolTimeout: callTimeout, ReadTimeout: callTimeout, WriteTimeout: callTimeout,
+		})
+		store, err := redisretry.NewIdempotencyStore(rdb, prefix, redisretry.IdempotencyOptions{CallTimeout: callTimeout})
 		if err != nil {
 			rdb.Close()
 			f.Close()

@@ -179,7 +179,9 @@ type Reconciliation struct {
 // the outcome of an order it could not confirm.
 func Reconcile(ctx context.Context, url string, results []Result, keys *KeyLog) Reconciliation {
 	var rec Reconciliation
-	client := &http.Client{Transport: &http.Transport{}}
+	// A minute per order: this client does not retry, and no loaded
+	// machine takes that long; it only keeps a broken run from hanging.
+	client := &http.Client{Transport: &http.Transport{}, Timeout: time.Minute}
 	defer client.CloseIdleConnections()
 	for _, r := range results {
 		if r.Err == nil && r.Status == http.StatusCreated {
