@@ -3,8 +3,8 @@ package redisretry
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -162,10 +162,7 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idemp
 	if limit := s.opts.MaxResponseSize; limit > 0 && resp.Size() > limit {
 		return idempotency.ErrStoreFull
 	}
-	hdr, err := json.Marshal(resp.Header)
-	if err != nil {
-		return fmt.Errorf("redisretry: idempotency complete: encoding the header: %w", err)
-	}
+	hdr := encodeHeader(resp.Header)
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
 	ok, err := completeScript.Run(ctx, s.rdb, s.keys(key)[:2], tokenArg(token), millis(ttl),
@@ -195,8 +192,8 @@ func (s *IdempotencyStore) Release(ctx context.Context, key string, token idempo
 
 // The scripts. A record is a hash: st ("p" while in progress, "c" once
 // completed), fp (the fingerprint), tok (the fencing token, as INCR's
-// decimal text) and, when completed, status, hdr (the header as JSON) and
-// body. The lock is a string holding the token, set with PX: while it
+// decimal text) and, when completed, status, hdr (the header, as
+// encodeHeader writes it) and body. The lock is a string holding the token, set with PX: while it
 // exists, the reservation's owner is alive. Comparing tokens as text
 // avoids Lua's floating-point numbers.
 
@@ -325,8 +322,8 @@ func parseResponse(res []any) (*idempotency.Response, error) {
 	if err != nil {
 		return nil, errBadRecord
 	}
-	var hdr http.Header
-	if err := json.Unmarshal([]byte(hdrText), &hdr); err != nil {
+	hdr, ok := decodeHeader(hdrText)
+	if !ok {
 		return nil, errBadRecord
 	}
 	resp := &idempotency.Response{Status: status, Header: hdr}
@@ -334,4 +331,61 @@ func parseResponse(res []any) (*idempotency.Response, error) {
 		resp.Body = []byte(body)
 	}
 	return resp, nil
+}
+
+// encodeHeader writes h byte for byte, whatever its names and values hold
+// (JSON would replace bytes that are not UTF-8, and replays must be
+// exact): for each name, its length and bytes, its number of values, and
+// each value's length and bytes, lengths as uvarints.
+func encodeHeader(h http.Header) []byte {
+	var b []byte
+	for name, values := range h {
+		b = binary.AppendUvarint(b, uint64(len(name)))
+		b = append(b, name...)
+		b = binary.AppendUvarint(b, uint64(len(values)))
+		for _, v := range values {
+			b = binary.AppendUvarint(b, uint64(len(v)))
+			b = append(b, v...)
+		}
+	}
+	return b
+}
+
+// decodeHeader reads what encodeHeader wrote; ok is false when s is not
+// such an encoding.
+func decodeHeader(s string) (h http.Header, ok bool) {
+	b := []byte(s)
+	next := func() (string, bool) {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return "", false
+		}
+		v := string(b[k : k+int(n)])
+		b = b[k+int(n):]
+		return v, true
+	}
+	for len(b) > 0 {
+		name, ok := next()
+		if !ok {
+			return nil, false
+		}
+		count, k := binary.Uvarint(b)
+		if k <= 0 || count > uint64(len(b)) {
+			return nil, false
+		}
+		b = b[k:]
+		if h == nil {
+			h = http.Header{}
+		}
+		values := make([]string, 0, count)
+		for range count {
+			v, ok := next()
+			if !ok {
+				return nil, false
+			}
+			values = append(values, v)
+		}
+		h[name] = values
+	}
+	return h, true
 }

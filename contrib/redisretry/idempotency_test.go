@@ -393,3 +393,61 @@ func TestIdempotencyStoreOutOfMemory(t *testing.T) {
 		t.Fatalf("Reserve with Redis out of memory: err = %v, want ErrStoreFull, %q…", err, want)
 	}
 }
+
+// Responses are replayed byte for byte: header values that are not UTF-8,
+// empty values, repeated fields and binary bodies.
+func TestIdempotencyStoreExactReplay(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t).Client(t)
+	s, _ := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient})
+	want := &idempotency.Response{
+		Status: 201,
+		Header: http.Header{
+			"X-Latin1": {"caf\xe9", "\xff\x00\x01"},
+			"X-Empty":  {""},
+			"X-None":   {},
+			"Link":     {"<a>; rel=next", "<b>; rel=prev"},
+		},
+		Body: []byte{0, 0xff, 'o', 'k', '\r', '\n'},
+	}
+	r, err := s.Reserve(ctx, "k", "fp", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(ctx, "k", r.Token, want, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Reserve(ctx, "k", "fp", time.Minute)
+	if err != nil || got.State != idempotency.StateCompleted {
+		t.Fatalf("Reserve = %+v, %v; want completed", got, err)
+	}
+	if got.Response.Status != want.Status || string(got.Response.Body) != string(want.Body) ||
+		fmt.Sprintf("%q", got.Response.Header) != fmt.Sprintf("%q", want.Header) {
+		t.Fatalf("replayed %d %q %q, want %d %q %q", got.Response.Status, got.Response.Header, got.Response.Body,
+			want.Status, want.Header, want.Body)
+	}
+}
+
+func TestDecodeHeader(t *testing.T) {
+	h := http.Header{"A": {"1", "\xff"}, "B": {}}
+	enc := string(encodeHeader(h))
+	if got, ok := decodeHeader(enc); !ok || fmt.Sprintf("%q", got) != fmt.Sprintf("%q", h) {
+		t.Fatalf("decodeHeader(encodeHeader(%q)) = %q, %v", h, got, ok)
+	}
+	if got, ok := decodeHeader(""); !ok || got != nil {
+		t.Fatalf(`decodeHeader("") = %q, %v; want nil, true`, got, ok)
+	}
+	bad := map[string]string{
+		"name_too_long":   "\x05ab",
+		"no_count":        "\x01A",
+		"count_too_large": "\x01A\x09\x011",
+		"value_too_long":  "\x01A\x01\x09xy",
+		"bad_uvarint":     "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff",
+		"truncated_value": enc[:len(enc)-1],
+	}
+	for name, in := range bad {
+		if got, ok := decodeHeader(in); ok {
+			t.Errorf("%s: decodeHeader(%q) = %q, true; want false", name, in, got)
+		}
+	}
+}
