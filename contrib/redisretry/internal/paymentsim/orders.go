@@ -36,6 +36,13 @@ func (k *KeyLog) RoundTrip(req *http.Request) (*http.Response, error) {
 	return k.Base.RoundTrip(req)
 }
 
+// CloseIdleConnections closes Base's idle connections, if it has any.
+func (k *KeyLog) CloseIdleConnections() {
+	if c, ok := k.Base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 // Key returns the key the order's attempts carried.
 func (k *KeyLog) Key(order string) string {
 	k.mu.Lock()
