@@ -39,7 +39,7 @@ func TestPaymentsUnderFaults(t *testing.T) {
 	const attemptTimeout = 300 * time.Millisecond
 	srv := redistest.Start(t)
 	f, err := paymentsim.StartFleet(srv.Addr(), "payments:", paymentsim.Faults{
-		Seed: 1, ResetPerMille: 50, DropPerMille: 300, DelayPerMille: 100, DelayBy: attemptTimeout + 200*time.Millisecond,
+		Salt: 1, ResetPerMille: 50, DropPerMille: 300, DelayPerMille: 100, DelayBy: attemptTimeout + 200*time.Millisecond,
 		// 1.2s leaves a retry 0.9s after the attempt timeout to meet the
 		// charge in progress, and a second one after Retry-After 1 time to
 		// find it recorded.

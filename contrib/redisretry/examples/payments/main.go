@@ -33,10 +33,10 @@ import (
 func main() {
 	orders := flag.Int("orders", 10000, "orders to place")
 	workers := flag.Int("workers", 64, "orders in flight at once")
-	seed := flag.Uint64("seed", 1, "seed of the fault decisions (per order and attempt)")
+	salt := flag.Uint64("salt", 1, "selects the fault decisions, which are fixed per order and attempt")
 	attemptTimeout := flag.Duration("attempt-timeout", 300*time.Millisecond, "the client's AttemptTimeout; delayed responses are held 200ms longer")
 	flag.Parse()
-	if err := run(os.Stdout, *orders, *workers, *seed, *attemptTimeout); err != nil {
+	if err := run(os.Stdout, *orders, *workers, *salt, *attemptTimeout); err != nil {
 		fmt.Fprintln(os.Stderr, "payments:", err)
 		os.Exit(1)
 	}
@@ -46,7 +46,7 @@ type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
 
-func run(out io.Writer, orders, workers int, seed uint64, attemptTimeout time.Duration) error {
+func run(out io.Writer, orders, workers int, salt uint64, attemptTimeout time.Duration) error {
 	if orders <= 0 || workers <= 0 || attemptTimeout <= 0 {
 		return fmt.Errorf("-orders, -workers and -attempt-timeout must be positive")
 	}
@@ -57,7 +57,7 @@ func run(out io.Writer, orders, workers int, seed uint64, attemptTimeout time.Du
 	}
 	defer srv.Close()
 	faults := paymentsim.Faults{
-		Seed: seed, ResetPerMille: 50, DropPerMille: 300, DelayPerMille: 100, DelayBy: attemptTimeout + 200*time.Millisecond,
+		Salt: salt, ResetPerMille: 50, DropPerMille: 300, DelayPerMille: 100, DelayBy: attemptTimeout + 200*time.Millisecond,
 		SlowPerMille: 20, SlowBy: 800 * time.Millisecond,
 	}
 	// Redis calls get 10s: on a loaded machine a store error would only

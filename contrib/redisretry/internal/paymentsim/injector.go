@@ -31,10 +31,10 @@ const (
 )
 
 // Faults says how often each fault happens, in thousandths of attempts,
-// and how each attempt's fault is drawn: from Seed, the order and the
+// and how each attempt's fault is drawn: from Salt, the order and the
 // attempt's number for that order, so that a run is reproducible.
 type Faults struct {
-	Seed          uint64
+	Salt          uint64
 	ResetPerMille int
 	DropPerMille  int
 	DelayPerMille int
@@ -48,9 +48,9 @@ type Faults struct {
 }
 
 // Latency is the provider's latency for order: SlowBy for SlowPerMille of
-// the orders, drawn from Seed and the order; 0 for the others.
+// the orders, drawn from Salt and the order; 0 for the others.
 func (f Faults) Latency(order string) time.Duration {
-	if int(splitmix(f.Seed^hashString(order)^0x51)%1000) < f.SlowPerMille {
+	if int(splitmix(f.Salt^hashString(order)^0x51)%1000) < f.SlowPerMille {
 		return f.SlowBy
 	}
 	return 0
@@ -58,7 +58,7 @@ func (f Faults) Latency(order string) time.Duration {
 
 // decide draws the fault of an order's attempt (numbered from 1).
 func (f Faults) decide(order string, attempt int) Fault {
-	x := splitmix(f.Seed ^ hashString(order) ^ uint64(attempt)*0x9e3779b97f4a7c15)
+	x := splitmix(f.Salt ^ hashString(order) ^ uint64(attempt)*0x9e3779b97f4a7c15)
 	n := int(x % 1000)
 	switch {
 	case n < f.ResetPerMille:

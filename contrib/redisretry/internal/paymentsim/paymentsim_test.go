@@ -18,7 +18,7 @@ func TestMain(m *testing.M) {
 // The faults are drawn per order and attempt, the same every run, at the
 // rates asked for.
 func TestFaultsDecide(t *testing.T) {
-	f := Faults{Seed: 1, ResetPerMille: 50, DropPerMille: 300, DelayPerMille: 100, SlowPerMille: 20, SlowBy: time.Second}
+	f := Faults{Salt: 1, ResetPerMille: 50, DropPerMille: 300, DelayPerMille: 100, SlowPerMille: 20, SlowBy: time.Second}
 	const orders, attempts = 20000, 2
 	count := map[Fault]int{}
 	slow := 0
@@ -44,7 +44,7 @@ func TestFaultsDecide(t *testing.T) {
 	if got := float64(slow) / orders; got < 0.018 || got > 0.022 {
 		t.Errorf("slow orders: rate %.4f, want 0.02 ±10%%", got)
 	}
-	other := Faults{Seed: 2, ResetPerMille: 50, DropPerMille: 300, DelayPerMille: 100}
+	other := Faults{Salt: 2, ResetPerMille: 50, DropPerMille: 300, DelayPerMille: 100}
 	same := 0
 	for i := range 1000 {
 		if other.decide(OrderID(i), 1) == f.decide(OrderID(i), 1) {
@@ -52,7 +52,7 @@ func TestFaultsDecide(t *testing.T) {
 		}
 	}
 	if same == 1000 {
-		t.Error("seeds 1 and 2 draw the same faults")
+		t.Error("salts 1 and 2 draw the same faults")
 	}
 }
 
