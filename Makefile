@@ -52,7 +52,13 @@ race: deps
 demo:
 	$(GO) run ./examples/demo
 
-.PHONY: demo-metrics brownout-chart
+.PHONY: demo-metrics brownout-chart demo-payments
+
+## demo-payments: 10,000 orders through httpretry, a fault injector and two
+## payment-service instances sharing a Redis idempotency store (its own
+## redis-server on a free loopback port); prints charges, replays, conflicts
+demo-payments: deps
+	cd contrib/redisretry && $(GO) run ./examples/payments -orders 10000
 
 ## demo-metrics: the flaky demo service and a client instrumented with
 ## promretry for 10 s, /metrics on loopback; prints the key series

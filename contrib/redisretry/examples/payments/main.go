@@ -1,0 +1,127 @@
+// Command payments is the payment-authorization proof as a program: it
+// starts its own redis-server on a free loopback port, two instances of a
+// payment service whose charge endpoint is an idempotency.Handler over one
+// shared redisretry.IdempotencyStore, a fault injector in front of them
+// and a fake card provider behind them; places orders through an
+// httpretry client with a random Idempotency-Key per order; reconciles
+// the orders that failed by sending them again with their key; and
+// prints the counts. It exits 1 if any order was charged twice, or if
+// charges and confirmed orders differ.
+//
+//	make demo-payments
+//	cd contrib/redisretry && go run ./examples/payments -orders 10000
+//
+// Everything listens on 127.0.0.1 and stops when the program ends.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/httpretry/httpretry/contrib/redisretry/internal/paymentsim"
+	"github.com/httpretry/httpretry/contrib/redisretry/internal/redistest"
+	"github.com/httpretry/httpretry/idempotency"
+	"github.com/redis/go-redis/v9"
+)
+
+func main() {
+	orders := flag.Int("orders", 10000, "orders to place")
+	workers := flag.Int("workers", 64, "orders in flight at once")
+	salt := flag.Uint64("salt", 1, "selects the fault decisions, which are fixed per order and attempt")
+	attemptTimeout := flag.Duration("attempt-timeout", 300*time.Millisecond, "the client's AttemptTimeout; delayed responses are held 200ms longer")
+	flag.Parse()
+	if err := run(os.Stdout, *orders, *workers, *salt, *attemptTimeout); err != nil {
+		fmt.Fprintln(os.Stderr, "payments:", err)
+		os.Exit(1)
+	}
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func run(out io.Writer, orders, workers int, salt uint64, attemptTimeout time.Duration) error {
+	if orders <= 0 || workers <= 0 || attemptTimeout <= 0 {
+		return fmt.Errorf("-orders, -workers and -attempt-timeout must be positive")
+	}
+	redis.SetLogger(quiet{})
+	srv, err := redistest.New()
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	faults := paymentsim.Faults{
+		Salt: salt, ResetPerMille: 50, DropPerMille: 300, DelayPerMille: 100, DelayBy: attemptTimeout + 200*time.Millisecond,
+		SlowPerMille: 20, SlowBy: 800 * time.Millisecond,
+	}
+	// Redis calls get 10s: on a loaded machine a store error would only
+	// turn into 503s and retries, but the proof is about the faults above.
+	f, err := paymentsim.StartFleet(srv.Addr(), "payments:", faults, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	client, keys := paymentsim.NewOrderClient(attemptTimeout, workers)
+	defer client.CloseIdleConnections()
+
+	fmt.Fprintf(out, "redis-server on %s; payment service instances %s and %s behind the fault injector %s\n",
+		srv.Addr(), f.Instances[0].URL, f.Instances[1].URL, f.Front.URL)
+	fmt.Fprintf(out, "faults per attempt: reset before the request is read 5%%, response dropped after the charge 30%%, response held %v (attempt timeout %v) 10%%; 2%% of orders take %v at the provider\n",
+		faults.DelayBy, attemptTimeout, faults.SlowBy)
+	ctx := context.Background()
+	start := time.Now()
+	results := paymentsim.PlaceOrders(ctx, client, f.Front.URL, orders, workers)
+	elapsed := time.Since(start)
+	f.Front.Close() // waits for the injector's requests: every charge is in
+	sum := paymentsim.Summarize(results)
+	failed := orders - sum.Succeeded
+	chargedFailures := 0
+	for _, r := range results {
+		if r.Err != nil || r.Status != http.StatusCreated {
+			chargedFailures += f.Provider.Charges(r.Order)
+		}
+	}
+	printFirstPass(out, f, sum, elapsed, chargedFailures)
+
+	rec := paymentsim.Reconcile(ctx, f.Instances[0].URL, results, keys)
+	fmt.Fprintf(out, "reconciliation of the %d failed orders with their keys: %d replayed (already charged), %d charged now, %d failed\n",
+		failed, rec.Replayed, rec.Charged, len(rec.Failed))
+	fmt.Fprintf(out, "after reconciliation: orders %d, charges %d, orders charged twice %d\n",
+		orders, f.Provider.Total(), f.Provider.Doubles())
+
+	switch {
+	case f.Provider.Doubles() != 0:
+		return fmt.Errorf("%d orders charged twice", f.Provider.Doubles())
+	case int(f.Provider.Total()) != sum.Succeeded+chargedFailures || sum.Other != 0:
+		return fmt.Errorf("first pass: charges do not match the orders confirmed and the failures charged")
+	case len(rec.Failed) != 0 || int(f.Provider.Total()) != orders:
+		return fmt.Errorf("after reconciliation: %d charges for %d orders", f.Provider.Total(), orders)
+	}
+	fmt.Fprintln(out, "OK: every order charged exactly once")
+	return nil
+}
+
+func printFirstPass(out io.Writer, f *paymentsim.Fleet, sum paymentsim.Summary, elapsed time.Duration, chargedFailures int) {
+	fmt.Fprintf(out, "orders %d in %v: confirmed (201) %d, failed %d\n",
+		sum.Orders, elapsed.Round(time.Millisecond), sum.Succeeded, sum.Orders-sum.Succeeded)
+	reasons := make([]string, 0, len(sum.Final))
+	for r, n := range sum.Final {
+		reasons = append(reasons, fmt.Sprintf("%s %d", r, n))
+	}
+	slices.Sort(reasons)
+	fmt.Fprintf(out, "  failures: outcome unknown (httpretry.ErrOutcomeUnknown) %d, final httpretry errors %v, final responses by status %v, other %d\n",
+		sum.Unknown, reasons, sum.Statuses, sum.Other)
+	fmt.Fprintf(out, "attempts at the injector: %d passed, %d reset, %d dropped after the charge, %d held past the attempt timeout\n",
+		f.Injector.Count(paymentsim.Pass), f.Injector.Count(paymentsim.Reset), f.Injector.Count(paymentsim.Drop), f.Injector.Count(paymentsim.Delay))
+	fmt.Fprintf(out, "idempotency.Handler events (both instances): executed %d, replayed %d, conflict %d, fenced %d, store_error %d\n",
+		f.Events.Count(idempotency.KindExecuted), f.Events.Count(idempotency.KindReplayed), f.Events.Count(idempotency.KindConflict),
+		f.Events.Count(idempotency.KindFenced), f.Events.Count(idempotency.KindStoreError))
+	fmt.Fprintf(out, "charges %d = confirmed %d + failed after their charge %d; orders charged twice %d\n",
+		f.Provider.Total(), sum.Succeeded, chargedFailures, f.Provider.Doubles())
+}

@@ -1,0 +1,391 @@
+package redisretry
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/httpretry/httpretry/idempotency"
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults for the zero values of IdempotencyOptions' fields.
+const (
+	DefaultIdempotencyCallTimeout = time.Second
+	DefaultReservationTTL         = 24 * time.Hour
+)
+
+// IdempotencyOptions tune an [IdempotencyStore]. The zero value is what
+// most callers want.
+type IdempotencyOptions struct {
+	// CallTimeout bounds each Redis call, within the caller's deadline.
+	// The Handler records a response under a context without deadline (the
+	// client may have gone), so this is what bounds Complete and Release
+	// when Redis hangs. go-redis honours it only on a client with
+	// ContextTimeoutEnabled; otherwise the client's ReadTimeout (3s by
+	// default) bounds each call. 0 (or negative) means 1s.
+	CallTimeout time.Duration
+
+	// ReservationTTL is how long a reservation is kept after its lock
+	// expired without its owner completing or releasing it (the process
+	// died): until then a retry with the same payload takes it over, and
+	// the key belongs to its first payload. It is never shorter than the
+	// lock. 0 (or negative) means 24 hours, the Handler's default
+	// response TTL.
+	ReservationTTL time.Duration
+
+	// MaxResponseSize, when positive, is the largest response recorded,
+	// counted as [idempotency.Response.Size] (body plus header names and
+	// values); Complete of a larger one returns
+	// [idempotency.ErrStoreFull], and the Handler frees the key. 0 (or
+	// negative) means no limit here: the store records what the Handler
+	// hands it, which its MaxResponseBody bounds.
+	MaxResponseSize int64
+}
+
+// IdempotencyStore is an [idempotency.Store] in Redis, shared by every
+// instance of a service that uses the same Redis and prefix: a retry that
+// reaches another instance is replayed the first response rather than run
+// again.
+//
+// Each key is one hash (state, fingerprint, fencing token and, once
+// completed, the response) and, while its operation runs, one lock string
+// that expires after the lock TTL on Redis's own clock. Reserve, Complete
+// and Release are each one Lua script, atomic across all the processes;
+// fencing tokens come from one INCR'd counter under the prefix, so they
+// never repeat for any key while that counter lives. Keys and responses
+// are stored under the SHA-256 of the idempotency key, never the key
+// itself, and nothing is logged. Records expire by Redis TTLs: a response
+// after the Handler's ResponseTTL, an abandoned reservation after
+// [IdempotencyOptions.ReservationTTL]; the counter never expires.
+//
+// The owner of an expired lock that no one has taken over yet may still
+// Complete: its response is recorded as if it had been on time.
+//
+// Every key the store writes starts with the prefix, so give it a prefix
+// of its own. On Redis Cluster, put a hash tag in the prefix (such as
+// "{idem}:"): each script touches the counter and a key's records, which
+// must then share a slot. If the counter is lost (FLUSHALL, a restart
+// without persistence, an allkeys-* maxmemory-policy evicting it), tokens
+// start again from 1, and a request still running from before could
+// record its response over a successor's: run Redis with persistence and
+// a noeviction or volatile-* policy (the counter has no TTL, so volatile
+// policies never evict it). A Redis out of memory makes Reserve and
+// Complete fail with an error that matches [idempotency.ErrStoreFull].
+//
+// A Redis failure is returned as an error that names the package and the
+// operation, never the key: the Handler then answers 503 before running
+// the operation, or leaves the lock to expire after it.
+//
+// Create one with [NewIdempotencyStore]. An IdempotencyStore is safe for
+// concurrent use by multiple goroutines; it holds no connection of its
+// own, so there is nothing to close but the client.
+type IdempotencyStore struct {
+	rdb    redis.UniversalClient
+	prefix string
+	opts   IdempotencyOptions
+}
+
+// NewIdempotencyStore returns a store that keeps its records in rdb under
+// keys that start with prefix. opts may hold at most one
+// [IdempotencyOptions]. It makes no Redis call.
+func NewIdempotencyStore(rdb redis.UniversalClient, prefix string, opts ...IdempotencyOptions) (*IdempotencyStore, error) {
+	if rdb == nil {
+		return nil, errors.New("redisretry: nil Redis client")
+	}
+	if prefix == "" {
+		return nil, errors.New("redisretry: empty idempotency store prefix")
+	}
+	if len(opts) > 1 {
+		return nil, fmt.Errorf("redisretry: %d IdempotencyOptions given; want at most one", len(opts))
+	}
+	s := &IdempotencyStore{rdb: rdb, prefix: prefix}
+	if len(opts) == 1 {
+		s.opts = opts[0]
+	}
+	return s, nil
+}
+
+func (s *IdempotencyStore) callTimeout() time.Duration {
+	return durationOr(s.opts.CallTimeout, DefaultIdempotencyCallTimeout)
+}
+
+func (s *IdempotencyStore) reservationTTL(lockTTL time.Duration) time.Duration {
+	return max(durationOr(s.opts.ReservationTTL, DefaultReservationTTL), lockTTL)
+}
+
+// keys returns the script keys of key: its record, its lock and the
+// store's token counter.
+func (s *IdempotencyStore) keys(key string) []string {
+	sum := sha256.Sum256([]byte(key))
+	h := hex.EncodeToString(sum[:])
+	return []string{s.prefix + "r:" + h, s.prefix + "l:" + h, s.prefix + "fence"}
+}
+
+// errNonPositiveTTL rejects a TTL that would make a record expire at once.
+var errNonPositiveTTL = errors.New("redisretry: idempotency TTL must be positive")
+
+// Reserve implements [idempotency.Store].
+func (s *IdempotencyStore) Reserve(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (idempotency.Reservation, error) {
+	if lockTTL <= 0 {
+		return idempotency.Reservation{}, errNonPositiveTTL
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
+	defer cancel()
+	res, err := reserveScript.Run(ctx, s.rdb, s.keys(key), fingerprint,
+		millis(lockTTL), millis(s.reservationTTL(lockTTL))).Slice()
+	if err != nil {
+		return idempotency.Reservation{}, wrapStoreErr("reserve", err)
+	}
+	r, err := parseReservation(res)
+	if err != nil {
+		return idempotency.Reservation{}, fmt.Errorf("redisretry: idempotency reserve: %w", err)
+	}
+	return r, nil
+}
+
+// Complete implements [idempotency.Store].
+func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idempotency.Token, resp *idempotency.Response, ttl time.Duration) error {
+	if ttl <= 0 {
+		return errNonPositiveTTL
+	}
+	if resp == nil {
+		return errors.New("redisretry: idempotency complete: nil response")
+	}
+	if limit := s.opts.MaxResponseSize; limit > 0 && resp.Size() > limit {
+		return idempotency.ErrStoreFull
+	}
+	hdr := encodeHeader(resp.Header)
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
+	defer cancel()
+	ok, err := completeScript.Run(ctx, s.rdb, s.keys(key)[:2], tokenArg(token), millis(ttl),
+		resp.Status, hdr, resp.Body).Int()
+	if err != nil {
+		return wrapStoreErr("complete", err)
+	}
+	if ok != 1 {
+		return idempotency.ErrStaleToken
+	}
+	return nil
+}
+
+// Release implements [idempotency.Store].
+func (s *IdempotencyStore) Release(ctx context.Context, key string, token idempotency.Token) error {
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
+	defer cancel()
+	ok, err := releaseScript.Run(ctx, s.rdb, s.keys(key)[:2], tokenArg(token)).Int()
+	if err != nil {
+		return wrapStoreErr("release", err)
+	}
+	if ok != 1 {
+		return idempotency.ErrStaleToken
+	}
+	return nil
+}
+
+// The scripts. A record is a hash: st ("p" while in progress, "c" once
+// completed), fp (the fingerprint), tok (the fencing token, as INCR's
+// decimal text) and, when completed, status, hdr (the header, as
+// encodeHeader writes it) and body. The lock is a string holding the token, set with PX: while it
+// exists, the reservation's owner is alive. Comparing tokens as text
+// avoids Lua's floating-point numbers.
+
+// reserveScript: KEYS record, lock, counter; ARGV fingerprint, lock TTL
+// (ms), reservation TTL (ms). Returns {1, token, took over}, {2}, {4} or
+// {3, 0, 0, status, header, body}.
+var reserveScript = redis.NewScript(`
+local rec = redis.call('HMGET', KEYS[1], 'st', 'fp')
+local took = 0
+if rec[1] then
+  if rec[2] ~= ARGV[1] then return {4} end
+  if rec[1] == 'c' then
+    local r = redis.call('HMGET', KEYS[1], 'status', 'hdr', 'body')
+    return {3, 0, 0, r[1], r[2], r[3]}
+  end
+  if redis.call('EXISTS', KEYS[2]) == 1 then return {2} end
+  took = 1
+end
+local tok = redis.call('INCR', KEYS[3])
+redis.call('HSET', KEYS[1], 'st', 'p', 'fp', ARGV[1], 'tok', tok)
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('SET', KEYS[2], tok, 'PX', ARGV[2])
+return {1, tok, took}
+`)
+
+// completeScript: KEYS record, lock; ARGV token, TTL (ms), status,
+// header, body. Returns 1, or 0 when the token does not own the
+// reservation.
+var completeScript = redis.NewScript(`
+local rec = redis.call('HMGET', KEYS[1], 'st', 'tok')
+if rec[1] ~= 'p' or rec[2] ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'st', 'c', 'status', ARGV[3], 'hdr', ARGV[4], 'body', ARGV[5])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('DEL', KEYS[2])
+return 1
+`)
+
+// releaseScript: KEYS record, lock; ARGV token. Returns 1, or 0 when the
+// token does not own the reservation.
+var releaseScript = redis.NewScript(`
+local rec = redis.call('HMGET', KEYS[1], 'st', 'tok')
+if rec[1] ~= 'p' or rec[2] ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2])
+return 1
+`)
+
+// tokenArg is token as the script compares it: the decimal text INCR
+// stored. Token 0, never issued, matches nothing.
+func tokenArg(t idempotency.Token) string { return strconv.FormatUint(uint64(t), 10) }
+
+// millis is d in whole milliseconds, at least 1, for PX and PEXPIRE.
+func millis(d time.Duration) int64 {
+	return max(int64((d+time.Millisecond-1)/time.Millisecond), 1)
+}
+
+// wrapStoreErr names the package and the operation in a Redis error, and
+// explains the errors Redis gives for a prefix shared with other data or a
+// full memory. The key is never named: it may be a secret of the client.
+func wrapStoreErr(op string, err error) error {
+	switch {
+	case redis.HasErrorPrefix(err, "WRONGTYPE"), redis.HasErrorPrefix(err, "ERR value is not an integer"):
+		return fmt.Errorf("redisretry: idempotency %s: a key under the store's prefix holds other data; give the store a prefix of its own: %w", op, err)
+	case redis.HasErrorPrefix(err, "OOM"):
+		// Redis reports maxmemory only by this error prefix.
+		return fmt.Errorf("redisretry: idempotency %s: %w: %w", op, idempotency.ErrStoreFull, err)
+	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+		return fmt.Errorf("redisretry: idempotency %s: no answer from Redis in time: %w", op, err)
+	}
+	return fmt.Errorf("redisretry: idempotency %s: %w", op, err)
+}
+
+// isTimeout reports a network timeout: go-redis with ContextTimeoutEnabled
+// sets the context's deadline on the connection, so a call that runs out
+// of time fails with an i/o timeout rather than the context's error.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// errBadRecord reports a script reply no script of this store returns: a
+// record written by something else.
+var errBadRecord = errors.New("malformed record; give the store a prefix of its own")
+
+// parseReservation decodes the reserve script's reply: {state, token,
+// took over} or, for a completed record, {3, 0, 0, status, header, body}.
+func parseReservation(res []any) (idempotency.Reservation, error) {
+	if len(res) == 0 {
+		return idempotency.Reservation{}, errBadRecord
+	}
+	state, _ := res[0].(int64)
+	switch idempotency.State(state) {
+	case idempotency.StateInProgress, idempotency.StateMismatch:
+		return idempotency.Reservation{State: idempotency.State(state)}, nil
+	case idempotency.StateReserved:
+		if len(res) != 3 {
+			return idempotency.Reservation{}, errBadRecord
+		}
+		tok, _ := res[1].(int64)
+		took, _ := res[2].(int64)
+		if tok <= 0 {
+			return idempotency.Reservation{}, errBadRecord
+		}
+		return idempotency.Reservation{State: idempotency.StateReserved, Token: idempotency.Token(tok), TookOver: took == 1}, nil
+	case idempotency.StateCompleted:
+		resp, err := parseResponse(res)
+		if err != nil {
+			return idempotency.Reservation{}, err
+		}
+		return idempotency.Reservation{State: idempotency.StateCompleted, Response: resp}, nil
+	}
+	return idempotency.Reservation{}, errBadRecord
+}
+
+// parseResponse decodes a completed record's status, header and body.
+func parseResponse(res []any) (*idempotency.Response, error) {
+	if len(res) != 6 {
+		return nil, errBadRecord
+	}
+	statusText, ok1 := res[3].(string)
+	hdrText, ok2 := res[4].(string)
+	body, ok3 := res[5].(string)
+	if !ok1 || !ok2 || !ok3 {
+		return nil, errBadRecord
+	}
+	status, err := strconv.Atoi(statusText)
+	if err != nil {
+		return nil, errBadRecord
+	}
+	hdr, ok := decodeHeader(hdrText)
+	if !ok {
+		return nil, errBadRecord
+	}
+	resp := &idempotency.Response{Status: status, Header: hdr}
+	if body != "" {
+		resp.Body = []byte(body)
+	}
+	return resp, nil
+}
+
+// encodeHeader writes h byte for byte, whatever its names and values hold
+// (JSON would replace bytes that are not UTF-8, and replays must be
+// exact): for each name, its length and bytes, its number of values, and
+// each value's length and bytes, lengths as uvarints.
+func encodeHeader(h http.Header) []byte {
+	var b []byte
+	for name, values := range h {
+		b = binary.AppendUvarint(b, uint64(len(name)))
+		b = append(b, name...)
+		b = binary.AppendUvarint(b, uint64(len(values)))
+		for _, v := range values {
+			b = binary.AppendUvarint(b, uint64(len(v)))
+			b = append(b, v...)
+		}
+	}
+	return b
+}
+
+// decodeHeader reads what encodeHeader wrote; ok is false when s is not
+// such an encoding.
+func decodeHeader(s string) (h http.Header, ok bool) {
+	b := []byte(s)
+	next := func() (string, bool) {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)-k) {
+			return "", false
+		}
+		v := string(b[k : k+int(n)])
+		b = b[k+int(n):]
+		return v, true
+	}
+	for len(b) > 0 {
+		name, ok := next()
+		if !ok {
+			return nil, false
+		}
+		count, k := binary.Uvarint(b)
+		if k <= 0 || count > uint64(len(b)) {
+			return nil, false
+		}
+		b = b[k:]
+		if h == nil {
+			h = http.Header{}
+		}
+		values := make([]string, 0, count)
+		for range count {
+			v, ok := next()
+			if !ok {
+				return nil, false
+			}
+			values = append(values, v)
+		}
+		h[name] = values
+	}
+	return h, true
+}

@@ -1,0 +1,73 @@
+package paymentsim
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"time"
+
+	"github.com/httpretry/httpretry/contrib/redisretry"
+	"github.com/httpretry/httpretry/idempotency"
+	"github.com/redis/go-redis/v9"
+)
+
+// Fleet is two instances of the payment service, each an httptest
+// server whose charge endpoint is an idempotency.Handler over a
+// redisretry.IdempotencyStore with its own go-redis client, sharing one
+// prefix; and the fault injector in front of them. Create it with
+// [StartFleet] and Close it.
+type Fleet struct {
+	Provider  *Provider
+	Events    *Events
+	Injector  *Injector
+	Front     *httptest.Server    // the injector
+	Instances [2]*httptest.Server // the payment service
+
+	clients [2]*redis.Client
+}
+
+// StartFleet starts the fleet on loopback, its stores on the Redis at
+// redisAddr under prefix. callTimeout bounds each Redis call, and a wait
+// for a pooled connection: tests whose verdict is not about Redis being
+// slow make it longer than any loaded machine takes.
+func StartFleet(redisAddr, prefix string, faults Faults, callTimeout time.Duration) (*Fleet, error) {
+	f := &Fleet{Provider: &Provider{Latency: faults.Latency}, Events: &Events{}}
+	for i := range f.Instances {
+		rdb := redis.NewClient(&redis.Options{
+			Addr: redisAddr, ContextTimeoutEnabled: true,
+			PoolSize: 64, PoolTimeout: callTimeout, ReadTimeout: callTimeout, WriteTimeout: callTimeout,
+		})
+		store, err := redisretry.NewIdempotencyStore(rdb, prefix, redisretry.IdempotencyOptions{CallTimeout: callTimeout})
+		if err != nil {
+			rdb.Close()
+			f.Close()
+			return nil, err
+		}
+		f.clients[i] = rdb
+		mux := http.NewServeMux()
+		mux.Handle("POST "+ChargePath, idempotency.Handler(ChargeHandler(f.Provider), store,
+			idempotency.Options{RequireKey: true, OnEvent: f.Events.Record}))
+		f.Instances[i] = httptest.NewServer(mux)
+	}
+	f.Injector = NewInjector(faults, f.Instances[0].URL, f.Instances[1].URL)
+	f.Front = httptest.NewServer(f.Injector)
+	return f, nil
+}
+
+// Close stops the servers, waiting for their requests, and closes the
+// Redis clients.
+func (f *Fleet) Close() {
+	if f.Front != nil {
+		f.Front.Close()
+	}
+	if f.Injector != nil {
+		f.Injector.CloseIdleConnections()
+	}
+	for i := range f.Instances {
+		if f.Instances[i] != nil {
+			f.Instances[i].Close()
+		}
+		if f.clients[i] != nil {
+			f.clients[i].Close()
+		}
+	}
+}
