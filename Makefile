@@ -10,10 +10,14 @@ GREMLINS    ?= $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 # the library's).
 MODULES := . bench
 
-.PHONY: test vet lint race demo bench storm fuzz mutate
+# Modules whose tests run without -race: the SDK examples test wiring, not
+# concurrency, and the SDKs build far slower under the race detector.
+EXAMPLE_MODULES := examples/sdks
 
-## test: go vet, staticcheck and race-enabled tests of every module
-test: vet lint race
+.PHONY: test vet lint race examples demo bench storm fuzz mutate
+
+## test: go vet, staticcheck and race-enabled tests of every module, then the examples
+test: vet lint race examples
 
 vet:
 	@for m in $(MODULES); do echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...) || exit 1; done
@@ -23,6 +27,10 @@ lint:
 
 race:
 	@for m in $(MODULES); do echo "go test -race ($$m)"; (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
+
+## examples: go vet, staticcheck and go test (no -race) of the example modules
+examples:
+	@for m in $(EXAMPLE_MODULES); do echo "go vet, staticcheck, go test ($$m)"; (cd $$m && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -count=1 ./...) || exit 1; done
 
 ## demo: a local flaky server and a client whose retries show in the output
 demo:
