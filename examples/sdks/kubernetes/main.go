@@ -1,5 +1,5 @@
-// Command kubernetes runs client-go (the core/v1 typed client) over
-// httpretry against a local fake of the Kubernetes API server.
+// Command kubernetes runs client-go's rest client over httpretry against a
+// local fake of the Kubernetes API server.
 //
 // client-go's rest client retries by itself and rest.Config has no switch
 // to stop it: every request may be sent up to 11 times (10 retries) when
@@ -15,11 +15,17 @@
 // Install both with rest.Config.WrapTransport, which client-go applies to
 // the transport it builds (TLS, auth and user agent stay underneath).
 //
+// The typed clients (kubernetes.Clientset and its groups) send every call
+// through the same rest.Request, so what holds here holds for them. This
+// example builds a RESTClient directly, without the typed API packages,
+// which take minutes to compile.
+//
 //	go run ./kubernetes
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -27,7 +33,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
 
 	"github.com/httpretry/httpretry"
@@ -81,6 +89,45 @@ func defaultTransport(base http.RoundTripper) *httpretry.Transport {
 	return &httpretry.Transport{Base: base}
 }
 
+// newCoreClient returns a rest client for the core API group (/api/v1) of
+// the server cfg names. Its scheme knows only the meta types (Status), which
+// is all the rest client needs to turn error responses into API errors.
+func newCoreClient(cfg *rest.Config) (*rest.RESTClient, error) {
+	scheme := runtime.NewScheme()
+	gv := schema.GroupVersion{Version: "v1"}
+	metav1.AddToGroupVersion(scheme, gv)
+	c := *cfg
+	c.APIPath = "/api"
+	c.GroupVersion = &gv
+	c.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
+	return rest.RESTClientFor(&c)
+}
+
+// Pod holds the fields of a pod this example reads.
+type Pod struct {
+	Metadata struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+	Status struct {
+		Phase string `json:"phase"`
+	} `json:"status"`
+}
+
+// getPod reads a pod as a typed client's Pods(ns).Get does: one
+// rest.Request with the rest client's default retries.
+func getPod(ctx context.Context, c *rest.RESTClient, ns, name string) (*Pod, error) {
+	raw, err := c.Get().Namespace(ns).Resource("pods").Name(name).Do(ctx).Raw()
+	if err != nil {
+		return nil, err
+	}
+	var p Pod
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, fmt.Errorf("decoding pod: %w", err)
+	}
+	return &p, nil
+}
+
 func run(w io.Writer) error {
 	srv := fake.NewServer(throttledTwice)
 	defer srv.Close()
@@ -89,17 +136,18 @@ func run(w io.Writer) error {
 		tr = defaultTransport(base)
 		return tr
 	})
-	core, err := corev1.NewForConfig(cfg)
+	core, err := newCoreClient(cfg)
 	if err != nil {
 		return err
 	}
 	defer tr.CloseIdleConnections()
 
-	pod, err := core.Pods("default").Get(context.Background(), "web-0", metav1.GetOptions{})
+	pod, err := getPod(context.Background(), core, "default", "web-0")
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "pod %s/%s is %s, after %d requests\n", pod.Namespace, pod.Name, pod.Status.Phase, srv.Hits())
+	fmt.Fprintf(w, "pod %s/%s is %s, after %d requests\n",
+		pod.Metadata.Namespace, pod.Metadata.Name, pod.Status.Phase, srv.Hits())
 	return nil
 }
 

@@ -8,8 +8,6 @@ import (
 
 	"go.uber.org/goleak"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/httpretry/httpretry"
@@ -45,7 +43,7 @@ func TestHitsBounded(t *testing.T) {
 	tests := []struct {
 		name     string
 		cfg      func(host string) *rest.Config
-		get      func(ctx context.Context, core *corev1.CoreV1Client) error
+		get      func(ctx context.Context, core *rest.RESTClient) error
 		wantHits int
 	}{
 		{
@@ -55,13 +53,13 @@ func TestHitsBounded(t *testing.T) {
 					return transport(base)
 				}}
 			},
-			get:      getPod,
+			get:      get,
 			wantHits: 33,
 		},
 		{
 			name:     "StripRetryAfter",
 			cfg:      func(host string) *rest.Config { return newConfig(host, transport) },
-			get:      getPod,
+			get:      get,
 			wantHits: 3,
 		},
 		{
@@ -71,8 +69,8 @@ func TestHitsBounded(t *testing.T) {
 					return transport(base)
 				}}
 			},
-			get: func(ctx context.Context, core *corev1.CoreV1Client) error {
-				return core.RESTClient().Get().Namespace("default").Resource("pods").Name("web-0").
+			get: func(ctx context.Context, core *rest.RESTClient) error {
+				return core.Get().Namespace("default").Resource("pods").Name("web-0").
 					MaxRetries(0).Do(ctx).Error()
 			},
 			wantHits: 3,
@@ -83,7 +81,7 @@ func TestHitsBounded(t *testing.T) {
 			t.Parallel()
 			srv := fake.NewServer(alwaysThrottled)
 			defer srv.Close()
-			core, err := corev1.NewForConfig(tt.cfg(srv.URL))
+			core, err := newCoreClient(tt.cfg(srv.URL))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,8 +97,9 @@ func TestHitsBounded(t *testing.T) {
 	}
 }
 
-func getPod(ctx context.Context, core *corev1.CoreV1Client) error {
-	_, err := core.Pods("default").Get(ctx, "web-0", metav1.GetOptions{})
+// get reads the pod with the rest client's default retries.
+func get(ctx context.Context, core *rest.RESTClient) error {
+	_, err := getPod(ctx, core, "default", "web-0")
 	return err
 }
 
