@@ -65,6 +65,7 @@ func TestMessagesCreateRetriedByHTTPRetryAlone(t *testing.T) {
 	if o.Attempts != 4 || o.Reason != httpretry.Final || o.Status != http.StatusOK {
 		t.Errorf("outcome = %d attempts, %s, status %d; want 4, final, 200", o.Attempts, o.Reason, o.Status)
 	}
+	t.Logf("server-side gaps between the four requests: %v", fake.Gaps(reqs))
 	if gap := fake.Gaps(reqs)[2]; gap < 800*time.Millisecond {
 		t.Errorf("wait after the 429 with retry-after-ms: 800 = %v, want >= 800ms", gap)
 	}
