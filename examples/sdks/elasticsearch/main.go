@@ -3,11 +3,11 @@
 //
 // The client retries by itself (502, 503 and 504, and network errors, up
 // to 3 retries): turn that off with DisableRetry and hand httpretry over
-// as Transport. Both fields are the same in elasticsearch.Config, for
-// elasticsearch.NewClient, and in elastictransport.Config, which this
-// example uses with esapi.New: the elasticsearch package itself imports
-// the typed API, which takes minutes to compile, and esapi needs only a
-// transport. (elasticsearch.NewClient also checks that the server answers
+// as Transport: elasticsearch.Config's DisableRetry and Transport fields
+// for elasticsearch.NewClient, or elastictransport.WithDisableRetry and
+// WithTransport for elastictransport.NewClient, which this example uses
+// with esapi.New: the elasticsearch package itself imports the typed API,
+// which takes minutes to compile, and esapi needs only a transport. (elasticsearch.NewClient also checks that the server answers
 // with "X-Elastic-Product: Elasticsearch"; the fake sends it.)
 //
 // _search is a POST. httpretry repeats a POST only when it is marked safe
@@ -57,11 +57,11 @@ func newClientRetrying(addr string, tr http.RoundTripper, sdkRetries bool) (*esa
 	if err != nil {
 		return nil, err
 	}
-	tp, err := elastictransport.New(elastictransport.Config{
-		URLs:         []*url.URL{u},
-		Transport:    tr,
-		DisableRetry: !sdkRetries, // httpretry is the only retry layer
-	})
+	opts := []elastictransport.Option{elastictransport.WithURLs(u), elastictransport.WithTransport(tr)}
+	if !sdkRetries {
+		opts = append(opts, elastictransport.WithDisableRetry()) // httpretry is the only retry layer
+	}
+	tp, err := elastictransport.NewClient(opts...)
 	if err != nil {
 		return nil, err
 	}
