@@ -12,10 +12,15 @@ MODULES := . bench contrib/promretry contrib/otelretry contrib/redisretry
 
 GOCYCLO     ?= $(GO) run github.com/fzipp/gocyclo/cmd/gocyclo@v0.6.0
 
-.PHONY: test deps vet lint cyclo race demo bench storm storm-fleet fuzz mutate
+# Modules whose tests run without -race: the SDK examples test wiring, not
+# concurrency, and the SDKs build far slower under the race detector.
+EXAMPLE_MODULES := examples/sdks
 
-## test: go vet, staticcheck, gocyclo and race-enabled tests of every module
-test: deps vet lint cyclo race
+.PHONY: test deps vet lint cyclo race examples demo bench storm storm-fleet fuzz mutate
+
+## test: go vet, staticcheck, gocyclo and race-enabled tests of every
+## module, then the example modules without -race
+test: deps vet lint cyclo race examples
 
 ## deps: programs the tests start: redis-server (contrib/redisretry, the
 ## fleet storm). Installs it with apt-get where it can; otherwise says how.
@@ -47,6 +52,10 @@ cyclo:
 
 race: deps
 	@for m in $(MODULES); do echo "go test -race ($$m)"; (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
+
+## examples: go vet, staticcheck and go test (no -race) of the example modules
+examples:
+	@for m in $(EXAMPLE_MODULES); do echo "go vet, staticcheck, go test ($$m)"; (cd $$m && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -count=1 ./...) || exit 1; done
 
 ## demo: a local flaky server and a client whose retries show in the output
 demo:
