@@ -44,9 +44,6 @@ func TestStreamWithGapsSurvivesIdleTimeout(t *testing.T) {
 // and the request is not sent again (the response was already handed
 // over).
 func TestStalledStreamFails(t *testing.T) {
-	if !fake.IdleTimeoutWorks() {
-		t.Skip("this httpretry build does not enforce Transport.IdleTimeout yet")
-	}
 	srv := fake.NewServer(sse{Words: words, Gap: 10 * time.Millisecond, Stall: 2}.respond)
 	defer srv.Close()
 	const idle = 500 * time.Millisecond
@@ -78,9 +75,6 @@ func TestStalledStreamFails(t *testing.T) {
 // failure; a POST is repeated only when the client says inference is safe
 // to repeat (AlwaysIdempotent, or WithIdempotent per request).
 func TestStallBeforeHeaders(t *testing.T) {
-	if !fake.IdleTimeoutWorks() {
-		t.Skip("this httpretry build does not enforce Transport.IdleTimeout yet")
-	}
 	tests := []struct {
 		name       string
 		idempotent func(*http.Request) bool
