@@ -46,7 +46,7 @@ func (unlimited) Refund()                       {}
 const tokenUnit = 1_000_000
 
 // maxTokens is the largest capacity a TokenBucket can represent.
-const maxTokens = math.MaxInt64 / tokenUnit / 2
+const maxTokens = 4_611_686_018_427 // math.MaxInt64 / tokenUnit / 2: room to add a deposit without overflow
 
 // TokenBucket is a retry budget for one process: a bucket of tokens that
 // starts full, gains a fraction of a token for every operation and

@@ -163,3 +163,13 @@ func TestUnlimited(t *testing.T) {
 	}
 	Unlimited.Deposit()
 }
+
+// TestMaxTokensLeavesRoom: the largest capacity, in units, plus a deposit
+// of the same size still fits in an int64.
+func TestMaxTokensLeavesRoom(t *testing.T) {
+	t.Parallel()
+	const units = maxTokens * tokenUnit
+	if units > math.MaxInt64/2 || units < math.MaxInt64/2-tokenUnit {
+		t.Errorf("maxTokens·tokenUnit = %d; want just under MaxInt64/2 = %d", int64(units), int64(math.MaxInt64/2))
+	}
+}
