@@ -190,3 +190,58 @@ func newStreamServer(t *testing.T, h2 bool, h http.Handler) *httptest.Server {
 	t.Cleanup(srv.Close)
 	return srv
 }
+
+// emptyReadBody returns no bytes and no error on its first Read, then
+// blocks until its request's context ends.
+type emptyReadBody struct {
+	ctx   context.Context
+	reads int
+}
+
+func (b *emptyReadBody) Read([]byte) (int, error) {
+	b.reads++
+	if b.reads == 1 {
+		return 0, nil
+	}
+	<-b.ctx.Done()
+	return 0, b.ctx.Err()
+}
+
+func (b *emptyReadBody) Close() error { return nil }
+
+// TestEmptyReadIsNoProgress: a Read that brings no bytes does not restart
+// the idle period.
+func TestEmptyReadIsNoProgress(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp := response(r, 200, "")
+		resp.Body, resp.ContentLength = &emptyReadBody{ctx: r.Context()}, -1
+		return resp, nil
+	})
+	tr := &Transport{Base: base, Clock: fc, IdleTimeout: 10 * time.Second}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	fc.Advance(6 * time.Second)
+	if n, err := resp.Body.Read(make([]byte, 8)); n != 0 || err != nil {
+		t.Fatalf("first read: %d, %v; want 0, nil", n, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := resp.Body.Read(make([]byte, 8))
+		done <- err
+	}()
+	// 11s after the headers: the idle period, counted from them, is over.
+	fc.Advance(5 * time.Second)
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrIdleTimeout) {
+			t.Errorf("read error %v; want ErrIdleTimeout", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the read still waits: an empty read restarted the idle period")
+	}
+}
