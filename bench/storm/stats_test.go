@@ -131,7 +131,7 @@ func TestPaperAmp(t *testing.T) {
 		ops, proc int
 		want      float64
 	}{
-		// The seed's bucket: 20 + floor(N/10) retries from full.
+		// A bucket of 20 that gains 0.1 per operation admits 20 + floor(N/10) retries from full.
 		{"one process", 1000, 1, 1 + (20+100)/1000.0},
 		{"ten processes", 1000, 10, 1 + 10*(20+10)/1000.0},
 		// 10 operations each: 20 retries allowed, 20 wanted.
