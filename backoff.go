@@ -21,13 +21,11 @@ func FullJitter(window time.Duration) time.Duration {
 
 // backoffWindow returns the window of retry r (r = 0 for the first retry):
 // min(maxDelay, base·2^r), without overflow for any r.
+// Both durations are positive. For integers, base·2^r <= maxDelay exactly
+// when base <= maxDelay>>r, and that shift cannot overflow: it is 0 for
+// r >= 63, which no positive base fits under.
 func backoffWindow(base, maxDelay time.Duration, r int) time.Duration {
-	if base >= maxDelay {
-		return maxDelay
-	}
-	// base < maxDelay, so base·2^r <= maxDelay exactly when
-	// base <= maxDelay>>r; the shift cannot overflow.
-	if r < 63 && base <= maxDelay>>r {
+	if base <= maxDelay>>r {
 		return base << r
 	}
 	return maxDelay

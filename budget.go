@@ -82,13 +82,8 @@ type TokenBucket struct {
 // about one retry for every ten operations: roughly 10% extra traffic
 // during a sustained outage.
 func NewBudget(capacity, perRequest float64) *TokenBucket {
-	b := &TokenBucket{
-		capacity:   toUnits(capacity),
-		perRequest: toUnits(perRequest),
-	}
-	if b.perRequest > b.capacity {
-		b.perRequest = b.capacity
-	}
+	b := &TokenBucket{capacity: toUnits(capacity)}
+	b.perRequest = min(toUnits(perRequest), b.capacity)
 	b.tokens.Store(b.capacity)
 	return b
 }
@@ -96,13 +91,10 @@ func NewBudget(capacity, perRequest float64) *TokenBucket {
 // toUnits converts a token count to fixed-point units, mapping NaN and
 // non-positive values to 0 and clamping values too large to represent.
 func toUnits(tokens float64) int64 {
-	if math.IsNaN(tokens) || tokens <= 0 {
+	if math.IsNaN(tokens) {
 		return 0
 	}
-	if tokens >= maxTokens {
-		return maxTokens * tokenUnit
-	}
-	return int64(math.Round(tokens * tokenUnit))
+	return int64(math.Round(min(max(tokens, 0), maxTokens) * tokenUnit))
 }
 
 // Deposit adds perRequest tokens, up to the bucket's capacity.
@@ -112,7 +104,7 @@ func (b *TokenBucket) Deposit() {
 	}
 	for {
 		old := b.tokens.Load()
-		if old >= b.capacity {
+		if old == b.capacity { // tokens never exceed capacity
 			// A full bucket is the common case in healthy traffic: a plain
 			// load keeps it free of contended writes.
 			return

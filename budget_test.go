@@ -172,4 +172,18 @@ func TestMaxTokensLeavesRoom(t *testing.T) {
 	if units > math.MaxInt64/2 || units < math.MaxInt64/2-tokenUnit {
 		t.Errorf("maxTokens·tokenUnit = %d; want just under MaxInt64/2 = %d", int64(units), int64(math.MaxInt64/2))
 	}
+	// The largest bucket, with the largest rate, refills without
+	// wrapping around.
+	b := NewBudget(math.Inf(1), math.Inf(1))
+	full := b.Tokens()
+	if full < maxTokens*0.999999 || full > maxTokens*1.000001 {
+		t.Fatalf("Tokens() = %v; want about %d", full, maxTokens)
+	}
+	if !b.Withdraw(context.Background()) {
+		t.Fatal("the largest bucket refused a retry")
+	}
+	b.Deposit()
+	if got := b.Tokens(); got != full {
+		t.Errorf("after a withdrawal and a deposit: %v tokens; want %v", got, full)
+	}
 }

@@ -70,15 +70,14 @@ func parseTimeoutHeader(v string) (time.Duration, bool) {
 	if v == "" {
 		return 0, false
 	}
+	const limit = int64(maxPropagated / time.Millisecond)
 	var ms int64
 	for i := 0; i < len(v); i++ {
 		c := v[i]
 		if c < '0' || c > '9' {
 			return 0, false
 		}
-		if ms <= int64(maxPropagated/time.Millisecond) {
-			ms = ms*10 + int64(c-'0')
-		}
+		ms = min(ms*10+int64(c-'0'), limit)
 	}
-	return min(time.Duration(ms)*time.Millisecond, maxPropagated), true
+	return time.Duration(ms) * time.Millisecond, true
 }

@@ -155,7 +155,7 @@ func TestParseTimeoutHeader(t *testing.T) {
 		wantOK bool
 	}{
 		{"0", 0, true}, {"1", ms, true}, {"1500", 1500 * ms, true},
-		{"86400000", 24 * time.Hour, true}, {"86400001", 24 * time.Hour, true},
+		{"86399999", 24*time.Hour - ms, true}, {"86400000", 24 * time.Hour, true}, {"86400001", 24 * time.Hour, true},
 		{"99999999999999999999999999", 24 * time.Hour, true},
 		{"", 0, false}, {"-1", 0, false}, {"1.5", 0, false}, {"1e3", 0, false}, {" 5", 0, false},
 	}

@@ -54,11 +54,7 @@ func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	// at and now are both wall-clock instants here; the difference is
 	// scheduled later on the local monotonic clock. Sub saturates at the
 	// Duration bounds, so a date centuries away cannot overflow.
-	d := at.Sub(now)
-	if d < 0 {
-		d = 0
-	}
-	return d, true
+	return max(at.Sub(now), 0), true
 }
 
 // retryAfterMsHeader is the millisecond form of Retry-After some APIs send
@@ -87,21 +83,17 @@ func parseRetryAfterMs(h http.Header) (time.Duration, bool) {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
-		if dot {
-			digits++
-			if scale > 1 {
-				scale /= 10
-				frac += int64(c-'0') * scale
-			}
-		} else {
-			digits++
-			if ms > (limit-int64(c-'0'))/10 {
-				return 0, false
-			}
-			ms = ms*10 + int64(c-'0')
+		digits++
+		if !dot {
+			// Past limit the value is invalid whatever follows; holding
+			// it at limit+1 keeps ms·10 far from overflow.
+			ms = min(ms*10+int64(c-'0'), limit+1)
+		} else if scale >= 10 {
+			scale /= 10
+			frac += int64(c-'0') * scale
 		}
 	}
-	if digits == 0 {
+	if digits == 0 || ms > limit {
 		return 0, false
 	}
 	d := time.Duration(ms) * time.Millisecond
@@ -121,13 +113,9 @@ func parseDelaySeconds(v string) (time.Duration, bool) {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
-		if secs > (limit-int64(c-'0'))/10 {
-			// Keep validating the remaining bytes, but the value no longer
-			// fits: it saturates.
-			secs = limit + 1
-			continue
-		}
-		secs = secs*10 + int64(c-'0')
+		// Past limit the value saturates; holding it at limit+1 keeps
+		// secs·10 far from overflow while the rest is validated.
+		secs = min(secs*10+int64(c-'0'), limit+1)
 	}
 	if secs > limit {
 		return maxDuration, true

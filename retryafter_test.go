@@ -107,6 +107,10 @@ func TestParseRetryAfterMs(t *testing.T) {
 		{"the largest that fits", "9223372036854", "", 9223372036854 * time.Millisecond, true},
 		{"one more does not fit", "9223372036855", "", 0, false},
 		{"its fraction does not fit either", "9223372036854.9", "", 0, false},
+		{"exactly the largest Duration", "9223372036854.775807", "", maxDuration, true},
+		{"one nanosecond more", "9223372036854.775808", "", 0, false},
+		{"the sixth fractional digit is a nanosecond", "1.000001", "", time.Millisecond + 1, true},
+		{"huge then garbage is invalid", "99999999999999999999x", "4", 4 * time.Second, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
