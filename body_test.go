@@ -465,6 +465,9 @@ func TestBodyNotRewindableSaysHowLarge(t *testing.T) {
 	}{
 		{"known length", size},
 		{"unknown length", -1},
+		// An outgoing request with a body and ContentLength 0 has a body
+		// of unknown length, as net/http reads it.
+		{"zero length with a body", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

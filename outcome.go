@@ -250,8 +250,9 @@ func (op *operation) finish(resp *http.Response, reason StopReason) (*http.Respo
 	}
 	o := op.outcome(reason)
 	// A request that is not safe to repeat, whose last attempt failed
-	// without proof that nothing was sent, may have been applied.
-	o.Unknown = !op.idempotent && op.attempts > 0 && op.err != nil && !op.unsent
+	// without proof that nothing was sent, may have been applied. (op.err
+	// is only ever set by an attempt.)
+	o.Unknown = !op.idempotent && op.err != nil && !op.unsent
 	op.report(o)
 	op.endAttempt()
 	if op.cancel != nil {

@@ -41,12 +41,13 @@ func bufferResponse(resp *http.Response, limit int64) (buffered bool, err error)
 		return false, nil
 	}
 	body := resp.Body
-	buf, err := readAtMost(body, resp.ContentLength, limit)
+	known := resp.ContentLength >= 0
+	buf, err := readAtMost(body, resp.ContentLength, known, limit)
 	if err != nil {
 		body.Close()
 		return false, err
 	}
-	if int64(len(buf)) == limit && resp.ContentLength < 0 {
+	if !known && int64(len(buf)) == limit {
 		// The body may go on: one more byte tells.
 		var one [1]byte
 		n, err := io.ReadFull(body, one[:])
@@ -68,13 +69,13 @@ func bufferResponse(resp *http.Response, limit int64) (buffered bool, err error)
 	return true, nil
 }
 
-// readAtMost reads r to EOF into a buffer of at most limit bytes; hint is
-// the body's ContentLength (at most limit), or negative when unknown. A
-// body that reaches limit is returned without error, for the caller to
-// probe.
-func readAtMost(r io.Reader, hint, limit int64) ([]byte, error) {
-	if hint >= 0 {
-		buf := make([]byte, hint)
+// readAtMost reads a body into a buffer of at most limit bytes. A body of
+// known length (length, at most limit) is read to exactly that length and
+// no further, as net/http reads one; any other is read to EOF, and one that
+// reaches limit is returned without error, for the caller to probe.
+func readAtMost(r io.Reader, length int64, known bool, limit int64) ([]byte, error) {
+	if known {
+		buf := make([]byte, length)
 		if _, err := io.ReadFull(r, buf); err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF // a body shorter than announced

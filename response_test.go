@@ -128,6 +128,57 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 func (c *countingReader) Close() error { c.closed = true; return nil }
 
+// shortReader returns at most max bytes per Read, as a socket may.
+type shortReader struct {
+	r   io.Reader
+	max int
+}
+
+func (s *shortReader) Read(p []byte) (int, error) {
+	return s.r.Read(p[:min(len(p), s.max)])
+}
+
+// TestBufferResponseReadsToContentLength: a body of known length is read
+// to that length and no further, as net/http reads one; a body of unknown
+// length is read to its end, through as many reads and growths of the
+// buffer as it takes.
+func TestBufferResponseReadsToContentLength(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("0123456789", 500) // 5000 bytes
+	tests := []struct {
+		name   string
+		body   string
+		length int64
+		want   string
+	}{
+		{"bytes past the length are not read", "abcdef", 3, "abc"},
+		{"a zero length reads nothing", "abc", 0, ""},
+		{"unknown length, many reads", long, -1, long},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			inner := &countingReader{r: strings.NewReader(tt.body)}
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				resp := response(r, 200, "")
+				resp.Body, resp.ContentLength = inner, tt.length
+				return resp, nil
+			})
+			tr := &Transport{Base: base, BufferResponse: 1 << 20}
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !inner.closed || resp.ContentLength != int64(len(tt.want)) {
+				t.Errorf("closed %v, ContentLength %d; want buffered, %d", inner.closed, resp.ContentLength, len(tt.want))
+			}
+			if got := readBody(t, resp); got != tt.want || inner.n != len(tt.want) {
+				t.Errorf("caller read %d bytes, %d read from the body; want %d and %d", len(got), inner.n, len(tt.want), len(tt.want))
+			}
+		})
+	}
+}
+
 func TestBufferResponseOnlyWhenRepeatable(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -251,10 +302,14 @@ func TestDrainLimitBoundaries(t *testing.T) {
 		size     int
 		known    bool
 		wantRead int
+		readSize int // bytes per Read at most; 0 for any
 	}{
-		{"known, exactly the limit, drained", drainLimit, true, drainLimit},
-		{"known, one byte over, closed unread", drainLimit + 1, true, 0},
-		{"unknown length, far over, read up to the limit", 4 * drainLimit, false, drainLimit},
+		{"known, exactly the limit, drained", drainLimit, true, drainLimit, 0},
+		{"known, one byte over, closed unread", drainLimit + 1, true, 0, 0},
+		{"unknown length, far over, read up to the limit", 4 * drainLimit, false, drainLimit, 0},
+		// Short reads, as from a socket: the last read is cut to the
+		// limit, not a byte over it.
+		{"unknown length, short reads, exactly the limit", 4 * drainLimit, false, drainLimit, 1000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -266,7 +321,11 @@ func TestDrainLimitBoundaries(t *testing.T) {
 				resp := response(r, 200, "")
 				if calls == 1 {
 					resp.StatusCode = 503
-					first = &countingReader{r: strings.NewReader(strings.Repeat("x", tt.size))}
+					var body io.Reader = strings.NewReader(strings.Repeat("x", tt.size))
+					if tt.readSize > 0 {
+						body = &shortReader{r: body, max: tt.readSize}
+					}
+					first = &countingReader{r: body}
 					resp.Body = first
 					resp.ContentLength = -1
 					if tt.known {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -76,5 +78,40 @@ func TestAttemptConnUnknownWithoutNetHTTP(t *testing.T) {
 	readBody(t, resp)
 	if a := log.attempts[0]; a.Conn != ConnUnknown || a.ConnWait != 0 || a.FirstByte != 0 {
 		t.Errorf("attempt %+v; want no connection facts", a)
+	}
+}
+
+// TestCallerTraceStaysWithItsRequest: a ClientTrace the caller installed
+// is called for its own requests, once per connection obtained, and never
+// for another request the Transport sends later.
+func TestCallerTraceStaysWithItsRequest(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	var got atomic.Int32
+	trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { got.Add(1) }}
+	var log attemptLog
+	tr := &Transport{Base: srv.Client().Transport, OnAttempt: log.onAttempt}
+	const rounds = 20
+	for range rounds {
+		for _, traced := range []bool{true, false} {
+			ctx := context.Background()
+			if traced {
+				ctx = httptrace.WithClientTrace(ctx, trace)
+			}
+			resp, err := tr.RoundTrip(newRequest(t, ctx, "GET", srv.URL, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			readBody(t, resp)
+		}
+	}
+	if n := got.Load(); n != rounds {
+		t.Errorf("the caller's GotConn ran %d times; want %d, once for each of its own requests", n, rounds)
+	}
+	if len(log.attempts) != 2*rounds || log.attempts[2*rounds-1].Conn != ConnReused {
+		t.Errorf("%d attempts reported; want %d, the last on a reused connection", len(log.attempts), 2*rounds)
 	}
 }
