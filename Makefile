@@ -109,4 +109,4 @@ fuzz:
 
 ## mutate: mutation testing of the root package (slow; not part of CI)
 mutate:
-	$(GREMLINS) unleash --tags mutation --workers 2 -E 'httptestutil/' -E 'examples/' -E 'bench/' -E 'idempotency/' -E 'contrib/' .
+	$(GREMLINS) unleash --tags mutation --workers 2 -E 'httptestutil/' -E 'examples/' -E 'bench/' -E 'idempotency/' -E 'internal/' -E 'contrib/' .

@@ -10,6 +10,7 @@ import (
 
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/httptestutil"
+	"github.com/httpretry/httpretry/internal/labels"
 )
 
 func TestMethodIndex(t *testing.T) {
@@ -20,42 +21,8 @@ func TestMethodIndex(t *testing.T) {
 		{"DELETE", "DELETE"}, {"CONNECT", "CONNECT"}, {"OPTIONS", "OPTIONS"}, {"TRACE", "TRACE"},
 		{"PATCH", "PATCH"}, {"get", "_OTHER"}, {"PROPFIND", "_OTHER"},
 	} {
-		if got := methods[methodIndex(c.method)]; got != c.want {
+		if got := methods[labels.Method(c.method)]; got != c.want {
 			t.Errorf("method %q → %q; want %q", c.method, got, c.want)
-		}
-	}
-}
-
-func TestReasonIndex(t *testing.T) {
-	for _, r := range []httpretry.StopReason{httpretry.Final, httpretry.AttemptsExhausted, httpretry.DeadlineExhausted,
-		httpretry.RetryAfterExceedsDeadline, httpretry.RetryAfterTooLong, httpretry.BudgetExhausted,
-		httpretry.Canceled, httpretry.BodyNotRewindable, httpretry.NotIdempotent} {
-		if got := reasons[reasonIndex(r)]; got != string(r) {
-			t.Errorf("reason %q → %q", r, got)
-		}
-	}
-	if got := reasons[reasonIndex("")]; got != "other" {
-		t.Errorf("empty reason → %q; want other", got)
-	}
-}
-
-func TestOutcomeClass(t *testing.T) {
-	cases := []struct {
-		name string
-		o    httpretry.Outcome
-		want string
-	}{
-		{"200", httpretry.Outcome{Attempts: 1, Status: 200}, "success"},
-		{"304", httpretry.Outcome{Attempts: 1, Status: 304}, "success"},
-		{"400", httpretry.Outcome{Attempts: 1, Status: 400}, "error_response"},
-		{"reset", httpretry.Outcome{Attempts: 1, Err: httptestutil.ErrReset}, "error"},
-		{"reset, may have been applied", httpretry.Outcome{Attempts: 1, Err: httptestutil.ErrReset, Unknown: true}, "unknown"},
-		{"before any attempt", httpretry.Outcome{Err: errors.New("body")}, "error"},
-		{"503 then canceled in the wait", httpretry.Outcome{Attempts: 1, Status: 503, Err: context.Canceled}, "error"},
-	}
-	for _, c := range cases {
-		if got := outcomes[outcomeClass(c.o)]; got != c.want {
-			t.Errorf("%s: class %q; want %q", c.name, got, c.want)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package otelretry
 import (
 	"context"
 
+	"github.com/httpretry/httpretry/internal/labels"
 	"go.opentelemetry.io/otel/attribute"
 )
 
@@ -41,26 +42,9 @@ const (
 	EventOther = "other"
 )
 
-var eventKinds = [...]string{
-	EventExecuted, EventReplayed, EventConflict, EventMismatch,
-	EventMissingKey, EventInvalidKey, EventRequestTooLarge, EventTakeover,
-	EventNotRecorded, EventFenced, EventStoreError, EventOther,
-}
-
-const numEventKinds = len(eventKinds)
-
-func eventIndex(kind string) int {
-	for i, k := range eventKinds[:numEventKinds-1] {
-		if kind == k {
-			return i
-		}
-	}
-	return numEventKinds - 1
-}
-
 // eventOpts holds the options of the idempotency counter, one per kind.
-var eventOpts = func() (o [numEventKinds]addOpts) {
-	for i, k := range eventKinds {
+var eventOpts = func() (o [labels.NumEvents]addOpts) {
+	for i, k := range labels.Events {
 		o[i] = newAddOpts(attribute.String(keyIdempotencyEvent, k))
 	}
 	return o
@@ -77,5 +61,5 @@ var eventOpts = func() (o [numEventKinds]addOpts) {
 //
 //	mw.OnEvent = func(kind string) { metrics.IdempotencyEvent(kind) }
 func (m *Metrics) IdempotencyEvent(kind string) {
-	m.idempotencyEvents.Add(context.Background(), 1, eventOpts[eventIndex(kind)]...)
+	m.idempotencyEvents.Add(context.Background(), 1, eventOpts[labels.Event(kind)]...)
 }

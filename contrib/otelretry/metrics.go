@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/httpretry/httpretry"
+	"github.com/httpretry/httpretry/internal/labels"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -152,7 +152,7 @@ func (m *Metrics) Close() error {
 // series returns the series of req's method and route.
 func (m *Metrics) series(req *http.Request) (*routeSeries, *methodSeries) {
 	rs := m.routes.get(routeOf(req, m.route))
-	return rs, rs.method(methodIndex(req.Method))
+	return rs, rs.method(labels.Method(req.Method))
 }
 
 // OnAttempt records one attempt. It has the signature of
@@ -160,25 +160,20 @@ func (m *Metrics) series(req *http.Request) (*routeSeries, *methodSeries) {
 func (m *Metrics) OnAttempt(req *http.Request, a httpretry.Attempt) {
 	ctx := req.Context()
 	rs, ms := m.series(req)
-	kind := attemptKindIndex(a.Number)
+	kind := labels.AttemptKind(a.Number)
 	m.attempts.Add(ctx, 1, ms.attempts[kind]...)
-	if a.Err == nil && statusSuccess(a.Status) {
+	if a.Err == nil && labels.Success(a.Status) {
 		m.attemptSuccesses.Add(ctx, 1, ms.successes[kind]...)
 	}
-	if a.Err != nil {
-		switch {
-		case errors.Is(a.Err, httpretry.ErrAttemptTimeout):
-			m.attemptTimeouts.Add(ctx, 1, ms.timeouts[0]...)
-		case errors.Is(a.Err, httpretry.ErrIdleTimeout):
-			m.attemptTimeouts.Add(ctx, 1, ms.timeouts[1]...)
-		}
+	if t, ok := labels.Timeout(a.Err); ok {
+		m.attemptTimeouts.Add(ctx, 1, ms.timeouts[t]...)
 	}
-	m.attemptDuration.Record(ctx, a.Duration.Seconds(), rs.attemptDuration[connectionIndex(a.Conn)]...)
+	m.attemptDuration.Record(ctx, a.Duration.Seconds(), rs.attemptDuration[labels.Conn(a.Conn)]...)
 	m.recordPhases(ctx, a)
 }
 
 func (m *Metrics) recordPhases(ctx context.Context, a httpretry.Attempt) {
-	for i, d := range [len(phases)]time.Duration{a.ConnWait, a.DNS, a.Connect, a.TLSHandshake, a.FirstByte} {
+	for i, d := range labels.PhaseDurations(a) {
 		if d > 0 {
 			m.phaseDuration.Record(ctx, d.Seconds(), phaseOpts[i]...)
 		}
@@ -190,8 +185,8 @@ func (m *Metrics) recordPhases(ctx context.Context, a httpretry.Attempt) {
 func (m *Metrics) OnDone(req *http.Request, o httpretry.Outcome) {
 	ctx := req.Context()
 	rs, ms := m.series(req)
-	outcome := outcomeClass(o)
-	m.operations.Add(ctx, 1, ms.operation(outcome, reasonIndex(o.Reason))...)
+	outcome := labels.Outcome(o)
+	m.operations.Add(ctx, 1, ms.operation(outcome, labels.Reason(o.Reason))...)
 	m.operationAttempts.Record(ctx, int64(o.Attempts), rs.operationAttempts...)
 	m.operationWait.Record(ctx, o.Waited.Seconds(), rs.operationWait...)
 	m.operationDuration.Record(ctx, o.Elapsed.Seconds(), rs.operationDuration...)

@@ -3,6 +3,7 @@ package otelretry
 import (
 	"sync/atomic"
 
+	"github.com/httpretry/httpretry/internal/labels"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -37,9 +38,9 @@ type routeSeries struct {
 	operationAttempts recordOpts
 	operationWait     recordOpts
 	operationDuration recordOpts
-	attemptDuration   [len(connections)]recordOpts
+	attemptDuration   [len(labels.Conns)]recordOpts
 
-	methods [numMethods]atomic.Pointer[methodSeries]
+	methods [labels.NumMethods]atomic.Pointer[methodSeries]
 }
 
 func newRouteSeries(route string) *routeSeries {
@@ -50,7 +51,7 @@ func newRouteSeries(route string) *routeSeries {
 	// slice only so that no caller can alias another's.
 	s.operationWait = recordOpts{s.operationAttempts[0]}
 	s.operationDuration = recordOpts{s.operationAttempts[0]}
-	for i, c := range connections {
+	for i, c := range labels.Conns {
 		s.attemptDuration[i] = newRecordOpts(r, attribute.String(keyConnection, c))
 	}
 	return s
@@ -72,23 +73,23 @@ func (s *routeSeries) method(m int) *methodSeries {
 type methodSeries struct {
 	method, route string
 
-	attempts  [len(attemptKinds)]addOpts
-	successes [len(attemptKinds)]addOpts
-	timeouts  [len(timeoutKinds)]addOpts
+	attempts  [len(labels.AttemptKinds)]addOpts
+	successes [len(labels.AttemptKinds)]addOpts
+	timeouts  [len(labels.Timeouts)]addOpts
 
-	// operations is indexed by outcome*numReasons + reason. Only a score of
+	// operations is indexed by outcome*NumReasons + reason. Only a score of
 	// the combinations can occur, so each is built on first use.
-	operations [numOutcomes * numReasons]atomic.Pointer[addOpts]
+	operations [labels.NumOutcomes * labels.NumReasons]atomic.Pointer[addOpts]
 }
 
 func newMethodSeries(method, route string) *methodSeries {
 	m, r := attribute.String(keyMethod, method), attribute.String(keyRoute, route)
 	s := &methodSeries{method: method, route: route}
-	for i, k := range attemptKinds {
+	for i, k := range labels.AttemptKinds {
 		s.attempts[i] = newAddOpts(m, r, attribute.String(keyAttemptKind, k))
 		s.successes[i] = addOpts{s.attempts[i][0]}
 	}
-	for i, k := range timeoutKinds {
+	for i, k := range labels.Timeouts {
 		s.timeouts[i] = newAddOpts(m, r, attribute.String(keyTimeoutKind, k))
 	}
 	return s
@@ -96,23 +97,23 @@ func newMethodSeries(method, route string) *methodSeries {
 
 // operation returns the options of an operation's counter series.
 func (s *methodSeries) operation(outcome, reason int) addOpts {
-	p := &s.operations[outcome*numReasons+reason]
+	p := &s.operations[outcome*labels.NumReasons+reason]
 	if o := p.Load(); o != nil {
 		return *o
 	}
 	o := newAddOpts(
 		attribute.String(keyMethod, s.method),
 		attribute.String(keyRoute, s.route),
-		attribute.String(keyOutcome, outcomes[outcome]),
-		attribute.String(keyStopReason, reasons[reason]),
+		attribute.String(keyOutcome, labels.Outcomes[outcome]),
+		attribute.String(keyStopReason, labels.Reasons[reason]),
 	)
 	p.CompareAndSwap(nil, &o)
 	return *p.Load()
 }
 
 // phaseOpts holds the options of the phase histogram, one per phase.
-var phaseOpts = func() (p [len(phases)]recordOpts) {
-	for i, ph := range phases {
+var phaseOpts = func() (p [len(labels.Phases)]recordOpts) {
+	for i, ph := range labels.Phases {
 		p[i] = newRecordOpts(attribute.String(keyPhase, ph))
 	}
 	return p

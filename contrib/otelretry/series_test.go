@@ -3,6 +3,8 @@ package otelretry
 import (
 	"sync"
 	"testing"
+
+	"github.com/httpretry/httpretry/internal/labels"
 )
 
 // TestSeriesBuiltOnce: goroutines racing for the same label combination
@@ -15,7 +17,7 @@ func TestSeriesBuiltOnce(t *testing.T) {
 	for g := range methodsSeen {
 		wg.Go(func() {
 			methodsSeen[g] = rs.method(2)
-			opts[g] = methodsSeen[g].operation(outcomeUnknown, reasonIndex("not_idempotent"))
+			opts[g] = methodsSeen[g].operation(labels.OutcomeUnknown, labels.Reason("not_idempotent"))
 		})
 	}
 	wg.Wait()

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/httpretry/httpretry"
+	"github.com/httpretry/httpretry/internal/labels"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -30,11 +31,11 @@ const RetryEvent = "httpretry.retry"
 // spanNames are the operation span names, by method index: "HTTP GET" and
 // so on, and "HTTP" for a method outside the standard set, whose name
 // could be anything.
-var spanNames = func() (n [numMethods]string) {
-	for i, m := range methods[:numMethods-1] {
+var spanNames = func() (n [labels.NumMethods]string) {
+	for i, m := range methods[:labels.NumMethods-1] {
 		n[i] = "HTTP " + m
 	}
-	n[numMethods-1] = "HTTP"
+	n[labels.NumMethods-1] = "HTTP"
 	return n
 }()
 
@@ -101,7 +102,7 @@ func operationFrom(ctx context.Context) *operation {
 // the operation did. It never modifies req.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	op := &operation{}
-	ctx, span := t.tracer.Start(req.Context(), spanNames[methodIndex(req.Method)],
+	ctx, span := t.tracer.Start(req.Context(), spanNames[labels.Method(req.Method)],
 		trace.WithSpanKind(t.kind), trace.WithAttributes(t.startAttributes(req)...))
 	op.span = span
 	ctx = context.WithValue(ctx, operationKey{}, op)
@@ -115,7 +116,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // userinfo, which may carry identifiers or secrets.
 func (t *Transport) startAttributes(req *http.Request) []attribute.KeyValue {
 	kvs := make([]attribute.KeyValue, 0, 4)
-	kvs = append(kvs, semconv.HTTPRequestMethodKey.String(methods[methodIndex(req.Method)]))
+	kvs = append(kvs, semconv.HTTPRequestMethodKey.String(methods[labels.Method(req.Method)]))
 	if req.URL != nil {
 		if host := req.URL.Hostname(); host != "" {
 			kvs = append(kvs, semconv.ServerAddress(host))
@@ -153,33 +154,33 @@ func serverPort(scheme, port string) int {
 // end records the operation's result on its span and ends it.
 func (t *Transport) end(op *operation, resp *http.Response, err error) {
 	span, o := op.span, op.outcome
-	outcome := outcomeSuccess
+	outcome := labels.OutcomeSuccess
 	switch {
 	case err != nil && errors.Is(err, httpretry.ErrOutcomeUnknown):
-		outcome = outcomeUnknown
+		outcome = labels.OutcomeUnknown
 	case err != nil || resp == nil: // a nil, nil answer is a broken RoundTripper's
-		outcome = outcomeError
+		outcome = labels.OutcomeError
 	case resp.StatusCode >= 400:
-		outcome = outcomeErrorResponse
+		outcome = labels.OutcomeErrorResponse
 	}
 	kvs := make([]attribute.KeyValue, 0, 6)
-	kvs = append(kvs, attribute.String(keyOutcome, outcomes[outcome]))
+	kvs = append(kvs, attribute.String(keyOutcome, labels.Outcomes[outcome]))
 	if o.Reason != "" { // the wrapped RoundTripper is a retrying Transport
 		kvs = append(kvs,
 			keyAttempts.Int(o.Attempts),
-			attribute.String(keyStopReason, reasons[reasonIndex(o.Reason)]),
+			attribute.String(keyStopReason, labels.Reasons[labels.Reason(o.Reason)]),
 			keyWaited.Float64(o.Waited.Seconds()))
 	}
 	if resp != nil {
 		kvs = append(kvs, semconv.HTTPResponseStatusCode(resp.StatusCode))
 	}
 	switch outcome {
-	case outcomeErrorResponse:
+	case labels.OutcomeErrorResponse:
 		// The status code says it all; the conventions want no
 		// description then.
 		kvs = append(kvs, semconv.ErrorTypeKey.String(strconv.Itoa(resp.StatusCode)))
 		span.SetStatus(codes.Error, "")
-	case outcomeError, outcomeUnknown:
+	case labels.OutcomeError, labels.OutcomeUnknown:
 		class := httpretry.ErrorClass(err)
 		if class == "" {
 			class = "_OTHER" // the conventions' fallback value

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/httpretry/httpretry"
+	"github.com/httpretry/httpretry/internal/labels"
 )
 
 // TestCardinality sends 10,000 operations to 1,000 distinct paths (with
@@ -83,9 +84,9 @@ func TestCardinality(t *testing.T) {
 // default buckets and routes distinct route values, as the package
 // documentation states it.
 func maxSamples(routes int) int {
-	perRoute := numMethods*numOutcomes*numReasons + // operations
-		3*numMethods*numKinds + // attempts, successes, timeouts (2 kinds each)
+	perRoute := labels.NumMethods*labels.NumOutcomes*labels.NumReasons + // operations
+		3*labels.NumMethods*labels.NumAttemptKinds + // attempts, successes, timeouts (2 kinds each)
 		(3 + 1 + 2) + 2*(11+1+2) + // attempts, wait and duration histograms
-		numConns*(11+1+2) // attempt duration
-	return routes*perRoute + numPhases*(11+1+2) + numEventKinds + 1
+		labels.NumConns*(11+1+2) // attempt duration
+	return routes*perRoute + labels.NumPhases*(11+1+2) + labels.NumEvents + 1
 }

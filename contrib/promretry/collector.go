@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/httpretry/httpretry"
+	"github.com/httpretry/httpretry/internal/labels"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -73,8 +74,8 @@ type Collector struct {
 	phases          *prometheus.HistogramVec
 	idempotency     *prometheus.CounterVec
 
-	phaseObservers    [numPhases]slot[prometheus.Observer]
-	idempotencyEvents [numEventKinds]slot[prometheus.Counter]
+	phaseObservers    [labels.NumPhases]slot[prometheus.Observer]
+	idempotencyEvents [labels.NumEvents]slot[prometheus.Counter]
 }
 
 // Buckets of the histograms, in seconds.

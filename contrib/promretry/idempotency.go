@@ -1,5 +1,7 @@
 package promretry
 
+import "github.com/httpretry/httpretry/internal/labels"
+
 // The kinds of event [Collector.IdempotencyEvent] counts: what a server's
 // idempotency-key middleware did with one request. They are the kinds of
 // the idempotency package's events, so that its hook can pass
@@ -35,23 +37,6 @@ const (
 	EventOther = "other"
 )
 
-var eventNames = [...]string{
-	EventExecuted, EventReplayed, EventConflict, EventMismatch,
-	EventMissingKey, EventInvalidKey, EventRequestTooLarge, EventTakeover,
-	EventNotRecorded, EventFenced, EventStoreError, EventOther,
-}
-
-const numEventKinds = len(eventNames)
-
-func eventIndex(kind string) int {
-	for i, name := range eventNames[:numEventKinds-1] {
-		if kind == name {
-			return i
-		}
-	}
-	return numEventKinds - 1
-}
-
 // IdempotencyEvent counts one event of a server's idempotency-key
 // middleware in httpretry_idempotency_events_total{kind}. kind is one of
 // the Event constants; any other string counts as [EventOther], so that a
@@ -63,10 +48,10 @@ func eventIndex(kind string) int {
 //
 //	OnEvent: func(e idempotency.Event) { metrics.IdempotencyEvent(string(e.Kind)) },
 func (c *Collector) IdempotencyEvent(kind string) {
-	i := eventIndex(kind)
+	i := labels.Event(kind)
 	ctr, ok := c.idempotencyEvents[i].get()
 	if !ok {
-		ctr = c.idempotencyEvents[i].set(c.idempotency.WithLabelValues(eventNames[i]))
+		ctr = c.idempotencyEvents[i].set(c.idempotency.WithLabelValues(labels.Events[i]))
 	}
 	ctr.Inc()
 }

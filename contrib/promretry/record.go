@@ -3,11 +3,16 @@ package promretry
 import (
 	"net/http"
 	"sync/atomic"
-	"time"
 
 	"github.com/httpretry/httpretry"
+	"github.com/httpretry/httpretry/internal/labels"
 	"github.com/prometheus/client_golang/prometheus"
 )
+
+// methodNames are the values of the method label: the methods RFC 9110
+// and RFC 5789 define, and "OTHER" for any other, so that a client
+// sending made-up methods cannot add series.
+var methodNames = labels.MethodNames("OTHER")
 
 // slot holds one series of a vector once it has been used. A series is
 // created on first use, never before, so that the exposition lists only
@@ -38,16 +43,16 @@ func (s *slot[T]) set(v T) T {
 type routeMetrics struct {
 	name string
 
-	operations [numMethods][numOutcomes][numReasons]slot[prometheus.Counter]
-	attempts   [numMethods][numKinds]slot[prometheus.Counter]
-	successes  [numMethods][numKinds]slot[prometheus.Counter]
-	timeouts   [numMethods][numTimeouts]slot[prometheus.Counter]
+	operations [labels.NumMethods][labels.NumOutcomes][labels.NumReasons]slot[prometheus.Counter]
+	attempts   [labels.NumMethods][labels.NumAttemptKinds]slot[prometheus.Counter]
+	successes  [labels.NumMethods][labels.NumAttemptKinds]slot[prometheus.Counter]
+	timeouts   [labels.NumMethods][labels.NumTimeouts]slot[prometheus.Counter]
 
 	// Every operation observes these three, so they are created with the
 	// route.
 	opAttempts, opWait, opDuration prometheus.Observer
 
-	attemptDuration [numConns]slot[prometheus.Observer]
+	attemptDuration [labels.NumConns]slot[prometheus.Observer]
 }
 
 func (c *Collector) newRouteMetrics(name string) *routeMetrics {
@@ -65,19 +70,19 @@ func (c *Collector) newRouteMetrics(name string) *routeMetrics {
 // installs it, chained with any hook already set.
 func (c *Collector) OnAttempt(req *http.Request, a httpretry.Attempt) {
 	r := c.routes.get(c.route(req))
-	m := methodIndex(req.Method)
-	k := kindIndex(a)
-	c.counter(&r.attempts[m][k], c.attempts, r.name, m, kindNames[k]).Inc()
+	m := labels.Method(req.Method)
+	k := labels.AttemptKind(a.Number)
+	c.counter(&r.attempts[m][k], c.attempts, r.name, m, labels.AttemptKinds[k]).Inc()
 	if a.Err == nil && a.Status > 0 && a.Status < 400 {
-		c.counter(&r.successes[m][k], c.successes, r.name, m, kindNames[k]).Inc()
+		c.counter(&r.successes[m][k], c.successes, r.name, m, labels.AttemptKinds[k]).Inc()
 	}
-	if t, ok := timeoutIndex(a.Err); ok {
-		c.counter(&r.timeouts[m][t], c.timeouts, r.name, m, timeoutNames[t]).Inc()
+	if t, ok := labels.Timeout(a.Err); ok {
+		c.counter(&r.timeouts[m][t], c.timeouts, r.name, m, labels.Timeouts[t]).Inc()
 	}
-	conn := connIndex(a.Conn)
+	conn := labels.Conn(a.Conn)
 	obs, ok := r.attemptDuration[conn].get()
 	if !ok {
-		obs = r.attemptDuration[conn].set(c.attemptDuration.WithLabelValues(r.name, connNames[conn]))
+		obs = r.attemptDuration[conn].set(c.attemptDuration.WithLabelValues(r.name, labels.Conns[conn]))
 	}
 	obs.Observe(a.Duration.Seconds())
 	c.observePhases(a)
@@ -87,14 +92,13 @@ func (c *Collector) OnAttempt(req *http.Request, a httpretry.Attempt) {
 // A phase of zero did not happen (a reused connection has no DNS, connect
 // or TLS phase) and is not recorded.
 func (c *Collector) observePhases(a httpretry.Attempt) {
-	phases := [numPhases]time.Duration{a.ConnWait, a.DNS, a.Connect, a.TLSHandshake, a.FirstByte}
-	for i, d := range phases {
+	for i, d := range labels.PhaseDurations(a) {
 		if d <= 0 {
 			continue
 		}
 		obs, ok := c.phaseObservers[i].get()
 		if !ok {
-			obs = c.phaseObservers[i].set(c.phases.WithLabelValues(phaseNames[i]))
+			obs = c.phaseObservers[i].set(c.phases.WithLabelValues(labels.Phases[i]))
 		}
 		obs.Observe(d.Seconds())
 	}
@@ -106,13 +110,13 @@ func (c *Collector) observePhases(a httpretry.Attempt) {
 // chained with any hook already set.
 func (c *Collector) OnDone(req *http.Request, o httpretry.Outcome) {
 	r := c.routes.get(c.route(req))
-	m := methodIndex(req.Method)
-	out := outcomeIndex(o)
-	rs := reasonIndex(o.Reason)
+	m := labels.Method(req.Method)
+	out := labels.Outcome(o)
+	rs := labels.Reason(o.Reason)
 	s := &r.operations[m][out][rs]
 	ops, ok := s.get()
 	if !ok {
-		ops = s.set(c.operations.WithLabelValues(methodNames[m], r.name, outcomeNames[out], reasonNames[rs]))
+		ops = s.set(c.operations.WithLabelValues(methodNames[m], r.name, labels.Outcomes[out], labels.Reasons[rs]))
 	}
 	ops.Inc()
 	r.opAttempts.Observe(float64(o.Attempts))
