@@ -73,7 +73,7 @@ func parseRetryAfterMs(h http.Header) (time.Duration, bool) {
 	v := strings.Trim(vs[0], " \t")
 	const limit = int64(maxDuration / time.Millisecond)
 	var ms, frac, scale int64 = 0, 0, int64(time.Millisecond)
-	digits, dot := 0, false
+	digits, dot := false, false // any digit seen; the dot seen
 	for i := 0; i < len(v); i++ {
 		c := v[i]
 		if c == '.' && !dot {
@@ -83,7 +83,7 @@ func parseRetryAfterMs(h http.Header) (time.Duration, bool) {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
-		digits++
+		digits = true
 		if !dot {
 			// Past limit the value is invalid whatever follows; holding
 			// it at limit+1 keeps ms·10 far from overflow.
@@ -93,7 +93,7 @@ func parseRetryAfterMs(h http.Header) (time.Duration, bool) {
 			frac += int64(c-'0') * scale
 		}
 	}
-	if digits == 0 || ms > limit {
+	if !digits || ms > limit {
 		return 0, false
 	}
 	d := time.Duration(ms) * time.Millisecond
