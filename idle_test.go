@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,6 +63,9 @@ func TestIdleAfterHeadersFailsTheRead(t *testing.T) {
 	var te interface{ Timeout() bool }
 	if !errors.Is(err, ErrIdleTimeout) || !errors.As(err, &te) || !te.Timeout() {
 		t.Fatalf("read error %v; want ErrIdleTimeout, a timeout", err)
+	}
+	if msg := err.Error(); !strings.HasPrefix(msg, "httpretry: response idle timeout: ") || strings.Contains(msg, "api.test") {
+		t.Errorf("read error %q; want it to say it is an idle timeout, without the URL", msg)
 	}
 }
 

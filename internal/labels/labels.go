@@ -118,8 +118,8 @@ func Reason(r httpretry.StopReason) int {
 
 // Values of the attempt kind label.
 const (
-	AttemptInitial  = iota // the first attempt of an operation
-	AttemptRetry           // any later attempt
+	AttemptInitial = iota // the first attempt of an operation
+	AttemptRetry          // any later attempt
 	NumAttemptKinds
 )
 
