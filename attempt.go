@@ -29,6 +29,7 @@ type operation struct {
 
 	callerCtx context.Context    // the caller's context
 	ctx       context.Context    // the operation's: callerCtx, or derived for Timeout or ownership
+	derived   bool               // ctx was derived from callerCtx
 	cancel    context.CancelFunc // releases ctx when it was derived for Timeout, else nil
 
 	// timed is set when anything needs clock readings: a deadline, a
@@ -68,7 +69,9 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 	if req == nil {
 		return nil, errors.New("httpretry: nil Request")
 	}
-	op := operation{t: t, req: req, tmpl: req, base: t.base(), clock: t.clock(), policy: t.policy()}
+	var op operation // filled field by field: a composite literal would be built in a copy
+	op.t, op.req, op.tmpl = t, req, req
+	op.base, op.clock, op.policy = t.base(), t.clock(), t.policy()
 	defer op.cleanup()
 	if err := op.begin(); err != nil {
 		return op.fail(err)
@@ -107,7 +110,7 @@ func (op *operation) begin() error {
 	if !owned && op.policy.maxAttempts > 1 && marksOwnership(op.base) {
 		// Only a Transport that can retry takes ownership: a one-attempt
 		// wrapper (for a deadline, or hooks) leaves it to the layer below.
-		op.ctx = withRetriesOwned(op.ctx)
+		op.ctx, op.derived = withRetriesOwned(op.ctx), true
 	}
 	if err := op.prepare(); err != nil {
 		return err
@@ -136,6 +139,7 @@ func (op *operation) setDeadline() {
 			op.deadline, op.hasDeadline = d, true
 		}
 		op.ctx, op.cancel = op.withDeadline(op.callerCtx, op.deadline)
+		op.derived = true
 	}
 }
 
@@ -182,7 +186,9 @@ func (op *operation) send() (*http.Response, error) {
 // watch, its connection trace) and the request to send with it.
 func (op *operation) attemptRequest() *http.Request {
 	t := op.t
-	ctx := op.ctx
+	// The template carries the caller's context; derived says whether the
+	// attempt's context differs from it, without comparing the two.
+	ctx, derived := op.ctx, op.derived
 	limit, bounded := op.deadline, op.hasDeadline
 	op.cancelAttempt, op.idle, op.trace = nil, nil, nil
 	if t.AttemptTimeout > 0 {
@@ -191,20 +197,22 @@ func (op *operation) attemptRequest() *http.Request {
 			d = op.deadline
 		}
 		ctx, op.cancelAttempt = op.withDeadline(ctx, d)
-		limit, bounded = d, true
+		limit, bounded, derived = d, true, true
 	}
 	if t.IdleTimeout > 0 {
 		ctx, op.idle = watchIdle(ctx, op.clock, t.IdleTimeout)
+		derived = true
 	}
 	if !op.idempotent || t.OnAttempt != nil {
 		ctx, op.trace = withConnTrace(ctx, t.OnAttempt != nil)
+		derived = true
 	}
 
 	req := op.tmpl
 	// A retry of a bodyless request sends the template again: nothing of
 	// it changes, and the last attempt's response is closed by now.
 	resend := op.attempts > 1 && op.body == bodyGetBody
-	if resend || op.body == bodyOnce || ctx != req.Context() || t.Propagate {
+	if resend || op.body == bodyOnce || derived || t.Propagate {
 		req = req.WithContext(ctx)
 	}
 	if t.Propagate {
@@ -301,8 +309,9 @@ func (op *operation) endAttempt() {
 // budget token, in that order, so that a token is withdrawn only when
 // everything else allowed the retry.
 func (op *operation) decide(resp *http.Response, err error) decision {
-	r := op.facts(resp, err)
-	if reason := eligible(op.policy, r); reason != "" {
+	var r facts
+	op.gather(&r, resp, err)
+	if reason := eligible(&op.policy, &r); reason != "" {
 		return stopWith(reason)
 	}
 	// Every rule that needs no clock allowed a retry: now plan it, with
@@ -335,22 +344,19 @@ func (op *operation) decide(resp *http.Response, err error) decision {
 	return d
 }
 
-// facts describes the attempt that just ended for the pure rules,
+// gather describes the attempt that just ended in r for the pure rules,
 // without the facts that need the clock: decide adds those (the deadline,
 // the server's delay, the backoff) only for a failure that may be retried.
-func (op *operation) facts(resp *http.Response, err error) facts {
-	failed := err != nil
-	r := facts{
-		attempts:  op.attempts,
-		failed:    failed,
-		transient: op.t.transient(resp, err),
-	}
-	if failed {
+func (op *operation) gather(r *facts, resp *http.Response, err error) {
+	r.attempts = op.attempts
+	r.failed = err != nil
+	r.transient = op.t.transient(resp, err)
+	if r.failed {
 		r.callerEnded = op.callerEnded()
 		op.unsent = op.unsent || neverSent(op.req, err)
 	}
 	if !r.transient || r.callerEnded {
-		return r
+		return
 	}
 	r.repeatable = op.idempotent || op.unsent || serverVouches(resp)
 	switch op.body {
@@ -362,7 +368,6 @@ func (op *operation) facts(resp *http.Response, err error) facts {
 	default:
 		r.rewindable = true
 	}
-	return r
 }
 
 // discard drains and closes a response that will not be returned, and

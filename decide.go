@@ -58,7 +58,7 @@ func stopWith(reason StopReason) decision { return decision{stop: reason} }
 // described by r at time now. A retry it allows still needs a fresh body
 // and a budget token, which the loop asks for afterwards.
 func next(p policy, r facts, now time.Time) decision {
-	if reason := eligible(p, r); reason != "" {
+	if reason := eligible(&p, &r); reason != "" {
 		return stopWith(reason)
 	}
 	d := schedule(p, r, now)
@@ -71,8 +71,9 @@ func next(p policy, r facts, now time.Time) decision {
 
 // eligible applies the rules that need no clock: whether another attempt
 // could help and may be sent at all. It returns "" when they allow a
-// retry.
-func eligible(p policy, r facts) StopReason {
+// retry. It only reads p and r; they are pointers because the success path
+// asks it first, and copying the facts there costs more than the rules.
+func eligible(p *policy, r *facts) StopReason {
 	if r.failed && r.callerEnded {
 		return Canceled
 	}
