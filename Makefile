@@ -22,19 +22,22 @@ EXAMPLE_MODULES := examples/sdks
 ## module, then the example modules without -race
 test: deps vet lint cyclo race examples
 
-## deps: programs the tests start: redis-server (contrib/redisretry, the
-## fleet storm). Installs it with apt-get where it can; otherwise says how.
-## The Debian package's own service is stopped and disabled: the tests start
-## their own servers on free ports.
+## deps: programs the tests start: redis-server, redis-cli (Cluster set-up)
+## and redis-sentinel (contrib/redisretry, the fleet storm). Installs the
+## Debian packages with apt-get where it can; otherwise says how. The
+## packages' own services are stopped and disabled: the tests start their
+## own servers on free ports.
+REDIS_PROGRAMS := redis-server redis-cli redis-sentinel
 deps:
-	@if ! command -v redis-server >/dev/null 2>&1; then \
+	@missing=; for p in $(REDIS_PROGRAMS); do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
 		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then SUDO=; \
 		elif command -v apt-get >/dev/null 2>&1 && command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
-		else echo "redis-server is not on PATH and cannot be installed here: install the redis-server package (apt-get install redis-server; on macOS brew install redis)" >&2; exit 1; fi; \
-		echo "installing redis-server"; \
-		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y redis-server || exit 1; \
-		($$SUDO systemctl disable --now redis-server || $$SUDO service redis-server stop) >/dev/null 2>&1 || true; \
-		command -v redis-server >/dev/null 2>&1 || { echo "redis-server still not on PATH after installing the redis-server package" >&2; exit 1; }; \
+		else echo "not on PATH:$$missing, and cannot be installed here: install the redis-server, redis-tools and redis-sentinel packages (on macOS brew install redis)" >&2; exit 1; fi; \
+		echo "installing redis-server redis-tools redis-sentinel (missing:$$missing)"; \
+		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y redis-server redis-tools redis-sentinel || exit 1; \
+		for s in redis-server redis-sentinel; do ($$SUDO systemctl disable --now $$s || $$SUDO service $$s stop) >/dev/null 2>&1 || true; done; \
+		for p in $(REDIS_PROGRAMS); do command -v $$p >/dev/null 2>&1 || { echo "$$p still not on PATH after installing the Debian packages" >&2; exit 1; }; done; \
 	fi
 
 vet:
