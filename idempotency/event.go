@@ -52,9 +52,10 @@ const (
 	// request took the key over; its response was not recorded (the
 	// successor's is).
 	KindFenced Kind = "fenced"
-	// KindStoreError: the Store failed. Before the handler ran, the
-	// request was answered 503 with Retry-After; after, the response went
-	// out unrecorded and the lock expires in its own time.
+	// KindStoreError: the Store failed, or had no room for a new key
+	// ([ErrStoreFull] from Reserve). Before the handler ran, the request
+	// was answered 503 with Retry-After; after, the response went out
+	// unrecorded and the lock expires in its own time.
 	KindStoreError Kind = "store_error"
 )
 

@@ -170,12 +170,19 @@ type handler struct {
 //     gets it replayed with "Idempotent-Replayed: true", and next does not
 //     run.
 //   - The same key with a different request — method, target (path and
-//     query) or body, compared by a SHA-256 fingerprint — is answered 422.
+//     query) or body, compared by a SHA-256 fingerprint — is answered 422,
+//     and so is the same key from another caller (other credentials, see
+//     [Options.KeyScope]): no caller is replayed another's response.
+//   - Only what next set is recorded: its headers as they went out, its
+//     trailers, its body; headers outer layers set for the request are
+//     left to each request. A next that writes nothing (it saw its
+//     client go) records nothing, and the key is freed.
 //   - 5xx, 429 and 408 responses are not recorded ([Options.Release]), nor
 //     bodies over [Options.MaxResponseBody], which are streamed through:
 //     the key is freed, a retry runs next again, and the response says
 //     "Idempotent-Recorded: false" ([RecordedHeader]).
-//   - If next panics, the key is freed and the panic continues up the
+//   - If next panics (an invalid status passed to WriteHeader panics, as
+//     in net/http), the key is freed and the panic continues up the
 //     stack unchanged (net/http recovers it, logs it and drops the
 //     connection). If the process dies, the key's lock expires after
 //     [Options.LockTTL] and a retry takes it over; the fencing [Token]
@@ -184,9 +191,10 @@ type handler struct {
 // Errors are application/problem+json (RFC 9457) with type, title, status
 // and detail. A missing key passes through unless [Options.RequireKey]; an
 // invalid one (empty, over [Options.MaxKeyLength], repeated, malformed) is
-// answered 400; a request body over [Options.MaxRequestBody], 413. When
-// store fails before next runs, the request is answered 503 with
-// "Retry-After: 1" and next does not run.
+// answered 400; a request body over [Options.MaxRequestBody] (or cut by an
+// outer [http.MaxBytesReader]), 413; one that fails to read, 400. When
+// store fails or is full before next runs, the request is answered 503
+// with "Retry-After: 1" and next does not run.
 //
 // The Handler keeps no state of its own and logs nothing: keys and bodies
 // reach only store. It panics if next or store is nil, as
