@@ -68,7 +68,9 @@
 // A handler that returns without writing anything — as Go handlers do when
 // their request's context ends because the client gave up — records
 // nothing: the key is freed and a retry runs it again, instead of being
-// replayed an empty 200 for an operation that never happened. A status
+// replayed an empty 200 for an operation that never happened. So a
+// handler whose operation took effect must say so — write at least a
+// status — or a retry runs it again. A status
 // net/http rejects (below 100 or over 999) panics at WriteHeader, as it
 // does without this middleware, and frees the key like any panic.
 //
