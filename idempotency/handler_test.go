@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -587,14 +588,14 @@ func TestResponseTheStoreCannotHoldIsNotRecorded(t *testing.T) {
 func TestInvalidStatusDoesNotPoisonTheKey(t *testing.T) {
 	for _, code := range []int{0, 99, 1000, -200} {
 		t.Run(strconv.Itoa(code), func(t *testing.T) {
-			runs := 0
-			var recovered any
+			var runs atomic.Int32
+			panics := make(chan any, 1)
 			s := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				runs++
-				if runs == 1 {
+				if runs.Add(1) == 1 {
 					defer func() {
-						recovered = recover()
-						panic(recovered)
+						p := recover()
+						panics <- p
+						panic(p)
 					}()
 					w.WriteHeader(code)
 					return
@@ -605,13 +606,13 @@ func TestInvalidStatusDoesNotPoisonTheKey(t *testing.T) {
 			if r := s.post(t, "k", "x"); r.err == nil {
 				t.Fatalf("first: %d %q; want the connection dropped by the panic", r.status, r.body)
 			}
-			if want := "invalid WriteHeader code " + strconv.Itoa(code); recovered != want {
-				t.Fatalf("panic %v, want %q", recovered, want)
+			if got, want := <-panics, "invalid WriteHeader code "+strconv.Itoa(code); got != want {
+				t.Fatalf("panic %v, want %q", got, want)
 			}
 			r := s.post(t, "k", "x")
 			expectStatus(t, "retry", r, http.StatusCreated)
-			if r.body != "placed" || r.header.Get(idempotency.ReplayedHeader) != "" || runs != 2 {
-				t.Fatalf("retry: %q, replayed %q, runs %d; want a fresh run 2", r.body, r.header.Get(idempotency.ReplayedHeader), runs)
+			if r.body != "placed" || r.header.Get(idempotency.ReplayedHeader) != "" || runs.Load() != 2 {
+				t.Fatalf("retry: %q, replayed %q, runs %d; want a fresh run 2", r.body, r.header.Get(idempotency.ReplayedHeader), runs.Load())
 			}
 			if got := s.events.count(idempotency.KindNotRecorded); got != 1 {
 				t.Fatalf("not_recorded = %d, want 1", got)
