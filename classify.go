@@ -44,9 +44,12 @@ const StatusOverloaded = 529
 // attempt could reasonably resolve. It is the default [Transport.Transient].
 //
 // Transient responses: 408 Request Timeout, 429 Too Many Requests, 500,
-// 502, 503, 504 and 529 ([StatusOverloaded]); and 409 Conflict for a request carrying an idempotency
-// key, which the IETF Idempotency-Key draft uses for "the original request
-// is still in progress" (its 400 and 422 are final).
+// 502, 503, 504 and 529 ([StatusOverloaded]); and a 409 Conflict that says
+// "the original request with this idempotency key is still in progress"
+// (the IETF Idempotency-Key draft's use of 409): the request carried a key,
+// the response carries Retry-After, and it is not a replay
+// ("Idempotent-Replayed: true"). Any other 409 is a conflict in the
+// server's domain and final, as are the draft's 400 and 422.
 //
 // Transient errors: connection refused or reset, broken pipe, a connection
 // aborted, an unexpected EOF or the server closing the connection, an
@@ -93,9 +96,27 @@ func IsTransient(resp *http.Response, err error) bool {
 		StatusOverloaded:
 		return true
 	case http.StatusConflict:
-		return resp.Request != nil && hasIdempotencyKey(resp.Request.Header)
+		return keyInProgress(resp)
 	}
 	return false
+}
+
+// keyInProgress reports whether a 409 is an idempotency layer's "the first
+// request with this key is still running": only that conflict ends by
+// itself. The request carried a key; the response asks to be retried
+// later (Retry-After or Retry-After-Ms), as such a layer does and a handler's own conflict
+// does not; and it is not a recorded response replayed, since a replay is
+// the final answer to the key.
+func keyInProgress(resp *http.Response) bool {
+	if resp.Request == nil || !hasIdempotencyKey(resp.Request.Header) {
+		return false
+	}
+	// Canonical names, indexed directly: no allocation on this path.
+	if len(resp.Header["Retry-After"]) == 0 && len(resp.Header[retryAfterMsHeader]) == 0 {
+		return false
+	}
+	replayed := resp.Header["Idempotent-Replayed"]
+	return len(replayed) == 0 || !strings.EqualFold(strings.TrimSpace(replayed[0]), "true")
 }
 
 func transientError(err error) bool {

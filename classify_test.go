@@ -41,7 +41,7 @@ func TestIsTransientStatus(t *testing.T) {
 		{200, plain, false}, {201, plain, false}, {204, plain, false}, {301, plain, false},
 		{304, plain, false}, {400, plain, false}, {401, plain, false}, {403, plain, false},
 		{404, plain, false}, {405, plain, false}, {408, plain, true}, {409, plain, false},
-		{409, nil, false}, {409, keyed, true}, {409, xkeyed, true}, {400, keyed, false},
+		{409, nil, false}, {409, keyed, false}, {409, xkeyed, false}, {400, keyed, false},
 		{422, keyed, false}, {429, plain, true}, {500, plain, true}, {501, plain, false},
 		{502, plain, true}, {503, plain, true}, {504, plain, true}, {505, plain, false},
 		{529, plain, true}, {530, plain, false},
@@ -61,6 +61,44 @@ func TestIsTransientStatus(t *testing.T) {
 	}
 	if IsTransient(nil, nil) {
 		t.Error("IsTransient(nil, nil) = true; want false")
+	}
+}
+
+// A 409 is transient only as an idempotency layer's "the first request with
+// this key is still running": keyed, with Retry-After, and not a replay. A
+// handler's own conflict, first answered or replayed, is final.
+func TestBusinessConflictIsFinal(t *testing.T) {
+	t.Parallel()
+	keyed := &http.Request{Header: http.Header{IdempotencyKeyHeader: {"k"}}}
+	xkeyed := &http.Request{Header: http.Header{"X-Idempotency-Key": {"k"}}}
+	plain := &http.Request{Header: http.Header{}}
+	tests := []struct {
+		name   string
+		req    *http.Request
+		header http.Header
+		want   bool
+	}{
+		{"in progress", keyed, http.Header{"Retry-After": {"1"}}, true},
+		{"in progress, X-Idempotency-Key", xkeyed, http.Header{"Retry-After": {"1"}}, true},
+		{"in progress, Retry-After-Ms", keyed, http.Header{"Retry-After-Ms": {"500"}}, true},
+		{"in progress, Replayed false", keyed, http.Header{"Retry-After": {"1"}, "Idempotent-Replayed": {"false"}}, true},
+		{"business conflict", keyed, http.Header{"Content-Type": {"application/json"}}, false},
+		{"business conflict, no header", keyed, nil, false},
+		{"replayed business conflict", keyed, http.Header{"Idempotent-Replayed": {"true"}}, false},
+		{"replayed with Retry-After", keyed, http.Header{"Retry-After": {"1"}, "Idempotent-Replayed": {" TRUE "}}, false},
+		{"no key", plain, http.Header{"Retry-After": {"1"}}, false},
+		{"no request", nil, http.Header{"Retry-After": {"1"}}, false},
+		{"server says retry", keyed, http.Header{"Stripe-Should-Retry": {"true"}}, true},
+		{"server says no", keyed, http.Header{"Retry-After": {"1"}, "X-Should-Retry": {"false"}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			resp := &http.Response{StatusCode: http.StatusConflict, Request: tt.req, Header: tt.header}
+			if got := IsTransient(resp, nil); got != tt.want {
+				t.Errorf("IsTransient(409, %v) = %v; want %v", tt.header, got, tt.want)
+			}
+		})
 	}
 }
 

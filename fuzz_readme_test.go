@@ -29,8 +29,9 @@ func readmeServerWord(h http.Header) string {
 
 // readmeTransientResponse is "What counts as transient" for a response:
 // 408, 429, 500, 502, 503, 504, and 409 for a request with an idempotency
-// key; on an error response (4xx, 5xx) the server's own word comes first;
-// a success is never retried.
+// key when the response carries Retry-After (or Retry-After-Ms) and is not
+// "Idempotent-Replayed: true"; on an error response (4xx, 5xx) the
+// server's own word comes first; a success is never retried.
 func readmeTransientResponse(status int, h http.Header, keyed bool) bool {
 	if status >= 400 {
 		switch readmeServerWord(h) {
@@ -44,7 +45,8 @@ func readmeTransientResponse(status int, h http.Header, keyed bool) bool {
 	case 408, 429, 500, 502, 503, 504:
 		return true
 	case 409:
-		return keyed
+		return keyed && (h.Get("Retry-After") != "" || h.Get("Retry-After-Ms") != "") &&
+			!strings.EqualFold(strings.TrimSpace(h.Get("Idempotent-Replayed")), "true")
 	}
 	return false
 }

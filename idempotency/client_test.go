@@ -207,3 +207,101 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.status = code
 	w.ResponseWriter.WriteHeader(code)
 }
+
+// TestAbandonedRequestIsNeverReplayedAsEmptySuccess: the client's attempt
+// times out; the handler sees its context end and returns without
+// writing, as Go handlers do. Nothing is recorded: the client's retry
+// places the order (once), and never gets an empty 200 replayed.
+func TestAbandonedRequestIsNeverReplayedAsEmptySuccess(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2.0"}[h2], func(t *testing.T) {
+			var runs, orders atomic.Int32
+			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if runs.Add(1) == 1 {
+					<-r.Context().Done() // the client gave up: place nothing
+					return
+				}
+				orders.Add(1)
+				w.WriteHeader(http.StatusCreated)
+				io.WriteString(w, "placed")
+			})
+			srv := httptest.NewUnstartedServer(idempotency.Handler(next, memory(), idempotency.Options{RequireKey: true}))
+			srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+			if h2 {
+				srv.EnableHTTP2 = true
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			base := srv.Client().Transport.(*http.Transport)
+			t.Cleanup(func() {
+				base.CloseIdleConnections()
+				srv.Close()
+			})
+			client := &http.Client{Transport: &httpretry.Transport{
+				Base:              base,
+				MaxAttempts:       10,
+				AttemptTimeout:    2 * time.Second,
+				Timeout:           60 * time.Second,
+				Budget:            httpretry.Unlimited,
+				NewIdempotencyKey: httpretry.RandomKey,
+			}}
+			resp, err := client.Post(srv.URL+"/orders", "text/plain", strings.NewReader("1 espresso machine"))
+			if err != nil {
+				// Allowed, if the order was not placed twice.
+				if orders.Load() > 1 {
+					t.Fatalf("error %v after %d orders, want at most 1", err, orders.Load())
+				}
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusCreated || string(b) != "placed" {
+				t.Fatalf("got %d %q (replayed %q), want 201 placed", resp.StatusCode, b, resp.Header.Get(idempotency.ReplayedHeader))
+			}
+			if orders.Load() != 1 {
+				t.Fatalf("orders = %d, want 1", orders.Load())
+			}
+		})
+	}
+}
+
+// TestBusinessConflictIsFinalThroughTheTransport: a handler's own 409 (a
+// conflict in the domain) is recorded; the httpretry client takes it, and
+// its replay, as final — one request each — while it still retries the
+// middleware's in-progress 409 (TestConcurrentDuplicatesConvergeOnOneExecution).
+func TestBusinessConflictIsFinalThroughTheTransport(t *testing.T) {
+	var runs, requests atomic.Int32
+	protected := idempotency.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusConflict)
+		io.WriteString(w, `{"title":"order already shipped"}`)
+	}), memory(), idempotency.Options{RequireKey: true})
+	url := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		protected.ServeHTTP(w, r)
+	}))
+	client := retryingClient(t, nil)
+	key := httpretry.RandomKey()
+	for i, wantReplayed := range []string{"", "true"} {
+		var o httpretry.Outcome
+		req, _ := http.NewRequestWithContext(httpretry.WithOutcome(context.Background(), &o), http.MethodPost, url+"/orders/1/cancel", strings.NewReader("{}"))
+		req.Header.Set(idempotency.KeyHeader, key)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusConflict || string(b) != `{"title":"order already shipped"}` || resp.Header.Get(idempotency.ReplayedHeader) != wantReplayed {
+			t.Fatalf("call %d: %d %q, replayed %q; want the 409, replayed %q", i, resp.StatusCode, b, resp.Header.Get(idempotency.ReplayedHeader), wantReplayed)
+		}
+		if o.Attempts != 1 {
+			t.Fatalf("call %d: %d attempts, want 1 (a business 409 is final)", i, o.Attempts)
+		}
+	}
+	if runs.Load() != 1 || requests.Load() != 2 {
+		t.Fatalf("runs = %d, requests = %d; want 1, 2", runs.Load(), requests.Load())
+	}
+}

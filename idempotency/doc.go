@@ -21,8 +21,29 @@
 //     byte, with "Idempotent-Replayed: true"; the handler does not run.
 //   - The key with a different request (method, path and query, or body,
 //     compared by SHA-256): 422 Unprocessable Content.
+//   - The key from another caller: 422 as well, never the first caller's
+//     response (see "Callers" below).
 //   - No key where [Options.RequireKey] is set: 400; an empty, repeated,
 //     malformed or too long key (over 255 characters): 400.
+//   - A new key when the store is full of live records: 503 with
+//     "Retry-After: 1"; nothing recorded is evicted to make room.
+//
+// # Callers
+//
+// Keys never carry one caller's response to another. With [Options.KeyScope]
+// set, each scope (the authenticated account, say) has keys of its own.
+// Without it, a key is bound to the credentials of the request that first
+// used it: its Authorization header and its TLS client certificate, hashed
+// into the request's fingerprint — no credential reaches the store. The
+// same key from other credentials is answered 422, so a retry whose token
+// was refreshed meanwhile gets 422 too: services whose credentials change
+// between retries should set KeyScope to the principal.
+//
+// Services that authenticate some other way — a session cookie, an API-key
+// header, mutual TLS ended at a proxy — are not protected by that binding:
+// set KeyScope. [Options.IgnoreCredentials] turns the binding off, for a
+// service whose keyed operations are not per caller; every caller then
+// shares one key space and may be replayed another's response.
 //
 // Errors are application/problem+json bodies (RFC 9457) with type, title,
 // status and detail. Methods other than [Options.Methods] (POST and PATCH
@@ -30,15 +51,28 @@
 //
 // # What is recorded, and for how long
 //
-// The status, the headers except hop-by-hop fields, Set-Cookie and Date,
-// and the body, for [Options.ResponseTTL] (24 hours by default): then the
-// key is free again. 2xx and 4xx responses are recorded. 408, 429 and 5xx
+// The status, the headers the handler set (as they went out, so the first
+// answer and its replays agree) except hop-by-hop fields, Set-Cookie and
+// Date, the trailers, and the body, for [Options.ResponseTTL] (24 hours by
+// default): then the key is free again. Headers that outer middleware set
+// before the Handler ran (a request ID, CORS) are not recorded: a replay
+// carries the ones outer layers set for it. 2xx and 4xx responses are
+// recorded. 408, 429 and 5xx
 // are not: the key is freed and a retry runs the handler again, which is
 // right when such a status means nothing happened (see [Options.Release]
 // for the risk, and how to record them instead). Neither is a body over
 // [Options.MaxResponseBody] (1 MiB by default): it is streamed to the
 // client with "Idempotent-Recorded: false" ([RecordedHeader]), and the key
 // is freed.
+//
+// A handler that returns without writing anything — as Go handlers do when
+// their request's context ends because the client gave up — records
+// nothing: the key is freed and a retry runs it again, instead of being
+// replayed an empty 200 for an operation that never happened. So a
+// handler whose operation took effect must say so — write at least a
+// status — or a retry runs it again. A status
+// net/http rejects (below 100 or over 999) panics at WriteHeader, as it
+// does without this middleware, and frees the key like any panic.
 //
 // # Crashes, hangs and fencing
 //
@@ -52,7 +86,10 @@
 //
 // # Stores
 //
-// [NewMemoryStore] serves one process. Services with several instances
+// [NewMemoryStore] serves one process. It keeps every recorded response
+// for its whole TTL: when full, it refuses new keys (503) rather than evict
+// a response a client may still retry for, unless
+// [MemoryOptions.EvictResponses] trades that away. Services with several instances
 // need a shared [Store] (Redis, Postgres, DynamoDB): its documentation
 // states the atomicity each method needs, and the storetest package checks
 // an implementation against it.

@@ -10,7 +10,8 @@ type Kind string
 // The kinds of [Event].
 const (
 	// KindExecuted: the request reserved its key and the wrapped handler
-	// ran. Event.Status is the status it answered, 0 if it panicked.
+	// ran. Event.Status is the status it answered, 0 if it panicked or
+	// wrote nothing.
 	KindExecuted Kind = "executed"
 	// KindReplayed: the key's recorded response was replayed, without
 	// running the handler.
@@ -28,8 +29,13 @@ const (
 	// the request was answered 400.
 	KindInvalidKey Kind = "invalid_key"
 	// KindRequestTooLarge: the request body was larger than
-	// Options.MaxRequestBody; the request was answered 413.
+	// Options.MaxRequestBody, or than an outer [http.MaxBytesReader]
+	// allows; the request was answered 413.
 	KindRequestTooLarge Kind = "request_too_large"
+	// KindRequestUnreadable: the request body could not be read to its
+	// end (the client stopped sending, or the connection broke); the
+	// request was answered 400 and the connection closed.
+	KindRequestUnreadable Kind = "request_unreadable"
 	// KindTakeover: the request took over a key whose previous owner's
 	// lock had expired (it crashed, hung or panicked without releasing).
 	// A KindExecuted event follows.
@@ -37,16 +43,19 @@ const (
 	// KindNotRecorded: the handler's response was not recorded and the
 	// reservation was released, so a retry runs the handler again: a
 	// status Options.Release selects, a body over
-	// Options.MaxResponseBody, a hijacked connection, a panic, or a store
-	// that could not hold it.
+	// Options.MaxResponseBody, a handler that returned without writing
+	// anything (its client had gone), a hijacked connection, a panic
+	// (an invalid status included), or a store that could not hold it
+	// ([ErrStoreFull]).
 	KindNotRecorded Kind = "not_recorded"
 	// KindFenced: the handler finished after its lock expired and another
 	// request took the key over; its response was not recorded (the
 	// successor's is).
 	KindFenced Kind = "fenced"
-	// KindStoreError: the Store failed. Before the handler ran, the
-	// request was answered 503 with Retry-After; after, the response went
-	// out unrecorded and the lock expires in its own time.
+	// KindStoreError: the Store failed, or had no room for a new key
+	// ([ErrStoreFull] from Reserve). Before the handler ran, the request
+	// was answered 503 with Retry-After; after, the response went out
+	// unrecorded and the lock expires in its own time.
 	KindStoreError Kind = "store_error"
 )
 
@@ -54,7 +63,7 @@ const (
 func Kinds() []Kind {
 	return []Kind{
 		KindExecuted, KindReplayed, KindConflict, KindMismatch,
-		KindMissingKey, KindInvalidKey, KindRequestTooLarge, KindTakeover,
+		KindMissingKey, KindInvalidKey, KindRequestTooLarge, KindRequestUnreadable, KindTakeover,
 		KindNotRecorded, KindFenced, KindStoreError,
 	}
 }

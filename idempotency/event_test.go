@@ -19,7 +19,7 @@ func TestKindsAreDistinctMetricLabels(t *testing.T) {
 		}
 		seen[k] = true
 	}
-	if len(seen) != 11 {
-		t.Fatalf("Kinds() has %d kinds, want 11", len(seen))
+	if len(seen) != 12 {
+		t.Fatalf("Kinds() has %d kinds, want 12", len(seen))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -41,10 +42,33 @@ type Options struct {
 
 	// KeyScope, if set, returns the scope of a request's key, such as the
 	// authenticated account: keys are unique within a scope, so that one
-	// client cannot replay another's responses by guessing its keys. The
-	// result is combined with the key before the Store sees it. If nil,
-	// all requests share one key space.
+	// client can neither replay another's responses nor collide with its
+	// keys. The result is combined with the key before the Store sees it
+	// (scope, NUL, key). Return the principal, not a credential: a token
+	// refreshed between a request and its retry must give the same scope,
+	// or the retry runs the operation again.
+	//
+	// If nil, keys share one key space, but a key is bound to the
+	// credentials of the request that first used it — its Authorization
+	// header and its TLS client certificate, hashed into the fingerprint,
+	// never stored — unless IgnoreCredentials is set: the same key from a
+	// caller with other credentials is answered 422, and never gets the
+	// first caller's response. A caller whose credentials changed between
+	// a request and its retry (a refreshed token) gets 422 too: set
+	// KeyScope to replay across such changes.
 	KeyScope func(r *http.Request) string
+
+	// IgnoreCredentials, if true and KeyScope is nil, stops binding keys to
+	// the request's Authorization header and TLS client certificate.
+	//
+	// WARNING: every caller then shares one key space, and a caller who
+	// sends another's key with the same request gets the other's recorded
+	// response — its body and headers. Set it only for a service whose
+	// keyed operations are not per caller, or that authenticates in a way
+	// this package cannot see (a cookie, an API-key header, mTLS ended at
+	// a proxy) — and then prefer setting KeyScope to the authenticated
+	// principal instead.
+	IgnoreCredentials bool
 
 	// MaxKeyLength is the longest key accepted, in characters; a longer
 	// one is answered 400. 0 (or negative) means 255.
@@ -119,6 +143,7 @@ type handler struct {
 	methods         map[string]bool
 	requireKey      bool
 	keyScope        func(*http.Request) string
+	bindCredentials bool
 	maxKeyLength    int
 	maxRequestBody  int64
 	maxResponseBody int64
@@ -145,12 +170,19 @@ type handler struct {
 //     gets it replayed with "Idempotent-Replayed: true", and next does not
 //     run.
 //   - The same key with a different request — method, target (path and
-//     query) or body, compared by a SHA-256 fingerprint — is answered 422.
+//     query) or body, compared by a SHA-256 fingerprint — is answered 422,
+//     and so is the same key from another caller (other credentials, see
+//     [Options.KeyScope]): no caller is replayed another's response.
+//   - Only what next set is recorded: its headers as they went out, its
+//     trailers, its body; headers outer layers set for the request are
+//     left to each request. A next that writes nothing (it saw its
+//     client go) records nothing, and the key is freed.
 //   - 5xx, 429 and 408 responses are not recorded ([Options.Release]), nor
 //     bodies over [Options.MaxResponseBody], which are streamed through:
 //     the key is freed, a retry runs next again, and the response says
 //     "Idempotent-Recorded: false" ([RecordedHeader]).
-//   - If next panics, the key is freed and the panic continues up the
+//   - If next panics (an invalid status passed to WriteHeader panics, as
+//     in net/http), the key is freed and the panic continues up the
 //     stack unchanged (net/http recovers it, logs it and drops the
 //     connection). If the process dies, the key's lock expires after
 //     [Options.LockTTL] and a retry takes it over; the fencing [Token]
@@ -159,9 +191,10 @@ type handler struct {
 // Errors are application/problem+json (RFC 9457) with type, title, status
 // and detail. A missing key passes through unless [Options.RequireKey]; an
 // invalid one (empty, over [Options.MaxKeyLength], repeated, malformed) is
-// answered 400; a request body over [Options.MaxRequestBody], 413. When
-// store fails before next runs, the request is answered 503 with
-// "Retry-After: 1" and next does not run.
+// answered 400; a request body over [Options.MaxRequestBody] (or cut by an
+// outer [http.MaxBytesReader]), 413; one that fails to read, 400. When
+// store fails or is full before next runs, the request is answered 503
+// with "Retry-After: 1" and next does not run.
 //
 // The Handler keeps no state of its own and logs nothing: keys and bodies
 // reach only store. It panics if next or store is nil, as
@@ -177,6 +210,7 @@ func Handler(next http.Handler, store Store, opts Options) http.Handler {
 		methods:         map[string]bool{},
 		requireKey:      opts.RequireKey,
 		keyScope:        opts.KeyScope,
+		bindCredentials: opts.KeyScope == nil && !opts.IgnoreCredentials,
 		maxKeyLength:    opts.MaxKeyLength,
 		maxRequestBody:  opts.MaxRequestBody,
 		maxResponseBody: opts.MaxResponseBody,
@@ -243,13 +277,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case err != nil:
 		w.Header().Set("Connection", "close")
-		h.writeProblem(w, h.unreadable())
+		h.answer(w, r, KindRequestUnreadable, h.unreadable())
 		return
 	}
 	if h.keyScope != nil {
 		key = scopedKey(h.keyScope(r), key)
 	}
-	res, err := h.store.Reserve(r.Context(), key, fingerprint(r, body), h.lockTTL)
+	res, err := h.store.Reserve(r.Context(), key, fingerprint(r, body, h.bindCredentials), h.lockTTL)
 	if err != nil {
 		h.answer(w, r, KindStoreError, h.storeUnavailable())
 		return
@@ -280,7 +314,7 @@ func (h *handler) execute(w http.ResponseWriter, r *http.Request, body []byte, k
 	if res.TookOver {
 		h.event(r, KindTakeover, 0)
 	}
-	rec := &recorder{w: w, limit: h.maxResponseBody, release: h.release}
+	rec := &recorder{w: w, limit: h.maxResponseBody, release: h.release, outer: w.Header().Clone()}
 	// The outcome is recorded even when the client has gone: a retry
 	// must find it.
 	ctx := context.WithoutCancel(r.Context())
@@ -308,10 +342,14 @@ func (h *handler) execute(w http.ResponseWriter, r *http.Request, body []byte, k
 	case err == nil:
 	case errors.Is(err, ErrStaleToken):
 		h.event(r, KindFenced, rec.status)
+	case errors.Is(err, ErrStoreFull):
+		// The store cannot hold this response, but still holds the
+		// reservation: free it, so a retry runs next again.
+		h.releaseKey(ctx, r, key, res.Token, rec.status)
 	default:
 		h.event(r, KindStoreError, rec.status)
-		// Free the key if the store still can (ErrStoreFull); otherwise
-		// its lock expires in its own time.
+		// Free the key if the store still can; otherwise its lock
+		// expires in its own time.
 		_ = h.store.Release(ctx, key, res.Token)
 	}
 	rec.finish(err == nil)
@@ -337,12 +375,19 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request, resp *Response)
 		h.answer(w, r, KindStoreError, h.storeUnavailable())
 		return
 	}
+	// The recorded fields replace the current request's; what outer
+	// layers set for it and next did not record stays.
 	hdr := w.Header()
 	for k, vs := range resp.Header {
-		hdr[k] = append([]string(nil), vs...)
+		hdr[k] = vs // resp is the store's copy, ours alone
 	}
 	hdr.Set(ReplayedHeader, "true")
-	if bodyAllowed(resp.Status) {
+	switch {
+	case hasTrailers(resp.Header):
+		// A declared length would keep net/http from sending trailers
+		// over HTTP/1.1, which needs the chunked coding for them.
+		declareTrailers(hdr)
+	case bodyAllowed(resp.Status):
 		hdr.Set("Content-Length", strconv.Itoa(len(resp.Body)))
 	}
 	h.event(r, KindReplayed, resp.Status)
@@ -361,7 +406,8 @@ func bodyAllowed(status int) bool {
 // errBodyTooLarge reports a request body over MaxRequestBody.
 var errBodyTooLarge = errors.New("idempotency: request body too large")
 
-// readBody reads the whole request body, up to limit bytes.
+// readBody reads the whole request body, up to limit bytes. A body an
+// outer layer cut with [http.MaxBytesReader] is too large as well.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
@@ -370,10 +416,13 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 		return nil, errBodyTooLarge
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	if err != nil {
+	var maxErr *http.MaxBytesError
+	switch {
+	case errors.As(err, &maxErr):
+		return nil, errBodyTooLarge
+	case err != nil:
 		return nil, err
-	}
-	if int64(len(b)) > limit {
+	case int64(len(b)) > limit:
 		return nil, errBodyTooLarge
 	}
 	return b, nil
@@ -391,8 +440,12 @@ func withBody(r *http.Request, b []byte) *http.Request {
 // fingerprint identifies what a request asks for: its method, its target
 // (escaped path and query) and its body, hashed with SHA-256. Neither the
 // method nor an escaped target contains a newline, so the fields cannot
-// run into one another.
-func fingerprint(r *http.Request, body []byte) string {
+// run into one another. With caller set, it identifies who asks too: the
+// Authorization field's values and the TLS client certificate, so that
+// the same key from other credentials is a mismatch. Only the hash
+// reaches the Store, never a credential. A request with neither has the
+// fingerprint it would have without caller.
+func fingerprint(r *http.Request, body []byte, caller bool) string {
 	bodySum := sha256.Sum256(body)
 	sum := sha256.New()
 	io.WriteString(sum, r.Method)
@@ -404,5 +457,22 @@ func fingerprint(r *http.Request, body []byte) string {
 	}
 	io.WriteString(sum, "\n")
 	sum.Write(bodySum[:])
+	if caller {
+		writeCredentials(sum, r)
+	}
 	return hex.EncodeToString(sum.Sum(nil))
+}
+
+// writeCredentials writes what identifies the caller of r to a hash: each
+// Authorization value, length-prefixed so that values cannot run into one
+// another, and the SHA-256 of the TLS client certificate (the leaf).
+func writeCredentials(sum io.Writer, r *http.Request) {
+	for _, v := range r.Header.Values("Authorization") {
+		fmt.Fprintf(sum, "\nauthorization %d:%s", len(v), v)
+	}
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+		cert := sha256.Sum256(r.TLS.PeerCertificates[0].Raw)
+		io.WriteString(sum, "\ncertificate ")
+		sum.Write(cert[:])
+	}
 }

@@ -6,10 +6,14 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/httpretry/httpretry/idempotency"
@@ -570,7 +574,116 @@ func TestResponseTheStoreCannotHoldIsNotRecorded(t *testing.T) {
 				idempotency.RecordedHeader, r.header.Get(idempotency.RecordedHeader), r.header.Get(idempotency.ReplayedHeader))
 		}
 	}
-	if c.count() != 2 || s.events.count(idempotency.KindStoreError) != 2 {
-		t.Fatalf("runs = %d, store_error = %d; want 2, 2 (the key freed each time)", c.count(), s.events.count(idempotency.KindStoreError))
+	// ErrStoreFull is not a store failure: the key is freed, as its
+	// documentation says for not_recorded.
+	if c.count() != 2 || s.events.count(idempotency.KindNotRecorded) != 2 || s.events.count(idempotency.KindStoreError) != 0 {
+		t.Fatalf("runs = %d, not_recorded = %d, store_error = %d; want 2, 2, 0 (the key freed each time)",
+			c.count(), s.events.count(idempotency.KindNotRecorded), s.events.count(idempotency.KindStoreError))
+	}
+}
+
+// TestInvalidStatusDoesNotPoisonTheKey: WriteHeader with a status net/http
+// rejects panics at the call, as net/http's own WriteHeader does; nothing
+// is recorded, the key is freed, and a retry runs the handler again.
+func TestInvalidStatusDoesNotPoisonTheKey(t *testing.T) {
+	for _, code := range []int{0, 99, 1000, -200} {
+		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			var runs atomic.Int32
+			panics := make(chan any, 1)
+			s := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if runs.Add(1) == 1 {
+					defer func() {
+						p := recover()
+						panics <- p
+						panic(p)
+					}()
+					w.WriteHeader(code)
+					return
+				}
+				w.WriteHeader(http.StatusCreated)
+				io.WriteString(w, "placed")
+			}), memory(), idempotency.Options{})
+			if r := s.post(t, "k", "x"); r.err == nil {
+				t.Fatalf("first: %d %q; want the connection dropped by the panic", r.status, r.body)
+			}
+			if got, want := <-panics, "invalid WriteHeader code "+strconv.Itoa(code); got != want {
+				t.Fatalf("panic %v, want %q", got, want)
+			}
+			r := s.post(t, "k", "x")
+			expectStatus(t, "retry", r, http.StatusCreated)
+			if r.body != "placed" || r.header.Get(idempotency.ReplayedHeader) != "" || runs.Load() != 2 {
+				t.Fatalf("retry: %q, replayed %q, runs %d; want a fresh run 2", r.body, r.header.Get(idempotency.ReplayedHeader), runs.Load())
+			}
+			if got := s.events.count(idempotency.KindNotRecorded); got != 1 {
+				t.Fatalf("not_recorded = %d, want 1", got)
+			}
+		})
+	}
+}
+
+// TestBodyCutByOuterMaxBytesReaderIs413: a request body an outer layer
+// limits with http.MaxBytesReader is answered 413, request_too_large.
+func TestBodyCutByOuterMaxBytesReaderIs413(t *testing.T) {
+	c := &counter{}
+	ev := &events{}
+	h := idempotency.Handler(c, memory(), idempotency.Options{OnEvent: ev.add})
+	url := startServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 4)
+		h.ServeHTTP(w, r)
+	}))
+	s := &server{url: url, client: &http.Client{}, events: ev}
+	t.Cleanup(s.client.CloseIdleConnections)
+	r := s.post(t, "k", "0123456789")
+	expectStatus(t, "over the outer limit", r, http.StatusRequestEntityTooLarge)
+	problemOf(t, r)
+	if c.count() != 0 || ev.count(idempotency.KindRequestTooLarge) != 1 {
+		t.Fatalf("runs = %d, request_too_large = %d; want 0, 1", c.count(), ev.count(idempotency.KindRequestTooLarge))
+	}
+}
+
+// TestUnreadableBodyHasItsOwnKind: a request body that fails to read is
+// answered 400 and reported as request_unreadable.
+func TestUnreadableBodyHasItsOwnKind(t *testing.T) {
+	c := &counter{}
+	ev := &events{}
+	h := idempotency.Handler(c, memory(), idempotency.Options{OnEvent: ev.add})
+	req := httptest.NewRequest(http.MethodPost, "/orders", io.MultiReader(strings.NewReader("par"), iotest.ErrReader(io.ErrUnexpectedEOF)))
+	req.Header.Set(idempotency.KeyHeader, "k")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != http.StatusBadRequest || w.Header().Get("Connection") != "close" {
+		t.Fatalf("got %d, Connection %q; want 400, close", w.Code, w.Header().Get("Connection"))
+	}
+	want := []idempotency.Kind{idempotency.KindRequestUnreadable}
+	if got := ev.kinds(); !slices.Equal(got, want) || ev.list[0].Status != http.StatusBadRequest {
+		t.Fatalf("events = %+v, want one request_unreadable with status 400", ev.list)
+	}
+	if c.count() != 0 {
+		t.Fatalf("runs = %d, want 0", c.count())
+	}
+}
+
+// TestFullStoreRefusesNewKeysAndKeepsReplays: when the store is full of
+// recorded responses, a new key is refused with 503 and Retry-After, and
+// every recorded response is still replayed within its TTL.
+func TestFullStoreRefusesNewKeysAndKeepsReplays(t *testing.T) {
+	c := &counter{}
+	s := newServer(t, c, idempotency.NewMemoryStore(idempotency.MemoryOptions{MaxEntries: 2}), idempotency.Options{})
+	expectStatus(t, "a", s.post(t, "a", "x"), http.StatusCreated)
+	expectStatus(t, "b", s.post(t, "b", "x"), http.StatusCreated)
+	r := s.post(t, "c", "x")
+	expectStatus(t, "new key in a full store", r, http.StatusServiceUnavailable)
+	if r.header.Get("Retry-After") != "1" {
+		t.Fatalf("Retry-After = %q, want 1", r.header.Get("Retry-After"))
+	}
+	for i, k := range []string{"a", "b"} {
+		r := s.post(t, k, "x")
+		expectStatus(t, "replay "+k, r, http.StatusCreated)
+		if want := "run " + strconv.Itoa(i+1); r.body != want || r.header.Get(idempotency.ReplayedHeader) != "true" {
+			t.Fatalf("%s: %q, replayed %q; want the replay of %q", k, r.body, r.header.Get(idempotency.ReplayedHeader), want)
+		}
+	}
+	if c.count() != 2 {
+		t.Fatalf("runs = %d, want 2", c.count())
 	}
 }

@@ -28,6 +28,15 @@ type MemoryOptions struct {
 	// means 64 MiB.
 	MaxBytes int64
 
+	// EvictResponses lets the store evict live recorded responses, those
+	// closest to expiry first, to admit new keys when it is full. The
+	// evicted keys' retries then run their operations again, although
+	// within their response TTL: trade that only where a new key matters
+	// more than an old replay. If false, a recorded response is kept for
+	// its whole TTL, and a new key that does not fit is refused
+	// ([ErrStoreFull]; the Handler answers 503 with Retry-After).
+	EvictResponses bool
+
 	// Clock tells the time for lock and response expiry. If nil, the real
 	// clock; tests set a [clockwork.FakeClock].
 	Clock clockwork.Clock
@@ -39,13 +48,14 @@ type MemoryOptions struct {
 // again.
 //
 // It is bounded by entries and bytes. When a new record does not fit, it
-// evicts, in this order: expired responses, reservations whose lock has
-// expired (their owners get [ErrStaleToken]), and then the recorded
-// responses closest to expiry, which, with one response TTL for every key
-// as a [Handler] uses, are the oldest. It never evicts a reservation whose
-// lock is live: when only those are left, Reserve of a new key and
-// Complete return [ErrStoreFull], and the Handler answers 503 with
-// Retry-After. A response larger than MaxBytes is never recorded.
+// evicts what no longer counts: expired responses, and reservations whose
+// lock has expired (their owners get [ErrStaleToken]). It never evicts a
+// recorded response within its TTL (unless [MemoryOptions.EvictResponses]
+// says so) nor a reservation whose lock is live: when the record still
+// does not fit, Reserve of a new key and Complete return [ErrStoreFull]
+// and evict nothing. The Handler then answers 503 with Retry-After, or
+// sends the response unrecorded and frees its key. A response larger than
+// MaxBytes is never recorded.
 //
 // Expired records are removed lazily, when looked up or when room is
 // needed; there is no background goroutine and nothing to close.
@@ -53,9 +63,10 @@ type MemoryOptions struct {
 // Create one with NewMemoryStore. A MemoryStore is safe for concurrent use
 // by multiple goroutines.
 type MemoryStore struct {
-	clock      clockwork.Clock
-	maxEntries int
-	maxBytes   int64
+	clock          clockwork.Clock
+	maxEntries     int
+	maxBytes       int64
+	evictResponses bool
 
 	mu        sync.Mutex // protects the fields below
 	entries   map[string]*memoryEntry
@@ -80,10 +91,11 @@ type memoryEntry struct {
 // NewMemoryStore returns an empty MemoryStore bounded as opts says.
 func NewMemoryStore(opts MemoryOptions) *MemoryStore {
 	s := &MemoryStore{
-		clock:      opts.Clock,
-		maxEntries: opts.MaxEntries,
-		maxBytes:   opts.MaxBytes,
-		entries:    make(map[string]*memoryEntry),
+		clock:          opts.Clock,
+		maxEntries:     opts.MaxEntries,
+		maxBytes:       opts.MaxBytes,
+		evictResponses: opts.EvictResponses,
+		entries:        make(map[string]*memoryEntry),
 	}
 	if s.clock == nil {
 		s.clock = clockwork.NewRealClock()
@@ -219,21 +231,48 @@ func (s *MemoryStore) remove(e *memoryEntry) {
 }
 
 // makeRoom evicts records until n more entries of size more bytes fit, and
-// reports whether they do. s.mu must be held.
+// reports whether they do. When they do not, it puts back what it evicted:
+// a failed call changes nothing. s.mu must be held.
 func (s *MemoryStore) makeRoom(now time.Time, n int, size int64) bool {
+	var evicted []*memoryEntry
 	for len(s.entries)+n > s.maxEntries || s.bytes+size > s.maxBytes {
-		switch {
-		case len(s.responses) > 0 && !now.Before(s.responses[0].deadline):
-			s.remove(s.responses[0]) // expired
-		case len(s.locks) > 0 && !now.Before(s.locks[0].deadline):
-			s.remove(s.locks[0]) // its owner is gone or too slow
-		case len(s.responses) > 0:
-			s.remove(s.responses[0]) // closest to expiry
-		default:
-			return false // only live reservations are left
+		e := s.evictable(now)
+		if e == nil {
+			for _, e := range evicted {
+				s.restore(e)
+			}
+			return false
 		}
+		s.remove(e)
+		evicted = append(evicted, e)
 	}
 	return true
+}
+
+// restore puts back an entry remove took out. s.mu must be held.
+func (s *MemoryStore) restore(e *memoryEntry) {
+	s.entries[e.key] = e
+	s.bytes += e.size
+	if e.done {
+		heap.Push(&s.responses, e)
+	} else {
+		heap.Push(&s.locks, e)
+	}
+}
+
+// evictable returns the next record to evict, or nil: an expired response,
+// a reservation whose lock expired, then, only with evictResponses, the
+// response closest to expiry. s.mu must be held.
+func (s *MemoryStore) evictable(now time.Time) *memoryEntry {
+	switch {
+	case len(s.responses) > 0 && !now.Before(s.responses[0].deadline):
+		return s.responses[0] // expired
+	case len(s.locks) > 0 && !now.Before(s.locks[0].deadline):
+		return s.locks[0] // its owner is gone or too slow
+	case s.evictResponses && len(s.responses) > 0:
+		return s.responses[0] // closest to expiry
+	}
+	return nil
 }
 
 // entryHeap orders entries by deadline, earliest first, for

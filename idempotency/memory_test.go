@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,7 +59,7 @@ func state(t *testing.T, s idempotency.Store, key string) idempotency.State {
 
 func TestMemoryStoreEvictsOldestCompletedAtMaxEntries(t *testing.T) {
 	fc := clockwork.NewFakeClock()
-	s := idempotency.NewMemoryStore(idempotency.MemoryOptions{MaxEntries: 3, Clock: fc})
+	s := idempotency.NewMemoryStore(idempotency.MemoryOptions{MaxEntries: 3, Clock: fc, EvictResponses: true})
 	keys := fill(t, s, fc, "k", 3, "x", time.Hour)
 	// A fourth key evicts the oldest response (k0), and only it.
 	if got := state(t, s, "new"); got != idempotency.StateReserved {
@@ -80,7 +81,7 @@ func TestMemoryStoreEvictsOldestCompletedAtMaxEntries(t *testing.T) {
 
 func TestMemoryStoreEvictsExpiredFirst(t *testing.T) {
 	fc := clockwork.NewFakeClock()
-	s := idempotency.NewMemoryStore(idempotency.MemoryOptions{MaxEntries: 3, Clock: fc})
+	s := idempotency.NewMemoryStore(idempotency.MemoryOptions{MaxEntries: 3, Clock: fc, EvictResponses: true})
 	old := fill(t, s, fc, "long", 1, "x", time.Hour)
 	short := fill(t, s, fc, "short", 1, "x", time.Second) // expires at once after fill's Advance
 	fill(t, s, fc, "mid", 1, "x", time.Hour)
@@ -93,6 +94,85 @@ func TestMemoryStoreEvictsExpiredFirst(t *testing.T) {
 	}
 	if got := state(t, s, short[0]); got != idempotency.StateReserved {
 		t.Fatalf("%s: %v, want reserved (expired and evicted)", short[0], got)
+	}
+}
+
+// By default a full store keeps every recorded response for its whole TTL
+// and refuses new keys instead; an expired response makes room again.
+func TestMemoryStoreKeepsRecordedResponsesForTheirTTL(t *testing.T) {
+	ctx := context.Background()
+	for _, limit := range []struct {
+		name string
+		opts idempotency.MemoryOptions
+	}{
+		{"entries", idempotency.MemoryOptions{MaxEntries: 3}},
+		{"bytes", idempotency.MemoryOptions{MaxBytes: 300}}, // 3 records of 100 bytes
+	} {
+		t.Run(limit.name, func(t *testing.T) {
+			fc := clockwork.NewFakeClock()
+			opts := limit.opts
+			opts.Clock = fc
+			s := idempotency.NewMemoryStore(opts)
+			keys := fill(t, s, fc, "k", 3, string(make([]byte, 96)), time.Hour)
+			if r, err := s.Reserve(ctx, "new", "fp", time.Minute); !errors.Is(err, idempotency.ErrStoreFull) {
+				t.Fatalf("Reserve of a new key in a full store = %+v, %v; want ErrStoreFull", r, err)
+			}
+			for _, k := range keys {
+				if got := state(t, s, k); got != idempotency.StateCompleted {
+					t.Fatalf("%s: %v, want completed (kept for its TTL)", k, got)
+				}
+			}
+			// fill spaced the keys a second apart, from 3 s ago: k0
+			// expires first.
+			fc.Advance(time.Hour - 3*time.Second)
+			if got := state(t, s, "new"); got != idempotency.StateReserved {
+				t.Fatalf("new key once k0 expired: %v, want reserved", got)
+			}
+			for _, k := range keys[1:] {
+				if got := state(t, s, k); got != idempotency.StateCompleted {
+					t.Fatalf("%s: %v, want completed", k, got)
+				}
+			}
+		})
+	}
+}
+
+// A Complete that cannot fit evicts nothing: neither a live response (when
+// eviction of responses is allowed, it is put back) nor a reservation
+// whose lock expired, whose owner may still complete.
+func TestMemoryStoreFailedCompleteEvictsNothing(t *testing.T) {
+	ctx := context.Background()
+	for _, evict := range []bool{false, true} {
+		t.Run(fmt.Sprintf("EvictResponses=%v", evict), func(t *testing.T) {
+			fc := clockwork.NewFakeClock()
+			s := idempotency.NewMemoryStore(idempotency.MemoryOptions{MaxBytes: 300, Clock: fc, EvictResponses: evict})
+			kept := fill(t, s, fc, "k", 1, string(make([]byte, 96)), time.Hour) // 100 bytes
+			slow, err := s.Reserve(ctx, "slow", "fp", time.Second)              // 6 bytes
+			if err != nil {
+				t.Fatal(err)
+			}
+			fc.Advance(2 * time.Second) // slow's lock expired; no one took it over
+			live := strings.Repeat("l", 50)
+			if _, err := s.Reserve(ctx, live, "fp", time.Hour); err != nil { // 52 bytes, locked
+				t.Fatal(err)
+			}
+			big, err := s.Reserve(ctx, "big", "fp", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// 5 + 250 bytes: under MaxBytes, but beside the live
+			// reservation it does not fit even if everything else went.
+			err = s.Complete(ctx, "big", big.Token, &idempotency.Response{Status: 200, Body: make([]byte, 250)}, time.Hour)
+			if !errors.Is(err, idempotency.ErrStoreFull) {
+				t.Fatalf("Complete of a response that cannot fit: err = %v, want ErrStoreFull", err)
+			}
+			if got := state(t, s, kept[0]); got != idempotency.StateCompleted {
+				t.Fatalf("%s after the failed Complete: %v, want completed (not evicted)", kept[0], got)
+			}
+			if err := s.Complete(ctx, "slow", slow.Token, &idempotency.Response{Status: 201}, time.Hour); err != nil {
+				t.Fatalf("Complete by the owner of the expired lock after the failed Complete: %v, want nil (not evicted)", err)
+			}
+		})
 	}
 }
 
@@ -132,7 +212,7 @@ func TestMemoryStoreMaxBytes(t *testing.T) {
 	ctx := context.Background()
 	fc := clockwork.NewFakeClock()
 	// Each record: key "kN" (2) + "fp" (2) + a 96-byte body = 100 bytes.
-	s := idempotency.NewMemoryStore(idempotency.MemoryOptions{MaxBytes: 300, Clock: fc})
+	s := idempotency.NewMemoryStore(idempotency.MemoryOptions{MaxBytes: 300, Clock: fc, EvictResponses: true})
 	body := string(make([]byte, 96))
 	keys := fill(t, s, fc, "k", 3, body, time.Hour)
 	fill(t, s, fc, "n", 1, body, time.Hour)

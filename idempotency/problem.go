@@ -33,7 +33,7 @@ func (h *handler) invalidKey() problem {
 
 func (h *handler) keyReused() problem {
 	return problem{Status: http.StatusUnprocessableEntity, Title: "Idempotency-Key is already used",
-		Detail: "This Idempotency-Key was used for a different request (method, target or body). Use a new key for a new request; retry a request unchanged."}
+		Detail: "This Idempotency-Key was used for a different request (method, target or body), or by a different caller. Use a new key for a new request; retry a request unchanged."}
 }
 
 func (h *handler) outstanding() problem {

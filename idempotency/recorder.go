@@ -2,10 +2,10 @@ package idempotency
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 )
 
 // RecordedHeader is the response field by which a [Handler] says that a
@@ -36,9 +36,13 @@ type recorder struct {
 	w       http.ResponseWriter
 	limit   int64
 	release func(status int) bool
+	// outer is a copy of the headers outer layers set before the Handler
+	// ran: they belong to each request, so a field still holding its outer
+	// value is not next's to record.
+	outer http.Header
 
 	status      int
-	header      http.Header // storable copy, taken when the status is set
+	sentHeader  http.Header // the headers as they went out, if sent while recordable
 	body        []byte      // the copy; while !sent, none of it was written
 	wroteHeader bool        // the final status is set
 	sent        bool        // the status went to w
@@ -48,8 +52,15 @@ type recorder struct {
 
 func (rec *recorder) Header() http.Header { return rec.w.Header() }
 
+// WriteHeader holds the final status back, or sends it at once when the
+// response will not be recorded. An invalid status panics at the call, as
+// net/http's own WriteHeader does, instead of once the response is sent:
+// the Handler then frees the key like after any panic, and nothing
+// invalid is recorded.
 func (rec *recorder) WriteHeader(code int) {
 	switch {
+	case code < 100 || code > 999:
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
 	case rec.hijacked || rec.sent:
 		rec.w.WriteHeader(code) // net/http reports the misuse
 		return
@@ -68,7 +79,6 @@ func (rec *recorder) WriteHeader(code int) {
 		return
 	}
 	rec.capture = true
-	rec.header = storableHeader(h)
 }
 
 func (rec *recorder) Write(p []byte) (int, error) {
@@ -108,9 +118,14 @@ func (rec *recorder) overflow() {
 	rec.body = nil
 }
 
-// send writes the held status and body to the client.
+// send writes the held status and body to the client. A response still
+// recordable keeps a copy of the headers that went out: later changes
+// do not reach the client, so they must not reach the record either.
 func (rec *recorder) send() {
 	rec.sent = true
+	if rec.capture {
+		rec.sentHeader = rec.w.Header().Clone()
+	}
 	rec.w.WriteHeader(rec.status)
 	if len(rec.body) > 0 {
 		// A write error means the client is gone; the copy stands.
@@ -149,40 +164,54 @@ func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return conn, brw, err
 }
 
+// Push implements [http.Pusher] when the client's writer does (HTTP/2);
+// otherwise it returns [http.ErrNotSupported], as a Pusher whose client
+// disabled push does.
+func (rec *recorder) Push(target string, opts *http.PushOptions) error {
+	if p, ok := rec.w.(http.Pusher); ok {
+		return p.Push(target, opts)
+	}
+	return http.ErrNotSupported
+}
+
 // Unwrap lets [http.ResponseController] reach the client's writer for
 // deadlines and full duplex.
 func (rec *recorder) Unwrap() http.ResponseWriter { return rec.w }
 
 // result returns the response to record once the handler has returned, or
-// nil if it must not be recorded. A handler that wrote nothing answered an
-// empty 200.
+// nil if it must not be recorded. A handler that wrote nothing answered
+// nothing: typically it saw its request's context end and returned, and
+// what net/http then sends by default (an empty 200) is no outcome of the
+// operation.
 func (rec *recorder) result() *Response {
-	if rec.hijacked {
+	if rec.hijacked || !rec.wroteHeader || !rec.capture {
 		return nil
 	}
-	if !rec.wroteHeader {
-		rec.WriteHeader(http.StatusOK)
+	final := rec.w.Header()
+	sent := final
+	if rec.sent {
+		sent = rec.sentHeader
 	}
-	if !rec.capture {
-		return nil
-	}
-	return &Response{Status: rec.status, Header: rec.header, Body: rec.body}
+	return &Response{Status: rec.status, Header: recordedHeader(sent, final, rec.outer), Body: rec.body}
 }
 
 // finish sends what is still held, marked as not recorded unless
 // recorded, once the Handler has tried to record it.
 func (rec *recorder) finish(recorded bool) {
-	if rec.hijacked || !rec.capture {
+	if rec.hijacked || (rec.wroteHeader && !rec.capture) {
 		return
 	}
+	h := rec.w.Header()
 	switch {
 	case recorded:
 	case rec.sent:
-		rec.w.Header().Set(http.TrailerPrefix+RecordedHeader, "false")
+		h.Set(http.TrailerPrefix+RecordedHeader, "false")
 	default:
-		rec.w.Header().Set(RecordedHeader, "false")
+		h.Set(RecordedHeader, "false")
 	}
-	if !rec.sent {
+	if rec.wroteHeader && !rec.sent {
+		// Send trailers as a replay will: declared, and only as trailers.
+		declareTrailers(h)
 		rec.send()
 	}
 }
@@ -194,33 +223,4 @@ func declaredLength(h http.Header) int64 {
 		return -1
 	}
 	return n
-}
-
-// unstoredHeaders are the response fields a replay must not repeat:
-// hop-by-hop fields (RFC 9110 §7.6.1), cookies (a session is not an
-// operation's result), and fields net/http computes for each response.
-var unstoredHeaders = map[string]bool{
-	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true,
-	"Transfer-Encoding": true, "Te": true, "Trailer": true, "Upgrade": true,
-	"Proxy-Authenticate": true, "Proxy-Authorization": true,
-	"Set-Cookie": true, "Date": true, "Content-Length": true,
-	RecordedHeader: true, ReplayedHeader: true,
-}
-
-// storableHeader returns a copy of h without the fields a replay must not
-// repeat, including any that Connection names.
-func storableHeader(h http.Header) http.Header {
-	out := make(http.Header, len(h))
-	for k, vs := range h {
-		if unstoredHeaders[k] || strings.HasPrefix(k, http.TrailerPrefix) {
-			continue
-		}
-		out[k] = append([]string(nil), vs...)
-	}
-	for _, v := range h.Values("Connection") {
-		for name := range strings.SplitSeq(v, ",") {
-			delete(out, http.CanonicalHeaderKey(strings.TrimSpace(name)))
-		}
-	}
-	return out
 }

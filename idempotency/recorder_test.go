@@ -85,17 +85,27 @@ func TestResponseBodyLimit(t *testing.T) {
 	}
 }
 
-func TestHandlerThatWritesNothingRecordsEmpty200(t *testing.T) {
+// A handler that returns without writing — the usual reaction to its
+// request's context ending — answered nothing: no empty 200 is recorded,
+// the key is freed, and a retry runs the handler again.
+func TestHandlerThatWritesNothingRecordsNothing(t *testing.T) {
 	runs := 0
 	s := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs++
 		w.Header().Set("X-Run", strconv.Itoa(runs))
 	}), memory(), idempotency.Options{})
-	expectStatus(t, "first", s.post(t, "k", "x"), http.StatusOK)
+	first := s.post(t, "k", "x")
+	expectStatus(t, "first", first, http.StatusOK)
+	if got := first.header.Get(idempotency.RecordedHeader); got != "false" {
+		t.Fatalf("first: %s = %q, want false", idempotency.RecordedHeader, got)
+	}
 	r := s.post(t, "k", "x")
-	expectStatus(t, "replay", r, http.StatusOK)
-	if r.body != "" || r.header.Get("X-Run") != "1" || r.header.Get(idempotency.ReplayedHeader) != "true" || runs != 1 {
-		t.Fatalf("replay: body %q, X-Run %q, runs %d; want the empty 200 of run 1", r.body, r.header.Get("X-Run"), runs)
+	expectStatus(t, "retry", r, http.StatusOK)
+	if r.header.Get("X-Run") != "2" || r.header.Get(idempotency.ReplayedHeader) != "" || runs != 2 {
+		t.Fatalf("retry: X-Run %q, replayed %q, runs %d; want run 2, not a replay", r.header.Get("X-Run"), r.header.Get(idempotency.ReplayedHeader), runs)
+	}
+	if got := s.events.count(idempotency.KindNotRecorded); got != 2 {
+		t.Fatalf("not_recorded = %d, want 2", got)
 	}
 }
 

@@ -15,8 +15,10 @@ import (
 var ErrStaleToken = errors.New("idempotency: stale fencing token: the reservation belongs to another request")
 
 // ErrStoreFull is returned by a bounded [Store] that cannot take a record
-// without evicting a reservation still in progress, or a response larger
-// than it can hold at all.
+// without evicting a reservation still in progress or a response still
+// within its TTL, or a response larger than it can hold at all. The
+// Handler answers a Reserve's with 503 and Retry-After, and a Complete's by
+// sending the response unrecorded and freeing the key (KindNotRecorded).
 var ErrStoreFull = errors.New("idempotency: store full")
 
 // State is what [Store.Reserve] found for a key.
@@ -80,7 +82,9 @@ type Response struct {
 	// Status is the HTTP status code.
 	Status int
 	// Header holds the end-to-end headers, without hop-by-hop fields,
-	// Set-Cookie, Date or Content-Length.
+	// Set-Cookie, Date or Content-Length, and the trailers, under keys
+	// prefixed with [http.TrailerPrefix] ("Trailer:X-Checksum"), as
+	// net/http reads them from a handler's header map.
 	Header http.Header
 	// Body is the complete response body.
 	Body []byte
@@ -163,7 +167,8 @@ func (r *Response) Size() int64 {
 // deadline). On DynamoDB, PutItem and UpdateItem with condition expressions
 // on the token and the lock deadline, and its TTL attribute for expiry.
 //
-// Keys arrive already scoped ([Options.KeyScope]) and validated; stores
+// Keys arrive already scoped ([Options.KeyScope]: the scope, a NUL byte,
+// the key; a scope may hold any bytes) and validated; stores
 // must treat keys, fingerprints and responses as opaque data and never log
 // them. Errors other than ErrStaleToken and ErrStoreFull are store
 // failures: the [Handler] then answers 503 without running the operation

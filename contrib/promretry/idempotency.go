@@ -22,6 +22,9 @@ const (
 	EventInvalidKey = "invalid_key"
 	// EventRequestTooLarge: the request body was too large to fingerprint.
 	EventRequestTooLarge = "request_too_large"
+	// EventRequestUnreadable: the request body failed to read (the client
+	// stopped sending, or the connection broke).
+	EventRequestUnreadable = "request_unreadable"
 	// EventTakeover: a request took over a key whose previous owner's
 	// lock had expired.
 	EventTakeover = "takeover"

@@ -6,23 +6,24 @@ func TestIdempotencyEvent(t *testing.T) {
 	c, reg := newCollector(t, Options{})
 	for _, kind := range []string{
 		EventExecuted, EventExecuted, EventReplayed, EventConflict, EventMismatch, EventMissingKey,
-		EventInvalidKey, EventRequestTooLarge, EventTakeover, EventNotRecorded, EventFenced, EventStoreError,
+		EventInvalidKey, EventRequestTooLarge, EventRequestUnreadable, EventTakeover, EventNotRecorded, EventFenced, EventStoreError,
 		"Replayed", "", "replayed\x00", "execution", EventOther,
 	} {
 		c.IdempotencyEvent(kind)
 	}
 	checkFamily(t, samples(scrape(t, reg)), "httpretry_idempotency_events_total", map[string]float64{
-		`httpretry_idempotency_events_total{kind="executed"}`:          2,
-		`httpretry_idempotency_events_total{kind="replayed"}`:          1,
-		`httpretry_idempotency_events_total{kind="conflict"}`:          1,
-		`httpretry_idempotency_events_total{kind="mismatch"}`:          1,
-		`httpretry_idempotency_events_total{kind="missing_key"}`:       1,
-		`httpretry_idempotency_events_total{kind="invalid_key"}`:       1,
-		`httpretry_idempotency_events_total{kind="request_too_large"}`: 1,
-		`httpretry_idempotency_events_total{kind="takeover"}`:          1,
-		`httpretry_idempotency_events_total{kind="not_recorded"}`:      1,
-		`httpretry_idempotency_events_total{kind="fenced"}`:            1,
-		`httpretry_idempotency_events_total{kind="store_error"}`:       1,
-		`httpretry_idempotency_events_total{kind="other"}`:             5,
+		`httpretry_idempotency_events_total{kind="executed"}`:           2,
+		`httpretry_idempotency_events_total{kind="replayed"}`:           1,
+		`httpretry_idempotency_events_total{kind="conflict"}`:           1,
+		`httpretry_idempotency_events_total{kind="mismatch"}`:           1,
+		`httpretry_idempotency_events_total{kind="missing_key"}`:        1,
+		`httpretry_idempotency_events_total{kind="invalid_key"}`:        1,
+		`httpretry_idempotency_events_total{kind="request_too_large"}`:  1,
+		`httpretry_idempotency_events_total{kind="request_unreadable"}`: 1,
+		`httpretry_idempotency_events_total{kind="takeover"}`:           1,
+		`httpretry_idempotency_events_total{kind="not_recorded"}`:       1,
+		`httpretry_idempotency_events_total{kind="fenced"}`:             1,
+		`httpretry_idempotency_events_total{kind="store_error"}`:        1,
+		`httpretry_idempotency_events_total{kind="other"}`:              5,
 	})
 }

@@ -1,6 +1,8 @@
 // Package storetest checks an [idempotency.Store] implementation against
 // the Store contract: atomic reservation, replay, fingerprint mismatches,
-// fencing tokens, lock takeover and expiry.
+// fencing tokens, lock takeover and expiry, with keys in the forms the
+// Handler hands to stores (scoped keys hold a NUL byte) and responses as
+// it records them (trailers under keys prefixed "Trailer:").
 //
 // A store whose clock the test controls runs every case without waiting:
 //
@@ -29,6 +31,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -96,6 +99,8 @@ func run(t *testing.T, newHarness func(t *testing.T) *harness) {
 		{"lock_takeover_fences_old_owner", testTakeover},
 		{"expired_lock_keeps_fingerprint", testExpiredLockMismatch},
 		{"response_expires", testResponseExpires},
+		{"scoped_keys", testScopedKeys},
+		{"recorded_trailers", testRecordedTrailers},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -423,4 +428,72 @@ func testResponseExpires(t *testing.T, h *harness) {
 	if r.State != idempotency.StateReserved || r.TookOver || r.Token <= first {
 		t.Fatalf("Reserve after the response expired = %+v, want reserved (no takeover), token > %d", r, first)
 	}
+}
+
+// scopedKey is the key the Handler hands to a Store for key within scope
+// (Options.KeyScope): the scope, a NUL byte, the key.
+func scopedKey(scope, key string) string { return scope + "\x00" + key }
+
+func testScopedKeys(t *testing.T, h *harness) {
+	// Scopes as KeyScope functions return them: an account ID, a hex
+	// digest, text with a Redis hash tag's braces, UTF-8, a scope that
+	// itself holds NUL bytes; and a key of the longest length the Handler
+	// accepts.
+	longKey := strings.Repeat("k", idempotency.DefaultMaxKeyLength)
+	scopes := []string{
+		"acct:42",
+		strings.Repeat("0123456789abcdef", 4),
+		"{tenant}:eu",
+		"ünïcødé",
+		"a\x00b",
+	}
+	bare := h.key(longKey)
+	tBare := h.mustReserve(t, bare, "fp", longTTL)
+	tokens := map[string]idempotency.Token{}
+	for _, scope := range scopes {
+		k := scopedKey(h.key(scope), longKey)
+		tokens[k] = h.mustReserve(t, k, "fp", longTTL)
+		// Another key in the same scope, for another payload, is free.
+		h.mustReserve(t, scopedKey(h.key(scope), "other"), "other fp", longTTL)
+	}
+	// Each scoped key is its own key: completing one leaves the others,
+	// and the bare key, in progress.
+	for i, scope := range scopes {
+		k := scopedKey(h.key(scope), longKey)
+		h.complete(t, k, tokens[k], response(200, fmt.Sprintf("scope %d", i)), longTTL)
+		h.expectState(t, bare, "fp", idempotency.StateInProgress)
+		for _, other := range scopes[i+1:] {
+			h.expectState(t, scopedKey(h.key(other), longKey), "fp", idempotency.StateInProgress)
+		}
+	}
+	for i, scope := range scopes {
+		k := scopedKey(h.key(scope), longKey)
+		expectResponse(t, h.expectState(t, k, "fp", idempotency.StateCompleted), response(200, fmt.Sprintf("scope %d", i)))
+		h.expectState(t, k, "other", idempotency.StateMismatch)
+	}
+	// The same key split differently around its NUL is another key.
+	split := h.key("acct:4") + "\x002\x00" + longKey
+	if r := h.reserve(t, split, "fp", longTTL); r.State != idempotency.StateReserved {
+		t.Fatalf("Reserve of a key that differs only in where its NUL is = %v, want reserved", r.State)
+	}
+	if err := h.store.Release(context.Background(), bare, tBare); err != nil {
+		t.Fatalf("Release of the bare key beside its scoped forms: %v", err)
+	}
+	expectResponse(t, h.expectState(t, scopedKey(h.key(scopes[0]), longKey), "fp", idempotency.StateCompleted), response(200, "scope 0"))
+}
+
+func testRecordedTrailers(t *testing.T, h *harness) {
+	k := h.key("k")
+	token := h.mustReserve(t, k, "fp", longTTL)
+	want := &idempotency.Response{
+		Status: 201,
+		Header: http.Header{
+			"Content-Type":                    {"application/json"},
+			http.TrailerPrefix + "X-Checksum": {"sha-256=abc"},
+			http.TrailerPrefix + "X-Items":    {"1", "2"},
+		},
+		Body: []byte("{}"),
+	}
+	h.complete(t, k, token, want, longTTL)
+	expectResponse(t, h.expectState(t, k, "fp", idempotency.StateCompleted), want)
 }

@@ -1,6 +1,11 @@
 package storetest_test
 
 import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,5 +50,54 @@ func TestRunCallsNewStorePerCase(t *testing.T) {
 	})
 	if len(stores) < 10 {
 		t.Fatalf("newStore called %d times, want one per case", len(stores))
+	}
+}
+
+// cStringStore is a store that, like one keyed by C strings, loses
+// everything from a key's first NUL byte: it cannot hold scoped keys.
+type cStringStore struct{ *idempotency.MemoryStore }
+
+func cut(key string) string {
+	if i := strings.IndexByte(key, 0); i >= 0 {
+		return key[:i]
+	}
+	return key
+}
+
+func (s cStringStore) Reserve(ctx context.Context, key, fp string, ttl time.Duration) (idempotency.Reservation, error) {
+	return s.MemoryStore.Reserve(ctx, cut(key), fp, ttl)
+}
+
+func (s cStringStore) Complete(ctx context.Context, key string, token idempotency.Token, resp *idempotency.Response, ttl time.Duration) error {
+	return s.MemoryStore.Complete(ctx, cut(key), token, resp, ttl)
+}
+
+func (s cStringStore) Release(ctx context.Context, key string, token idempotency.Token) error {
+	return s.MemoryStore.Release(ctx, cut(key), token)
+}
+
+// TestScopedKeysCatchAStoreThatCutsAtNUL runs the suite, in a child test
+// process, against a store that cannot hold the NUL-joined keys the
+// Handler sends when KeyScope is set: the scoped_keys case fails it.
+func TestScopedKeysCatchAStoreThatCutsAtNUL(t *testing.T) {
+	if os.Getenv("STORETEST_CHILD") == "cstring" {
+		storetest.RunWithClock(t, func(t *testing.T) (idempotency.Store, func(time.Duration)) {
+			fc := clockwork.NewFakeClock()
+			return cStringStore{idempotency.NewMemoryStore(idempotency.MemoryOptions{Clock: fc})}, fc.Advance
+		})
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestScopedKeysCatchAStoreThatCutsAtNUL$", "-test.v")
+	cmd.Env = append(os.Environ(), "STORETEST_CHILD=cstring")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("suite against a store that cuts keys at NUL: err = %v, want a failing test process\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "--- FAIL: TestScopedKeysCatchAStoreThatCutsAtNUL/scoped_keys") {
+		t.Fatalf("the scoped_keys case did not fail:\n%s", out)
+	}
+	if strings.Contains(string(out), "--- FAIL: TestScopedKeysCatchAStoreThatCutsAtNUL/keys_are_independent") {
+		t.Fatalf("a case without scoped keys failed too:\n%s", out)
 	}
 }

@@ -206,9 +206,9 @@ var Events = [...]string{
 	string(idempotency.KindExecuted), string(idempotency.KindReplayed),
 	string(idempotency.KindConflict), string(idempotency.KindMismatch),
 	string(idempotency.KindMissingKey), string(idempotency.KindInvalidKey),
-	string(idempotency.KindRequestTooLarge), string(idempotency.KindTakeover),
-	string(idempotency.KindNotRecorded), string(idempotency.KindFenced),
-	string(idempotency.KindStoreError), "other",
+	string(idempotency.KindRequestTooLarge), string(idempotency.KindRequestUnreadable),
+	string(idempotency.KindTakeover), string(idempotency.KindNotRecorded),
+	string(idempotency.KindFenced), string(idempotency.KindStoreError), "other",
 }
 
 // NumEvents is the number of idempotency event values.
