@@ -305,54 +305,60 @@ func (op *operation) endAttempt() {
 }
 
 // decide gathers the facts about the attempt that just ended, lets the
-// pure rules decide, and then gets what a retry needs: a fresh body and a
-// budget token, in that order, so that a token is withdrawn only when
-// everything else allowed the retry.
+// pure rules decide, and then asks the budget for a token, last, so that a
+// token is withdrawn only when every other rule allowed the retry.
 func (op *operation) decide(resp *http.Response, err error) decision {
 	var r facts
 	op.gather(&r, resp, err)
 	if reason := eligible(&op.policy, &r); reason != "" {
 		return stopWith(reason)
 	}
-	// Every rule that needs no clock allowed a retry: now plan it, with
-	// the time as it is after the attempt. A success never gets here, so
-	// it reads no clock and draws no jitter.
+	// Every rule up to body_not_rewindable allowed a retry. That rule's
+	// last fact is whether GetBody gives a fresh body; then the rules
+	// that need the clock plan the wait, with the time as it is after
+	// the attempt. A success never gets here, so it reads no clock and
+	// draws no jitter.
+	if op.body == bodyGetBody {
+		r.rewindable = op.getBody()
+	}
 	now := op.clock.Now()
-	r.callerEnded = op.callerEnded()
 	r.deadline, r.hasDeadline = op.deadline, op.hasDeadline
 	r.serverDelay, r.hasServerDelay = op.retryAfter(resp, now)
 	r.backoff = op.t.jitter(backoffWindow(op.t.baseDelay(), op.t.maxDelay(), op.attempts-1))
+	// A body obtained for a retry that then stops is closed by cleanup.
 	d := next(op.policy, r, now)
 	if d.stop != "" {
 		return d
 	}
-	if op.body == bodyGetBody {
-		b, gerr := op.tmpl.GetBody()
-		if gerr != nil || b == nil {
-			return stopWith(BodyNotRewindable)
-		}
-		op.nextBody = b
-	}
 	if !op.t.budget().Withdraw(op.ctx) {
-		if op.nextBody != nil {
-			op.nextBody.Close()
-			op.nextBody = nil
-		}
 		return stopWith(BudgetExhausted)
 	}
 	op.wakeAt = now.Add(d.wait)
 	return d
 }
 
+// getBody asks GetBody for the body of the next attempt, and reports
+// whether it gave one.
+func (op *operation) getBody() bool {
+	b, err := op.tmpl.GetBody()
+	if err != nil || b == nil {
+		return false
+	}
+	op.nextBody = b
+	return true
+}
+
 // gather describes the attempt that just ended in r for the pure rules,
-// without the facts that need the clock: decide adds those (the deadline,
-// the server's delay, the backoff) only for a failure that may be retried.
+// without the facts that need the clock or GetBody: decide adds those
+// only for a failure that may be retried.
 func (op *operation) gather(r *facts, resp *http.Response, err error) {
 	r.attempts = op.attempts
 	r.failed = err != nil
 	r.transient = op.t.transient(resp, err)
-	if r.failed {
+	if r.failed || r.transient {
 		r.callerEnded = op.callerEnded()
+	}
+	if r.failed {
 		op.unsent = op.unsent || neverSent(op.req, err)
 	}
 	if !r.transient || r.callerEnded {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/httpretry/httpretry/httptestutil"
 	"github.com/jonboulle/clockwork"
@@ -140,6 +141,49 @@ func TestGetBodyFailureStopsWithResponse(t *testing.T) {
 	readBody(t, res.resp)
 	if o.Reason != BodyNotRewindable || base.Hits() != 1 {
 		t.Errorf("outcome %+v, hits %d; want body_not_rewindable after 1", o, base.Hits())
+	}
+}
+
+// TestFreshBodyClosedWhenRetryStops: GetBody is asked for the next body
+// before the rules that need the clock, and the budget, decide; when they
+// stop the retry, the fresh body is closed once and never sent.
+func TestFreshBodyClosedWhenRetryStops(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		step   httptestutil.Step
+		budget Budget
+		want   StopReason
+	}{
+		{"retry_after_exceeds_deadline", httptestutil.Step{Status: 503, RetryAfter: "3600"}, Unlimited, RetryAfterExceedsDeadline},
+		{"budget_exhausted", httptestutil.Step{Status: 503}, NewBudget(0, 0), BudgetExhausted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fc := clockwork.NewFakeClock()
+			base := httptestutil.NewTransport(fc, tt.step)
+			tr := &Transport{Base: base, Clock: fc, Timeout: time.Second, Budget: tt.budget, Jitter: noJitter}
+			var o Outcome
+			req := newRequest(t, WithOutcome(context.Background(), &o), "PUT", "http://api.test/", strings.NewReader("x"))
+			var fresh []*countingBody
+			req.GetBody = func() (io.ReadCloser, error) {
+				b := newCountingBody("x")
+				fresh = append(fresh, b)
+				return b, nil
+			}
+			res := await(t, start(tr, req))
+			if res.err != nil {
+				t.Fatalf("RoundTrip error: %v", res.err)
+			}
+			readBody(t, res.resp)
+			if o.Reason != tt.want || base.Hits() != 1 {
+				t.Errorf("outcome %+v, hits %d; want %s after 1", o, base.Hits(), tt.want)
+			}
+			if len(fresh) != 1 || fresh[0].closes() != 1 {
+				t.Fatalf("GetBody gave %d bodies; want 1, closed once", len(fresh))
+			}
+		})
 	}
 }
 

@@ -2,7 +2,9 @@ package httpretry
 
 import (
 	"context"
+	"errors"
 	"math"
+	"net/http"
 	"sync"
 	"testing"
 )
@@ -186,4 +188,48 @@ func TestMaxTokensLeavesRoom(t *testing.T) {
 	if got := b.Tokens(); got != full {
 		t.Errorf("after a withdrawal and a deposit: %v tokens; want %v", got, full)
 	}
+}
+
+// TestBudgetTokenNotSpentWithoutRetry: a retry is decided, and its token
+// withdrawn, before the discarded response is drained; when the drain
+// (up to drainTimeout of real time) leaves too little time, the retry
+// never starts (deadline_exhausted) and its token comes back. On a machine
+// so busy that the decision itself comes late, the operation stops at the
+// decision without a token: the same outcome.
+func TestBudgetTokenNotSpentWithoutRetry(t *testing.T) {
+	t.Parallel()
+	budget := NewBudget(1, 0)
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		// A body that never ends: the drain gives up after drainTimeout.
+		return &http.Response{StatusCode: 503, Header: http.Header{}, Body: &stallBody{closed: make(chan struct{})},
+			ContentLength: -1, Request: r}, nil
+	})
+	// At the decision 150ms may be waited (250ms left, less 100ms); the
+	// wait is 0, so the retry is decided. The drain then takes 200ms.
+	tr := &Transport{Base: base, Timeout: 250 * ms, MinAttemptTime: 100 * ms, Jitter: noJitter, Budget: budget}
+	var o Outcome
+	_, err := tr.RoundTrip(newRequest(t, WithOutcome(context.Background(), &o), "GET", "http://api.test/", nil))
+	var e *Error
+	if !errors.As(err, &e) || o.Attempts != 1 || o.Reason != DeadlineExhausted {
+		t.Fatalf("err = %v, outcome %+v; want deadline_exhausted after 1 attempt", err, o)
+	}
+	if got := budget.Tokens(); got != 1 {
+		t.Errorf("tokens = %v; want 1: a retry that never started keeps its token", got)
+	}
+}
+
+// stallBody is a response body whose Read blocks until Close.
+type stallBody struct {
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (b *stallBody) Read([]byte) (int, error) {
+	<-b.closed
+	return 0, errors.New("stallBody: closed")
+}
+
+func (b *stallBody) Close() error {
+	b.closeOnce.Do(func() { close(b.closed) })
+	return nil
 }

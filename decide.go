@@ -5,9 +5,11 @@ import "time"
 // This file holds the retry decision as a pure function: given what an
 // attempt produced and the time now, stop (and why) or retry (and after
 // what wait). It reads no clock, calls no budget and touches no body, so
-// its table tests are the specification of the stop order the README
-// documents. The loop in attempt.go gathers the facts and applies the
-// effects around it, as rate.Limiter separates reserveN from Wait.
+// its table tests are the specification of the stop order, StopReasons.
+// The loop in attempt.go gathers the facts (asking GetBody for the next
+// body among them) and applies the effects around it, as rate.Limiter
+// separates reserveN from Wait; the budget, the one rule with an effect,
+// it asks last.
 
 // policy is the part of a Transport's settings the decision reads, with
 // zero values resolved to their defaults.
@@ -25,7 +27,9 @@ type facts struct {
 	// response.
 	failed bool
 	// callerEnded is set when the caller's context has ended (canceled,
-	// or its deadline passed).
+	// or its deadline passed). It is only gathered for an attempt that
+	// ended in an error or a transient response: a response that ends
+	// the operation anyway is final, whoever is still waiting for it.
 	callerEnded bool
 	// transient is set when another attempt could resolve the failure.
 	transient bool
@@ -33,7 +37,9 @@ type facts struct {
 	// effect: the request is idempotent, it provably never left the
 	// client, or the server said another attempt is safe.
 	repeatable bool
-	// rewindable is set when the request body can be sent again.
+	// rewindable is set when the request body can be sent again: it has
+	// none, a GetBody that gave a fresh one, a buffered copy, or it was
+	// never read.
 	rewindable bool
 	// serverDelay is the server's requested delay, when hasServerDelay.
 	serverDelay    time.Duration
@@ -54,19 +60,14 @@ type decision struct {
 
 func stopWith(reason StopReason) decision { return decision{stop: reason} }
 
-// next applies the stop rules, in their documented order, to the attempt
-// described by r at time now. A retry it allows still needs a fresh body
-// and a budget token, which the loop asks for afterwards.
+// next applies the stop rules, in the order of StopReasons, to the
+// attempt described by r at time now. A retry it allows still needs a
+// budget token, which the loop asks for afterwards.
 func next(p policy, r facts, now time.Time) decision {
 	if reason := eligible(&p, &r); reason != "" {
 		return stopWith(reason)
 	}
-	d := schedule(p, r, now)
-	if d.stop == "" && r.callerEnded {
-		// A response came, but nobody is waiting for another attempt.
-		return stopWith(Canceled)
-	}
-	return d
+	return schedule(p, r, now)
 }
 
 // eligible applies the rules that need no clock: whether another attempt
@@ -74,7 +75,10 @@ func next(p policy, r facts, now time.Time) decision {
 // retry. It only reads p and r; they are pointers because the success path
 // asks it first, and copying the facts there costs more than the rules.
 func eligible(p *policy, r *facts) StopReason {
-	if r.failed && r.callerEnded {
+	if r.callerEnded && (r.failed || r.transient) {
+		// Nobody is waiting for another attempt. An error is checked
+		// here before Final, because the caller's own cancellation is
+		// not transient.
 		return Canceled
 	}
 	if !r.transient {
@@ -92,9 +96,12 @@ func eligible(p *policy, r *facts) StopReason {
 	return ""
 }
 
-// schedule plans the wait before a retry that every other rule allowed,
-// or stops when the wait and MinAttemptTime do not fit before the
-// deadline, or the server asks for too long a wait.
+// schedule plans the wait before a retry that the rules of eligible
+// allowed, or stops when the server's delay does not fit before the
+// deadline or is too long, or the wait and MinAttemptTime do not fit
+// before the deadline. With a server delay the wait is at least that
+// delay, so a wait that does not fit is always one whose delay does not
+// either: retry_after_exceeds_deadline, checked first.
 func schedule(p policy, r facts, now time.Time) decision {
 	// room is how long the wait may be so that MinAttemptTime is still
 	// left after it; -1 when even a zero wait leaves too little. Without

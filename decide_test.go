@@ -1,77 +1,121 @@
 package httpretry
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
 
-// TestNextStopOrder is the specification of the README's stop order: after
-// an attempt, the rules are checked in the order listed there, and the
-// first that holds is the reason. Each case makes one rule hold together
-// with every rule after it, so that a change of order fails here.
+// stopNow is the time of the decision in the tests of next.
+var stopNow = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+
+// stopPolicy is the policy of the tests of next.
+var stopPolicy = policy{maxAttempts: 3, minAttemptTime: 100 * time.Millisecond, maxRetryAfter: 30 * time.Second}
+
+// stopRetry is a transient, repeatable failure with a minute left before
+// the deadline: no stop rule holds, and it is retried after its backoff.
+var stopRetry = facts{
+	attempts: 1, failed: true, transient: true, repeatable: true, rewindable: true,
+	backoff: 50 * time.Millisecond, deadline: stopNow.Add(time.Minute), hasDeadline: true,
+}
+
+// stopHolds makes the rule of each reason that next decides hold in r,
+// changing as little as it can. Applied from the last reason to the first,
+// every later rule still holds when an earlier one is made to: a server
+// delay too long for the deadline is also longer than MaxRetryAfter, and
+// a backoff too long for the deadline stays so.
+var stopHolds = map[StopReason]func(r *facts){
+	Canceled:          func(r *facts) { r.callerEnded = true },
+	Final:             func(r *facts) { r.transient = false },
+	AttemptsExhausted: func(r *facts) { r.attempts = stopPolicy.maxAttempts },
+	NotIdempotent:     func(r *facts) { r.repeatable = false },
+	BodyNotRewindable: func(r *facts) { r.rewindable = false },
+	RetryAfterExceedsDeadline: func(r *facts) {
+		r.serverDelay, r.hasServerDelay = time.Hour, true
+	},
+	// 40 s fits in the minute left, and is past MaxRetryAfter.
+	RetryAfterTooLong: func(r *facts) { r.serverDelay, r.hasServerDelay = 40*time.Second, true },
+	// The backoff plus MinAttemptTime is 1 ns past the deadline.
+	DeadlineExhausted: func(r *facts) { r.backoff = time.Minute - stopPolicy.minAttemptTime + 1 },
+}
+
+// TestNextStopOrder is the specification of the stop order: after an
+// attempt, next checks the rules in the order of StopReasons and stops
+// with the first that holds. For each reason, the case makes its rule hold
+// together with every rule after it, so that any change of order fails
+// here; the budget, last, is asked by the loop (TestStopOrder).
 func TestNextStopOrder(t *testing.T) {
 	t.Parallel()
-	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	p := policy{maxAttempts: 3, minAttemptTime: 100 * time.Millisecond, maxRetryAfter: 30 * time.Second}
-	// retry is a transient, repeatable failure with a second left.
-	retry := facts{
-		attempts: 1, failed: true, transient: true, repeatable: true, rewindable: true,
-		backoff: 50 * time.Millisecond, deadline: now.Add(time.Second), hasDeadline: true,
+	order := StopReasons()
+	if last := order[len(order)-1]; last != BudgetExhausted {
+		t.Fatalf("the last stop reason is %s; the budget must be asked last, after every rule next decides", last)
 	}
-	with := func(f func(*facts)) facts { r := retry; f(&r); return r }
-	everything := func(r *facts) {
-		// Every rule below canceled holds as well.
-		r.transient, r.attempts, r.repeatable, r.rewindable = false, 3, false, false
-		r.serverDelay, r.hasServerDelay = time.Hour, true
+	decided := order[:len(order)-1]
+	if len(stopHolds) != len(decided) {
+		t.Fatalf("stopHolds has %d rules; next decides %d (%v)", len(stopHolds), len(decided), decided)
 	}
+	for i, want := range decided {
+		t.Run(string(want)+" first", func(t *testing.T) {
+			t.Parallel()
+			r := stopRetry
+			for _, reason := range slices.Backward(decided[i:]) {
+				hold, ok := stopHolds[reason]
+				if !ok {
+					t.Fatalf("no rule of stopHolds makes %s hold", reason)
+				}
+				hold(&r)
+			}
+			if got := next(stopPolicy, r, stopNow); got.stop != want || got.wait != 0 {
+				t.Errorf("with %v all holding: next = {stop %q, wait %v}; want {stop %q}", decided[i:], got.stop, got.wait, want)
+			}
+		})
+		t.Run(string(want)+" alone", func(t *testing.T) {
+			t.Parallel()
+			r := stopRetry
+			stopHolds[want](&r)
+			if got := next(stopPolicy, r, stopNow); got.stop != want || got.wait != 0 {
+				t.Errorf("next = {stop %q, wait %v}; want {stop %q}", got.stop, got.wait, want)
+			}
+		})
+	}
+}
+
+// TestNextStopEdges covers what the order alone does not: where each
+// rule's boundary lies, and when the caller's end counts.
+func TestNextStopEdges(t *testing.T) {
+	t.Parallel()
+	with := func(f func(*facts)) facts { r := stopRetry; f(&r); return r }
 	tests := []struct {
 		name     string
 		facts    facts
 		want     StopReason
 		wantWait time.Duration
 	}{
-		{"canceled before all: an error after the caller left", with(func(r *facts) { everything(r); r.callerEnded = true }), Canceled, 0},
-		{"final before attempts_exhausted", with(everything), Final, 0},
-		{"attempts_exhausted before not_idempotent", with(func(r *facts) {
-			r.attempts, r.repeatable, r.rewindable = 3, false, false
-			r.serverDelay, r.hasServerDelay = time.Hour, true
-		}), AttemptsExhausted, 0},
-		{"not_idempotent before body_not_rewindable", with(func(r *facts) {
-			r.repeatable, r.rewindable = false, false
-			r.serverDelay, r.hasServerDelay = time.Hour, true
-		}), NotIdempotent, 0},
-		{"body_not_rewindable before retry_after_exceeds_deadline", with(func(r *facts) {
-			r.rewindable = false
-			r.serverDelay, r.hasServerDelay = time.Hour, true
-		}), BodyNotRewindable, 0},
-		{"retry_after_exceeds_deadline before retry_after_too_long", with(func(r *facts) {
-			r.serverDelay, r.hasServerDelay = time.Hour, true
-		}), RetryAfterExceedsDeadline, 0},
-		{"retry_after_too_long without a deadline", with(func(r *facts) {
-			r.hasDeadline = false
-			r.serverDelay, r.hasServerDelay = time.Hour, true
-		}), RetryAfterTooLong, 0},
-		{"deadline_exhausted: backoff and MinAttemptTime past the deadline", with(func(r *facts) {
-			r.backoff = 901 * time.Millisecond
-		}), DeadlineExhausted, 0},
+		{"retry", stopRetry, "", 50 * time.Millisecond},
+		{"a wait that exactly fits", with(func(r *facts) { r.backoff = time.Minute - stopPolicy.minAttemptTime }), "", time.Minute - stopPolicy.minAttemptTime},
 		{"deadline_exhausted: less than MinAttemptTime left even without a wait", with(func(r *facts) {
-			r.backoff, r.deadline = 0, now.Add(99*time.Millisecond)
+			r.backoff, r.deadline = 0, stopNow.Add(99*time.Millisecond)
 		}), DeadlineExhausted, 0},
-		{"a wait that exactly fits", with(func(r *facts) { r.backoff = 900 * time.Millisecond }), "", 900 * time.Millisecond},
-		{"a response after the caller left: canceled, not a retry", with(func(r *facts) {
-			r.failed, r.callerEnded = false, true
-		}), Canceled, 0},
-		{"a response after the caller left that would stop anyway keeps its reason", with(func(r *facts) {
-			r.failed, r.callerEnded, r.backoff = false, true, time.Second
-		}), DeadlineExhausted, 0},
-		{"the last attempt is never followed by a wait", with(func(r *facts) { r.attempts = 3 }), AttemptsExhausted, 0},
-		{"retry", retry, "", 50 * time.Millisecond},
 		{"no deadline: any backoff fits", with(func(r *facts) { r.hasDeadline, r.backoff = false, time.Hour }), "", time.Hour},
+		{"one attempt left", with(func(r *facts) { r.attempts = stopPolicy.maxAttempts - 1 }), "", 50 * time.Millisecond},
+		{"a transient response after the caller left: canceled, before every other rule", with(func(r *facts) {
+			r.failed, r.callerEnded = false, true
+			r.attempts, r.repeatable, r.rewindable, r.backoff = 3, false, false, time.Hour
+		}), Canceled, 0},
+		{"a response that is not transient after the caller left: final", with(func(r *facts) {
+			r.failed, r.callerEnded, r.transient = false, true, false
+		}), Final, 0},
+		{"an error that is not transient after the caller left: canceled", with(func(r *facts) {
+			r.callerEnded, r.transient = true, false
+		}), Canceled, 0},
+		{"retry_after_too_long without a deadline", with(func(r *facts) {
+			r.hasDeadline, r.serverDelay, r.hasServerDelay = false, time.Hour, true
+		}), RetryAfterTooLong, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := next(p, tt.facts, now)
+			got := next(stopPolicy, tt.facts, stopNow)
 			if got.stop != tt.want || got.wait != tt.wantWait {
 				t.Errorf("next = {stop %q, wait %v}; want {stop %q, wait %v}", got.stop, got.wait, tt.want, tt.wantWait)
 			}

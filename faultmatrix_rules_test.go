@@ -9,7 +9,6 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"time"
 )
 
 // This file judges a fault-matrix cell by the README's rules, on the facts
@@ -18,101 +17,36 @@ import (
 // time on a busy machine), so a cell never predicts which way they went:
 // it checks that what happened is something the README allows for what
 // the attempts met. The time left at a decision is known only within
-// bounds on the real clock, so a row of the stop table that depends on it
-// "surely" holds when it holds at the bound most favourable to a retry,
-// and "maybe" holds when it holds at the other.
+// bounds on the real clock, and so is whether an attempt that never had a
+// connection left the client: each attempt is described twice, at the
+// bounds most favourable to a retry and at those most favourable to a
+// stop. A row of the README's table "surely" holds when it holds in the
+// first, and "maybe" holds when it holds in the second.
 
-// fmFacts is what one attempt met, in the words of the README's table.
+// fmFacts is what one attempt met, at both bounds.
 type fmFacts struct {
-	n         int  // the attempt's number, from 1
-	failed    bool // it ended in an error (as OnAttempt reported it)
-	transient bool
-	// A request is repeatable when it is safe to repeat, when the server
-	// said another attempt is safe, or when the failure proves it never
-	// left the client, which "only a dial error does"; its body is
-	// rewindable when it has GetBody or was buffered, or when it was never
-	// read. An attempt that never had a connection without a dial error
-	// (a time limit during the dial) left nothing, but the Transport may
-	// not be able to tell: such an attempt is only maybe repeatable.
-	repeatable, maybeRepeatable bool
-	rewindable, maybeRewindable bool
-
-	serverDelay    time.Duration // a valid Retry-After on a status that honours it
-	hasServerDelay bool
-	window         time.Duration // the backoff window, which fmJitter draws whole
-	// leftMin and leftMax bound the time left before the deadline when
-	// the Transport decided what to do after the attempt: it decided
-	// after the attempt ended and before RoundTrip returned, and its
-	// deadline is Timeout after it started, before the first attempt.
-	leftMin, leftMax time.Duration
+	// forRetry is at the bounds most favourable to a retry: the most
+	// time left (the Transport decided as soon as the attempt ended), and
+	// an attempt that never had a connection without a dial error (a
+	// time limit during the dial) taken as provably unsent, though the
+	// Transport may not be able to tell.
+	forRetry readmeFacts
+	// forStop is at the bounds most favourable to a stop: the least time
+	// left (it decided just before RoundTrip returned), and only a dial
+	// error taken as proof that nothing was sent.
+	forStop readmeFacts
 }
 
-// minWait is the part of a retry's wait that is never shortened: the
-// server's delay, or the backoff draw.
-func (f fmFacts) minWait() time.Duration {
-	if f.hasServerDelay {
-		return f.serverDelay
-	}
-	return f.window
-}
-
-// fmStop is a row of the README's "Stop reasons" table as a cell can judge
-// it: surely says the row's sentence certainly held, maybe that it may
-// have. For a row that does not depend on the time left they agree.
-type fmStop struct {
-	reason        StopReason
-	surely, maybe func(fmFacts) bool
-}
-
-func fmExact(reason StopReason, when func(fmFacts) bool) fmStop {
-	return fmStop{reason, when, when}
-}
-
-func fmNever(fmFacts) bool { return false }
-
-// fmStops is the table, row by row, in its order.
-var fmStops = []fmStop{
-	// "the caller's context has ended": a cell's caller never cancels and
-	// sets no deadline of its own.
-	fmExact(Canceled, fmNever),
-	// "success, or a failure that is not transient"
-	fmExact(Final, func(f fmFacts) bool { return !f.transient }),
-	// "the last of MaxAttempts failed"
-	fmExact(AttemptsExhausted, func(f fmFacts) bool { return f.n >= fmMaxAttempts }),
-	// "the request is not safe to repeat and the failure does not prove
-	// it never left", unless the server said another attempt is safe
-	{NotIdempotent,
-		func(f fmFacts) bool { return !f.maybeRepeatable },
-		func(f fmFacts) bool { return !f.repeatable }},
-	// "the body cannot be sent again": no GetBody, not buffered, and read
-	{BodyNotRewindable,
-		func(f fmFacts) bool { return !f.maybeRewindable },
-		func(f fmFacts) bool { return !f.rewindable }},
-	// "Retry-After + MinAttemptTime is past the deadline"
-	{RetryAfterExceedsDeadline,
-		func(f fmFacts) bool { return f.hasServerDelay && f.serverDelay > f.leftMax-fmMinAttemptTime },
-		func(f fmFacts) bool { return f.hasServerDelay && f.serverDelay > f.leftMin-fmMinAttemptTime }},
-	// "Retry-After > MaxRetryAfter"
-	fmExact(RetryAfterTooLong, func(f fmFacts) bool { return f.hasServerDelay && f.serverDelay > fmMaxRetryAfter }),
-	// "the wait + MinAttemptTime is past the deadline", the wait being at
-	// least its part that is never shortened
-	{DeadlineExhausted,
-		func(f fmFacts) bool { return f.minWait() > f.leftMax-fmMinAttemptTime },
-		func(f fmFacts) bool { return f.minWait() > f.leftMin-fmMinAttemptTime }},
-	// "the budget has no token": the cells' budget is Unlimited.
-	fmExact(BudgetExhausted, fmNever),
-}
-
-// fmAllowed returns the stops the table allows after an attempt that met
-// f: walking the rows in order, each that may hold, up to the first that
-// surely holds. mustStop reports whether one surely held; when none did,
-// a retry was allowed too.
+// fmAllowed returns the stops the README's table allows after an attempt
+// that met f: walking the rows in order, each that may hold, up to the
+// first that surely holds. mustStop reports whether one surely held; when
+// none did, a retry was allowed too.
 func fmAllowed(f fmFacts) (allowed []StopReason, mustStop bool) {
-	for _, s := range fmStops {
-		if s.surely(f) {
+	for _, s := range readmeStops {
+		if s.when(f.forRetry) {
 			return append(allowed, s.reason), true
 		}
-		if s.maybe(f) {
+		if s.when(f.forStop) {
 			allowed = append(allowed, s.reason)
 		}
 	}
@@ -120,35 +54,43 @@ func fmAllowed(f fmFacts) (allowed []StopReason, mustStop bool) {
 }
 
 // facts reads what attempt k (from 0) met from the recorder and the
-// OnAttempt hook.
+// OnAttempt hook. A cell's caller never cancels and sets no deadline of
+// its own, and its budget is Unlimited.
 func (c fmCell) facts(r fmResult, k int) fmFacts {
 	call, a := r.calls[k], r.attempts[k]
 	first := r.calls[0].start
-	f := fmFacts{
-		n:       k + 1,
-		failed:  a.Err != nil,
-		window:  readmeWindow(fmBaseDelay, fmMaxDelay, k),
-		leftMax: fmTimeout - call.end.Sub(first),
-		leftMin: fmTimeout - r.returned,
+	f := readmeFacts{
+		n:             k + 1,
+		maxAttempts:   fmMaxAttempts,
+		failed:        a.Err != nil,
+		backoff:       readmeWindow(fmBaseDelay, fmMaxDelay, k), // fmJitter draws the whole window
+		hasDeadline:   true,
+		minAttempt:    fmMinAttemptTime,
+		maxRetryAfter: fmMaxRetryAfter,
+		tokens:        readmeUnlimited,
 	}
 	neverLeft := !call.leftClient()
 	var op *net.OpError
 	dialError := f.failed && errors.As(a.Err, &op) && op.Op == "dial"
 	f.rewindable = c.method.body != fmOnce || dialError
-	f.maybeRewindable = f.rewindable || neverLeft
 	if f.failed {
 		f.transient = IsTransient(nil, a.Err)
 		f.repeatable = c.method.idempotent() || dialError
-		f.maybeRepeatable = f.repeatable || neverLeft
-		return f
+	} else {
+		f.transient = readmeTransientResponse(a.Status, call.header, c.method.key)
+		f.repeatable = c.method.idempotent() || readmeVouches(a.Status, call.header)
+		if readmeHonoursRetryAfter(a.Status) {
+			f.serverDelay, f.hasServerDelay = ParseRetryAfter(call.header, call.end)
+		}
 	}
-	f.transient = readmeTransientResponse(a.Status, call.header, c.method.key)
-	f.repeatable = c.method.idempotent() || readmeVouches(a.Status, call.header)
-	f.maybeRepeatable = f.repeatable
-	if readmeHonoursRetryAfter(a.Status) {
-		f.serverDelay, f.hasServerDelay = ParseRetryAfter(call.header, call.end)
+	forRetry, forStop := f, f
+	forRetry.left = fmTimeout - call.end.Sub(first)
+	forStop.left = fmTimeout - r.returned
+	if f.failed {
+		forRetry.repeatable = f.repeatable || neverLeft
 	}
-	return f
+	forRetry.rewindable = f.rewindable || neverLeft
+	return fmFacts{forRetry: forRetry, forStop: forStop}
 }
 
 // checkRules judges the attempts and the reason: after every attempt the
@@ -185,16 +127,16 @@ func (c fmCell) checkRules(r fmResult, fail func(string, ...any)) {
 // (fmJitter draws it whole); after a valid Retry-After of S, between S and
 // S + Jitter(window); never so long that MinAttemptTime would not be left;
 // and the next attempt did not start before it was over.
-func (c fmCell) checkWait(r fmResult, k int, f fmFacts, fail func(string, ...any)) {
-	w := r.attempts[k].Wait
+func (c fmCell) checkWait(r fmResult, k int, facts fmFacts, fail func(string, ...any)) {
+	w, f := r.attempts[k].Wait, facts.forRetry
 	switch {
-	case f.hasServerDelay && (w < f.serverDelay || w > f.serverDelay+f.window):
-		fail("after attempt %d waited %v; want Retry-After %v up to %v more", k+1, w, f.serverDelay, f.window)
-	case !f.hasServerDelay && w != f.window:
-		fail("after attempt %d waited %v; want Jitter(window) = %v", k+1, w, f.window)
+	case f.hasServerDelay && (w < f.serverDelay || w > f.serverDelay+f.backoff):
+		fail("after attempt %d waited %v; want Retry-After %v up to %v more", k+1, w, f.serverDelay, f.backoff)
+	case !f.hasServerDelay && w != f.backoff:
+		fail("after attempt %d waited %v; want Jitter(window) = %v", k+1, w, f.backoff)
 	}
-	if w+fmMinAttemptTime > f.leftMax {
-		fail("after attempt %d planned a wait of %v with at most %v left: MinAttemptTime %v does not fit", k+1, w, f.leftMax, fmMinAttemptTime)
+	if w+f.minAttempt > f.left {
+		fail("after attempt %d planned a wait of %v with at most %v left: MinAttemptTime %v does not fit", k+1, w, f.left, f.minAttempt)
 	}
 	if k+1 < len(r.calls) {
 		if gap := r.calls[k+1].start.Sub(r.calls[k].end); gap < w {
@@ -272,7 +214,7 @@ func (c fmCell) checkResult(r fmResult, fail func(string, ...any)) {
 	// Unknown when it may have been sent; not when it surely was not. An
 	// attempt that never had a connection, though not for a dial error,
 	// may go either way.
-	f := c.facts(r, last)
+	f := c.facts(r, last).forStop
 	maybe := !c.method.idempotent() && f.failed && !f.repeatable
 	surely := maybe && call.leftClient()
 	if got := errors.Is(r.err, ErrOutcomeUnknown); got && !maybe || !got && surely {

@@ -2,15 +2,19 @@ package httpretry
 
 import (
 	"net/http"
+	"slices"
 	"strings"
+	"testing"
 	"time"
 )
 
 // This file holds the README's rules as FuzzTransport and the fault matrix
-// check them: small predicates, each a sentence of "Stop reasons" or
-// "Fields and defaults", evaluated on what a test observed. They decide
-// nothing and plan no wait; the tests use them to judge what the
-// Transport did.
+// check them, the one test oracle of both: small predicates, each a
+// sentence of "Stop reasons" or "Fields and defaults", evaluated on what a
+// test observed. They decide nothing and plan no wait; the tests use them
+// to judge what the Transport did. The tests at the end hold them to the
+// code's own lists (StopReasons, IsTransient) wherever the two can be
+// compared value by value.
 
 // readmeServerWord returns what a server's should-retry headers say:
 // "true", "false", or "" when neither holds either word. X-Should-Retry
@@ -28,10 +32,11 @@ func readmeServerWord(h http.Header) string {
 }
 
 // readmeTransientResponse is "What counts as transient" for a response:
-// 408, 429, 500, 502, 503, 504, and 409 for a request with an idempotency
-// key when the response carries Retry-After (or Retry-After-Ms) and is not
-// "Idempotent-Replayed: true"; on an error response (4xx, 5xx) the
-// server's own word comes first; a success is never retried.
+// 408, 429, 500, 502, 503, 504, 529, and 409 for a request with an
+// idempotency key when the response carries Retry-After (or
+// Retry-After-Ms) and is not "Idempotent-Replayed: true"; on an error
+// response (4xx, 5xx) the server's own word comes first; a success is
+// never retried.
 func readmeTransientResponse(status int, h http.Header, keyed bool) bool {
 	if status >= 400 {
 		switch readmeServerWord(h) {
@@ -42,7 +47,7 @@ func readmeTransientResponse(status int, h http.Header, keyed bool) bool {
 		}
 	}
 	switch status {
-	case 408, 429, 500, 502, 503, 504:
+	case 408, 429, 500, 502, 503, 504, 529:
 		return true
 	case 409:
 		return keyed && (h.Get("Retry-After") != "" || h.Get("Retry-After-Ms") != "") &&
@@ -81,22 +86,166 @@ func readmeWindow(base, ceiling time.Duration, r int) time.Duration {
 	return min(w, ceiling)
 }
 
+// readmeFacts is what one attempt met, in the words of the README's
+// "Stop reasons" table. A test that knows a fact only within bounds (the
+// fault matrix, on real sockets) judges with two readmeFacts: one at the
+// bounds most favourable to a retry, one at those most favourable to a
+// stop.
+type readmeFacts struct {
+	n           int  // the attempt's number, from 1
+	maxAttempts int  // MaxAttempts, resolved
+	failed      bool // it ended in an error: no response, or a body BufferResponse found broken
+	callerEnded bool // the caller's context had ended when it did
+	transient   bool
+	// repeatable: the request is safe to repeat, or this failure proves
+	// it never left the client, or the server said another attempt is
+	// safe.
+	repeatable bool
+	// rewindable: the body can be sent again: it has GetBody or was
+	// buffered, or it was never read.
+	rewindable bool
+
+	serverDelay    time.Duration // a valid Retry-After on a status that honours it
+	hasServerDelay bool
+	backoff        time.Duration // Jitter(window) for this retry
+	hasDeadline    bool
+	left           time.Duration // time left before the deadline when the Transport decided
+	minAttempt     time.Duration // MinAttemptTime, resolved
+	maxRetryAfter  time.Duration // MaxRetryAfter, resolved
+	tokens         int           // budget tokens left for this retry
+}
+
+// readmeUnlimited is the tokens of an Unlimited budget.
+const readmeUnlimited = 1 << 30
+
+// minWait is the part of a retry's wait that is never shortened: the
+// server's delay when it gave one ("the server's delay is a minimum, and
+// only the jitter part is shortened when time is short"), else the whole
+// draw.
+func (f readmeFacts) minWait() time.Duration {
+	if f.hasServerDelay {
+		return f.serverDelay
+	}
+	return f.backoff
+}
+
 // readmeStop is one row of the README's "Stop reasons" table: a reason
 // and, as a predicate on what an attempt met, the sentence that says
 // when it holds.
-type readmeStop[F any] struct {
+type readmeStop struct {
 	reason StopReason
-	when   func(F) bool
+	when   func(readmeFacts) bool
 }
 
-// readmeFirstStop returns the first row of stops whose sentence holds,
-// or "" when none does: "After each attempt the Transport checks, in this
-// order, and stops at the first that holds."
-func readmeFirstStop[F any](stops []readmeStop[F], f F) StopReason {
-	for _, s := range stops {
+// readmeStops is the README's "Stop reasons" table, row by row, in its
+// order.
+var readmeStops = []readmeStop{
+	// "the caller's context has ended and the attempt ended in an error
+	// or a transient response"
+	{Canceled, func(f readmeFacts) bool { return f.callerEnded && (f.failed || f.transient) }},
+	// "success, or a failure that is not transient"
+	{Final, func(f readmeFacts) bool { return !f.transient }},
+	// "the last of MaxAttempts failed"
+	{AttemptsExhausted, func(f readmeFacts) bool { return f.n >= f.maxAttempts }},
+	// "the request is not safe to repeat, the failure does not prove it
+	// never left, and the server did not say X-Should-Retry: true"
+	{NotIdempotent, func(f readmeFacts) bool { return !f.repeatable }},
+	// "the body cannot be sent again"
+	{BodyNotRewindable, func(f readmeFacts) bool { return !f.rewindable }},
+	// "Retry-After + MinAttemptTime is past the deadline"
+	{RetryAfterExceedsDeadline, func(f readmeFacts) bool {
+		return f.hasServerDelay && f.hasDeadline && f.serverDelay > f.left-f.minAttempt
+	}},
+	// "Retry-After > MaxRetryAfter"
+	{RetryAfterTooLong, func(f readmeFacts) bool { return f.hasServerDelay && f.serverDelay > f.maxRetryAfter }},
+	// "the wait + MinAttemptTime is past the deadline", the wait being at
+	// least its part that is never shortened
+	{DeadlineExhausted, func(f readmeFacts) bool { return f.hasDeadline && f.minWait() > f.left-f.minAttempt }},
+	// "the budget has no token for this retry"
+	{BudgetExhausted, func(f readmeFacts) bool { return f.tokens <= 0 }},
+}
+
+// readmeFirstStop returns the first row of the table whose sentence
+// holds, or "" when none does: "After each attempt the Transport checks,
+// in this order, and stops at the first that holds."
+func readmeFirstStop(f readmeFacts) StopReason {
+	for _, s := range readmeStops {
 		if s.when(f) {
 			return s.reason
 		}
 	}
 	return ""
+}
+
+// TestReadmeStopsInDecisionOrder: the oracle's table has one row per
+// reason of StopReasons, in its order.
+func TestReadmeStopsInDecisionOrder(t *testing.T) {
+	t.Parallel()
+	var got []StopReason
+	for _, s := range readmeStops {
+		got = append(got, s.reason)
+	}
+	if want := StopReasons(); !slices.Equal(got, want) {
+		t.Errorf("the oracle's rows are %v; want StopReasons, %v", got, want)
+	}
+}
+
+// readmeResponseCases returns a response of every status from 100 to 599
+// to a request with and without an idempotency key, with each word of the
+// server's should-retry headers, and what the oracle is told of it: its
+// status, header and whether the request had a key.
+func readmeResponseCases(yield func(resp *http.Response, keyed bool) bool) {
+	words := []http.Header{
+		{},
+		{"X-Should-Retry": {"true"}},
+		{"X-Should-Retry": {"false"}},
+		{"X-Should-Retry": {" TRUE "}},
+		{"X-Should-Retry": {"maybe"}},
+		{"Stripe-Should-Retry": {"true"}},
+		{"Stripe-Should-Retry": {"false"}},
+		{"X-Should-Retry": {"true"}, "Stripe-Should-Retry": {"false"}},
+		{"X-Should-Retry": {"maybe"}, "Stripe-Should-Retry": {"false"}},
+	}
+	keys := []http.Header{{}, {IdempotencyKeyHeader: {"k1"}}, {"X-Idempotency-Key": {"k1"}}}
+	for status := 100; status <= 599; status++ {
+		for _, h := range words {
+			for _, key := range keys {
+				req := &http.Request{Method: "POST", Header: key}
+				resp := &http.Response{StatusCode: status, Header: h, Request: req}
+				if !yield(resp, len(key) > 0) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// TestReadmeTransientMatchesIsTransient: for every status from 100 to
+// 599, with and without an idempotency key, with and without the
+// server's word either way, the oracle's "What counts as transient" and
+// IsTransient agree, and so do the oracle's and the Transport's reading of
+// the server's word that another attempt is safe.
+func TestReadmeTransientMatchesIsTransient(t *testing.T) {
+	t.Parallel()
+	for resp, keyed := range readmeResponseCases {
+		status, h := resp.StatusCode, resp.Header
+		if got, want := IsTransient(resp, nil), readmeTransientResponse(status, h, keyed); got != want {
+			t.Errorf("status %d, header %v, request header %v: IsTransient = %v; the README's rule says %v", status, h, resp.Request.Header, got, want)
+		}
+		if got, want := serverVouches(resp), readmeVouches(status, h); got != want {
+			t.Errorf("status %d, header %v: serverVouches = %v; the README's rule says %v", status, h, got, want)
+		}
+	}
+}
+
+// TestReadmeHonoursRetryAfterMatches: for every status from 100 to 599,
+// the oracle's list of statuses whose Retry-After is a minimum is the
+// Transport's.
+func TestReadmeHonoursRetryAfterMatches(t *testing.T) {
+	t.Parallel()
+	for status := 100; status <= 599; status++ {
+		if got, want := honoursRetryAfter(status), readmeHonoursRetryAfter(status); got != want {
+			t.Errorf("status %d: honoursRetryAfter = %v; the README's rule says %v", status, got, want)
+		}
+	}
 }

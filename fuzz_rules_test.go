@@ -26,86 +26,23 @@ type fzRules struct {
 	bufFails       func(*fzCall) bool
 }
 
-// fzFacts is what one attempt met, in the words of the README's table.
-type fzFacts struct {
-	n           int  // the attempt's number, from 1
-	maxAttempts int  // MaxAttempts, resolved
-	failed      bool // it ended in an error: no response, or a body BufferResponse found broken
-	callerEnded bool // the caller's context had ended when it did
-	transient   bool
-	// repeatable: the request is safe to repeat, or this failure proves
-	// it never left (a dial error), or the server said another attempt
-	// is safe.
-	repeatable bool
-	// rewindable: the body can be sent again. Every fuzz body is a
-	// strings.Reader, whose GetBody http.NewRequest sets.
-	rewindable bool
-
-	serverDelay    time.Duration // a valid Retry-After on a status that honours it
-	hasServerDelay bool
-	backoff        time.Duration // Jitter(window) for this retry
-	left           time.Duration // time left before the deadline when the attempt ended
-	hasDeadline    bool
-	minAttempt     time.Duration
-	maxRetryAfter  time.Duration
-	tokens         int // budget tokens left for this retry
-}
-
-// minWait is the part of a retry's wait that is never shortened: the
-// server's delay when it gave one ("the server's delay is a minimum, and
-// only the jitter part is shortened when time is short"), else the whole
-// draw.
-func (f fzFacts) minWait() time.Duration {
-	if f.hasServerDelay {
-		return f.serverDelay
-	}
-	return f.backoff
-}
-
-// fzStops is the README's "Stop reasons" table, row by row, in its order.
-var fzStops = []readmeStop[fzFacts]{
-	// "the attempt ended in an error and the caller's context has ended"
-	{Canceled, func(f fzFacts) bool { return f.failed && f.callerEnded }},
-	// "success, or a failure that is not transient"
-	{Final, func(f fzFacts) bool { return !f.transient }},
-	// "the last of MaxAttempts failed"
-	{AttemptsExhausted, func(f fzFacts) bool { return f.n >= f.maxAttempts }},
-	// "the request is not safe to repeat and the failure does not prove
-	// it never left (only a dial error does)", unless the server said
-	// another attempt is safe
-	{NotIdempotent, func(f fzFacts) bool { return !f.repeatable }},
-	// "the body cannot be sent again"
-	{BodyNotRewindable, func(f fzFacts) bool { return !f.rewindable }},
-	// "Retry-After + MinAttemptTime is past the deadline"
-	{RetryAfterExceedsDeadline, func(f fzFacts) bool {
-		return f.hasServerDelay && f.hasDeadline && f.serverDelay > f.left-f.minAttempt
-	}},
-	// "Retry-After > MaxRetryAfter"
-	{RetryAfterTooLong, func(f fzFacts) bool { return f.hasServerDelay && f.serverDelay > f.maxRetryAfter }},
-	// "the wait + MinAttemptTime is past the deadline", the wait being at
-	// least its part that is never shortened
-	{DeadlineExhausted, func(f fzFacts) bool { return f.hasDeadline && f.minWait() > f.left-f.minAttempt }},
-	// "the budget has no token for this retry"
-	{BudgetExhausted, func(f fzFacts) bool { return f.tokens <= 0 }},
-}
-
 // facts reads what attempt n (from 1) met from the fuzzer's script and
 // the fake clock.
-func (r *fzRules) facts(n int, c *fzCall) fzFacts {
+func (r *fzRules) facts(n int, c *fzCall) readmeFacts {
 	sc := r.sc
-	f := fzFacts{
+	f := readmeFacts{
 		n:           n,
 		maxAttempts: sc.maxAttempts,
 		failed:      c.err != nil || r.bufFails(c),
 		callerEnded: !r.callerDeadline.IsZero() && !c.end.Before(r.callerDeadline),
-		rewindable:  true,
+		rewindable:  true, // every fuzz body is a strings.Reader, whose GetBody http.NewRequest sets
 		hasDeadline: r.hasDeadline,
 		left:        r.deadline.Sub(c.end),
 		minAttempt:  r.minAttempt,
 		backoff: readmeWindow(durationOr(sc.baseDelay, DefaultBaseDelay), durationOr(sc.maxDelay, DefaultMaxDelay), n-1) /
 			4 * time.Duration(sc.jitterQuarters),
 		maxRetryAfter: durationOr(sc.maxRetryAfter, DefaultMaxRetryAfter),
-		tokens:        1 << 30, // Unlimited
+		tokens:        readmeUnlimited,
 	}
 	switch sc.budget {
 	case 1:
@@ -138,7 +75,7 @@ func fzCheckRules(t *testing.T, r fzRules, desc string) {
 	t.Helper()
 	for k, c := range r.calls {
 		f := r.facts(k+1, c)
-		holds := readmeFirstStop(fzStops, f)
+		holds := readmeFirstStop(f)
 		if k+1 == len(r.calls) {
 			if holds != r.o.Reason {
 				t.Errorf("after the last attempt (%d) the first row of the README's table that holds is %q; the Transport stopped with %q\n%s",
@@ -159,7 +96,7 @@ func fzCheckRules(t *testing.T, r fzRules, desc string) {
 // S, "S + Jitter(window): the server's delay is a minimum, and only the
 // jitter part is shortened when time is short"; and no retry starts with
 // less than MinAttemptTime left.
-func fzCheckWait(t *testing.T, f fzFacts, w time.Duration, desc string) {
+func fzCheckWait(t *testing.T, f readmeFacts, w time.Duration, desc string) {
 	t.Helper()
 	if f.hasDeadline && w > f.left-f.minAttempt {
 		t.Errorf("after attempt %d: a wait of %v leaves less than MinAttemptTime %v of the %v left\n%s", f.n, w, f.minAttempt, f.left, desc)

@@ -10,43 +10,6 @@ import (
 	"time"
 )
 
-// StopReason says why an operation made no further attempt. Its values are
-// a small fixed set of snake_case words, safe to use as a metric label.
-type StopReason string
-
-// The reasons an operation stops. After an attempt, the Transport checks
-// them in the order listed below (after [Final]: [Canceled] first when the
-// attempt ended in an error) and stops at the first that holds.
-const (
-	// Final: the attempt succeeded, or failed in a way that is not
-	// transient.
-	Final StopReason = "final"
-	// AttemptsExhausted: the last of MaxAttempts attempts failed.
-	AttemptsExhausted StopReason = "attempts_exhausted"
-	// DeadlineExhausted: the wait before the next attempt plus
-	// MinAttemptTime does not fit in the time left, so the Transport
-	// stopped rather than start an attempt with no useful time.
-	DeadlineExhausted StopReason = "deadline_exhausted"
-	// RetryAfterExceedsDeadline: the server's Retry-After plus
-	// MinAttemptTime does not fit in the time left. The server's delay is
-	// never shortened to fit.
-	RetryAfterExceedsDeadline StopReason = "retry_after_exceeds_deadline"
-	// RetryAfterTooLong: the server asked for a wait longer than
-	// MaxRetryAfter.
-	RetryAfterTooLong StopReason = "retry_after_too_long"
-	// BudgetExhausted: the retry [Budget] had no token for another retry.
-	BudgetExhausted StopReason = "budget_exhausted"
-	// Canceled: the caller's context ended (canceled, or its deadline
-	// passed) during an attempt or a wait.
-	Canceled StopReason = "canceled"
-	// BodyNotRewindable: the request body was consumed and cannot be sent
-	// again (no GetBody, and too large or of unknown length to buffer).
-	BodyNotRewindable StopReason = "body_not_rewindable"
-	// NotIdempotent: the request is not safe to repeat and the failure does
-	// not prove that it never reached the server.
-	NotIdempotent StopReason = "not_idempotent"
-)
-
 // Attempt describes one attempt, as reported to [Transport.OnAttempt].
 type Attempt struct {
 	// Number is the attempt's position in its operation, 1 for the initial

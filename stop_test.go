@@ -3,7 +3,16 @@ package httpretry
 import (
 	"context"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
 	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,57 +20,104 @@ import (
 	"github.com/jonboulle/clockwork"
 )
 
-// TestStopOrder checks which reason wins when several apply, following
-// the documented order, and that a token is withdrawn only when every
-// earlier check passed.
+// refusingBudget is an empty Budget that counts what it was asked.
+type refusingBudget struct{ withdraws, refunds atomic.Int32 }
+
+func (*refusingBudget) Deposit()                        {}
+func (b *refusingBudget) Withdraw(context.Context) bool { b.withdraws.Add(1); return false }
+func (b *refusingBudget) Refund()                       { b.refunds.Add(1) }
+
+// TestStopOrder checks through RoundTrip which reason wins when several
+// hold, one case per reason in the order of StopReasons: each makes its
+// reason hold together with the later ones a Transport can meet at the
+// same time, always with an empty budget, which is asked only when every
+// other rule allowed the retry.
 func TestStopOrder(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name       string
-		method     string
-		step       httptestutil.Step
-		max        int
-		timeout    time.Duration
-		retryAfter time.Duration // MaxRetryAfter
-		tokens     float64
-		want       StopReason
-		wantTokens float64
+		name         string
+		method       string
+		step         httptestutil.Step
+		max          int
+		timeout      time.Duration
+		retryAfter   time.Duration // MaxRetryAfter
+		cancel       bool          // the caller cancels while the response is on its way
+		getBodyFails bool          // the request has a body whose GetBody fails
+		want         StopReason
 	}{
-		{name: "not transient beats everything", method: "POST", step: httptestutil.Step{Status: 404},
-			max: 1, tokens: 0, want: Final},
-		{name: "attempts before idempotency", method: "POST", step: httptestutil.Step{Status: 503},
-			max: 1, tokens: 5, want: AttemptsExhausted, wantTokens: 5},
-		{name: "idempotency before Retry-After", method: "POST", step: httptestutil.Step{Status: 503, RetryAfter: "3600"},
-			max: 3, timeout: time.Second, tokens: 5, want: NotIdempotent, wantTokens: 5},
-		{name: "exceeds deadline before too long", method: "GET", step: httptestutil.Step{Status: 503, RetryAfter: "60"},
-			max: 3, timeout: time.Second, retryAfter: time.Second, tokens: 5, want: RetryAfterExceedsDeadline, wantTokens: 5},
-		{name: "too long before budget", method: "GET", step: httptestutil.Step{Status: 429, RetryAfter: "60"},
-			max: 3, retryAfter: time.Second, tokens: 0, want: RetryAfterTooLong},
-		{name: "deadline before budget", method: "GET", step: httptestutil.Step{Status: 503},
-			max: 3, timeout: 150 * ms, tokens: 0, want: DeadlineExhausted},
-		{name: "budget last", method: "GET", step: httptestutil.Step{Status: 503},
-			max: 3, timeout: time.Second, tokens: 0, want: BudgetExhausted},
+		{name: "canceled: a transient response after the caller left, before everything", method: "POST",
+			step: httptestutil.Step{Status: 503, RetryAfter: "3600"}, max: 1, timeout: time.Second, cancel: true, getBodyFails: true,
+			want: Canceled},
+		{name: "final: not transient, before everything else", method: "POST", step: httptestutil.Step{Status: 404},
+			max: 1, timeout: time.Second, getBodyFails: true, want: Final},
+		{name: "attempts_exhausted before not_idempotent", method: "POST", step: httptestutil.Step{Status: 503, RetryAfter: "3600"},
+			max: 1, timeout: time.Second, getBodyFails: true, want: AttemptsExhausted},
+		{name: "not_idempotent before body_not_rewindable", method: "POST", step: httptestutil.Step{Status: 503, RetryAfter: "3600"},
+			max: 3, timeout: time.Second, getBodyFails: true, want: NotIdempotent},
+		{name: "body_not_rewindable (GetBody fails) before retry_after_exceeds_deadline", method: "PUT",
+			step: httptestutil.Step{Status: 503, RetryAfter: "3600"}, max: 3, timeout: time.Second, retryAfter: time.Second, getBodyFails: true,
+			want: BodyNotRewindable},
+		{name: "retry_after_exceeds_deadline before retry_after_too_long", method: "GET", step: httptestutil.Step{Status: 503, RetryAfter: "60"},
+			max: 3, timeout: time.Second, retryAfter: time.Second, want: RetryAfterExceedsDeadline},
+		{name: "retry_after_too_long before budget_exhausted", method: "GET", step: httptestutil.Step{Status: 429, RetryAfter: "60"},
+			max: 3, retryAfter: time.Second, want: RetryAfterTooLong},
+		{name: "deadline_exhausted before budget_exhausted", method: "GET", step: httptestutil.Step{Status: 503},
+			max: 3, timeout: 150 * ms, want: DeadlineExhausted},
+		{name: "budget_exhausted last", method: "GET", step: httptestutil.Step{Status: 503},
+			max: 3, timeout: time.Second, want: BudgetExhausted},
+	}
+	var wants []StopReason
+	for _, tt := range tests {
+		wants = append(wants, tt.want)
+	}
+	if !slices.Equal(wants, StopReasons()) {
+		t.Fatalf("the cases cover %v; want one per reason of StopReasons, in its order: %v", wants, StopReasons())
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			fc := clockwork.NewFakeClock()
-			base := httptestutil.NewTransport(fc, tt.step)
-			budget := NewBudget(tt.tokens, 0)
+			steps := httptestutil.NewTransport(fc, tt.step)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				resp, err := steps.RoundTrip(r)
+				if tt.cancel {
+					cancel() // the response is on its way
+				}
+				return resp, err
+			})
+			budget := &refusingBudget{}
 			tr := &Transport{Base: base, Clock: fc, MaxAttempts: tt.max, Timeout: tt.timeout,
 				MaxRetryAfter: tt.retryAfter, Budget: budget, Jitter: waits(100 * ms)}
 			var o Outcome
-			ch := start(tr, newRequest(t, WithOutcome(context.Background(), &o), tt.method, "http://api.test/", nil))
-			r := await(t, ch)
+			var body io.Reader
+			if tt.getBodyFails {
+				body = strings.NewReader("{}")
+			}
+			req := newRequest(t, WithOutcome(ctx, &o), tt.method, "http://api.test/", body)
+			if tt.getBodyFails {
+				req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("the body is gone") }
+			}
+			r := await(t, start(tr, req))
 			if r.err != nil {
 				t.Fatalf("RoundTrip error: %v", r.err)
 			}
-			readBody(t, r.resp)
+			// The body is the fake server's; once the caller has left,
+			// reading it may fail, which is not this test's concern.
+			r.resp.Body.Close()
 			if o.Reason != tt.want || o.Attempts != 1 {
 				t.Errorf("outcome = %+v; want %s after 1 attempt", o, tt.want)
 			}
-			if got := budget.Tokens(); got != tt.wantTokens {
-				t.Errorf("tokens left = %v; want %v", got, tt.wantTokens)
+			wantWithdraws := int32(0)
+			if tt.want == BudgetExhausted {
+				wantWithdraws = 1
+			}
+			if got := budget.withdraws.Load(); got != wantWithdraws {
+				t.Errorf("the budget was asked %d times; want %d", got, wantWithdraws)
+			}
+			if got := budget.refunds.Load(); got != 0 {
+				t.Errorf("the budget was refunded %d times; nothing was withdrawn", got)
 			}
 		})
 	}
@@ -295,4 +351,81 @@ func TestResponseAfterCallerLeft(t *testing.T) {
 	if o.Reason != Canceled || o.Attempts != 1 || len(log.attempts) != 1 || log.attempts[0].Wait != 0 {
 		t.Errorf("outcome %+v, attempts %+v; want canceled after 1 attempt with no wait", o, log.attempts)
 	}
+}
+
+// TestStopReasonsDocumented: the README's "Stop reasons" table and the
+// constants' declaration list exactly the reasons of StopReasons, in its
+// order, which is the order the Transport checks them (TestNextStopOrder,
+// TestStopOrder).
+func TestStopReasonsDocumented(t *testing.T) {
+	t.Parallel()
+	want := StopReasons()
+	if got := readmeStopTable(t); !slices.Equal(got, want) {
+		t.Errorf("the README's \"Stop reasons\" table lists %v; want StopReasons, %v", got, want)
+	}
+	if got := declaredStopReasons(t); !slices.Equal(got, want) {
+		t.Errorf("stop.go declares %v; want StopReasons, %v", got, want)
+	}
+}
+
+// readmeStopTable returns the reasons of the README's "Stop reasons"
+// table, row by row: the first cell of each row, a backquoted word.
+func readmeStopTable(t *testing.T) []StopReason {
+	t.Helper()
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Stop reasons\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Stop reasons" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n#")
+	var reasons []StopReason
+	for line := range strings.Lines(section) {
+		cells := strings.Split(line, "|")
+		if len(cells) < 3 || strings.TrimSpace(cells[0]) != "" {
+			continue
+		}
+		cell := strings.TrimSpace(cells[1])
+		if word, ok := strings.CutPrefix(cell, "`"); ok && strings.HasSuffix(word, "`") {
+			reasons = append(reasons, StopReason(strings.TrimSuffix(word, "`")))
+		}
+	}
+	return reasons
+}
+
+// declaredStopReasons returns the values of the StopReason constants of
+// stop.go, in the order they are declared.
+func declaredStopReasons(t *testing.T) []StopReason {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "stop.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons []StopReason
+	for _, decl := range f.Decls {
+		gen, ok := decl.(*ast.GenDecl)
+		if !ok || gen.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gen.Specs {
+			vs := spec.(*ast.ValueSpec)
+			if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "StopReason" {
+				continue
+			}
+			for _, v := range vs.Values {
+				lit, ok := v.(*ast.BasicLit)
+				if !ok {
+					t.Fatalf("a StopReason constant's value is %T; want a string literal", v)
+				}
+				s, err := strconv.Unquote(lit.Value)
+				if err != nil {
+					t.Fatal(err)
+				}
+				reasons = append(reasons, StopReason(s))
+			}
+		}
+	}
+	return reasons
 }

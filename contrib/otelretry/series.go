@@ -79,12 +79,13 @@ type methodSeries struct {
 
 	// operations is indexed by outcome*NumReasons + reason. Only a score of
 	// the combinations can occur, so each is built on first use.
-	operations [labels.NumOutcomes * labels.NumReasons]atomic.Pointer[addOpts]
+	operations []atomic.Pointer[addOpts]
 }
 
 func newMethodSeries(method, route string) *methodSeries {
 	m, r := attribute.String(keyMethod, method), attribute.String(keyRoute, route)
-	s := &methodSeries{method: method, route: route}
+	s := &methodSeries{method: method, route: route,
+		operations: make([]atomic.Pointer[addOpts], labels.NumOutcomes*labels.NumReasons)}
 	for i, k := range labels.AttemptKinds {
 		s.attempts[i] = newAddOpts(m, r, attribute.String(keyAttemptKind, k))
 		s.successes[i] = addOpts{s.attempts[i][0]}

@@ -42,7 +42,7 @@
 //   - outcome: success (a response below 400), error_response (400 and
 //     above), error (no response), unknown (no response, and the request
 //     was not safe to repeat and may have been applied: see below).
-//   - reason: the nine [httpretry.StopReason] values, or other.
+//   - reason: the [httpretry.StopReasons] values, or other.
 //   - kind: initial or retry (attempts); attempt or idle (timeouts); the
 //     Event constants (idempotency).
 //   - conn: new, reused, unknown. phase: conn_wait, dns, connect, tls,

@@ -43,7 +43,9 @@ func (s *slot[T]) set(v T) T {
 type routeMetrics struct {
 	name string
 
-	operations [labels.NumMethods][labels.NumOutcomes][labels.NumReasons]slot[prometheus.Counter]
+	// operations is indexed by operationIndex: one slot per method,
+	// outcome and stop reason.
+	operations []slot[prometheus.Counter]
 	attempts   [labels.NumMethods][labels.NumAttemptKinds]slot[prometheus.Counter]
 	successes  [labels.NumMethods][labels.NumAttemptKinds]slot[prometheus.Counter]
 	timeouts   [labels.NumMethods][labels.NumTimeouts]slot[prometheus.Counter]
@@ -58,6 +60,7 @@ type routeMetrics struct {
 func (c *Collector) newRouteMetrics(name string) *routeMetrics {
 	return &routeMetrics{
 		name:       name,
+		operations: make([]slot[prometheus.Counter], labels.NumMethods*labels.NumOutcomes*labels.NumReasons),
 		opAttempts: c.opAttempts.WithLabelValues(name),
 		opWait:     c.opWait.WithLabelValues(name),
 		opDuration: c.opDuration.WithLabelValues(name),
@@ -113,7 +116,7 @@ func (c *Collector) OnDone(req *http.Request, o httpretry.Outcome) {
 	m := labels.Method(req.Method)
 	out := labels.Outcome(o)
 	rs := labels.Reason(o.Reason)
-	s := &r.operations[m][out][rs]
+	s := &r.operations[operationIndex(m, out, rs)]
 	ops, ok := s.get()
 	if !ok {
 		ops = s.set(c.operations.WithLabelValues(methodNames[m], r.name, labels.Outcomes[out], labels.Reasons[rs]))
@@ -122,6 +125,12 @@ func (c *Collector) OnDone(req *http.Request, o httpretry.Outcome) {
 	r.opAttempts.Observe(float64(o.Attempts))
 	r.opWait.Observe(o.Waited.Seconds())
 	r.opDuration.Observe(o.Elapsed.Seconds())
+}
+
+// operationIndex is the index in routeMetrics.operations of the series
+// of method m, outcome out and stop reason rs.
+func operationIndex(m, out, rs int) int {
+	return (m*labels.NumOutcomes+out)*labels.NumReasons + rs
 }
 
 // counter returns the series of a counter labelled method, route and one

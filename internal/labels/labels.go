@@ -88,23 +88,21 @@ func Outcome(o httpretry.Outcome) int {
 // response that is neither missing nor an error response.
 func Success(status int) bool { return status >= 1 && status <= 399 }
 
-// Reasons are the stop reason values, in the order of httpretry's
-// documentation, then "other" for a reason a later version may add.
-var Reasons = [...]string{
-	string(httpretry.Final),
-	string(httpretry.AttemptsExhausted),
-	string(httpretry.DeadlineExhausted),
-	string(httpretry.RetryAfterExceedsDeadline),
-	string(httpretry.RetryAfterTooLong),
-	string(httpretry.BudgetExhausted),
-	string(httpretry.Canceled),
-	string(httpretry.BodyNotRewindable),
-	string(httpretry.NotIdempotent),
-	"other",
-}
+// Reasons are the stop reason values: httpretry's, in the order it checks
+// them ([httpretry.StopReasons]), then "other" for a reason a later
+// version may add.
+var Reasons = append(reasonValues(httpretry.StopReasons()), "other")
 
 // NumReasons is the number of stop reason values.
-const NumReasons = len(Reasons)
+var NumReasons = len(Reasons)
+
+func reasonValues(rs []httpretry.StopReason) []string {
+	values := make([]string, len(rs), len(rs)+1)
+	for i, r := range rs {
+		values[i] = string(r)
+	}
+	return values
+}
 
 // Reason returns the index of r in [Reasons].
 func Reason(r httpretry.StopReason) int {

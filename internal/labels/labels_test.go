@@ -28,21 +28,19 @@ func TestMethod(t *testing.T) {
 	}
 }
 
+// TestReason: the reason values are httpretry's stop reasons, in its
+// decision order, then other for anything else.
 func TestReason(t *testing.T) {
-	all := []httpretry.StopReason{
-		httpretry.Final, httpretry.AttemptsExhausted, httpretry.DeadlineExhausted,
-		httpretry.RetryAfterExceedsDeadline, httpretry.RetryAfterTooLong, httpretry.BudgetExhausted,
-		httpretry.Canceled, httpretry.BodyNotRewindable, httpretry.NotIdempotent,
+	all := httpretry.StopReasons()
+	if len(all) != NumReasons-1 || len(Reasons) != NumReasons || Reasons[NumReasons-1] != "other" {
+		t.Fatalf("%d stop reasons; the values are %v, want them and other", len(all), Reasons)
 	}
-	if len(all) != NumReasons-1 {
-		t.Fatalf("%d reasons listed; the table has %d and other", len(all), NumReasons-1)
-	}
-	for _, r := range all {
-		if got := Reasons[Reason(r)]; got != string(r) {
-			t.Errorf("reason %q labelled %q", r, got)
+	for i, r := range all {
+		if got := Reason(r); got != i || Reasons[i] != string(r) {
+			t.Errorf("reason %q has index %d, value %q; want %d, %q", r, got, Reasons[got], i, r)
 		}
 	}
-	for _, r := range []httpretry.StopReason{"some_new_reason", "", "other"} {
+	for _, r := range []httpretry.StopReason{"some_new_reason", "", "other", "Final"} {
 		if got := Reason(r); got != NumReasons-1 {
 			t.Errorf("reason %q has index %d; want %d, other", r, got, NumReasons-1)
 		}
