@@ -207,6 +207,11 @@ func (op *operation) attemptRequest() *http.Request {
 		ctx, op.trace = withConnTrace(ctx, t.OnAttempt != nil)
 		derived = true
 	}
+	if op.idle != nil {
+		// After the connection trace, which is pooled only when it is
+		// the first trace installed.
+		ctx = op.idle.traced(ctx)
+	}
 
 	req := op.tmpl
 	// A retry of a bodyless request sends the template again: nothing of
@@ -261,14 +266,14 @@ func (op *operation) complete(req *http.Request, resp *http.Response, err error)
 	if op.idle != nil {
 		if resp == nil {
 			err = op.idle.wrap(err)
-		} else if resp.StatusCode == http.StatusSwitchingProtocols {
-			// A switched protocol has no response left to go quiet:
-			// the watch ends, and its context lives until the body is
-			// closed.
-			op.idle.timer.Stop()
 		} else {
-			op.idle.progress() // the headers arrived
-			resp.Body = &idleBody{rc: resp.Body, w: op.idle}
+			op.idle.headers()
+			// A switched protocol has no response left to go quiet:
+			// its body is not watched, and the attempt's context
+			// lives until it is closed.
+			if resp.StatusCode != http.StatusSwitchingProtocols {
+				resp.Body = &idleBody{rc: resp.Body, w: op.idle}
+			}
 		}
 	}
 	op.buffered = false

@@ -195,16 +195,20 @@ func newStreamServer(t *testing.T, h2 bool, h http.Handler) *httptest.Server {
 	return srv
 }
 
-// emptyReadBody returns no bytes and no error on its first Read, then
-// blocks until its request's context ends.
+// emptyReadBody returns no bytes and no error on its first Read, after
+// first of clock's time has passed, then blocks until its request's
+// context ends.
 type emptyReadBody struct {
 	ctx   context.Context
+	clock clockwork.Clock
+	first time.Duration
 	reads int
 }
 
 func (b *emptyReadBody) Read([]byte) (int, error) {
 	b.reads++
 	if b.reads == 1 {
+		<-b.clock.After(b.first)
 		return 0, nil
 	}
 	<-b.ctx.Done()
@@ -214,13 +218,13 @@ func (b *emptyReadBody) Read([]byte) (int, error) {
 func (b *emptyReadBody) Close() error { return nil }
 
 // TestEmptyReadIsNoProgress: a Read that brings no bytes does not restart
-// the idle period.
+// the idle period: the next Read waits only for what is left of it.
 func TestEmptyReadIsNoProgress(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		resp := response(r, 200, "")
-		resp.Body, resp.ContentLength = &emptyReadBody{ctx: r.Context()}, -1
+		resp.Body, resp.ContentLength = &emptyReadBody{ctx: r.Context(), clock: fc, first: 6 * time.Second}, -1
 		return resp, nil
 	})
 	tr := &Transport{Base: base, Clock: fc, IdleTimeout: 10 * time.Second}
@@ -229,17 +233,19 @@ func TestEmptyReadIsNoProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	fc.Advance(6 * time.Second)
-	if n, err := resp.Body.Read(make([]byte, 8)); n != 0 || err != nil {
-		t.Fatalf("first read: %d, %v; want 0, nil", n, err)
-	}
-	done := make(chan error, 1)
+	done := make(chan error, 2)
 	go func() {
-		_, err := resp.Body.Read(make([]byte, 8))
+		n, err := resp.Body.Read(make([]byte, 8))
+		if n != 0 || err != nil {
+			done <- fmt.Errorf("first read: %d, %v; want 0, nil", n, err)
+			return
+		}
+		_, err = resp.Body.Read(make([]byte, 8))
 		done <- err
 	}()
-	// 11s after the headers: the idle period, counted from them, is over.
-	fc.Advance(5 * time.Second)
+	advance(t, fc, 2, 6*time.Second) // the idle watch and the empty read
+	// 10s of blocked reads: the idle period, counted across both, is over.
+	advance(t, fc, 1, 4*time.Second)
 	select {
 	case err := <-done:
 		if !errors.Is(err, ErrIdleTimeout) {
