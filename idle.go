@@ -122,20 +122,23 @@ func (w *idleWatch) arm(phase idlePhase) {
 
 // disarm stops the idle period, if the watch is in phase. When nothing
 // arrived (progress is false), the period is paused rather than ended:
-// the next arm resumes it.
+// the next arm resumes it, and one already over ends the attempt now.
 func (w *idleWatch) disarm(phase idlePhase, progress bool) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.phase != phase || !w.armed {
-		return
+	cut := false
+	if w.phase == phase && w.armed {
+		w.armed = false
+		w.timer.Stop()
+		w.left = 0
+		if !progress {
+			w.left = w.deadline.Sub(w.clock.Now())
+			cut = w.left <= 0
+			w.fired = cut
+		}
 	}
-	w.armed = false
-	w.timer.Stop()
-	w.left = 0
-	if !progress {
-		// At least a nanosecond, so that a period already over fires
-		// at once on the next arm.
-		w.left = max(w.deadline.Sub(w.clock.Now()), time.Nanosecond)
+	w.mu.Unlock()
+	if cut {
+		w.cancel(errIdleCut)
 	}
 }
 
