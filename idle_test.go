@@ -27,7 +27,7 @@ func TestIdleBeforeHeadersIsRetried(t *testing.T) {
 	var log attemptLog
 	tr := &Transport{Base: base, Clock: fc, IdleTimeout: 10 * time.Second, Jitter: noJitter, OnAttempt: log.onAttempt}
 	ch := start(tr, newRequest(t, context.Background(), "GET", "http://api.test/", nil))
-	advance(t, fc, 1, 10*time.Second) // the idle watch is the only waiter
+	advanceAt(t, fc, base, 1, 1, 10*time.Second) // the idle watch is the only waiter, once the request hangs
 	r := await(t, ch)
 	if r.err != nil {
 		t.Fatal(r.err)
