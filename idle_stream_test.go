@@ -56,10 +56,11 @@ func (tr *timedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// TestSlowConsumerIsNotAStalledServer: a server that sends an event every
-// 20ms to a caller that stops reading for 1.5s, several times IdleTimeout
-// (400ms), is not silent: the bytes wait in the connection while nobody
-// reads, and the whole stream arrives, then EOF.
+// TestSlowConsumerIsNotAStalledServer: a server that sends 100 events, one
+// every 20ms, to a caller that twice stops reading for 1.5s, several times
+// IdleTimeout (400ms), while the stream still flows, is not silent: the
+// bytes wait in the connection while nobody reads, and the whole stream
+// arrives, then EOF.
 func TestSlowConsumerIsNotAStalledServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the caller pauses for seconds of real time")
@@ -67,7 +68,7 @@ func TestSlowConsumerIsNotAStalledServer(t *testing.T) {
 	t.Parallel()
 	const (
 		idle   = 400 * time.Millisecond
-		events = 20
+		events = 100
 		pause  = 1500 * time.Millisecond
 	)
 	for _, h2 := range protocols {
@@ -92,7 +93,7 @@ func TestSlowConsumerIsNotAStalledServer(t *testing.T) {
 					t.Fatalf("event %q; want %q", sc.Text(), want)
 				}
 				got++
-				if got == 1 || got == 5 {
+				if got == 1 || got == 50 {
 					time.Sleep(pause) // busy elsewhere: no Read pending
 				}
 			}
