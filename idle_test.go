@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -253,5 +255,155 @@ func TestEmptyReadIsNoProgress(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the read still waits: an empty read restarted the idle period")
+	}
+}
+
+// TestIdleBeforeHeadersCountsOnlyTheServersSilence drives a Base that
+// reports its progress through httptrace, as *http.Transport does, on a
+// fake clock: an hour spent getting a connection and sending the body
+// does not count; the idle period starts when the request has been
+// written and every 1xx response restarts it; silence for IdleTimeout
+// after the last one ends the attempt with an idle timeout, not a
+// cancellation.
+func TestIdleBeforeHeadersCountsOnlyTheServersSilence(t *testing.T) {
+	t.Parallel()
+	const idle = 10 * time.Second
+	fc := clockwork.NewFakeClock()
+	said, next := make(chan string), make(chan struct{})
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		// As net/http does, a hook is called only when set.
+		tr := httptrace.ContextClientTrace(r.Context())
+		if tr == nil {
+			tr = &httptrace.ClientTrace{}
+		}
+		hint := func() {
+			if tr.Got1xxResponse != nil {
+				tr.Got1xxResponse(http.StatusEarlyHints, nil)
+			}
+		}
+		events := []func(){
+			func() {
+				if tr.GetConn != nil {
+					tr.GetConn("api.test:80")
+				}
+			},
+			func() {
+				if tr.WroteRequest != nil {
+					tr.WroteRequest(httptrace.WroteRequestInfo{})
+				}
+			},
+			hint,
+			hint,
+		}
+		for i, event := range events {
+			event()
+			said <- strconv.Itoa(i)
+			select {
+			case <-next:
+			case <-r.Context().Done():
+				return nil, r.Context().Err() // as HTTP/2 reports a cut
+			}
+		}
+		return response(r, 200, "ok"), nil
+	})
+	var log attemptLog
+	tr := &Transport{Base: base, Clock: fc, IdleTimeout: idle, MaxAttempts: 1, OnAttempt: log.onAttempt}
+	ch := start(tr, newRequest(t, context.Background(), "PUT", "http://api.test/", strings.NewReader("body")))
+	step := func(want string) {
+		t.Helper()
+		select {
+		case got := <-said:
+			if got != want {
+				t.Fatalf("base at event %s; want %s", got, want)
+			}
+		case r := <-ch:
+			t.Fatalf("RoundTrip returned %v before event %s", r.err, want)
+		}
+	}
+	step("0")             // getting a connection
+	fc.Advance(time.Hour) // dialing and uploading: no timer runs
+	next <- struct{}{}
+	for _, event := range []string{"1", "2", "3"} { // written, then two 1xx
+		step(event)
+		advance(t, fc, 1, idle-time.Millisecond) // the watch is armed, and not yet over
+		if event != "3" {
+			next <- struct{}{}
+		}
+	}
+	advance(t, fc, 1, time.Millisecond) // IdleTimeout since the last 1xx
+	r := await(t, ch)
+	checkIdleError(t, r.err)
+	if a := log.attempts; len(a) != 1 || !errors.Is(a[0].Err, ErrIdleTimeout) {
+		t.Errorf("attempts %+v; want one, ended by ErrIdleTimeout", a)
+	}
+}
+
+// chanBody is a response body whose bytes come from ch, and whose Read
+// fails when its request's context ends.
+type chanBody struct {
+	ctx context.Context
+	ch  chan string
+}
+
+func (b *chanBody) Read(p []byte) (int, error) {
+	select {
+	case s := <-b.ch:
+		return copy(p, s), nil
+	case <-b.ctx.Done():
+		return 0, b.ctx.Err()
+	}
+}
+
+func (b *chanBody) Close() error { return nil }
+
+// TestIdleClockStopsWhileCallerHoldsNoRead: after the headers, the idle
+// period runs only while a Read is blocked. Hours in which the caller
+// holds no Read do not count; a blocked Read that gets its bytes just
+// before IdleTimeout succeeds; one that waits IdleTimeout fails.
+func TestIdleClockStopsWhileCallerHoldsNoRead(t *testing.T) {
+	t.Parallel()
+	const idle = 10 * time.Second
+	fc := clockwork.NewFakeClock()
+	data := make(chan string)
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp := response(r, 200, "")
+		resp.Body, resp.ContentLength = &chanBody{ctx: r.Context(), ch: data}, -1
+		return resp, nil
+	})
+	tr := &Transport{Base: base, Clock: fc, IdleTimeout: idle}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	type read struct {
+		s   string
+		err error
+	}
+	reads := make(chan read, 1)
+	readOnce := func() {
+		go func() {
+			buf := make([]byte, 8)
+			n, err := resp.Body.Read(buf)
+			reads <- read{string(buf[:n]), err}
+		}()
+	}
+	for _, s := range []string{"a", "b"} {
+		fc.Advance(time.Hour) // the caller holds no Read
+		readOnce()
+		advance(t, fc, 1, idle-time.Millisecond) // the Read is blocked, the watch armed
+		data <- s
+		if r := <-reads; r.s != s || r.err != nil {
+			t.Fatalf("read %q, %v; want %q, nil", r.s, r.err, s)
+		}
+	}
+	fc.Advance(time.Hour)
+	readOnce()
+	advance(t, fc, 1, idle)
+	select {
+	case r := <-reads:
+		checkIdleError(t, r.err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the Read still waits after IdleTimeout")
 	}
 }
