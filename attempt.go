@@ -182,14 +182,40 @@ func (op *operation) send() (*http.Response, error) {
 	return resp, err
 }
 
-// attemptRequest derives the attempt's context (its time limit, its idle
-// watch, its connection trace) and the request to send with it.
+// attemptRequest derives the attempt's context and the request to send
+// with it.
 func (op *operation) attemptRequest() *http.Request {
 	t := op.t
-	// The template carries the caller's context; derived says whether the
-	// attempt's context differs from it, without comparing the two.
-	ctx, derived := op.ctx, op.derived
-	limit, bounded := op.deadline, op.hasDeadline
+	ctx, limit, bounded, derived := op.attemptContext()
+	req := op.tmpl
+	// A retry of a bodyless request sends the template again: nothing of
+	// it changes, and the last attempt's response is closed by now.
+	resend := op.attempts > 1 && op.body == bodyGetBody
+	if resend || op.body == bodyOnce || derived || t.Propagate {
+		req = req.WithContext(ctx)
+	}
+	if t.Propagate {
+		propagate(req, op.attempts, limit.Sub(op.lastStart), bounded)
+	}
+	if resend {
+		req.Body, op.nextBody = op.nextBody, nil
+	} else if op.body == bodyOnce {
+		// Each attempt reads through its own tracker, so that the next
+		// one can tell whether this one read anything.
+		op.tracker = &readTracker{body: op.once}
+		req.Body = op.tracker
+	}
+	return req
+}
+
+// attemptContext derives the attempt's context: its time limit, its idle
+// watch, its connection trace. limit and bounded are the attempt's
+// deadline; derived says whether the context differs from the
+// operation's, without comparing the two.
+func (op *operation) attemptContext() (ctx context.Context, limit time.Time, bounded, derived bool) {
+	t := op.t
+	ctx, derived = op.ctx, op.derived
+	limit, bounded = op.deadline, op.hasDeadline
 	op.cancelAttempt, op.idle, op.trace = nil, nil, nil
 	if t.AttemptTimeout > 0 {
 		d := op.lastStart.Add(t.AttemptTimeout)
@@ -212,26 +238,7 @@ func (op *operation) attemptRequest() *http.Request {
 		// the first trace installed.
 		ctx = op.idle.traced(ctx)
 	}
-
-	req := op.tmpl
-	// A retry of a bodyless request sends the template again: nothing of
-	// it changes, and the last attempt's response is closed by now.
-	resend := op.attempts > 1 && op.body == bodyGetBody
-	if resend || op.body == bodyOnce || derived || t.Propagate {
-		req = req.WithContext(ctx)
-	}
-	if t.Propagate {
-		propagate(req, op.attempts, limit.Sub(op.lastStart), bounded)
-	}
-	if resend {
-		req.Body, op.nextBody = op.nextBody, nil
-	} else if op.body == bodyOnce {
-		// Each attempt reads through its own tracker, so that the next
-		// one can tell whether this one read anything.
-		op.tracker = &readTracker{body: op.once}
-		req.Body = op.tracker
-	}
-	return req
+	return ctx, limit, bounded, derived
 }
 
 // normalize makes Base's answer one of a response with a Body or an
