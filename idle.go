@@ -61,6 +61,7 @@ type idleWatch struct {
 
 	mu       sync.Mutex // protects the fields below
 	phase    idlePhase
+	written  bool // the request has been written: the headers phase may arm
 	armed    bool
 	deadline time.Time     // when the armed period ends
 	left     time.Duration // of a period paused by a Read that brought nothing; 0: none
@@ -80,11 +81,13 @@ func watchIdle(ctx context.Context, clock clockwork.Clock, d time.Duration) (con
 }
 
 // traced returns ctx with the watch's httptrace hooks, composed with any
-// trace already in ctx. Waiting for a connection disarms the timer; the
-// request written and each 1xx response (re)arm it. With a hook for 1xx
-// responses installed, net/http no longer limits their total size; each
-// one is still bounded, nothing accumulates, and the attempt's time is
-// bounded by Timeout and AttemptTimeout.
+// trace already in ctx. Getting a connection disarms the timer; the
+// request written arms it, and each 1xx response after that restarts it.
+// A 1xx before the request is written (100 Continue, or hints while the
+// body uploads) arms nothing: the body is still being sent. With a hook
+// for 1xx responses installed, net/http no longer limits their total
+// size; each one is still bounded, nothing accumulates, and the attempt's
+// time is bounded by Timeout and AttemptTimeout.
 func (w *idleWatch) traced(ctx context.Context) context.Context {
 	w.trace.GetConn = w.gettingConn
 	w.trace.WroteRequest = w.wroteRequest
@@ -92,11 +95,27 @@ func (w *idleWatch) traced(ctx context.Context) context.Context {
 	return httptrace.WithClientTrace(ctx, &w.trace)
 }
 
-func (w *idleWatch) gettingConn(string)                      { w.disarm(phaseHeaders, true) }
-func (w *idleWatch) wroteRequest(httptrace.WroteRequestInfo) { w.arm(phaseHeaders) }
+// gettingConn: the request is (re)sent on a connection, which net/http
+// may do again within one attempt when a reused connection was dead.
+func (w *idleWatch) gettingConn(string) {
+	w.setWritten(false)
+	w.disarm(phaseHeaders, true)
+}
+
+func (w *idleWatch) wroteRequest(httptrace.WroteRequestInfo) {
+	w.setWritten(true)
+	w.arm(phaseHeaders)
+}
+
 func (w *idleWatch) got1xx(int, textproto.MIMEHeader) error {
 	w.arm(phaseHeaders)
 	return nil
+}
+
+func (w *idleWatch) setWritten(written bool) {
+	w.mu.Lock()
+	w.written = written
+	w.mu.Unlock()
 }
 
 // arm starts the idle period, if the watch is in phase: a full one, or
@@ -105,7 +124,7 @@ func (w *idleWatch) got1xx(int, textproto.MIMEHeader) error {
 func (w *idleWatch) arm(phase idlePhase) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.phase != phase || w.fired {
+	if w.phase != phase || w.fired || (phase == phaseHeaders && !w.written) {
 		return
 	}
 	d := w.d

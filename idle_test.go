@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -260,25 +259,27 @@ func TestEmptyReadIsNoProgress(t *testing.T) {
 
 // TestIdleBeforeHeadersCountsOnlyTheServersSilence drives a Base that
 // reports its progress through httptrace, as *http.Transport does, on a
-// fake clock: an hour spent getting a connection and sending the body
-// does not count; the idle period starts when the request has been
-// written and every 1xx response restarts it; silence for IdleTimeout
-// after the last one ends the attempt with an idle timeout, not a
-// cancellation.
+// fake clock: hours spent getting a connection and sending the body,
+// before and after a 100 Continue, do not count; the idle period starts
+// when the request has been written and every 1xx response restarts it;
+// silence for IdleTimeout after the last one ends the attempt with an
+// idle timeout, not a cancellation.
 func TestIdleBeforeHeadersCountsOnlyTheServersSilence(t *testing.T) {
 	t.Parallel()
 	const idle = 10 * time.Second
 	fc := clockwork.NewFakeClock()
-	said, next := make(chan string), make(chan struct{})
+	said, next := make(chan int), make(chan struct{})
 	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		// As net/http does, a hook is called only when set.
 		tr := httptrace.ContextClientTrace(r.Context())
 		if tr == nil {
 			tr = &httptrace.ClientTrace{}
 		}
-		hint := func() {
-			if tr.Got1xxResponse != nil {
-				tr.Got1xxResponse(http.StatusEarlyHints, nil)
+		interim := func(code int) func() {
+			return func() {
+				if tr.Got1xxResponse != nil {
+					tr.Got1xxResponse(code, nil)
+				}
 			}
 		}
 		events := []func(){
@@ -287,17 +288,18 @@ func TestIdleBeforeHeadersCountsOnlyTheServersSilence(t *testing.T) {
 					tr.GetConn("api.test:80")
 				}
 			},
+			interim(http.StatusContinue),
 			func() {
 				if tr.WroteRequest != nil {
 					tr.WroteRequest(httptrace.WroteRequestInfo{})
 				}
 			},
-			hint,
-			hint,
+			interim(http.StatusEarlyHints),
+			interim(http.StatusEarlyHints),
 		}
 		for i, event := range events {
 			event()
-			said <- strconv.Itoa(i)
+			said <- i
 			select {
 			case <-next:
 			case <-r.Context().Done():
@@ -309,24 +311,27 @@ func TestIdleBeforeHeadersCountsOnlyTheServersSilence(t *testing.T) {
 	var log attemptLog
 	tr := &Transport{Base: base, Clock: fc, IdleTimeout: idle, MaxAttempts: 1, OnAttempt: log.onAttempt}
 	ch := start(tr, newRequest(t, context.Background(), "PUT", "http://api.test/", strings.NewReader("body")))
-	step := func(want string) {
-		t.Helper()
+	for i := range 5 {
 		select {
 		case got := <-said:
-			if got != want {
-				t.Fatalf("base at event %s; want %s", got, want)
+			if got != i {
+				t.Fatalf("base at event %d; want %d", got, i)
 			}
 		case r := <-ch:
-			t.Fatalf("RoundTrip returned %v before event %s", r.err, want)
+			t.Fatalf("RoundTrip returned %v before event %d", r.err, i)
 		}
-	}
-	step("0")             // getting a connection
-	fc.Advance(time.Hour) // dialing and uploading: no timer runs
-	next <- struct{}{}
-	for _, event := range []string{"1", "2", "3"} { // written, then two 1xx
-		step(event)
-		advance(t, fc, 1, idle-time.Millisecond) // the watch is armed, and not yet over
-		if event != "3" {
+		if i < 2 {
+			// Getting a connection, then uploading after 100 Continue:
+			// no timer runs.
+			if timerArmed(fc) {
+				t.Fatalf("a timer runs at event %d, before the request was written", i)
+			}
+			fc.Advance(time.Hour)
+		} else {
+			// Written, then two 1xx: the watch is armed, and not yet over.
+			advance(t, fc, 1, idle-time.Millisecond)
+		}
+		if i < 4 {
 			next <- struct{}{}
 		}
 	}
@@ -336,6 +341,13 @@ func TestIdleBeforeHeadersCountsOnlyTheServersSilence(t *testing.T) {
 	if a := log.attempts; len(a) != 1 || !errors.Is(a[0].Err, ErrIdleTimeout) {
 		t.Errorf("attempts %+v; want one, ended by ErrIdleTimeout", a)
 	}
+}
+
+// timerArmed reports whether fc has a waiter now, without waiting.
+func timerArmed(fc *clockwork.FakeClock) bool {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return fc.BlockUntilContext(ctx, 1) == nil
 }
 
 // chanBody is a response body whose bytes come from ch, and whose Read
