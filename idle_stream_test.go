@@ -400,3 +400,83 @@ func TestIdleTimeoutIsNotCancellation(t *testing.T) {
 		})
 	}
 }
+
+// TestIdleBodyCloseDuringRead: closing the body while a Read is blocked
+// ends that Read promptly with an error that is not an idle timeout (the
+// caller closed it; the server was silent for less than IdleTimeout), and
+// nothing races.
+func TestIdleBodyCloseDuringRead(t *testing.T) {
+	t.Parallel()
+	for _, h2 := range protocols {
+		t.Run(protoName(h2), func(t *testing.T) {
+			t.Parallel()
+			srv := newStreamServer(t, h2, stallHandler(true))
+			tr := &Transport{Base: srv.Client().Transport, IdleTimeout: time.Minute}
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/events", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkProto(t, resp, h2)
+			done := make(chan error, 1)
+			go func() {
+				_, err := io.ReadAll(resp.Body)
+				done <- err
+			}()
+			time.Sleep(50 * time.Millisecond) // let the Read block; either order is fine
+			resp.Body.Close()
+			select {
+			case err := <-done:
+				if err == nil || errors.Is(err, ErrIdleTimeout) {
+					t.Errorf("read error %v after Close; want a closed body's error, not an idle timeout", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the Read still waits after Close")
+			}
+		})
+	}
+}
+
+// TestIdleTimerRacesRead: with IdleTimeout as short as the gaps between
+// a server's events, the timer fires around the moment Reads return, and
+// the caller closes the body at some point. Every outcome the README
+// allows is accepted — the whole stream and EOF, or a prefix of it and an
+// idle timeout, or the closed body's error — but the bytes read are
+// always a prefix of what was sent, and nothing panics or races.
+func TestIdleTimerRacesRead(t *testing.T) {
+	t.Parallel()
+	const events = 200
+	var want bytes.Buffer
+	for i := range events {
+		fmt.Fprintf(&want, "data: %d\n\n", i)
+	}
+	for _, h2 := range protocols {
+		t.Run(protoName(h2), func(t *testing.T) {
+			t.Parallel()
+			srv := newStreamServer(t, h2, sseHandler(events, time.Millisecond, false, nil))
+			for round := range 10 {
+				tr := &Transport{Base: srv.Client().Transport, IdleTimeout: time.Millisecond, MaxAttempts: 1}
+				resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/events", nil))
+				if err != nil {
+					if !errors.Is(err, ErrIdleTimeout) {
+						t.Fatalf("round %d: %v; want a response or an idle timeout", round, err)
+					}
+					continue
+				}
+				closed := make(chan struct{})
+				go func() {
+					time.Sleep(time.Duration(round) * 20 * time.Millisecond)
+					resp.Body.Close()
+					close(closed)
+				}()
+				got, err := io.ReadAll(resp.Body)
+				<-closed
+				if !bytes.HasPrefix(want.Bytes(), got) {
+					t.Fatalf("round %d: read %q, not a prefix of the stream", round, got)
+				}
+				if err == nil && len(got) != want.Len() {
+					t.Errorf("round %d: EOF after %d of %d bytes", round, len(got), want.Len())
+				}
+			}
+		})
+	}
+}
