@@ -19,12 +19,12 @@ import (
 // attempt runs only while someone waits:
 //
 //   - before the response headers, from the moment the request has been
-//     written (net/http's ResponseHeaderTimeout starts there too), restarted
-//     by every 1xx interim response. Getting a connection and sending the
-//     request body are not silence: the dial's own timeouts, Timeout and
-//     AttemptTimeout bound them, a body that stalls mid-upload included. A
-//     Base that reports no httptrace events is watched from the moment it
-//     was handed the attempt;
+//     written (net/http's ResponseHeaderTimeout starts there too),
+//     restarted by every 1xx interim response after that. Getting a
+//     connection and sending the request body are not silence: the dial's
+//     own timeouts, Timeout and AttemptTimeout bound them, a body that
+//     stalls mid-upload included. A Base that reports no httptrace events
+//     is watched from the moment it was handed the attempt;
 //   - after the headers, only while a Read of the body is blocked. Bytes
 //     that arrive while the caller does something else wait in the
 //     connection's buffers (and HTTP/2 flow control); they are not silence.
