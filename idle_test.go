@@ -419,3 +419,40 @@ func TestIdleClockStopsWhileCallerHoldsNoRead(t *testing.T) {
 		t.Fatal("the Read still waits after IdleTimeout")
 	}
 }
+
+// TestIdleWatchIgnoresStaleFiring: a firing of the timer that was set for
+// an earlier period — the timer fired just as a Read returned, and the
+// next Read re-armed it before the callback ran — or that comes after the
+// watch was disarmed, does not end the attempt; one at the end of the
+// armed period does.
+func TestIdleWatchIgnoresStaleFiring(t *testing.T) {
+	t.Parallel()
+	const idle = 10 * time.Second
+	fc := clockwork.NewFakeClock()
+	ctx, w := watchIdle(context.Background(), fc, idle)
+	defer w.stop()
+	w.headers()
+	cut := func() bool {
+		select {
+		case <-ctx.Done():
+			return true
+		default:
+			return false
+		}
+	}
+	w.expire() // disarmed: the headers arrived
+	if cut() {
+		t.Fatal("a firing after the headers, with no Read blocked, ended the attempt")
+	}
+	w.arm(phaseBody)
+	fc.Advance(idle - time.Second)
+	w.expire() // left over from an earlier period: this one has a second to go
+	if cut() {
+		t.Fatal("a stale firing ended the attempt before its period was over")
+	}
+	fc.Advance(time.Second)
+	w.expire()
+	if !cut() || !errors.Is(context.Cause(ctx), ErrIdleTimeout) {
+		t.Fatalf("cause %v at the end of the period; want the idle timeout", context.Cause(ctx))
+	}
+}
