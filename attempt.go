@@ -182,32 +182,11 @@ func (op *operation) send() (*http.Response, error) {
 	return resp, err
 }
 
-// attemptRequest derives the attempt's context (its time limit, its idle
-// watch, its connection trace) and the request to send with it.
+// attemptRequest derives the attempt's context and the request to send
+// with it.
 func (op *operation) attemptRequest() *http.Request {
 	t := op.t
-	// The template carries the caller's context; derived says whether the
-	// attempt's context differs from it, without comparing the two.
-	ctx, derived := op.ctx, op.derived
-	limit, bounded := op.deadline, op.hasDeadline
-	op.cancelAttempt, op.idle, op.trace = nil, nil, nil
-	if t.AttemptTimeout > 0 {
-		d := op.lastStart.Add(t.AttemptTimeout)
-		if op.hasDeadline && op.deadline.Before(d) {
-			d = op.deadline
-		}
-		ctx, op.cancelAttempt = op.withDeadline(ctx, d)
-		limit, bounded, derived = d, true, true
-	}
-	if t.IdleTimeout > 0 {
-		ctx, op.idle = watchIdle(ctx, op.clock, t.IdleTimeout)
-		derived = true
-	}
-	if !op.idempotent || t.OnAttempt != nil {
-		ctx, op.trace = withConnTrace(ctx, t.OnAttempt != nil)
-		derived = true
-	}
-
+	ctx, limit, bounded, derived := op.attemptContext()
 	req := op.tmpl
 	// A retry of a bodyless request sends the template again: nothing of
 	// it changes, and the last attempt's response is closed by now.
@@ -227,6 +206,39 @@ func (op *operation) attemptRequest() *http.Request {
 		req.Body = op.tracker
 	}
 	return req
+}
+
+// attemptContext derives the attempt's context: its time limit, its idle
+// watch, its connection trace. limit and bounded are the attempt's
+// deadline; derived says whether the context differs from the
+// operation's, without comparing the two.
+func (op *operation) attemptContext() (ctx context.Context, limit time.Time, bounded, derived bool) {
+	t := op.t
+	ctx, derived = op.ctx, op.derived
+	limit, bounded = op.deadline, op.hasDeadline
+	op.cancelAttempt, op.idle, op.trace = nil, nil, nil
+	if t.AttemptTimeout > 0 {
+		d := op.lastStart.Add(t.AttemptTimeout)
+		if op.hasDeadline && op.deadline.Before(d) {
+			d = op.deadline
+		}
+		ctx, op.cancelAttempt = op.withDeadline(ctx, d)
+		limit, bounded, derived = d, true, true
+	}
+	if t.IdleTimeout > 0 {
+		ctx, op.idle = watchIdle(ctx, op.clock, t.IdleTimeout)
+		derived = true
+	}
+	if !op.idempotent || t.OnAttempt != nil {
+		ctx, op.trace = withConnTrace(ctx, t.OnAttempt != nil)
+		derived = true
+	}
+	if op.idle != nil {
+		// After the connection trace, which is pooled only when it is
+		// the first trace installed.
+		ctx = op.idle.traced(ctx)
+	}
+	return ctx, limit, bounded, derived
 }
 
 // normalize makes Base's answer one of a response with a Body or an
@@ -261,14 +273,14 @@ func (op *operation) complete(req *http.Request, resp *http.Response, err error)
 	if op.idle != nil {
 		if resp == nil {
 			err = op.idle.wrap(err)
-		} else if resp.StatusCode == http.StatusSwitchingProtocols {
-			// A switched protocol has no response left to go quiet:
-			// the watch ends, and its context lives until the body is
-			// closed.
-			op.idle.timer.Stop()
 		} else {
-			op.idle.progress() // the headers arrived
-			resp.Body = &idleBody{rc: resp.Body, w: op.idle}
+			op.idle.headers()
+			// A switched protocol has no response left to go quiet:
+			// its body is not watched, and the attempt's context
+			// lives until it is closed.
+			if resp.StatusCode != http.StatusSwitchingProtocols {
+				resp.Body = &idleBody{rc: resp.Body, w: op.idle}
+			}
 		}
 	}
 	op.buffered = false

@@ -3,79 +3,230 @@ package httpretry
 import (
 	"context"
 	"io"
-	"sync/atomic"
+	"net/http/httptrace"
+	"net/textproto"
+	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 )
 
-// This file holds IdleTimeout: an attempt fails when no byte of its
-// response arrives for that long, however long the response keeps
-// flowing. One timer per attempt is reset by every Read that brings bytes;
-// there is no goroutine and no timer per Read.
+// This file holds IdleTimeout: an attempt fails when the server stays
+// silent for that long while the Transport waits for it on the caller's
+// behalf, however long the response keeps flowing. Like a read timeout on
+// a connection, it bounds how long one blocking read waits for bytes; it
+// never counts time in which the caller was not reading. One timer per
+// attempt runs only while someone waits:
+//
+//   - before the response headers, from the moment the request has been
+//     written (net/http's ResponseHeaderTimeout starts there too),
+//     restarted by every 1xx interim response after that. Getting a
+//     connection and sending the request body are not silence: the dial's
+//     own timeouts, Timeout and AttemptTimeout bound them, a body that
+//     stalls mid-upload included. A Base that reports no httptrace events
+//     is watched from the moment it was handed the attempt;
+//   - after the headers, only while a Read of the body is blocked. Bytes
+//     that arrive while the caller does something else wait in the
+//     connection's buffers (and HTTP/2 flow control); they are not silence.
+//
+// There is no goroutine and no timer per Read: the one timer is reset.
 
-// idleWatch ends one attempt when its response goes quiet. When its timer
-// fires it cancels the attempt's context, which closes the connection (or
-// resets the HTTP/2 stream) under a blocked Read, and the error that Read
-// returns is then reported as an idle timeout.
+// errIdleCut is the cause with which an idle watch ends its attempt's
+// context, so that net/http returns it rather than context.Canceled.
+var errIdleCut error = &idleTimeoutError{}
+
+// idlePhase is what an idle watch is waiting for.
+type idlePhase uint8
+
+const (
+	phaseHeaders idlePhase = iota // the response headers: httptrace events arm the timer
+	phaseBody                     // body bytes: a blocked Read arms the timer
+	phaseDone                     // nothing: the attempt ended
+)
+
+// idleWatch ends one attempt when its server stays silent for d while the
+// timer is armed. When the timer fires it cancels the attempt's context
+// with errIdleCut, which closes the connection (or resets the HTTP/2
+// stream) under a blocked Read, and the error that Read or Base then
+// returns is reported as an idle timeout.
+//
+// net/http calls the trace hooks from its own goroutines, and a body may
+// be closed while it is being read, so the state is guarded by mu.
 type idleWatch struct {
 	d      time.Duration
+	clock  clockwork.Clock
 	timer  clockwork.Timer
-	cancel context.CancelFunc // of the attempt's context
-	fired  atomic.Bool
+	cancel context.CancelCauseFunc // of the attempt's context
+	trace  httptrace.ClientTrace
+
+	mu       sync.Mutex // protects the fields below
+	phase    idlePhase
+	written  bool // the request has been written: the headers phase may arm
+	armed    bool
+	deadline time.Time     // when the armed period ends
+	left     time.Duration // of a period paused by a Read that brought nothing; 0: none
+	fired    bool
 }
 
-// watchIdle derives a context for one attempt that ends when the attempt
-// has received nothing for d, and starts the watch. The watch runs until
-// stop; the attempt is sent now, so the response headers must arrive
-// within d.
+// watchIdle derives a context for one attempt that ends when the server
+// stays silent for d while the timer is armed, and arms it: the attempt is
+// handed to Base now. Install the watch's trace with traced.
 func watchIdle(ctx context.Context, clock clockwork.Clock, d time.Duration) (context.Context, *idleWatch) {
-	ctx, cancel := context.WithCancel(ctx)
-	w := &idleWatch{d: d, cancel: cancel}
+	ctx, cancel := context.WithCancelCause(ctx)
+	w := &idleWatch{d: d, clock: clock, cancel: cancel}
+	w.deadline = clock.Now().Add(d)
+	w.armed = true
 	w.timer = clock.AfterFunc(d, w.expire)
 	return ctx, w
 }
 
-func (w *idleWatch) expire() {
-	w.fired.Store(true)
-	w.cancel()
+// traced returns ctx with the watch's httptrace hooks, composed with any
+// trace already in ctx. Getting a connection disarms the timer; the
+// request written arms it, and each 1xx response after that restarts it.
+// A 1xx before the request is written (100 Continue, or hints while the
+// body uploads) arms nothing: the body is still being sent. With a hook
+// for 1xx responses installed, net/http no longer limits their total
+// size; each one is still bounded, nothing accumulates, and the attempt's
+// time is bounded by Timeout and AttemptTimeout.
+func (w *idleWatch) traced(ctx context.Context) context.Context {
+	w.trace.GetConn = w.gettingConn
+	w.trace.WroteRequest = w.wroteRequest
+	w.trace.Got1xxResponse = w.got1xx
+	return httptrace.WithClientTrace(ctx, &w.trace)
 }
 
-// progress restarts the idle period: bytes arrived.
-func (w *idleWatch) progress() {
-	if !w.fired.Load() {
-		w.timer.Reset(w.d)
+// gettingConn: the request is (re)sent on a connection, which net/http
+// may do again within one attempt when a reused connection was dead.
+func (w *idleWatch) gettingConn(string) {
+	w.setWritten(false)
+	w.disarm(phaseHeaders, true)
+}
+
+func (w *idleWatch) wroteRequest(httptrace.WroteRequestInfo) {
+	w.setWritten(true)
+	w.arm(phaseHeaders)
+}
+
+func (w *idleWatch) got1xx(int, textproto.MIMEHeader) error {
+	w.arm(phaseHeaders)
+	return nil
+}
+
+func (w *idleWatch) setWritten(written bool) {
+	w.mu.Lock()
+	w.written = written
+	w.mu.Unlock()
+}
+
+// arm starts the idle period, if the watch is in phase: a full one, or
+// what is left of the last one when the Read that ended it brought no
+// bytes.
+func (w *idleWatch) arm(phase idlePhase) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.phase != phase || w.fired || (phase == phaseHeaders && !w.written) {
+		return
+	}
+	d := w.d
+	if w.left > 0 {
+		d = w.left
+	}
+	// The deadline is read before the timer is reset, so that it is never
+	// later than the moment the timer fires: expire uses it to ignore a
+	// firing left over from an earlier period.
+	w.deadline = w.clock.Now().Add(d)
+	w.armed = true
+	w.timer.Reset(d)
+}
+
+// disarm stops the idle period, if the watch is in phase. When nothing
+// arrived (progress is false), the period is paused rather than ended:
+// the next arm resumes it, and one already over ends the attempt now.
+func (w *idleWatch) disarm(phase idlePhase, progress bool) {
+	w.mu.Lock()
+	cut := false
+	if w.phase == phase && w.armed {
+		w.armed = false
+		w.timer.Stop()
+		w.left = 0
+		if !progress {
+			w.left = w.deadline.Sub(w.clock.Now())
+			cut = w.left <= 0
+			w.fired = cut
+		}
+	}
+	w.mu.Unlock()
+	if cut {
+		w.cancel(errIdleCut)
+	}
+}
+
+// expire ends the attempt, unless the timer was disarmed or re-armed
+// since it was set for this firing.
+func (w *idleWatch) expire() {
+	w.mu.Lock()
+	cut := w.armed && !w.fired && !w.clock.Now().Before(w.deadline)
+	if cut {
+		w.fired, w.armed = true, false
+	}
+	w.mu.Unlock()
+	if cut {
+		w.cancel(errIdleCut)
+	}
+}
+
+// headers ends the wait for the response headers: they arrived. From now
+// on only a blocked Read arms the timer.
+func (w *idleWatch) headers() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.phase == phaseHeaders {
+		w.phase, w.armed, w.left = phaseBody, false, 0
+		w.timer.Stop()
 	}
 }
 
 // stop ends the watch and releases the attempt's context: the response
-// was read to its end, closed, or discarded.
+// was read to its end, closed, or discarded. It may be called more than
+// once and concurrently with a Read.
 func (w *idleWatch) stop() {
+	w.mu.Lock()
+	w.phase, w.armed = phaseDone, false
 	w.timer.Stop()
-	w.cancel()
+	w.mu.Unlock()
+	w.cancel(nil)
 }
 
 // wrap reports err as an idle timeout when the watch ended the attempt.
+// The error Base or the body returns after the cut (net/http's
+// cancellation, context.Canceled over HTTP/2) is a consequence of the
+// cut, not the caller's doing: it is replaced, so that the error never
+// matches context.Canceled.
 func (w *idleWatch) wrap(err error) error {
-	if err == nil || err == io.EOF || !w.fired.Load() {
+	if err == nil || err == io.EOF {
 		return err
 	}
-	return &idleTimeoutError{err: err}
+	w.mu.Lock()
+	fired := w.fired
+	w.mu.Unlock()
+	if !fired {
+		return err
+	}
+	return &idleTimeoutError{d: w.d}
 }
 
-// idleBody is a response body under an idle watch: each Read that brings
-// bytes restarts the idle period, and a Read that fails because the
-// period ran out says so.
+// idleBody is a response body under an idle watch: the idle period runs
+// only while a Read is blocked, and a Read that fails because the period
+// ran out says so.
 type idleBody struct {
 	rc io.ReadCloser
 	w  *idleWatch
 }
 
 func (b *idleBody) Read(p []byte) (int, error) {
+	b.w.arm(phaseBody)
 	n, err := b.rc.Read(p)
-	if n > 0 {
-		b.w.progress()
-	}
+	b.w.disarm(phaseBody, n > 0)
 	if err == io.EOF {
 		b.w.stop()
 	}
@@ -89,13 +240,13 @@ func (b *idleBody) Close() error {
 }
 
 // idleTimeoutError is the error of an attempt, or of a Read of a returned
-// body, that received nothing for IdleTimeout. It keeps the transport's
-// own error in its chain.
-type idleTimeoutError struct{ err error }
+// body, whose server stayed silent for IdleTimeout. It wraps nothing: the
+// transport's own error after the cut only says that the attempt was
+// canceled, which the caller did not do.
+type idleTimeoutError struct{ d time.Duration }
 
 func (e *idleTimeoutError) Error() string {
-	return "httpretry: response idle timeout: " + e.err.Error()
+	return "httpretry: response idle timeout: no byte received for " + e.d.String()
 }
-func (e *idleTimeoutError) Unwrap() error        { return e.err }
 func (e *idleTimeoutError) Timeout() bool        { return true }
 func (e *idleTimeoutError) Is(target error) bool { return target == ErrIdleTimeout }

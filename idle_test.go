@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func TestIdleBeforeHeadersIsRetried(t *testing.T) {
 	var log attemptLog
 	tr := &Transport{Base: base, Clock: fc, IdleTimeout: 10 * time.Second, Jitter: noJitter, OnAttempt: log.onAttempt}
 	ch := start(tr, newRequest(t, context.Background(), "GET", "http://api.test/", nil))
-	advance(t, fc, 1, 10*time.Second) // the idle watch is the only waiter
+	advanceAt(t, fc, base, 1, 1, 10*time.Second) // the idle watch is the only waiter, once the request hangs
 	r := await(t, ch)
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -195,16 +196,20 @@ func newStreamServer(t *testing.T, h2 bool, h http.Handler) *httptest.Server {
 	return srv
 }
 
-// emptyReadBody returns no bytes and no error on its first Read, then
-// blocks until its request's context ends.
+// emptyReadBody returns no bytes and no error on its first Read, after
+// first of clock's time has passed, then blocks until its request's
+// context ends.
 type emptyReadBody struct {
 	ctx   context.Context
+	clock clockwork.Clock
+	first time.Duration
 	reads int
 }
 
 func (b *emptyReadBody) Read([]byte) (int, error) {
 	b.reads++
 	if b.reads == 1 {
+		<-b.clock.After(b.first)
 		return 0, nil
 	}
 	<-b.ctx.Done()
@@ -214,13 +219,13 @@ func (b *emptyReadBody) Read([]byte) (int, error) {
 func (b *emptyReadBody) Close() error { return nil }
 
 // TestEmptyReadIsNoProgress: a Read that brings no bytes does not restart
-// the idle period.
+// the idle period: the next Read waits only for what is left of it.
 func TestEmptyReadIsNoProgress(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		resp := response(r, 200, "")
-		resp.Body, resp.ContentLength = &emptyReadBody{ctx: r.Context()}, -1
+		resp.Body, resp.ContentLength = &emptyReadBody{ctx: r.Context(), clock: fc, first: 6 * time.Second}, -1
 		return resp, nil
 	})
 	tr := &Transport{Base: base, Clock: fc, IdleTimeout: 10 * time.Second}
@@ -229,17 +234,19 @@ func TestEmptyReadIsNoProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	fc.Advance(6 * time.Second)
-	if n, err := resp.Body.Read(make([]byte, 8)); n != 0 || err != nil {
-		t.Fatalf("first read: %d, %v; want 0, nil", n, err)
-	}
-	done := make(chan error, 1)
+	done := make(chan error, 2)
 	go func() {
-		_, err := resp.Body.Read(make([]byte, 8))
+		n, err := resp.Body.Read(make([]byte, 8))
+		if n != 0 || err != nil {
+			done <- fmt.Errorf("first read: %d, %v; want 0, nil", n, err)
+			return
+		}
+		_, err = resp.Body.Read(make([]byte, 8))
 		done <- err
 	}()
-	// 11s after the headers: the idle period, counted from them, is over.
-	fc.Advance(5 * time.Second)
+	advance(t, fc, 2, 6*time.Second) // the idle watch and the empty read
+	// 10s of blocked reads: the idle period, counted across both, is over.
+	advance(t, fc, 1, 4*time.Second)
 	select {
 	case err := <-done:
 		if !errors.Is(err, ErrIdleTimeout) {
@@ -247,5 +254,205 @@ func TestEmptyReadIsNoProgress(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the read still waits: an empty read restarted the idle period")
+	}
+}
+
+// TestIdleBeforeHeadersCountsOnlyTheServersSilence drives a Base that
+// reports its progress through httptrace, as *http.Transport does, on a
+// fake clock: hours spent getting a connection and sending the body,
+// before and after a 100 Continue, do not count; the idle period starts
+// when the request has been written and every 1xx response restarts it;
+// silence for IdleTimeout after the last one ends the attempt with an
+// idle timeout, not a cancellation.
+func TestIdleBeforeHeadersCountsOnlyTheServersSilence(t *testing.T) {
+	t.Parallel()
+	const idle = 10 * time.Second
+	fc := clockwork.NewFakeClock()
+	said, next := make(chan int), make(chan struct{})
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		// As net/http does, a hook is called only when set.
+		tr := httptrace.ContextClientTrace(r.Context())
+		if tr == nil {
+			tr = &httptrace.ClientTrace{}
+		}
+		interim := func(code int) func() {
+			return func() {
+				if tr.Got1xxResponse != nil {
+					tr.Got1xxResponse(code, nil)
+				}
+			}
+		}
+		events := []func(){
+			func() {
+				if tr.GetConn != nil {
+					tr.GetConn("api.test:80")
+				}
+			},
+			interim(http.StatusContinue),
+			func() {
+				if tr.WroteRequest != nil {
+					tr.WroteRequest(httptrace.WroteRequestInfo{})
+				}
+			},
+			interim(http.StatusEarlyHints),
+			interim(http.StatusEarlyHints),
+		}
+		for i, event := range events {
+			event()
+			said <- i
+			select {
+			case <-next:
+			case <-r.Context().Done():
+				return nil, r.Context().Err() // as HTTP/2 reports a cut
+			}
+		}
+		return response(r, 200, "ok"), nil
+	})
+	var log attemptLog
+	tr := &Transport{Base: base, Clock: fc, IdleTimeout: idle, MaxAttempts: 1, OnAttempt: log.onAttempt}
+	ch := start(tr, newRequest(t, context.Background(), "PUT", "http://api.test/", strings.NewReader("body")))
+	for i := range 5 {
+		select {
+		case got := <-said:
+			if got != i {
+				t.Fatalf("base at event %d; want %d", got, i)
+			}
+		case r := <-ch:
+			t.Fatalf("RoundTrip returned %v before event %d", r.err, i)
+		}
+		if i < 2 {
+			// Getting a connection, then uploading after 100 Continue:
+			// no timer runs.
+			if timerArmed(fc) {
+				t.Fatalf("a timer runs at event %d, before the request was written", i)
+			}
+			fc.Advance(time.Hour)
+		} else {
+			// Written, then two 1xx: the watch is armed, and not yet over.
+			advance(t, fc, 1, idle-time.Millisecond)
+		}
+		if i < 4 {
+			next <- struct{}{}
+		}
+	}
+	advance(t, fc, 1, time.Millisecond) // IdleTimeout since the last 1xx
+	r := await(t, ch)
+	checkIdleError(t, r.err)
+	if a := log.attempts; len(a) != 1 || !errors.Is(a[0].Err, ErrIdleTimeout) {
+		t.Errorf("attempts %+v; want one, ended by ErrIdleTimeout", a)
+	}
+}
+
+// timerArmed reports whether fc has a waiter now, without waiting.
+func timerArmed(fc *clockwork.FakeClock) bool {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return fc.BlockUntilContext(ctx, 1) == nil
+}
+
+// chanBody is a response body whose bytes come from ch, and whose Read
+// fails when its request's context ends.
+type chanBody struct {
+	ctx context.Context
+	ch  chan string
+}
+
+func (b *chanBody) Read(p []byte) (int, error) {
+	select {
+	case s := <-b.ch:
+		return copy(p, s), nil
+	case <-b.ctx.Done():
+		return 0, b.ctx.Err()
+	}
+}
+
+func (b *chanBody) Close() error { return nil }
+
+// TestIdleClockStopsWhileCallerHoldsNoRead: after the headers, the idle
+// period runs only while a Read is blocked. Hours in which the caller
+// holds no Read do not count; a blocked Read that gets its bytes just
+// before IdleTimeout succeeds; one that waits IdleTimeout fails.
+func TestIdleClockStopsWhileCallerHoldsNoRead(t *testing.T) {
+	t.Parallel()
+	const idle = 10 * time.Second
+	fc := clockwork.NewFakeClock()
+	data := make(chan string)
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		resp := response(r, 200, "")
+		resp.Body, resp.ContentLength = &chanBody{ctx: r.Context(), ch: data}, -1
+		return resp, nil
+	})
+	tr := &Transport{Base: base, Clock: fc, IdleTimeout: idle}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	type read struct {
+		s   string
+		err error
+	}
+	reads := make(chan read, 1)
+	readOnce := func() {
+		go func() {
+			buf := make([]byte, 8)
+			n, err := resp.Body.Read(buf)
+			reads <- read{string(buf[:n]), err}
+		}()
+	}
+	for _, s := range []string{"a", "b"} {
+		fc.Advance(time.Hour) // the caller holds no Read
+		readOnce()
+		advance(t, fc, 1, idle-time.Millisecond) // the Read is blocked, the watch armed
+		data <- s
+		if r := <-reads; r.s != s || r.err != nil {
+			t.Fatalf("read %q, %v; want %q, nil", r.s, r.err, s)
+		}
+	}
+	fc.Advance(time.Hour)
+	readOnce()
+	advance(t, fc, 1, idle)
+	select {
+	case r := <-reads:
+		checkIdleError(t, r.err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the Read still waits after IdleTimeout")
+	}
+}
+
+// TestIdleWatchIgnoresStaleFiring: a firing of the timer that was set for
+// an earlier period — the timer fired just as a Read returned, and the
+// next Read re-armed it before the callback ran — or that comes after the
+// watch was disarmed, does not end the attempt; one at the end of the
+// armed period does.
+func TestIdleWatchIgnoresStaleFiring(t *testing.T) {
+	t.Parallel()
+	const idle = 10 * time.Second
+	fc := clockwork.NewFakeClock()
+	ctx, w := watchIdle(context.Background(), fc, idle)
+	defer w.stop()
+	w.headers()
+	cut := func() bool {
+		select {
+		case <-ctx.Done():
+			return true
+		default:
+			return false
+		}
+	}
+	w.expire() // disarmed: the headers arrived
+	if cut() {
+		t.Fatal("a firing after the headers, with no Read blocked, ended the attempt")
+	}
+	w.arm(phaseBody)
+	fc.Advance(idle - time.Second)
+	w.expire() // left over from an earlier period: this one has a second to go
+	if cut() {
+		t.Fatal("a stale firing ended the attempt before its period was over")
+	}
+	fc.Advance(time.Second)
+	w.expire()
+	if !cut() || !errors.Is(context.Cause(ctx), ErrIdleTimeout) {
+		t.Fatalf("cause %v at the end of the period; want the idle timeout", context.Cause(ctx))
 	}
 }

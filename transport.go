@@ -112,15 +112,22 @@ type Transport struct {
 	// the response headers arrive.
 	BufferResponse int64
 
-	// IdleTimeout, when positive, fails an attempt when no byte of its
-	// response (headers or body) arrives for this long. Before RoundTrip
-	// returns, such a stall is a transient failure, retried like an
-	// attempt timeout; after, a Read of the returned body fails with an
-	// error that matches [ErrIdleTimeout] and whose Timeout method reports
-	// true, and the connection is released. It never cuts a response that
-	// keeps flowing, however long: use it for streams (server-sent events,
-	// long downloads), where AttemptTimeout would cap the stream's length.
-	// 0 (or negative) means no idle limit.
+	// IdleTimeout, when positive, fails an attempt when its server stays
+	// silent for this long while the Transport waits for it on the
+	// caller's behalf. Like a read timeout, it bounds how long one
+	// blocking wait for bytes lasts; it never counts time in which the
+	// caller was not reading. It runs before the response headers, from
+	// the moment the request has been written (getting a connection and
+	// sending the body are bounded by Timeout and AttemptTimeout, not by
+	// it), restarted by each 1xx interim response; and after them only
+	// while a Read of the body is blocked. Before RoundTrip returns, such
+	// a stall is a transient failure, retried like an attempt timeout;
+	// after, the Read fails with an error that matches [ErrIdleTimeout]
+	// and whose Timeout method reports true (never [context.Canceled]),
+	// and the connection is released. It never cuts a response that keeps
+	// flowing, however long, nor one the caller reads slowly: use it for
+	// streams (server-sent events, long downloads), where AttemptTimeout
+	// would cap the stream's length. 0 (or negative) means no idle limit.
 	IdleTimeout time.Duration
 
 	// Transient reports whether an attempt's failure is worth another
