@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"go.uber.org/goleak"
 )
 
@@ -49,5 +51,30 @@ func TestNewWithoutBinaryNamesThePackage(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
+	}
+}
+
+// The proxy forwards commands and replies, and a command chosen by
+// LoseNext reaches the server while its reply does not: go-redis, reading
+// EOF, sends it again, so the server runs it twice.
+func TestProxyLosesReplyAfterServerRan(t *testing.T) {
+	ctx := context.Background()
+	srv := Start(t)
+	p := StartProxy(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	if err := rdb.Set(ctx, "n", 0, 0).Err(); err != nil {
+		t.Fatalf("SET through the proxy: %v", err)
+	}
+	p.LoseNext("incr", 1)
+	if got, err := rdb.Incr(ctx, "n").Result(); err != nil || got != 2 {
+		t.Fatalf("INCR = %d, %v; want 2 (run, reply lost, re-sent, run again), nil", got, err)
+	}
+	if got := p.Lost(); got != 1 {
+		t.Fatalf("Lost = %d; want 1", got)
+	}
+	direct := srv.Client(t)
+	if got, err := direct.Get(ctx, "n").Int(); err != nil || got != 2 {
+		t.Fatalf("n on the server = %d, %v; want 2", got, err)
 	}
 }
