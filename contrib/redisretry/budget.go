@@ -99,12 +99,15 @@ type Options struct {
 //
 // A Budget is safe for simultaneous use by multiple goroutines.
 type Budget struct {
-	rdb        redis.UniversalClient
-	keys       []string // the one key, as scripts take it
-	capacity   int64    // in tokenUnit
-	perRequest int64    // in tokenUnit
-	opts       Options
-	local      *httpretry.TokenBucket
+	rdb  redis.UniversalClient
+	keys []string // the one key, as scripts take it
+	// noncePrefix starts the keys of the nonces, in the key's Cluster slot.
+	noncePrefix string
+	nonces      *nonces
+	capacity    int64 // in tokenUnit
+	perRequest  int64 // in tokenUnit
+	opts        Options
+	local       *httpretry.TokenBucket
 
 	state    atomic.Int32 // a State, or closed
 	deposits atomic.Int64 // deposits not yet sent
@@ -131,7 +134,9 @@ type Budget struct {
 //
 // Every process sharing key must use the same capacity and perRequest.
 // NewBudget makes no Redis call, so it succeeds while Redis is down; it
-// fails only on a nil client, an empty key or more than one Options.
+// fails only on a nil client, an empty key, a key with a '}' but no hash
+// tag (the Budget keeps short-lived keys beside key, in its Redis Cluster
+// slot) or more than one Options.
 func NewBudget(rdb redis.UniversalClient, key string, capacity, perRequest float64, opts ...Options) (*Budget, error) {
 	switch {
 	case rdb == nil:
@@ -141,18 +146,24 @@ func NewBudget(rdb redis.UniversalClient, key string, capacity, perRequest float
 	case len(opts) > 1:
 		return nil, fmt.Errorf("redisretry: %d Options given; want at most one", len(opts))
 	}
+	noncePrefix, err := sameSlotPrefix(key)
+	if err != nil {
+		return nil, fmt.Errorf("redisretry: key %q %w", key, err)
+	}
 	var o Options
 	if len(opts) == 1 {
 		o = opts[0]
 	}
 	b := &Budget{
-		rdb:        rdb,
-		keys:       []string{key},
-		capacity:   min(toUnits(capacity), maxUnits),
-		perRequest: toUnits(perRequest),
-		opts:       o,
-		stop:       make(chan struct{}),
-		done:       make(chan struct{}),
+		rdb:         rdb,
+		keys:        []string{key},
+		noncePrefix: noncePrefix,
+		nonces:      newNonces(),
+		capacity:    min(toUnits(capacity), maxUnits),
+		perRequest:  toUnits(perRequest),
+		opts:        o,
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
 	}
 	b.perRequest = min(b.perRequest, b.capacity)
 	b.local = httpretry.NewBudget(capacity/float64(b.fleetSize()), perRequest)

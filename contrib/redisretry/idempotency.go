@@ -91,6 +91,7 @@ type IdempotencyStore struct {
 	rdb    redis.UniversalClient
 	prefix string
 	opts   IdempotencyOptions
+	nonces *nonces
 }
 
 // NewIdempotencyStore returns a store that keeps its records in rdb under
@@ -106,7 +107,7 @@ func NewIdempotencyStore(rdb redis.UniversalClient, prefix string, opts ...Idemp
 	if len(opts) > 1 {
 		return nil, fmt.Errorf("redisretry: %d IdempotencyOptions given; want at most one", len(opts))
 	}
-	s := &IdempotencyStore{rdb: rdb, prefix: prefix}
+	s := &IdempotencyStore{rdb: rdb, prefix: prefix, nonces: newNonces()}
 	if len(opts) == 1 {
 		s.opts = opts[0]
 	}
@@ -121,13 +122,16 @@ func (s *IdempotencyStore) reservationTTL(lockTTL time.Duration) time.Duration {
 	return max(durationOr(s.opts.ReservationTTL, DefaultReservationTTL), lockTTL)
 }
 
-// keys returns the script keys of key: its record, its lock and the
-// store's token counter.
+// keys returns the script keys of key: its record, its lock, a new nonce
+// for this call (see nonce.go) and the store's token counter.
 func (s *IdempotencyStore) keys(key string) []string {
 	sum := sha256.Sum256([]byte(key))
 	h := hex.EncodeToString(sum[:])
-	return []string{s.prefix + "r:" + h, s.prefix + "l:" + h, s.prefix + "fence"}
+	return []string{s.prefix + "r:" + h, s.prefix + "l:" + h, s.prefix + "n:" + s.nonces.next(), s.prefix + "fence"}
 }
+
+// nonceTTL is how long, in milliseconds, a call remembers its answer.
+func (s *IdempotencyStore) nonceTTL() int64 { return nonceTTL(s.callTimeout()) }
 
 // errNonPositiveTTL rejects a TTL that would make a record expire at once.
 var errNonPositiveTTL = errors.New("redisretry: idempotency TTL must be positive")
@@ -140,7 +144,7 @@ func (s *IdempotencyStore) Reserve(ctx context.Context, key, fingerprint string,
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
 	res, err := reserveScript.Run(ctx, s.rdb, s.keys(key), fingerprint,
-		millis(lockTTL), millis(s.reservationTTL(lockTTL))).Slice()
+		millis(lockTTL), millis(s.reservationTTL(lockTTL)), s.nonceTTL()).Slice()
 	if err != nil {
 		return idempotency.Reservation{}, wrapStoreErr("reserve", err)
 	}
@@ -165,8 +169,8 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idemp
 	hdr := encodeHeader(resp.Header)
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
-	ok, err := completeScript.Run(ctx, s.rdb, s.keys(key)[:2], tokenArg(token), millis(ttl),
-		resp.Status, hdr, resp.Body).Int()
+	ok, err := completeScript.Run(ctx, s.rdb, s.keys(key)[:3], tokenArg(token), millis(ttl),
+		resp.Status, hdr, resp.Body, s.nonceTTL()).Int()
 	if err != nil {
 		return wrapStoreErr("complete", err)
 	}
@@ -180,7 +184,7 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idemp
 func (s *IdempotencyStore) Release(ctx context.Context, key string, token idempotency.Token) error {
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
-	ok, err := releaseScript.Run(ctx, s.rdb, s.keys(key)[:2], tokenArg(token)).Int()
+	ok, err := releaseScript.Run(ctx, s.rdb, s.keys(key)[:3], tokenArg(token), s.nonceTTL()).Int()
 	if err != nil {
 		return wrapStoreErr("release", err)
 	}
@@ -193,14 +197,26 @@ func (s *IdempotencyStore) Release(ctx context.Context, key string, token idempo
 // The scripts. A record is a hash: st ("p" while in progress, "c" once
 // completed), fp (the fingerprint), tok (the fencing token, as INCR's
 // decimal text) and, when completed, status, hdr (the header, as
-// encodeHeader writes it) and body. The lock is a string holding the token, set with PX: while it
-// exists, the reservation's owner is alive. Comparing tokens as text
-// avoids Lua's floating-point numbers.
+// encodeHeader writes it) and body. The lock is a string holding the
+// token, set with PX: while it exists, the reservation's owner is alive.
+// Comparing tokens as text avoids Lua's floating-point numbers.
+//
+// Each call carries a nonce key (see nonce.go). A script that changes
+// the record remembers its answer there for the nonce's TTL, and a script
+// that finds its nonce answers that again and changes nothing: a second
+// delivery of one Reserve answers the caller's own reservation rather
+// than "in progress", and of one Complete or Release, success rather than
+// a stale token.
 
-// reserveScript: KEYS record, lock, counter; ARGV fingerprint, lock TTL
-// (ms), reservation TTL (ms). Returns {1, token, took over}, {2}, {4} or
-// {3, 0, 0, status, header, body}.
+// reserveScript: KEYS record, lock, nonce, counter; ARGV fingerprint,
+// lock TTL (ms), reservation TTL (ms), nonce TTL (ms). Returns {1, token,
+// took over}, {2}, {4} or {3, 0, 0, status, header, body}.
 var reserveScript = redis.NewScript(`
+local seen = redis.call('GET', KEYS[3])
+if seen then
+  local tok, took = string.match(seen, '^(%d+) (%d)$')
+  return {1, tonumber(tok), tonumber(took)}
+end
 local rec = redis.call('HMGET', KEYS[1], 'st', 'fp')
 local took = 0
 if rec[1] then
@@ -212,42 +228,42 @@ if rec[1] then
   if redis.call('EXISTS', KEYS[2]) == 1 then return {2} end
   took = 1
 end
-local tok = redis.call('INCR', KEYS[3])
+local tok = redis.call('INCR', KEYS[4])
 redis.call('HSET', KEYS[1], 'st', 'p', 'fp', ARGV[1], 'tok', tok)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 redis.call('SET', KEYS[2], tok, 'PX', ARGV[2])
+redis.call('SET', KEYS[3], tok .. ' ' .. took, 'PX', ARGV[4])
 return {1, tok, took}
 `)
 
-// completeScript: KEYS record, lock; ARGV token, TTL (ms), status,
-// header, body. Returns 1, or 0 when the token does not own the
-// reservation.
+// completeScript: KEYS record, lock, nonce; ARGV token, TTL (ms), status,
+// header, body, nonce TTL (ms). Returns 1, or 0 when the token does not
+// own the reservation.
 var completeScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[3]) == 1 then return 1 end
 local rec = redis.call('HMGET', KEYS[1], 'st', 'tok')
 if rec[1] ~= 'p' or rec[2] ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'st', 'c', 'status', ARGV[3], 'hdr', ARGV[4], 'body', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('DEL', KEYS[2])
+redis.call('SET', KEYS[3], '1', 'PX', ARGV[6])
 return 1
 `)
 
-// releaseScript: KEYS record, lock; ARGV token. Returns 1, or 0 when the
-// token does not own the reservation.
+// releaseScript: KEYS record, lock, nonce; ARGV token, nonce TTL (ms).
+// Returns 1, or 0 when the token does not own the reservation.
 var releaseScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[3]) == 1 then return 1 end
 local rec = redis.call('HMGET', KEYS[1], 'st', 'tok')
 if rec[1] ~= 'p' or rec[2] ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('SET', KEYS[3], '1', 'PX', ARGV[2])
 return 1
 `)
 
 // tokenArg is token as the script compares it: the decimal text INCR
 // stored. Token 0, never issued, matches nothing.
 func tokenArg(t idempotency.Token) string { return strconv.FormatUint(uint64(t), 10) }
-
-// millis is d in whole milliseconds, at least 1, for PX and PEXPIRE.
-func millis(d time.Duration) int64 {
-	return max(int64((d+time.Millisecond-1)/time.Millisecond), 1)
-}
 
 // wrapStoreErr names the package and the operation in a Redis error, and
 // explains the errors Redis gives for a prefix shared with other data or a

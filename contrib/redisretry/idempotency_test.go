@@ -108,8 +108,16 @@ func TestIdempotencyStoreTTLs(t *testing.T) {
 		t.Fatalf("lock still exists after Complete")
 	}
 	keys := rdb.Keys(ctx, prefix+"*").Val()
-	if len(keys) != 2 {
-		t.Fatalf("keys under the prefix = %q, want the record and the counter", keys)
+	var nonces []string
+	for _, k := range keys {
+		if strings.HasPrefix(k, prefix+"n:") {
+			nonces = append(nonces, k)
+			// Remembered only as long as go-redis may send the call again.
+			expectPTTL(t, rdb, k, patient+nonceGrace)
+		}
+	}
+	if len(keys) != 4 || len(nonces) != 2 {
+		t.Fatalf("keys under the prefix = %q, want the record, the counter and the nonces of Reserve and Complete", keys)
 	}
 	for _, k := range keys {
 		if strings.Contains(k, key) {
