@@ -263,6 +263,30 @@ func TestTTL(t *testing.T) {
 	}
 }
 
+// A TTL under a millisecond is sent as 1ms (Redis rejects PX 0) and the
+// longest one does not overflow: the budget uses the shared bucket with
+// either, and the key lives about as long as asked.
+func TestTTLClampedBothWays(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, rdb := server(t)
+	tiny := newBudget(t, rdb, "ttl-tiny", 20, 0.1, Options{TTL: 500 * time.Microsecond, CallTimeout: patient})
+	if !tiny.Withdraw(ctx) || tiny.State() != Shared {
+		t.Fatalf("Withdraw with TTL 500µs: state %v; want granted from the shared bucket", tiny.State())
+	}
+	forever := newBudget(t, rdb, "ttl-forever", 20, 0.1, Options{TTL: time.Duration(math.MaxInt64), CallTimeout: patient})
+	if !forever.Withdraw(ctx) || forever.State() != Shared {
+		t.Fatalf("Withdraw with TTL MaxInt64: state %v; want granted from the shared bucket", forever.State())
+	}
+	// Read as milliseconds: go-redis's Duration of this PTTL overflows.
+	if ttl, err := rdb.Do(ctx, "PTTL", "ttl-forever").Int64(); err != nil || ttl < int64(290*365*24*time.Hour/time.Millisecond) {
+		t.Fatalf("PTTL with TTL MaxInt64 = %v, %v; want about 292 years", ttl, err)
+	}
+	if got := tokens(t, forever); got != 19 {
+		t.Fatalf("tokens = %v; want 19", got)
+	}
+}
+
 func TestCloseFlushesAndStops(t *testing.T) {
 	t.Parallel()
 	_, rdb := server(t)
