@@ -120,6 +120,9 @@ type Budget struct {
 	calls    sync.WaitGroup // Redis calls in flight, for Close
 	inflight atomic.Int32   // Redis calls in flight, for the prober
 
+	grantsMu sync.Mutex    // protects grants
+	grants   []*localGrant // local tokens out for running operations; see refund.go
+
 	stop      chan struct{} // closed by Close to stop the flusher
 	done      chan struct{} // closed when the flusher has returned
 	closeOnce sync.Once
@@ -231,7 +234,7 @@ func (b *Budget) Deposit() {
 // call, when ctx has already ended.
 func (b *Budget) Withdraw(ctx context.Context) bool {
 	if b.state.Load() != int32(Shared) {
-		return b.local.Withdraw(ctx)
+		return b.withdrawLocal(ctx)
 	}
 	if ended(ctx) {
 		return false
@@ -246,14 +249,16 @@ func (b *Budget) Withdraw(ctx context.Context) bool {
 		return false
 	}
 	b.fallBack(err)
-	return b.local.Withdraw(ctx)
+	return b.withdrawLocal(ctx)
 }
 
-// Refund gives back a token withdrawn for a retry that was not sent. In
-// the shared state the token is sent to Redis with the next Withdraw or
-// flush; in the local state it goes to the local bucket.
+// Refund gives back a token withdrawn for a retry that was not sent, to
+// the bucket it came from. In the local state, or while a token withdrawn
+// from the local bucket for a running operation is still out (see
+// refund.go), it goes to the local bucket; otherwise it is sent to Redis
+// with the next Withdraw or flush.
 func (b *Budget) Refund() {
-	if b.state.Load() != int32(Shared) {
+	if b.takeGrant() || b.state.Load() != int32(Shared) {
 		b.local.Refund()
 		return
 	}
@@ -263,11 +268,18 @@ func (b *Budget) Refund() {
 // Flush sends the pending deposits and refunds to Redis now, in one round
 // trip, bounded by ctx and CallTimeout. The background goroutine does this
 // every FlushInterval; tests and shutdown paths call it directly. It does
-// nothing in the local state. A failure switches to the local bucket and
-// is returned.
+// nothing in the local state. With ctx already ended it sends nothing,
+// keeps the counts for the next flush and returns ctx's error. A failure
+// switches to the local bucket and is returned, and the counts it carried
+// are dropped. A call go-redis sent twice (see nonce.go) applied them
+// once, and Flush returns nil.
 func (b *Budget) Flush(ctx context.Context) error {
 	if b.state.Load() != int32(Shared) {
 		return nil
+	}
+	if ended(ctx) {
+		// Nothing is sent, so the counts stay for the next flush.
+		return ctx.Err()
 	}
 	add := b.takePending()
 	if add == 0 {
