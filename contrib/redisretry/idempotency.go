@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/httpretry/httpretry/idempotency"
@@ -48,6 +49,16 @@ type IdempotencyOptions struct {
 	// negative) means no limit here: the store records what the Handler
 	// hands it, which its MaxResponseBody bounds.
 	MaxResponseSize int64
+
+	// AllowEviction lets the store run on a Redis whose maxmemory-policy
+	// is not noeviction. Without it, Reserve fails with an error wrapping
+	// [ErrEvictionPolicy] on such a Redis (and the Handler answers 503):
+	// under memory pressure it may evict a running operation's lock or
+	// record, and a retry would run the operation a second time. Set it
+	// only where something else keeps Redis from ever evicting (a memory
+	// limit far above what the keys can reach), knowing that a double
+	// execution is the price of being wrong. false means refuse.
+	AllowEviction bool
 }
 
 // IdempotencyStore is an [idempotency.Store] in Redis, shared by every
@@ -76,9 +87,13 @@ type IdempotencyOptions struct {
 // without persistence, an allkeys-* maxmemory-policy evicting it), tokens
 // start again from 1, and a request still running from before could
 // record its response over a successor's: run Redis with persistence and
-// a noeviction or volatile-* policy (the counter has no TTL, so volatile
-// policies never evict it). A Redis out of memory makes Reserve and
-// Complete fail with an error that matches [idempotency.ErrStoreFull].
+// a maxmemory-policy of noeviction: any other may evict a running
+// operation's lock or record (volatile-ttl evicts the locks first), and a
+// retry would run the operation again, so Reserve refuses such a Redis
+// with [ErrEvictionPolicy] unless [IdempotencyOptions.AllowEviction] is
+// set (see [IdempotencyStore.CheckEvictionPolicy]). A Redis out of memory
+// makes Reserve and Complete fail with an error that matches
+// [idempotency.ErrStoreFull].
 //
 // A Redis failure is returned as an error that names the package and the
 // operation, never the key: the Handler then answers 503 before running
@@ -92,11 +107,17 @@ type IdempotencyStore struct {
 	prefix string
 	opts   IdempotencyOptions
 	nonces *nonces
+
+	// policyOK is when a check found maxmemory-policy noeviction, in
+	// Unix nanoseconds; 0 before that or after a check failed.
+	policyOK atomic.Int64
 }
 
 // NewIdempotencyStore returns a store that keeps its records in rdb under
 // keys that start with prefix. opts may hold at most one
-// [IdempotencyOptions]. It makes no Redis call.
+// [IdempotencyOptions]. It makes no Redis call; the first Reserve checks
+// the server's maxmemory-policy, and [IdempotencyStore.CheckEvictionPolicy]
+// makes that check at start-up.
 func NewIdempotencyStore(rdb redis.UniversalClient, prefix string, opts ...IdempotencyOptions) (*IdempotencyStore, error) {
 	if rdb == nil {
 		return nil, errors.New("redisretry: nil Redis client")
@@ -140,6 +161,9 @@ var errNonPositiveTTL = errors.New("redisretry: idempotency TTL must be positive
 func (s *IdempotencyStore) Reserve(ctx context.Context, key, fingerprint string, lockTTL time.Duration) (idempotency.Reservation, error) {
 	if lockTTL <= 0 {
 		return idempotency.Reservation{}, errNonPositiveTTL
+	}
+	if err := s.checkEvictionPolicy(ctx); err != nil {
+		return idempotency.Reservation{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
