@@ -3,6 +3,7 @@ package redistest
 import (
 	"bytes"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -16,10 +17,11 @@ import (
 // failure go-redis answers by sending the command again (up to its
 // MaxRetries), so the server runs it twice.
 //
-// A command is chosen when one read from the client contains Match (as
-// go-redis writes it: lower case, such as "evalsha"): either one of the
-// next n given to [Proxy.LoseNext], or PerMille of them, drawn from Seed
-// and the command's number. Its methods are safe for concurrent use.
+// A command is chosen when one read from the client contains a match (as
+// go-redis writes it: lower case, such as "evalsha"; "" matches every
+// command): either one of the next n given to [Proxy.LoseNext], or a rate
+// of them given to [Proxy.LoseRate]. Its methods are safe for concurrent
+// use.
 type Proxy struct {
 	target string
 	ln     net.Listener
@@ -30,6 +32,9 @@ type Proxy struct {
 	seed     atomic.Uint64
 	seen     atomic.Uint64 // matching commands so far
 	lost     atomic.Int64  // replies lost
+
+	lostMu  sync.Mutex          // protects lostSet
+	lostSet map[uint64]struct{} // hashes of the commands LoseRate lost
 
 	mu     sync.Mutex // protects conns and closed
 	conns  map[net.Conn]struct{}
@@ -73,7 +78,11 @@ func (p *Proxy) LoseNext(match string, n int) {
 
 // LoseRate loses the replies of perMille thousandths of the commands
 // that contain match, drawn from seed and each command's number, so that
-// a run is reproducible for a given order of commands.
+// a run is reproducible for a given order of commands. It never loses the
+// reply to a command byte for byte the same as one it lost before (the
+// client sending it again): a reply is lost at most once, so go-redis's
+// retries always end, and a run measures the double deliveries rather
+// than its client giving up.
 func (p *Proxy) LoseRate(match string, perMille int, seed uint64) {
 	m := []byte(match)
 	p.match.Store(&m)
@@ -208,7 +217,22 @@ func (p *Proxy) chosen(chunk []byte) bool {
 		}
 	}
 	perMille := p.perMille.Load()
-	return perMille > 0 && int64(splitmix(p.seed.Load()^n)%1000) < perMille
+	if perMille <= 0 || int64(splitmix(p.seed.Load()^n)%1000) >= perMille {
+		return false
+	}
+	h := fnv.New64a()
+	h.Write(chunk)
+	sum := h.Sum64()
+	p.lostMu.Lock()
+	defer p.lostMu.Unlock()
+	if _, again := p.lostSet[sum]; again {
+		return false
+	}
+	if p.lostSet == nil {
+		p.lostSet = map[uint64]struct{}{}
+	}
+	p.lostSet[sum] = struct{}{}
+	return true
 }
 
 // splitmix is SplitMix64's finalizer: a well-mixed hash of x.
