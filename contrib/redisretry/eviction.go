@@ -93,12 +93,19 @@ func readPolicy(ctx context.Context, c redis.Cmdable) (string, error) {
 	}
 	info, err := c.Info(ctx, "memory").Result()
 	if err != nil {
+		var refused redis.Error
+		if errors.As(err, &refused) {
+			// Redis answered, and refused both (ACLs, renamed commands).
+			return "", fmt.Errorf("cannot read maxmemory-policy (CONFIG GET: %v; INFO memory: %w); "+
+				"allow one of them, or set IdempotencyOptions.AllowEviction", cfgErr, err)
+		}
 		return "", err
 	}
 	if p, ok := policyFromInfo(info); ok {
 		return p, nil
 	}
-	return "", errors.New("neither CONFIG GET maxmemory-policy nor INFO memory names the policy")
+	return "", errors.New("neither CONFIG GET maxmemory-policy nor INFO memory names the policy; " +
+		"set IdempotencyOptions.AllowEviction if your Redis cannot tell")
 }
 
 // policyFromInfo finds maxmemory_policy in the text of INFO memory.

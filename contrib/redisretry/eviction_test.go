@@ -133,3 +133,20 @@ func TestPolicyFromInfo(t *testing.T) {
 		})
 	}
 }
+
+// A Redis that refuses both CONFIG and INFO is refused too, with an
+// error that says what to allow; AllowEviction runs on it.
+func TestIdempotencyStoreRefusesRedisThatHidesItsPolicy(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t, "--rename-command", "CONFIG", "", "--rename-command", "INFO", "")
+	rdb := srv.Client(t)
+	s, _ := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient})
+	_, err := s.Reserve(ctx, "k", "fp", time.Minute)
+	if err == nil || !strings.Contains(err.Error(), "cannot read maxmemory-policy") || !strings.Contains(err.Error(), "AllowEviction") {
+		t.Fatalf("Reserve = %v; want an error saying the policy cannot be read and how to proceed", err)
+	}
+	allowing, _ := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient, AllowEviction: true})
+	if r, err := allowing.Reserve(ctx, "k", "fp", time.Minute); err != nil || r.State != idempotency.StateReserved {
+		t.Fatalf("Reserve with AllowEviction = %+v, %v; want reserved", r, err)
+	}
+}
