@@ -94,8 +94,9 @@ type Options struct {
 // (created full with the Budget and kept for its life), probes Redis with
 // backoff from its background goroutine, and goes back to the shared
 // bucket when Redis answers. Deposits and refunds made in the local state
-// stay local; the counts pending when a call fails are dropped, not
-// replayed.
+// stay local, and so does the refund of a token the local bucket gave;
+// the counts pending when a call fails are dropped, not replayed. A call
+// that go-redis sends twice (its reply was lost) applies once.
 //
 // A Budget is safe for simultaneous use by multiple goroutines.
 type Budget struct {

@@ -71,7 +71,9 @@ type IdempotencyOptions struct {
 // that expires after the lock TTL on Redis's own clock. Reserve, Complete
 // and Release are each one Lua script, atomic across all the processes;
 // fencing tokens come from one INCR'd counter under the prefix, so they
-// never repeat for any key while that counter lives. Keys and responses
+// never repeat for any key while that counter lives. A call that go-redis
+// sends twice because its reply was lost applies once and answers the
+// same both times (see nonce.go). Keys and responses
 // are stored under the SHA-256 of the idempotency key, never the key
 // itself, and nothing is logged. Records expire by Redis TTLs: a response
 // after the Handler's ResponseTTL, an abandoned reservation after
