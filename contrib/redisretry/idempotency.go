@@ -86,15 +86,15 @@ type IdempotencyOptions struct {
 // of its own. On Redis Cluster, put a hash tag in the prefix (such as
 // "{idem}:"): each script touches the counter and a key's records, which
 // must then share a slot. If the counter is lost (FLUSHALL, a restart
-// without persistence, an allkeys-* maxmemory-policy evicting it), tokens
-// start again from 1, and a request still running from before could
-// record its response over a successor's: run Redis with persistence and
-// a maxmemory-policy of noeviction: any other may evict a running
-// operation's lock or record (volatile-ttl evicts the locks first), and a
-// retry would run the operation again, so Reserve refuses such a Redis
-// with [ErrEvictionPolicy] unless [IdempotencyOptions.AllowEviction] is
-// set (see [IdempotencyStore.CheckEvictionPolicy]). A Redis out of memory
-// makes Reserve and Complete fail with an error that matches
+// without persistence), tokens start again from 1, and a request still
+// running from before could record its response over a successor's: run
+// Redis with persistence. Run it with maxmemory-policy noeviction too: any
+// other policy may evict a running operation's lock or record
+// (volatile-ttl evicts the locks first, allkeys-* the counter as well),
+// and a retry would run the operation again, so Reserve refuses such a
+// Redis with [ErrEvictionPolicy] unless [IdempotencyOptions.AllowEviction]
+// is set (see [IdempotencyStore.CheckEvictionPolicy]). A Redis out of
+// memory makes Reserve and Complete fail with an error that matches
 // [idempotency.ErrStoreFull].
 //
 // A Redis failure is returned as an error that names the package and the
