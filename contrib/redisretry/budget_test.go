@@ -32,6 +32,7 @@ func TestNewBudgetBadInput(t *testing.T) {
 		{"nil client", nil, "k", nil, "redisretry: nil Redis client"},
 		{"empty key", rdb, "", nil, "redisretry: empty key"},
 		{"two Options", rdb, "k", []Options{{}, {}}, "redisretry: 2 Options given; want at most one"},
+		{"brace without hash tag", rdb, "a}b", nil, `redisretry: key "a}b" ` + errKeyBrace.Error()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
