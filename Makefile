@@ -68,9 +68,10 @@ demo:
 
 ## demo-payments: 10,000 orders through httpretry, a fault injector and two
 ## payment-service instances sharing a Redis idempotency store (its own
-## redis-server on a free loopback port); prints charges, replays, conflicts
+## redis-server on a free loopback port); prints charges, replays, conflicts;
+## then the same with 5% of Redis replies lost after Redis ran the command
 demo-payments: deps
-	cd contrib/redisretry && $(GO) run ./examples/payments -orders 10000
+	cd contrib/redisretry && $(GO) run ./examples/payments -orders 10000 -lost-replies 5
 
 ## demo-metrics: the flaky demo service and a client instrumented with
 ## promretry for 10 s, /metrics on loopback; prints the key series

@@ -94,17 +94,21 @@ type Options struct {
 // (created full with the Budget and kept for its life), probes Redis with
 // backoff from its background goroutine, and goes back to the shared
 // bucket when Redis answers. Deposits and refunds made in the local state
-// stay local; the counts pending when a call fails are dropped, not
-// replayed.
+// stay local, and so does the refund of a token the local bucket gave;
+// the counts pending when a call fails are dropped, not replayed. A call
+// that go-redis sends twice (its reply was lost) applies once.
 //
 // A Budget is safe for simultaneous use by multiple goroutines.
 type Budget struct {
-	rdb        redis.UniversalClient
-	keys       []string // the one key, as scripts take it
-	capacity   int64    // in tokenUnit
-	perRequest int64    // in tokenUnit
-	opts       Options
-	local      *httpretry.TokenBucket
+	rdb  redis.UniversalClient
+	keys []string // the one key, as scripts take it
+	// noncePrefix starts the keys of the nonces, in the key's Cluster slot.
+	noncePrefix string
+	nonces      *nonces
+	capacity    int64 // in tokenUnit
+	perRequest  int64 // in tokenUnit
+	opts        Options
+	local       *httpretry.TokenBucket
 
 	state    atomic.Int32 // a State, or closed
 	deposits atomic.Int64 // deposits not yet sent
@@ -116,6 +120,9 @@ type Budget struct {
 	closed   bool           // no new Redis call starts
 	calls    sync.WaitGroup // Redis calls in flight, for Close
 	inflight atomic.Int32   // Redis calls in flight, for the prober
+
+	grantsMu sync.Mutex    // protects grants
+	grants   []*localGrant // local tokens out for running operations; see refund.go
 
 	stop      chan struct{} // closed by Close to stop the flusher
 	done      chan struct{} // closed when the flusher has returned
@@ -131,7 +138,9 @@ type Budget struct {
 //
 // Every process sharing key must use the same capacity and perRequest.
 // NewBudget makes no Redis call, so it succeeds while Redis is down; it
-// fails only on a nil client, an empty key or more than one Options.
+// fails only on a nil client, an empty key, a key with a '}' but no hash
+// tag (the Budget keeps short-lived keys beside key, in its Redis Cluster
+// slot) or more than one Options.
 func NewBudget(rdb redis.UniversalClient, key string, capacity, perRequest float64, opts ...Options) (*Budget, error) {
 	switch {
 	case rdb == nil:
@@ -141,18 +150,24 @@ func NewBudget(rdb redis.UniversalClient, key string, capacity, perRequest float
 	case len(opts) > 1:
 		return nil, fmt.Errorf("redisretry: %d Options given; want at most one", len(opts))
 	}
+	noncePrefix, err := sameSlotPrefix(key)
+	if err != nil {
+		return nil, fmt.Errorf("redisretry: key %q %w", key, err)
+	}
 	var o Options
 	if len(opts) == 1 {
 		o = opts[0]
 	}
 	b := &Budget{
-		rdb:        rdb,
-		keys:       []string{key},
-		capacity:   min(toUnits(capacity), maxUnits),
-		perRequest: toUnits(perRequest),
-		opts:       o,
-		stop:       make(chan struct{}),
-		done:       make(chan struct{}),
+		rdb:         rdb,
+		keys:        []string{key},
+		noncePrefix: noncePrefix,
+		nonces:      newNonces(),
+		capacity:    min(toUnits(capacity), maxUnits),
+		perRequest:  toUnits(perRequest),
+		opts:        o,
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
 	}
 	b.perRequest = min(b.perRequest, b.capacity)
 	b.local = httpretry.NewBudget(capacity/float64(b.fleetSize()), perRequest)
@@ -220,7 +235,7 @@ func (b *Budget) Deposit() {
 // call, when ctx has already ended.
 func (b *Budget) Withdraw(ctx context.Context) bool {
 	if b.state.Load() != int32(Shared) {
-		return b.local.Withdraw(ctx)
+		return b.withdrawLocal(ctx)
 	}
 	if ended(ctx) {
 		return false
@@ -235,14 +250,16 @@ func (b *Budget) Withdraw(ctx context.Context) bool {
 		return false
 	}
 	b.fallBack(err)
-	return b.local.Withdraw(ctx)
+	return b.withdrawLocal(ctx)
 }
 
-// Refund gives back a token withdrawn for a retry that was not sent. In
-// the shared state the token is sent to Redis with the next Withdraw or
-// flush; in the local state it goes to the local bucket.
+// Refund gives back a token withdrawn for a retry that was not sent, to
+// the bucket it came from. In the local state, or while a token withdrawn
+// from the local bucket for a running operation is still out (see
+// refund.go), it goes to the local bucket; otherwise it is sent to Redis
+// with the next Withdraw or flush.
 func (b *Budget) Refund() {
-	if b.state.Load() != int32(Shared) {
+	if b.takeGrant() || b.state.Load() != int32(Shared) {
 		b.local.Refund()
 		return
 	}
@@ -252,11 +269,18 @@ func (b *Budget) Refund() {
 // Flush sends the pending deposits and refunds to Redis now, in one round
 // trip, bounded by ctx and CallTimeout. The background goroutine does this
 // every FlushInterval; tests and shutdown paths call it directly. It does
-// nothing in the local state. A failure switches to the local bucket and
-// is returned.
+// nothing in the local state. With ctx already ended it sends nothing,
+// keeps the counts for the next flush and returns ctx's error. A failure
+// switches to the local bucket and is returned, and the counts it carried
+// are dropped. A call go-redis sent twice (see nonce.go) applied them
+// once, and Flush returns nil.
 func (b *Budget) Flush(ctx context.Context) error {
 	if b.state.Load() != int32(Shared) {
 		return nil
+	}
+	if ended(ctx) {
+		// Nothing is sent, so the counts stay for the next flush.
+		return ctx.Err()
 	}
 	add := b.takePending()
 	if add == 0 {

@@ -2,6 +2,7 @@ package redisretry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -31,6 +32,7 @@ func TestNewBudgetBadInput(t *testing.T) {
 		{"nil client", nil, "k", nil, "redisretry: nil Redis client"},
 		{"empty key", rdb, "", nil, "redisretry: empty key"},
 		{"two Options", rdb, "k", []Options{{}, {}}, "redisretry: 2 Options given; want at most one"},
+		{"brace without hash tag", rdb, "a}b", nil, `redisretry: key "a}b" ` + errKeyBrace.Error()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -263,6 +265,30 @@ func TestTTL(t *testing.T) {
 	}
 }
 
+// A TTL under a millisecond is sent as 1ms (Redis rejects PX 0) and the
+// longest one does not overflow: the budget uses the shared bucket with
+// either, and the key lives about as long as asked.
+func TestTTLClampedBothWays(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, rdb := server(t)
+	tiny := newBudget(t, rdb, "ttl-tiny", 20, 0.1, Options{TTL: 500 * time.Microsecond, CallTimeout: patient})
+	if !tiny.Withdraw(ctx) || tiny.State() != Shared {
+		t.Fatalf("Withdraw with TTL 500µs: state %v; want granted from the shared bucket", tiny.State())
+	}
+	forever := newBudget(t, rdb, "ttl-forever", 20, 0.1, Options{TTL: time.Duration(math.MaxInt64), CallTimeout: patient})
+	if !forever.Withdraw(ctx) || forever.State() != Shared {
+		t.Fatalf("Withdraw with TTL MaxInt64: state %v; want granted from the shared bucket", forever.State())
+	}
+	// Read as milliseconds: go-redis's Duration of this PTTL overflows.
+	if ttl, err := rdb.Do(ctx, "PTTL", "ttl-forever").Int64(); err != nil || ttl < int64(290*365*24*time.Hour/time.Millisecond) {
+		t.Fatalf("PTTL with TTL MaxInt64 = %v, %v; want about 292 years", ttl, err)
+	}
+	if got := tokens(t, forever); got != 19 {
+		t.Fatalf("tokens = %v; want 19", got)
+	}
+}
+
 func TestCloseFlushesAndStops(t *testing.T) {
 	t.Parallel()
 	_, rdb := server(t)
@@ -309,5 +335,31 @@ func TestStateString(t *testing.T) {
 	}
 	if !strings.HasPrefix(errClosed.Error(), "redisretry: ") {
 		t.Errorf("errClosed = %q; want the package prefix", errClosed)
+	}
+}
+
+// Flush with a context that has already ended sends nothing and keeps
+// the pending counts: the next flush delivers them.
+func TestFlushWithEndedContextKeepsCounts(t *testing.T) {
+	t.Parallel()
+	_, rdb := server(t)
+	b := newBudget(t, rdb, "flush-ended", 20, 0.5, Options{FlushInterval: time.Hour, CallTimeout: patient})
+	drain(t, b)
+	b.Deposit()
+	b.Deposit()
+	b.Refund()
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := b.Flush(ended); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Flush(ended) = %v; want context.Canceled", err)
+	}
+	if s := b.State(); s != Shared {
+		t.Fatalf("state = %v; want shared", s)
+	}
+	if err := b.Flush(context.Background()); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if got := tokens(t, b); got != 2 {
+		t.Fatalf("tokens = %v; want 2 (two deposits of 0.5 and a refund)", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/httpretry/httpretry/idempotency"
@@ -48,6 +49,16 @@ type IdempotencyOptions struct {
 	// negative) means no limit here: the store records what the Handler
 	// hands it, which its MaxResponseBody bounds.
 	MaxResponseSize int64
+
+	// AllowEviction lets the store run on a Redis whose maxmemory-policy
+	// is not noeviction. Without it, Reserve fails with an error wrapping
+	// [ErrEvictionPolicy] on such a Redis (and the Handler answers 503):
+	// under memory pressure it may evict a running operation's lock or
+	// record, and a retry would run the operation a second time. Set it
+	// only where something else keeps Redis from ever evicting (a memory
+	// limit far above what the keys can reach), knowing that a double
+	// execution is the price of being wrong. false means refuse.
+	AllowEviction bool
 }
 
 // IdempotencyStore is an [idempotency.Store] in Redis, shared by every
@@ -60,7 +71,9 @@ type IdempotencyOptions struct {
 // that expires after the lock TTL on Redis's own clock. Reserve, Complete
 // and Release are each one Lua script, atomic across all the processes;
 // fencing tokens come from one INCR'd counter under the prefix, so they
-// never repeat for any key while that counter lives. Keys and responses
+// never repeat for any key while that counter lives. A call that go-redis
+// sends twice because its reply was lost applies once and answers the
+// same both times (see nonce.go). Keys and responses
 // are stored under the SHA-256 of the idempotency key, never the key
 // itself, and nothing is logged. Records expire by Redis TTLs: a response
 // after the Handler's ResponseTTL, an abandoned reservation after
@@ -73,12 +86,16 @@ type IdempotencyOptions struct {
 // of its own. On Redis Cluster, put a hash tag in the prefix (such as
 // "{idem}:"): each script touches the counter and a key's records, which
 // must then share a slot. If the counter is lost (FLUSHALL, a restart
-// without persistence, an allkeys-* maxmemory-policy evicting it), tokens
-// start again from 1, and a request still running from before could
-// record its response over a successor's: run Redis with persistence and
-// a noeviction or volatile-* policy (the counter has no TTL, so volatile
-// policies never evict it). A Redis out of memory makes Reserve and
-// Complete fail with an error that matches [idempotency.ErrStoreFull].
+// without persistence), tokens start again from 1, and a request still
+// running from before could record its response over a successor's: run
+// Redis with persistence. Run it with maxmemory-policy noeviction too: any
+// other policy may evict a running operation's lock or record
+// (volatile-ttl evicts the locks first, allkeys-* the counter as well),
+// and a retry would run the operation again, so Reserve refuses such a
+// Redis with [ErrEvictionPolicy] unless [IdempotencyOptions.AllowEviction]
+// is set (see [IdempotencyStore.CheckEvictionPolicy]). A Redis out of
+// memory makes Reserve and Complete fail with an error that matches
+// [idempotency.ErrStoreFull].
 //
 // A Redis failure is returned as an error that names the package and the
 // operation, never the key: the Handler then answers 503 before running
@@ -91,11 +108,18 @@ type IdempotencyStore struct {
 	rdb    redis.UniversalClient
 	prefix string
 	opts   IdempotencyOptions
+	nonces *nonces
+
+	// policyOK is when a check found maxmemory-policy noeviction, in
+	// Unix nanoseconds; 0 before that or after a check failed.
+	policyOK atomic.Int64
 }
 
 // NewIdempotencyStore returns a store that keeps its records in rdb under
 // keys that start with prefix. opts may hold at most one
-// [IdempotencyOptions]. It makes no Redis call.
+// [IdempotencyOptions]. It makes no Redis call; the first Reserve checks
+// the server's maxmemory-policy, and [IdempotencyStore.CheckEvictionPolicy]
+// makes that check at start-up.
 func NewIdempotencyStore(rdb redis.UniversalClient, prefix string, opts ...IdempotencyOptions) (*IdempotencyStore, error) {
 	if rdb == nil {
 		return nil, errors.New("redisretry: nil Redis client")
@@ -106,7 +130,7 @@ func NewIdempotencyStore(rdb redis.UniversalClient, prefix string, opts ...Idemp
 	if len(opts) > 1 {
 		return nil, fmt.Errorf("redisretry: %d IdempotencyOptions given; want at most one", len(opts))
 	}
-	s := &IdempotencyStore{rdb: rdb, prefix: prefix}
+	s := &IdempotencyStore{rdb: rdb, prefix: prefix, nonces: newNonces()}
 	if len(opts) == 1 {
 		s.opts = opts[0]
 	}
@@ -121,13 +145,16 @@ func (s *IdempotencyStore) reservationTTL(lockTTL time.Duration) time.Duration {
 	return max(durationOr(s.opts.ReservationTTL, DefaultReservationTTL), lockTTL)
 }
 
-// keys returns the script keys of key: its record, its lock and the
-// store's token counter.
+// keys returns the script keys of key: its record, its lock, a new nonce
+// for this call (see nonce.go) and the store's token counter.
 func (s *IdempotencyStore) keys(key string) []string {
 	sum := sha256.Sum256([]byte(key))
 	h := hex.EncodeToString(sum[:])
-	return []string{s.prefix + "r:" + h, s.prefix + "l:" + h, s.prefix + "fence"}
+	return []string{s.prefix + "r:" + h, s.prefix + "l:" + h, s.prefix + "n:" + s.nonces.next(), s.prefix + "fence"}
 }
+
+// nonceTTL is how long, in milliseconds, a call remembers its answer.
+func (s *IdempotencyStore) nonceTTL() int64 { return nonceTTL(s.callTimeout()) }
 
 // errNonPositiveTTL rejects a TTL that would make a record expire at once.
 var errNonPositiveTTL = errors.New("redisretry: idempotency TTL must be positive")
@@ -137,10 +164,13 @@ func (s *IdempotencyStore) Reserve(ctx context.Context, key, fingerprint string,
 	if lockTTL <= 0 {
 		return idempotency.Reservation{}, errNonPositiveTTL
 	}
+	if err := s.checkEvictionPolicy(ctx); err != nil {
+		return idempotency.Reservation{}, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
 	res, err := reserveScript.Run(ctx, s.rdb, s.keys(key), fingerprint,
-		millis(lockTTL), millis(s.reservationTTL(lockTTL))).Slice()
+		millis(lockTTL), millis(s.reservationTTL(lockTTL)), s.nonceTTL()).Slice()
 	if err != nil {
 		return idempotency.Reservation{}, wrapStoreErr("reserve", err)
 	}
@@ -165,8 +195,8 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idemp
 	hdr := encodeHeader(resp.Header)
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
-	ok, err := completeScript.Run(ctx, s.rdb, s.keys(key)[:2], tokenArg(token), millis(ttl),
-		resp.Status, hdr, resp.Body).Int()
+	ok, err := completeScript.Run(ctx, s.rdb, s.keys(key)[:3], tokenArg(token), millis(ttl),
+		resp.Status, hdr, resp.Body, s.nonceTTL()).Int()
 	if err != nil {
 		return wrapStoreErr("complete", err)
 	}
@@ -180,7 +210,7 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idemp
 func (s *IdempotencyStore) Release(ctx context.Context, key string, token idempotency.Token) error {
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
-	ok, err := releaseScript.Run(ctx, s.rdb, s.keys(key)[:2], tokenArg(token)).Int()
+	ok, err := releaseScript.Run(ctx, s.rdb, s.keys(key)[:3], tokenArg(token), s.nonceTTL()).Int()
 	if err != nil {
 		return wrapStoreErr("release", err)
 	}
@@ -193,14 +223,26 @@ func (s *IdempotencyStore) Release(ctx context.Context, key string, token idempo
 // The scripts. A record is a hash: st ("p" while in progress, "c" once
 // completed), fp (the fingerprint), tok (the fencing token, as INCR's
 // decimal text) and, when completed, status, hdr (the header, as
-// encodeHeader writes it) and body. The lock is a string holding the token, set with PX: while it
-// exists, the reservation's owner is alive. Comparing tokens as text
-// avoids Lua's floating-point numbers.
+// encodeHeader writes it) and body. The lock is a string holding the
+// token, set with PX: while it exists, the reservation's owner is alive.
+// Comparing tokens as text avoids Lua's floating-point numbers.
+//
+// Each call carries a nonce key (see nonce.go). A script that changes
+// the record remembers its answer there for the nonce's TTL, and a script
+// that finds its nonce answers that again and changes nothing: a second
+// delivery of one Reserve answers the caller's own reservation rather
+// than "in progress", and of one Complete or Release, success rather than
+// a stale token.
 
-// reserveScript: KEYS record, lock, counter; ARGV fingerprint, lock TTL
-// (ms), reservation TTL (ms). Returns {1, token, took over}, {2}, {4} or
-// {3, 0, 0, status, header, body}.
+// reserveScript: KEYS record, lock, nonce, counter; ARGV fingerprint,
+// lock TTL (ms), reservation TTL (ms), nonce TTL (ms). Returns {1, token,
+// took over}, {2}, {4} or {3, 0, 0, status, header, body}.
 var reserveScript = redis.NewScript(`
+local seen = redis.call('GET', KEYS[3])
+if seen then
+  local tok, took = string.match(seen, '^(%d+) (%d)$')
+  return {1, tonumber(tok), tonumber(took)}
+end
 local rec = redis.call('HMGET', KEYS[1], 'st', 'fp')
 local took = 0
 if rec[1] then
@@ -212,42 +254,42 @@ if rec[1] then
   if redis.call('EXISTS', KEYS[2]) == 1 then return {2} end
   took = 1
 end
-local tok = redis.call('INCR', KEYS[3])
+local tok = redis.call('INCR', KEYS[4])
 redis.call('HSET', KEYS[1], 'st', 'p', 'fp', ARGV[1], 'tok', tok)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 redis.call('SET', KEYS[2], tok, 'PX', ARGV[2])
+redis.call('SET', KEYS[3], tok .. ' ' .. took, 'PX', ARGV[4])
 return {1, tok, took}
 `)
 
-// completeScript: KEYS record, lock; ARGV token, TTL (ms), status,
-// header, body. Returns 1, or 0 when the token does not own the
-// reservation.
+// completeScript: KEYS record, lock, nonce; ARGV token, TTL (ms), status,
+// header, body, nonce TTL (ms). Returns 1, or 0 when the token does not
+// own the reservation.
 var completeScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[3]) == 1 then return 1 end
 local rec = redis.call('HMGET', KEYS[1], 'st', 'tok')
 if rec[1] ~= 'p' or rec[2] ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'st', 'c', 'status', ARGV[3], 'hdr', ARGV[4], 'body', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('DEL', KEYS[2])
+redis.call('SET', KEYS[3], '1', 'PX', ARGV[6])
 return 1
 `)
 
-// releaseScript: KEYS record, lock; ARGV token. Returns 1, or 0 when the
-// token does not own the reservation.
+// releaseScript: KEYS record, lock, nonce; ARGV token, nonce TTL (ms).
+// Returns 1, or 0 when the token does not own the reservation.
 var releaseScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[3]) == 1 then return 1 end
 local rec = redis.call('HMGET', KEYS[1], 'st', 'tok')
 if rec[1] ~= 'p' or rec[2] ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('SET', KEYS[3], '1', 'PX', ARGV[2])
 return 1
 `)
 
 // tokenArg is token as the script compares it: the decimal text INCR
 // stored. Token 0, never issued, matches nothing.
 func tokenArg(t idempotency.Token) string { return strconv.FormatUint(uint64(t), 10) }
-
-// millis is d in whole milliseconds, at least 1, for PX and PEXPIRE.
-func millis(d time.Duration) int64 {
-	return max(int64((d+time.Millisecond-1)/time.Millisecond), 1)
-}
 
 // wrapStoreErr names the package and the operation in a Redis error, and
 // explains the errors Redis gives for a prefix shared with other data or a

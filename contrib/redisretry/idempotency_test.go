@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -108,8 +109,16 @@ func TestIdempotencyStoreTTLs(t *testing.T) {
 		t.Fatalf("lock still exists after Complete")
 	}
 	keys := rdb.Keys(ctx, prefix+"*").Val()
-	if len(keys) != 2 {
-		t.Fatalf("keys under the prefix = %q, want the record and the counter", keys)
+	var nonces []string
+	for _, k := range keys {
+		if strings.HasPrefix(k, prefix+"n:") {
+			nonces = append(nonces, k)
+			// Remembered only as long as go-redis may send the call again.
+			expectPTTL(t, rdb, k, patient+nonceGrace)
+		}
+	}
+	if len(keys) != 4 || len(nonces) != 2 {
+		t.Fatalf("keys under the prefix = %q, want the record, the counter and the nonces of Reserve and Complete", keys)
 	}
 	for _, k := range keys {
 		if strings.Contains(k, key) {
@@ -122,6 +131,34 @@ func TestIdempotencyStoreTTLs(t *testing.T) {
 	}
 	if got := rdb.HLen(ctx, rec).Val(); got != 6 {
 		t.Fatalf("record has %d fields, want 6 (st, fp, tok, status, hdr, body)", got)
+	}
+}
+
+// A record's TTL near time.Duration(math.MaxInt64), a common "forever",
+// does not overflow into 1ms, and one under a millisecond is sent as 1ms
+// rather than PX 0, which Redis rejects.
+func TestIdempotencyStoreTTLClampedBothWays(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t).Client(t)
+	s, prefix := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient})
+	const forever = time.Duration(math.MaxInt64)
+	r, err := s.Reserve(ctx, "k", "fp", forever)
+	if err != nil || r.State != idempotency.StateReserved {
+		t.Fatalf("Reserve with lock TTL MaxInt64 = %+v, %v", r, err)
+	}
+	if err := s.Complete(ctx, "k", r.Token, &idempotency.Response{Status: 200}, forever); err != nil {
+		t.Fatalf("Complete with TTL MaxInt64: %v", err)
+	}
+	// Read as milliseconds: go-redis's Duration of this PTTL overflows.
+	if ttl, _ := rdb.Do(ctx, "PTTL", prefix+"r:"+hashed("k")).Int64(); ttl < int64(290*365*24*time.Hour/time.Millisecond) {
+		t.Fatalf("record PTTL = %v; want about 292 years", ttl)
+	}
+	if got, err := s.Reserve(ctx, "k", "fp", time.Minute); err != nil || got.State != idempotency.StateCompleted {
+		t.Fatalf("Reserve after Complete = %+v, %v; want the recorded response", got, err)
+	}
+	r, err = s.Reserve(ctx, "short", "fp", time.Microsecond)
+	if err != nil || r.State != idempotency.StateReserved {
+		t.Fatalf("Reserve with lock TTL 1µs = %+v, %v; want reserved", r, err)
 	}
 }
 

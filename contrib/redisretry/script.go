@@ -14,11 +14,20 @@ import (
 // refuses, and refreshes the key's TTL. A missing key is a full bucket, as
 // a new TokenBucket is. The count is kept as a decimal integer of
 // millionths of a token; Lua's float64 numbers hold it exactly below 2^53.
+// The answer is remembered under the call's nonce, so that a second
+// delivery of the same call (see nonce.go) answers the same and adds and
+// takes nothing.
 //
-// KEYS[1] the bucket; ARGV[1] capacity, ARGV[2] units to add, ARGV[3]
-// units to take (0 for a flush), ARGV[4] TTL in milliseconds. It returns
-// {granted (0 or 1), tokens after}.
+// KEYS[1] the bucket, KEYS[2] the call's nonce; ARGV[1] capacity, ARGV[2]
+// units to add, ARGV[3] units to take (0 for a flush), ARGV[4] TTL in
+// milliseconds, ARGV[5] how long to remember the nonce, in milliseconds.
+// It returns {granted (0 or 1), tokens after}.
 var bucketScript = redis.NewScript(`
+local seen = redis.call('GET', KEYS[2])
+if seen then
+  local g, t = string.match(seen, '^(%d) (%d+)$')
+  return {tonumber(g), tonumber(t)}
+end
 local capacity = tonumber(ARGV[1])
 local tokens = capacity
 local v = redis.call('GET', KEYS[1])
@@ -35,7 +44,9 @@ if take > 0 and tokens >= take then
   tokens = tokens - take
   granted = 1
 end
-redis.call('SET', KEYS[1], string.format('%d', tokens), 'PX', ARGV[4])
+local count = string.format('%d', tokens)
+redis.call('SET', KEYS[1], count, 'PX', ARGV[4])
+redis.call('SET', KEYS[2], granted .. ' ' .. count, 'PX', ARGV[5])
 return {granted, tokens}
 `)
 
@@ -46,7 +57,9 @@ var errClosed = errors.New("redisretry: budget closed")
 // and reports whether the take was granted and the tokens left, in units.
 func (b *Budget) eval(ctx context.Context, add, take int64) (granted bool, tokens int64, err error) {
 	res, err := do(b, ctx, func(ctx context.Context) ([]int64, error) {
-		return bucketScript.Run(ctx, b.rdb, b.keys, b.capacity, add, take, b.ttl().Milliseconds()).Int64Slice()
+		keys := []string{b.keys[0], b.noncePrefix + b.nonces.next()}
+		return bucketScript.Run(ctx, b.rdb, keys, b.capacity, add, take,
+			millis(b.ttl()), nonceTTL(b.callTimeout())).Int64Slice()
 	})
 	if err != nil {
 		return false, 0, b.wrap(err)

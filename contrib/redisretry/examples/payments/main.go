@@ -5,11 +5,14 @@
 // and a fake card provider behind them; places orders through an
 // httpretry client with a random Idempotency-Key per order; reconciles
 // the orders that failed by sending them again with their key; and
-// prints the counts. It exits 1 if any order was charged twice, or if
-// charges and confirmed orders differ.
+// prints the counts. Then it does it all again with the services reaching
+// Redis through a proxy that loses -lost-replies percent of Redis's
+// replies after Redis ran the command, which go-redis answers by sending
+// the command again. It exits 1 if any order was charged twice, or if
+// charges and confirmed orders differ, in either run.
 //
 //	make demo-payments
-//	cd contrib/redisretry && go run ./examples/payments -orders 10000
+//	cd contrib/redisretry && go run ./examples/payments -orders 10000 -lost-replies 5
 //
 // Everything listens on 127.0.0.1 and stops when the program ends.
 package main
@@ -19,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"slices"
@@ -35,8 +39,9 @@ func main() {
 	workers := flag.Int("workers", 64, "orders in flight at once")
 	salt := flag.Uint64("salt", 1, "selects the fault decisions, which are fixed per order and attempt")
 	attemptTimeout := flag.Duration("attempt-timeout", 300*time.Millisecond, "the client's AttemptTimeout; delayed responses are held 200ms longer")
+	lost := flag.Float64("lost-replies", 5, "percent of Redis replies lost after Redis ran the command, in the second run; 0 skips that run")
 	flag.Parse()
-	if err := run(os.Stdout, *orders, *workers, *salt, *attemptTimeout); err != nil {
+	if err := run(os.Stdout, config{*orders, *workers, *salt, *attemptTimeout, *lost}); err != nil {
 		fmt.Fprintln(os.Stderr, "payments:", err)
 		os.Exit(1)
 	}
@@ -46,9 +51,17 @@ type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
 
-func run(out io.Writer, orders, workers int, salt uint64, attemptTimeout time.Duration) error {
-	if orders <= 0 || workers <= 0 || attemptTimeout <= 0 {
-		return fmt.Errorf("-orders, -workers and -attempt-timeout must be positive")
+// config is the command line.
+type config struct {
+	orders, workers int
+	salt            uint64
+	attemptTimeout  time.Duration
+	lostPercent     float64
+}
+
+func run(out io.Writer, c config) error {
+	if c.orders <= 0 || c.workers <= 0 || c.attemptTimeout <= 0 || c.lostPercent < 0 || c.lostPercent > 100 {
+		return fmt.Errorf("-orders, -workers and -attempt-timeout must be positive, -lost-replies within [0, 100]")
 	}
 	redis.SetLogger(quiet{})
 	srv, err := redistest.New()
@@ -56,13 +69,37 @@ func run(out io.Writer, orders, workers int, salt uint64, attemptTimeout time.Du
 		return err
 	}
 	defer srv.Close()
+	fmt.Fprintf(out, "== run 1: redis-server on %s, every reply delivered\n", srv.Addr())
+	if err := pass(out, srv.Addr(), "payments:", c); err != nil {
+		return err
+	}
+	if c.lostPercent == 0 {
+		return nil
+	}
+	proxy, err := redistest.NewProxy(srv.Addr())
+	if err != nil {
+		return err
+	}
+	defer proxy.Close()
+	proxy.LoseRate("", int(math.Round(c.lostPercent*10)), c.salt)
+	fmt.Fprintf(out, "\n== run 2: the services reach Redis through %s, which loses %v%% of Redis's replies after Redis ran the command (go-redis sends it again; a reply is lost at most once)\n",
+		proxy.Addr(), c.lostPercent)
+	err = pass(out, proxy.Addr(), "payments-lost-replies:", c)
+	fmt.Fprintf(out, "Redis replies lost after the command ran: %d\n", proxy.Lost())
+	return err
+}
+
+// pass places the orders once against the Redis at redisAddr, reconciles
+// the failed ones and checks the charges.
+func pass(out io.Writer, redisAddr, prefix string, c config) error {
+	orders, workers, salt, attemptTimeout := c.orders, c.workers, c.salt, c.attemptTimeout
 	faults := paymentsim.Faults{
 		Salt: salt, ResetPerMille: 50, DropPerMille: 300, DelayPerMille: 100, DelayBy: attemptTimeout + 200*time.Millisecond,
 		SlowPerMille: 20, SlowBy: 800 * time.Millisecond,
 	}
 	// Redis calls get 10s: on a loaded machine a store error would only
 	// turn into 503s and retries, but the proof is about the faults above.
-	f, err := paymentsim.StartFleet(srv.Addr(), "payments:", faults, 10*time.Second)
+	f, err := paymentsim.StartFleet(redisAddr, prefix, faults, 10*time.Second)
 	if err != nil {
 		return err
 	}
@@ -70,8 +107,8 @@ func run(out io.Writer, orders, workers int, salt uint64, attemptTimeout time.Du
 	client, keys := paymentsim.NewOrderClient(attemptTimeout, workers)
 	defer client.CloseIdleConnections()
 
-	fmt.Fprintf(out, "redis-server on %s; payment service instances %s and %s behind the fault injector %s\n",
-		srv.Addr(), f.Instances[0].URL, f.Instances[1].URL, f.Front.URL)
+	fmt.Fprintf(out, "payment service instances %s and %s behind the fault injector %s\n",
+		f.Instances[0].URL, f.Instances[1].URL, f.Front.URL)
 	fmt.Fprintf(out, "faults per attempt: reset before the request is read 5%%, response dropped after the charge 30%%, response held %v (attempt timeout %v) 10%%; 2%% of orders take %v at the provider\n",
 		faults.DelayBy, attemptTimeout, faults.SlowBy)
 	ctx := context.Background()

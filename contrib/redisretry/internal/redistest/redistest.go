@@ -42,7 +42,8 @@ const startTimeout = 15 * time.Second
 // for concurrent use.
 type Server struct {
 	port int
-	dir  string // the server's working directory
+	dir  string   // the server's working directory
+	args []string // more arguments for redis-server
 
 	mu     sync.Mutex    // protects cmd and exited
 	cmd    *exec.Cmd     // nil while stopped
@@ -50,10 +51,11 @@ type Server struct {
 }
 
 // Start starts a server for tb and stops it when tb ends; it fails tb
-// when the server cannot start.
-func Start(tb testing.TB) *Server {
+// when the server cannot start. args are more redis-server arguments,
+// such as "--maxmemory", "100mb".
+func Start(tb testing.TB, args ...string) *Server {
 	tb.Helper()
-	s, err := New()
+	s, err := New(args...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -61,9 +63,10 @@ func Start(tb testing.TB) *Server {
 	return s
 }
 
-// New starts a server on a free loopback port and waits until it answers
-// PING. The caller must Close it.
-func New() (*Server, error) {
+// New starts a server on a free loopback port, with more redis-server
+// arguments args, and waits until it answers PING. The caller must Close
+// it.
+func New(args ...string) (*Server, error) {
 	if _, err := exec.LookPath(Binary); err != nil {
 		return nil, fmt.Errorf("redistest: %s is not on PATH: install the redis-server package "+
 			"(make deps, or apt-get install redis-server; on macOS brew install redis): %w", Binary, err)
@@ -76,7 +79,7 @@ func New() (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redistest: %w", err)
 	}
-	s := &Server{port: port, dir: dir}
+	s := &Server{port: port, dir: dir, args: args}
 	if err := s.start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -116,10 +119,11 @@ func (s *Server) start() error {
 		return errors.New("redistest: server already running")
 	}
 	out := &bytes.Buffer{}
-	cmd := exec.Command(Binary,
+	args := append([]string{
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no",
-		"--dir", s.dir, "--daemonize", "no", "--logfile", "")
+		"--dir", s.dir, "--daemonize", "no", "--logfile", ""}, s.args...)
+	cmd := exec.Command(Binary, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("redistest: starting %s: %w", Binary, err)

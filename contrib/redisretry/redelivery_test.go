@@ -1,0 +1,136 @@
+package redisretry
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/httpretry/httpretry/contrib/redisretry/internal/redistest"
+	"github.com/httpretry/httpretry/idempotency"
+	"github.com/redis/go-redis/v9"
+)
+
+// lossyClient returns a go-redis client with its default retries
+// (MaxRetries 3) that reaches srv through a proxy losing the replies it is
+// told to lose, and the proxy.
+func lossyClient(t *testing.T, srv *redistest.Server) (*redis.Client, *redistest.Proxy) {
+	t.Helper()
+	p := redistest.StartProxy(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb, p
+}
+
+// expectLost fails t unless the proxy lost want replies: each lost reply
+// is a script the server ran and go-redis sent again.
+func expectLost(t *testing.T, p *redistest.Proxy, want int64) {
+	t.Helper()
+	if got := p.Lost(); got != want {
+		t.Fatalf("replies lost = %d; want %d", got, want)
+	}
+}
+
+// Five flushes of one deposit of one token each into an empty bucket,
+// each reply lost after Redis added the token and each flush sent again
+// by go-redis: five tokens, not ten, and every Flush reports success.
+func TestLostReplyNeverDepositsTwice(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb, p := lossyClient(t, srv)
+	b := newBudget(t, rdb, "redelivery-deposit", 10, 1, Options{CallTimeout: patient, FlushInterval: time.Hour})
+	if n := drain(t, b); n != 10 {
+		t.Fatalf("drained %d tokens; want 10", n)
+	}
+	for i := range 5 {
+		b.Deposit()
+		p.LoseNext("eval", 1)
+		if err := b.Flush(context.Background()); err != nil {
+			t.Fatalf("Flush %d: %v; want nil (the re-sent call answered the first one's result)", i, err)
+		}
+	}
+	expectLost(t, p, 5)
+	if got := tokens(t, b); got != 5 {
+		t.Fatalf("tokens = %v; want 5: each deposit applied once", got)
+	}
+	if s := b.State(); s != Shared {
+		t.Fatalf("state = %v; want shared", s)
+	}
+}
+
+// A Withdraw whose reply is lost after Redis took the last token: the
+// re-sent call answers "granted", as the first run did, and takes nothing
+// more.
+func TestLostReplyNeverWithdrawsTwice(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb, p := lossyClient(t, srv)
+	b := newBudget(t, rdb, "redelivery-withdraw", 2, 0, Options{CallTimeout: patient, FlushInterval: time.Hour})
+	if !b.Withdraw(context.Background()) {
+		t.Fatal("first Withdraw refused")
+	}
+	p.LoseNext("eval", 1)
+	if !b.Withdraw(context.Background()) {
+		t.Fatal("Withdraw of the last token refused; want granted: the first delivery took it for this call")
+	}
+	expectLost(t, p, 1)
+	if got := tokens(t, b); got != 0 {
+		t.Fatalf("tokens = %v; want 0", got)
+	}
+}
+
+// Reserve, Complete and Release, each with its reply lost after Redis
+// ran it and sent again by go-redis: Reserve answers the caller's own
+// reservation (not "in progress"), Complete and Release succeed (not
+// ErrStaleToken), and the records are what one delivery leaves.
+func TestLostReplyNeverAppliesAStoreScriptTwice(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	rdb, p := lossyClient(t, srv)
+	s, prefix := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient})
+	// Loaded, so that each lost reply is the one of a script that ran,
+	// not a NOSCRIPT answer to EVALSHA.
+	for _, script := range []*redis.Script{reserveScript, completeScript, releaseScript} {
+		if err := script.Load(ctx, rdb).Err(); err != nil {
+			t.Fatalf("SCRIPT LOAD: %v", err)
+		}
+	}
+
+	p.LoseNext("eval", 1)
+	r, err := s.Reserve(ctx, "order-1", "fp", time.Minute)
+	if err != nil || r.State != idempotency.StateReserved || r.Token != 1 || r.TookOver {
+		t.Fatalf("Reserve = %+v, %v; want reserved with token 1, not taken over", r, err)
+	}
+	resp := &idempotency.Response{Status: 201, Body: []byte("charged")}
+	p.LoseNext("eval", 1)
+	if err := s.Complete(ctx, "order-1", r.Token, resp, time.Hour); err != nil {
+		t.Fatalf("Complete = %v; want nil: the response was recorded", err)
+	}
+	got, err := s.Reserve(ctx, "order-1", "fp", time.Minute)
+	if err != nil || got.State != idempotency.StateCompleted || string(got.Response.Body) != "charged" {
+		t.Fatalf("Reserve after Complete = %+v, %v; want the recorded response", got, err)
+	}
+
+	p.LoseNext("eval", 1)
+	r2, err := s.Reserve(ctx, "order-2", "fp", time.Minute)
+	if err != nil || r2.State != idempotency.StateReserved || r2.Token != 2 {
+		t.Fatalf("Reserve order-2 = %+v, %v; want reserved with token 2", r2, err)
+	}
+	p.LoseNext("eval", 1)
+	if err := s.Release(ctx, "order-2", r2.Token); err != nil {
+		t.Fatalf("Release = %v; want nil", err)
+	}
+	expectLost(t, p, 4)
+	if n := rdb.Exists(ctx, prefix+"r:"+hashed("order-2"), prefix+"l:"+hashed("order-2")).Val(); n != 0 {
+		t.Fatalf("order-2's record or lock still exists after Release")
+	}
+	if got := rdb.Get(ctx, prefix+"fence").Val(); got != "2" {
+		t.Fatalf("fencing counter = %s; want 2: one token per reservation", got)
+	}
+	// A second caller still meets the store as one delivery left it.
+	r3, err := s.Reserve(ctx, "order-2", "fp", time.Minute)
+	if err != nil || r3.State != idempotency.StateReserved || r3.Token != 3 {
+		t.Fatalf("Reserve order-2 again = %+v, %v; want reserved with token 3", r3, err)
+	}
+	if err := s.Complete(ctx, "order-2", r2.Token, resp, time.Hour); !errors.Is(err, idempotency.ErrStaleToken) {
+		t.Fatalf("Complete with the released token = %v; want ErrStaleToken", err)
+	}
+}

@@ -1,0 +1,56 @@
+package redisretry
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// A token withdrawn from the local bucket while Redis was unusable and
+// refunded after the Budget went back to the shared bucket returns to the
+// local bucket: the shared one never gave it. Once that operation ended,
+// a refund goes to the shared bucket again.
+func TestRefundReturnsTokenToItsOwnBucket(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, rdb := server(t)
+	const key = "refund-own-bucket"
+	if err := rdb.Set(ctx, key, "not a count", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b := newBudget(t, rdb, key, 20, 0, Options{FlushInterval: 10 * time.Millisecond, MaxProbeInterval: 20 * time.Millisecond, CallTimeout: patient})
+	op, endOp := context.WithCancel(ctx)
+	defer endOp()
+	if !b.Withdraw(op) || b.State() != Local {
+		t.Fatalf("Withdraw: state %v; want a token from the local bucket", b.State())
+	}
+	if got := b.local.Tokens(); got != 1 {
+		t.Fatalf("local tokens = %v; want 1 (2 less the one withdrawn)", got)
+	}
+	rdb.Del(ctx, key)
+	eventually(t, "back to the shared bucket", func() bool { return b.State() == Shared })
+	if n := drain(t, b); n != 20 {
+		t.Fatalf("drained %d from the shared bucket; want 20", n)
+	}
+
+	b.Refund() // the local token of op, still running
+	if err := b.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if got := tokens(t, b); got != 0 {
+		t.Fatalf("shared tokens after refunding a local token = %v; want 0", got)
+	}
+	if got := b.local.Tokens(); got != 2 {
+		t.Fatalf("local tokens after the refund = %v; want 2", got)
+	}
+
+	endOp()
+	eventually(t, "the ended operation forgotten", func() bool { return b.openGrants() == 0 })
+	b.Refund() // a token of the shared bucket
+	if err := b.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if got := tokens(t, b); got != 1 {
+		t.Fatalf("shared tokens after refunding a shared token = %v; want 1", got)
+	}
+}
