@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/httpretry/httpretry/idempotency"
@@ -209,5 +210,32 @@ func TestOverHTTP2(t *testing.T) {
 				t.Fatalf("second: replayed %v (want %v), %d bytes", got, tc.replayedOnSecond, len(second.body))
 			}
 		})
+	}
+}
+
+// TestSilentSuccessIsReplayedNotRunAgain: a handler that does its work and
+// returns without writing, while its client still waits, answered the
+// implicit 200 net/http sends. That is its outcome: a retry (the reply was
+// lost on the way) gets it replayed, with the headers the handler set, and
+// the operation does not run a second time. Only a handler whose request's
+// context had ended — its client gave up — records nothing.
+func TestSilentSuccessIsReplayedNotRunAgain(t *testing.T) {
+	var runs atomic.Int32
+	s := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := runs.Add(1)
+		w.Header().Set("Location", "/orders/"+strconv.Itoa(int(n)))
+	}), memory(), idempotency.Options{})
+	first := s.post(t, "k", "x")
+	expectStatus(t, "first", first, http.StatusOK)
+	if got := first.header.Get(idempotency.RecordedHeader); got != "" {
+		t.Fatalf("first: %s = %q, want none (recorded)", idempotency.RecordedHeader, got)
+	}
+	retry := s.post(t, "k", "x")
+	expectStatus(t, "retry", retry, http.StatusOK)
+	if retry.header.Get(idempotency.ReplayedHeader) != "true" || retry.header.Get("Location") != "/orders/1" || retry.body != "" {
+		t.Fatalf("retry: replayed %q, Location %q, body %q; want the replay of run 1", retry.header.Get(idempotency.ReplayedHeader), retry.header.Get("Location"), retry.body)
+	}
+	if got := runs.Load(); got != 1 {
+		t.Fatalf("runs = %d, want 1", got)
 	}
 }
