@@ -65,12 +65,14 @@
 // client with "Idempotent-Recorded: false" ([RecordedHeader]), and the key
 // is freed.
 //
-// A handler that returns without writing anything — as Go handlers do when
-// their request's context ends because the client gave up — records
-// nothing: the key is freed and a retry runs it again, instead of being
-// replayed an empty 200 for an operation that never happened. So a
-// handler whose operation took effect must say so — write at least a
-// status — or a retry runs it again. A status
+// A handler that returns without writing anything answers the implicit
+// 200 net/http sends for it, and that is recorded like any 200 — unless
+// its request's context had ended by then, as when Go handlers return
+// because the client gave up: then nothing is recorded, the key is freed
+// and a retry runs it again, instead of being replayed an empty 200 for
+// an operation that never happened. So a handler whose operation took
+// effect after its client gave up must say so — write at least a status
+// — or a retry runs it again. A status
 // net/http rejects (below 100 or over 999) panics at WriteHeader, as it
 // does without this middleware, and frees the key like any panic.
 //

@@ -178,11 +178,19 @@ func (rec *recorder) Push(target string, opts *http.PushOptions) error {
 // deadlines and full duplex.
 func (rec *recorder) Unwrap() http.ResponseWriter { return rec.w }
 
+// implicitStatus gives a handler that returned without writing the status
+// net/http sends for it, 200, as if it had written it.
+func (rec *recorder) implicitStatus() {
+	if !rec.wroteHeader && !rec.hijacked {
+		rec.WriteHeader(http.StatusOK)
+	}
+}
+
 // result returns the response to record once the handler has returned, or
-// nil if it must not be recorded. A handler that wrote nothing answered
-// nothing: typically it saw its request's context end and returned, and
-// what net/http then sends by default (an empty 200) is no outcome of the
-// operation.
+// nil if it must not be recorded. A handler that wrote nothing, and was
+// not given the implicit 200 (see implicitStatus), answered nothing: it
+// saw its request's context end and returned, and what net/http then
+// sends by default is no outcome of the operation.
 func (rec *recorder) result() *Response {
 	if rec.hijacked || !rec.wroteHeader || !rec.capture {
 		return nil

@@ -1,6 +1,7 @@
 package idempotency_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -86,26 +87,32 @@ func TestResponseBodyLimit(t *testing.T) {
 	}
 }
 
-// A handler that returns without writing — the usual reaction to its
-// request's context ending — answered nothing: no empty 200 is recorded,
+// A handler that returns without writing because its request's context
+// ended — its client gave up — answered nothing: no empty 200 is recorded,
 // the key is freed, and a retry runs the handler again.
-func TestHandlerThatWritesNothingRecordsNothing(t *testing.T) {
+func TestAbandonedHandlerThatWritesNothingRecordsNothing(t *testing.T) {
 	runs := 0
-	s := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ev := &events{}
+	h := idempotency.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs++
 		w.Header().Set("X-Run", strconv.Itoa(runs))
-	}), memory(), idempotency.Options{})
-	first := s.post(t, "k", "x")
-	expectStatus(t, "first", first, http.StatusOK)
-	if got := first.header.Get(idempotency.RecordedHeader); got != "false" {
-		t.Fatalf("first: %s = %q, want false", idempotency.RecordedHeader, got)
+		<-r.Context().Done()
+	}), memory(), idempotency.Options{OnEvent: ev.add})
+	for i := 1; i <= 2; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // the client is gone
+		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/orders", strings.NewReader("x"))
+		req.Header.Set(idempotency.KeyHeader, "k")
+		rr := httptest.NewRecorder()
+		h.ServeHTTP(rr, req)
+		if rr.Header().Get(idempotency.RecordedHeader) != "false" || rr.Header().Get(idempotency.ReplayedHeader) != "" || rr.Header().Get("X-Run") != strconv.Itoa(i) {
+			t.Fatalf("request %d: headers %v; want run %d, not recorded, not a replay", i, rr.Header(), i)
+		}
 	}
-	r := s.post(t, "k", "x")
-	expectStatus(t, "retry", r, http.StatusOK)
-	if r.header.Get("X-Run") != "2" || r.header.Get(idempotency.ReplayedHeader) != "" || runs != 2 {
-		t.Fatalf("retry: X-Run %q, replayed %q, runs %d; want run 2, not a replay", r.header.Get("X-Run"), r.header.Get(idempotency.ReplayedHeader), runs)
+	if runs != 2 {
+		t.Fatalf("runs = %d, want 2", runs)
 	}
-	if got := s.events.count(idempotency.KindNotRecorded); got != 2 {
+	if got := ev.count(idempotency.KindNotRecorded); got != 2 {
 		t.Fatalf("not_recorded = %d, want 2", got)
 	}
 }
