@@ -687,3 +687,45 @@ func TestFullStoreRefusesNewKeysAndKeepsReplays(t *testing.T) {
 		t.Fatalf("runs = %d, want 2", c.count())
 	}
 }
+
+// TestSameKeyForAnotherHostIsAMismatch: one Handler (or one store) serving
+// several hosts — tenants on subdomains, host patterns in a ServeMux — sees
+// the same key, credentials, path and body sent to another host. That is
+// another request, for another resource: it is answered 422, and never
+// replayed the first host's response.
+func TestSameKeyForAnotherHostIsAMismatch(t *testing.T) {
+	var runs atomic.Int32
+	s := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, "order for "+r.Host)
+	}), memory(), idempotency.Options{})
+	send := func(host string) reply {
+		req, err := http.NewRequest(http.MethodPost, s.url+"/orders", strings.NewReader("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		req.Header.Set("Authorization", "Bearer one-token-for-both-tenants")
+		req.Header.Set(idempotency.KeyHeader, "k")
+		return s.do(req)
+	}
+	first := send("acme.example.com")
+	expectStatus(t, "first", first, http.StatusCreated)
+	if first.body != "order for acme.example.com" {
+		t.Fatalf("first: body %q", first.body)
+	}
+	other := send("globex.example.com")
+	expectStatus(t, "other host", other, http.StatusUnprocessableEntity)
+	if strings.Contains(other.body, "acme") {
+		t.Fatalf("other host got the first host's body %q", other.body)
+	}
+	retry := send("acme.example.com")
+	expectStatus(t, "retry", retry, http.StatusCreated)
+	if retry.body != "order for acme.example.com" || retry.header.Get(idempotency.ReplayedHeader) != "true" {
+		t.Fatalf("retry: %q, replayed %q; want the replay", retry.body, retry.header.Get(idempotency.ReplayedHeader))
+	}
+	if got := runs.Load(); got != 1 {
+		t.Fatalf("runs = %d, want 1", got)
+	}
+}
