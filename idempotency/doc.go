@@ -32,7 +32,7 @@
 //
 // Keys never carry one caller's response to another. With [Options.KeyScope]
 // set, each scope (the authenticated account, say) has keys of its own.
-// Without it, a key is bound to the credentials of the request that first
+// Without it, or for a request whose scope is "", a key is bound to the credentials of the request that first
 // used it: its Authorization header and its TLS client certificate, hashed
 // into the request's fingerprint — no credential reaches the store. The
 // same key from other credentials is answered 422, so a retry whose token

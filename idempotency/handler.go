@@ -49,6 +49,9 @@ type Options struct {
 	// refreshed between a request and its retry must give the same scope,
 	// or the retry runs the operation again.
 	//
+	// A request for which KeyScope returns "" has no scope, as when
+	// KeyScope is nil.
+	//
 	// If nil, keys share one key space, but a key is bound to the
 	// credentials of the request that first used it — its Authorization
 	// header and its TLS client certificate, hashed into the fingerprint,
@@ -59,8 +62,9 @@ type Options struct {
 	// KeyScope to replay across such changes.
 	KeyScope func(r *http.Request) string
 
-	// IgnoreCredentials, if true and KeyScope is nil, stops binding keys to
-	// the request's Authorization header and TLS client certificate.
+	// IgnoreCredentials, if true, stops binding the keys of requests
+	// without a scope (KeyScope nil, or returning "") to the request's
+	// Authorization header and TLS client certificate.
 	//
 	// WARNING: every caller then shares one key space, and a caller who
 	// sends another's key with the same request gets the other's recorded
@@ -144,7 +148,7 @@ type handler struct {
 	methods         map[string]bool
 	requireKey      bool
 	keyScope        func(*http.Request) string
-	bindCredentials bool
+	ignoreCreds     bool
 	maxKeyLength    int
 	maxRequestBody  int64
 	maxResponseBody int64
@@ -213,7 +217,7 @@ func Handler(next http.Handler, store Store, opts Options) http.Handler {
 		methods:         map[string]bool{},
 		requireKey:      opts.RequireKey,
 		keyScope:        opts.KeyScope,
-		bindCredentials: opts.KeyScope == nil && !opts.IgnoreCredentials,
+		ignoreCreds:     opts.IgnoreCredentials,
 		maxKeyLength:    opts.MaxKeyLength,
 		maxRequestBody:  opts.MaxRequestBody,
 		maxResponseBody: opts.MaxResponseBody,
@@ -283,10 +287,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.answer(w, r, KindRequestUnreadable, h.unreadable())
 		return
 	}
-	if h.keyScope != nil {
-		key = scopedKey(h.keyScope(r), key)
-	}
-	res, err := h.store.Reserve(r.Context(), key, fingerprint(r, body, h.bindCredentials), h.lockTTL)
+	key, bind := h.storeKey(r, key)
+	res, err := h.store.Reserve(r.Context(), key, fingerprint(r, body, bind), h.lockTTL)
 	if err != nil {
 		h.answer(w, r, KindStoreError, h.storeUnavailable())
 		return
@@ -303,6 +305,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		h.answer(w, r, KindStoreError, h.storeUnavailable())
 	}
+}
+
+// storeKey returns the key the Store sees for a request's key, and whether
+// the request's credentials are bound to it: unless IgnoreCredentials, they
+// are whenever the request has no scope — no KeyScope, or a KeyScope that
+// returned "" for it.
+func (h *handler) storeKey(r *http.Request, key string) (string, bool) {
+	if h.keyScope == nil {
+		return key, !h.ignoreCreds
+	}
+	scope := h.keyScope(r)
+	return scopedKey(scope, key), scope == "" && !h.ignoreCreds
 }
 
 // answer reports an event and answers its problem.
