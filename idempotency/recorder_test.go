@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -244,5 +245,36 @@ func TestSilentSuccessIsReplayedNotRunAgain(t *testing.T) {
 	}
 	if got := runs.Load(); got != 1 {
 		t.Fatalf("runs = %d, want 1", got)
+	}
+}
+
+// TestWritesBeyondDeclaredContentLengthFailAsInNetHTTP: a handler that
+// declares Content-Length and then writes more gets http.ErrContentLength
+// for the write that goes beyond it, as from net/http's own writer. The
+// response that goes out — the declared bytes — is what is recorded: the
+// first answer is complete, and its replay carries the same bytes, never
+// ones the client was not sent.
+func TestWritesBeyondDeclaredContentLengthFailAsInNetHTTP(t *testing.T) {
+	errs := make(chan error, 2)
+	s := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "5")
+		w.WriteHeader(http.StatusCreated)
+		_, err1 := io.WriteString(w, "01234")
+		_, err2 := io.WriteString(w, "56789")
+		errs <- err1
+		errs <- err2
+	}), memory(), idempotency.Options{})
+	first := s.post(t, "k", "x")
+	if err1, err2 := <-errs, <-errs; err1 != nil || !errors.Is(err2, http.ErrContentLength) {
+		t.Fatalf("handler's writes: %v, %v; want nil, http.ErrContentLength", err1, err2)
+	}
+	expectStatus(t, "first", first, http.StatusCreated)
+	if first.body != "01234" {
+		t.Fatalf("first: body %q, want 01234", first.body)
+	}
+	replay := s.post(t, "k", "x")
+	expectStatus(t, "replay", replay, http.StatusCreated)
+	if replay.body != "01234" || replay.header.Get(idempotency.ReplayedHeader) != "true" {
+		t.Fatalf("replay: body %q, replayed %q; want 01234, replayed", replay.body, replay.header.Get(idempotency.ReplayedHeader))
 	}
 }
