@@ -94,6 +94,11 @@ func (rec *recorder) Write(p []byte) (int, error) {
 	if !bodyAllowed(rec.status) {
 		return 0, http.ErrBodyNotAllowed
 	}
+	if n := declaredLength(rec.w.Header()); n >= 0 && int64(len(rec.body))+int64(len(p)) > n {
+		// As net/http's writer does: the bytes past the declared length
+		// never go out, so they are not recorded either.
+		return 0, http.ErrContentLength
+	}
 	if int64(len(rec.body))+int64(len(p)) > rec.limit {
 		rec.overflow()
 		return rec.w.Write(p)
