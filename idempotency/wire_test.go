@@ -199,3 +199,32 @@ func TestPusherPassesThrough(t *testing.T) {
 		t.Fatalf("push through a writer without push: %v, want http.ErrNotSupported", pushErr)
 	}
 }
+
+// TestTrailersWithDeclaredLengthMatchOnReplay: a handler that declares
+// Content-Length and a trailer, and sets the trailer after its body, gets
+// the same fields on its first answer as on its replays, over HTTP/1.1
+// (where a declared length would keep net/http from sending trailers) and
+// HTTP/2: the trailer arrives each time, and so does the whole body.
+func TestTrailersWithDeclaredLengthMatchOnReplay(t *testing.T) {
+	newHandler := func() http.Handler {
+		return idempotency.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Trailer", "X-Checksum")
+			w.Header().Set("Content-Length", "7")
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, "order 1")
+			w.Header().Set("X-Checksum", "sum-1")
+		}), memory(), idempotency.Options{})
+	}
+	overBothProtocols(t, newHandler, func(t *testing.T, s *server) {
+		for i := range 3 {
+			r := s.post(t, "k", "x")
+			expectStatus(t, "request "+strconv.Itoa(i), r, http.StatusCreated)
+			if r.body != "order 1" || r.trailer.Get("X-Checksum") != "sum-1" {
+				t.Fatalf("request %d: body %q, trailers %v; want order 1 with X-Checksum sum-1", i, r.body, r.trailer)
+			}
+			if replayed := r.header.Get(idempotency.ReplayedHeader) == "true"; replayed != (i > 0) {
+				t.Fatalf("request %d: replayed %v", i, replayed)
+			}
+		}
+	})
+}
