@@ -406,9 +406,7 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request, resp *Response)
 	hdr.Set(ReplayedHeader, "true")
 	switch {
 	case hasTrailers(resp.Header):
-		// A declared length would keep net/http from sending trailers
-		// over HTTP/1.1, which needs the chunked coding for them.
-		declareTrailers(hdr)
+		declareTrailers(hdr) // and no Content-Length
 	case bodyAllowed(resp.Status):
 		hdr.Set("Content-Length", strconv.Itoa(len(resp.Body)))
 	}

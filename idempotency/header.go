@@ -72,7 +72,9 @@ func declaredTrailers(h http.Header) []string {
 // declareTrailers puts h's trailers in the form a replay sends them: every
 // value under a key prefixed with [http.TrailerPrefix] (net/http sends
 // those as trailers even without a declaration), and a Trailer field that
-// declares exactly those, in order. A response sent this way and its
+// declares exactly those, in order, without a Content-Length: a declared
+// length would keep net/http from sending trailers over HTTP/1.1, which
+// needs the chunked coding for them. A response sent this way and its
 // replays carry the same fields.
 func declareTrailers(h http.Header) {
 	for _, name := range declaredTrailers(h) {
@@ -93,6 +95,7 @@ func declareTrailers(h http.Header) {
 	}
 	slices.Sort(names)
 	h["Trailer"] = []string{strings.Join(names, ", ")}
+	delete(h, "Content-Length")
 }
 
 // hasTrailers reports whether a recorded header holds trailers.
