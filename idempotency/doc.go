@@ -65,9 +65,10 @@
 // client with "Idempotent-Recorded: false" ([RecordedHeader]), and the key
 // is freed.
 //
-// A handler that returns without writing anything answers the implicit
-// 200 net/http sends for it, and that is recorded like any 200 — unless
-// its request's context had ended by then, as when Go handlers return
+// A handler that returns without writing anything — no status, no body;
+// a Flush alone writes neither — answers the implicit 200 net/http sends
+// for it, and that is recorded like any 200 — unless its request's
+// context had ended by then, as when Go handlers return
 // because the client gave up: then nothing is recorded, the key is freed
 // and a retry runs it again, instead of being replayed an empty 200 for
 // an operation that never happened. So a handler whose operation took

@@ -180,10 +180,11 @@ type handler struct {
 //     [Options.KeyScope]): no caller is replayed another's response.
 //   - Only what next set is recorded: its headers as they went out, its
 //     trailers, its body; headers outer layers set for the request are
-//     left to each request. A next that returns without writing answers
-//     net/http's implicit 200, which is recorded — unless its request's
-//     context had ended (its client gave up): then nothing is recorded,
-//     and the key is freed.
+//     left to each request. A next that returns without writing a status
+//     or a body (a Flush alone writes neither) answers net/http's
+//     implicit 200, which is recorded — unless its request's context had
+//     ended (its client gave up): then nothing is recorded, and the key
+//     is freed.
 //   - 5xx, 429 and 408 responses are not recorded ([Options.Release]), nor
 //     bodies over [Options.MaxResponseBody], which are streamed through:
 //     the key is freed, a retry runs next again, and the response says
@@ -346,13 +347,14 @@ func (h *handler) execute(w http.ResponseWriter, r *http.Request, body []byte, k
 	}()
 	h.next.ServeHTTP(rec, withBody(r, body))
 	finished = true
-	if r.Context().Err() == nil {
+	abandoned := r.Context().Err() != nil
+	if !abandoned {
 		// next returned without writing while its client still waits:
 		// its answer is the 200 net/http sends for it.
 		rec.implicitStatus()
 	}
 
-	resp := rec.result()
+	resp := rec.result(abandoned)
 	h.event(r, KindExecuted, rec.status)
 	if resp == nil {
 		h.releaseKey(ctx, r, key, res.Token, rec.status)

@@ -45,6 +45,7 @@ type recorder struct {
 	sentHeader  http.Header // the headers as they went out, if sent while recordable
 	body        []byte      // the copy; while !sent, none of it was written
 	wroteHeader bool        // the final status is set
+	answered    bool        // the handler wrote a final status or body itself
 	sent        bool        // the status went to w
 	capture     bool        // still copying: recordable so far
 	hijacked    bool
@@ -58,6 +59,15 @@ func (rec *recorder) Header() http.Header { return rec.w.Header() }
 // the Handler then frees the key like after any panic, and nothing
 // invalid is recorded.
 func (rec *recorder) WriteHeader(code int) {
+	if code >= 200 {
+		rec.answered = true
+	}
+	rec.writeHeader(code)
+}
+
+// writeHeader sets the status, whether the handler wrote it or net/http's
+// implicit 200 applies.
+func (rec *recorder) writeHeader(code int) {
 	switch {
 	case code < 100 || code > 999:
 		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
@@ -85,8 +95,9 @@ func (rec *recorder) Write(p []byte) (int, error) {
 	if rec.hijacked {
 		return rec.w.Write(p)
 	}
+	rec.answered = true
 	if !rec.wroteHeader {
-		rec.WriteHeader(http.StatusOK)
+		rec.writeHeader(http.StatusOK)
 	}
 	if !rec.capture {
 		return rec.w.Write(p)
@@ -144,7 +155,7 @@ func (rec *recorder) send() {
 func (rec *recorder) FlushError() error {
 	if !rec.hijacked {
 		if !rec.wroteHeader {
-			rec.WriteHeader(http.StatusOK)
+			rec.writeHeader(http.StatusOK) // not an answer by itself
 		}
 		if !rec.sent {
 			rec.w.Header().Add("Trailer", RecordedHeader)
@@ -192,12 +203,12 @@ func (rec *recorder) implicitStatus() {
 }
 
 // result returns the response to record once the handler has returned, or
-// nil if it must not be recorded. A handler that wrote nothing, and was
-// not given the implicit 200 (see implicitStatus), answered nothing: it
-// saw its request's context end and returned, and what net/http then
-// sends by default is no outcome of the operation.
-func (rec *recorder) result() *Response {
-	if rec.hijacked || !rec.wroteHeader || !rec.capture {
+// nil if it must not be recorded. A handler that wrote neither a status
+// nor a body — at most it flushed — before its request's context ended
+// (abandoned) answered nothing: it saw its client go and returned, and
+// what net/http sends by default is no outcome of the operation.
+func (rec *recorder) result(abandoned bool) *Response {
+	if rec.hijacked || !rec.wroteHeader || !rec.capture || (abandoned && !rec.answered) {
 		return nil
 	}
 	final := rec.w.Header()
