@@ -176,3 +176,40 @@ func TestEmptyScopeStillBindsKeysToCredentials(t *testing.T) {
 		t.Fatalf("runs = %d, want 1", c.count())
 	}
 }
+
+// TestSessionCookiesAreNeverReplayedWhateverTheirCase: Set-Cookie is never
+// recorded, however the handler spelled the field in its header map
+// (net/http sends a non-canonical key as it is, and clients read field
+// names without regard to case). Two users of one account share its keys
+// (KeyScope is the account): the second, retrying the first's request, is
+// replayed the order but never the first user's session.
+func TestSessionCookiesAreNeverReplayedWhateverTheirCase(t *testing.T) {
+	for _, name := range []string{"set-cookie", "SET-COOKIE", "Set-Cookie"} {
+		t.Run(name, func(t *testing.T) {
+			c := &counter{}
+			s := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header()[name] = []string{"session=of-" + r.Header.Get("X-User")}
+				c.ServeHTTP(w, r)
+			}), memory(), idempotency.Options{KeyScope: func(*http.Request) string { return "account-1" }})
+			send := func(user string) reply {
+				req, _ := http.NewRequest(http.MethodPost, s.url+"/orders", strings.NewReader("x"))
+				req.Header.Set(idempotency.KeyHeader, "k")
+				req.Header.Set("X-User", user)
+				return s.do(req)
+			}
+			first := send("alice")
+			expectStatus(t, "alice", first, http.StatusCreated)
+			if got := first.header.Get("Set-Cookie"); got != "session=of-alice" {
+				t.Fatalf("alice: Set-Cookie %q, want her session", got)
+			}
+			replay := send("bob")
+			expectStatus(t, "bob", replay, http.StatusCreated)
+			if replay.body != "run 1" || replay.header.Get(idempotency.ReplayedHeader) != "true" {
+				t.Fatalf("bob: %q, replayed %q; want the replay of run 1", replay.body, replay.header.Get(idempotency.ReplayedHeader))
+			}
+			if got := replay.header.Values("Set-Cookie"); len(got) != 0 {
+				t.Fatalf("bob's replay carries Set-Cookie %q", got)
+			}
+		})
+	}
+}
