@@ -228,3 +228,37 @@ func TestTrailersWithDeclaredLengthMatchOnReplay(t *testing.T) {
 		}
 	})
 }
+
+// TestSniffedContentTypeMatchesOnReplay: a handler that sets no
+// Content-Type gets one from net/http, sniffed from the first bytes it
+// sends. The replay carries the same Content-Type as the first answer —
+// whether the response was held to the end or flushed before its body
+// (then it went out without one) — over HTTP/1.1 and HTTP/2.
+func TestSniffedContentTypeMatchesOnReplay(t *testing.T) {
+	for _, flush := range []bool{false, true} {
+		t.Run(map[bool]string{false: "held", true: "flushed"}[flush], func(t *testing.T) {
+			newHandler := func() http.Handler {
+				return idempotency.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if flush {
+						w.(http.Flusher).Flush()
+					}
+					io.WriteString(w, "<html><body>order 1</body></html>")
+				}), memory(), idempotency.Options{})
+			}
+			overBothProtocols(t, newHandler, func(t *testing.T, s *server) {
+				first := s.post(t, "k", "x")
+				expectStatus(t, "first", first, http.StatusOK)
+				for i := range 2 {
+					r := s.post(t, "k", "x")
+					expectStatus(t, "replay", r, http.StatusOK)
+					if r.header.Get(idempotency.ReplayedHeader) != "true" || r.body != first.body {
+						t.Fatalf("replay %d: %q, replayed %q", i, r.body, r.header.Get(idempotency.ReplayedHeader))
+					}
+					if got, want := r.header.Values("Content-Type"), first.header.Values("Content-Type"); !slices.Equal(got, want) {
+						t.Fatalf("replay %d: Content-Type %q, first answer's %q", i, got, want)
+					}
+				}
+			})
+		})
+	}
+}
