@@ -406,6 +406,11 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request, resp *Response)
 		hdr[k] = vs // resp is the store's copy, ours alone
 	}
 	hdr.Set(ReplayedHeader, "true")
+	if _, ok := hdr["Content-Type"]; !ok {
+		// The first answer went out without one (a sniffed type is
+		// recorded): keep net/http from sniffing one now.
+		hdr["Content-Type"] = nil
+	}
 	switch {
 	case hasTrailers(resp.Header):
 		declareTrailers(hdr) // and no Content-Length

@@ -140,6 +140,7 @@ func (rec *recorder) overflow() {
 func (rec *recorder) send() {
 	rec.sent = true
 	if rec.capture {
+		sniffContentType(rec.w.Header(), rec.status, rec.body)
 		rec.sentHeader = rec.w.Header().Clone()
 	}
 	rec.w.WriteHeader(rec.status)
@@ -147,6 +148,18 @@ func (rec *recorder) send() {
 		// A write error means the client is gone; the copy stands.
 		_, _ = rec.w.Write(rec.body)
 	}
+}
+
+// sniffContentType sets the Content-Type net/http would sniff from the
+// first bytes written, body, when the handler set none: the header then
+// holds what goes out, and is recorded. A response sent with no body yet
+// gets none, as from net/http; its replays must not get one either (see
+// the Handler's replay).
+func sniffContentType(h http.Header, status int, body []byte) {
+	if _, ok := h["Content-Type"]; ok || len(body) == 0 || !bodyAllowed(status) || h.Get("Transfer-Encoding") != "" {
+		return
+	}
+	h.Set("Content-Type", http.DetectContentType(body))
 }
 
 // FlushError sends the response so far and flushes it, as
@@ -215,6 +228,8 @@ func (rec *recorder) result(abandoned bool) *Response {
 	sent := final
 	if rec.sent {
 		sent = rec.sentHeader
+	} else {
+		sniffContentType(final, rec.status, rec.body) // as send will
 	}
 	return &Response{Status: rec.status, Header: recordedHeader(sent, final, rec.outer), Body: rec.body}
 }
