@@ -19,8 +19,8 @@
 //     "Retry-After: 1".
 //   - A request with the key after that: the recorded response, byte for
 //     byte, with "Idempotent-Replayed: true"; the handler does not run.
-//   - The key with a different request (method, host, path and query, or
-//     body, compared by SHA-256): 422 Unprocessable Content.
+//   - The key with a different request (method, path and query, or body,
+//     compared by SHA-256): 422 Unprocessable Content.
 //   - The key from another caller: 422 as well, never the first caller's
 //     response (see "Callers" below).
 //   - No key where [Options.RequireKey] is set: 400; an empty, repeated,

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -174,8 +173,8 @@ type handler struct {
 //     up to [Options.MaxResponseBody]. Every later request with the key
 //     gets it replayed with "Idempotent-Replayed: true", and next does not
 //     run.
-//   - The same key with a different request — method, target (host, path
-//     and query) or body, compared by a SHA-256 fingerprint — is answered 422,
+//   - The same key with a different request — method, target (path and
+//     query) or body, compared by a SHA-256 fingerprint — is answered 422,
 //     and so is the same key from another caller (other credentials, see
 //     [Options.KeyScope]): no caller is replayed another's response.
 //   - Only what next set is recorded: its headers as they went out, its
@@ -465,10 +464,9 @@ func withBody(r *http.Request, b []byte) *http.Request {
 }
 
 // fingerprint identifies what a request asks for: its method, its target
-// (host, escaped path and query) and its body, hashed with SHA-256. The
-// host is compared without regard to case, as hosts are. Neither the
-// method, nor a host net/http accepts, nor an escaped target contains a
-// newline, so the fields cannot run into one another. With caller set, it identifies who asks too: the
+// (escaped path and query) and its body, hashed with SHA-256. Neither the
+// method nor an escaped target contains a newline, so the fields cannot
+// run into one another. With caller set, it identifies who asks too: the
 // Authorization field's values and the TLS client certificate, so that
 // the same key from other credentials is a mismatch. Only the hash
 // reaches the Store, never a credential. A request with neither has the
@@ -477,8 +475,6 @@ func fingerprint(r *http.Request, body []byte, caller bool) string {
 	bodySum := sha256.Sum256(body)
 	sum := sha256.New()
 	io.WriteString(sum, r.Method)
-	io.WriteString(sum, "\n")
-	io.WriteString(sum, strings.ToLower(r.Host))
 	io.WriteString(sum, "\n")
 	io.WriteString(sum, r.URL.EscapedPath())
 	if r.URL.RawQuery != "" {
