@@ -39,6 +39,12 @@
 // was refreshed meanwhile gets 422 too: services whose credentials change
 // between retries should set KeyScope to the principal.
 //
+// The request's host is not compared, so that a retry sent to another
+// instance's own address is replayed: a service that tells tenants apart
+// by host (subdomains, host patterns) must return the host, or the
+// tenant, from KeyScope, or one caller's key reused on two hosts is
+// answered with the first host's response.
+//
 // Services that authenticate some other way — a session cookie, an API-key
 // header, mutual TLS ended at a proxy — are not protected by that binding:
 // set KeyScope. [Options.IgnoreCredentials] turns the binding off, for a

@@ -43,7 +43,9 @@ type Options struct {
 	// KeyScope, if set, returns the scope of a request's key, such as the
 	// authenticated account: keys are unique within a scope, so that one
 	// client can neither replay another's responses nor collide with its
-	// keys. The result is combined with the key before the Store sees it
+	// keys. The request's host is not part of its fingerprint (a retry may
+	// reach another instance by its own address): a service that tells
+	// tenants apart by host must make the host part of the scope. The result is combined with the key before the Store sees it
 	// (scope, NUL, key). Return the principal, not a credential: a token
 	// refreshed between a request and its retry must give the same scope,
 	// or the retry runs the operation again.
