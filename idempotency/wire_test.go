@@ -262,3 +262,33 @@ func TestSniffedContentTypeMatchesOnReplay(t *testing.T) {
 		})
 	}
 }
+
+// TestFlushedTrailersWithDeclaredLengthMatchOnReplay: as
+// TestTrailersWithDeclaredLengthMatchOnReplay, for a handler that flushes
+// part of its body first: its first answer carries the trailer over
+// HTTP/1.1 too, as its replays do.
+func TestFlushedTrailersWithDeclaredLengthMatchOnReplay(t *testing.T) {
+	newHandler := func() http.Handler {
+		return idempotency.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Trailer", "X-Checksum")
+			w.Header().Set("Content-Length", "7")
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, "ord")
+			w.(http.Flusher).Flush()
+			io.WriteString(w, "er 1")
+			w.Header().Set("X-Checksum", "sum-1")
+		}), memory(), idempotency.Options{})
+	}
+	overBothProtocols(t, newHandler, func(t *testing.T, s *server) {
+		for i := range 3 {
+			r := s.post(t, "k", "x")
+			expectStatus(t, "request "+strconv.Itoa(i), r, http.StatusCreated)
+			if r.body != "order 1" || r.trailer.Get("X-Checksum") != "sum-1" {
+				t.Fatalf("request %d: body %q, trailers %v; want order 1 with X-Checksum sum-1", i, r.body, r.trailer)
+			}
+			if replayed := r.header.Get(idempotency.ReplayedHeader) == "true"; replayed != (i > 0) {
+				t.Fatalf("request %d: replayed %v", i, replayed)
+			}
+		}
+	})
+}
