@@ -171,7 +171,14 @@ func (rec *recorder) FlushError() error {
 			rec.writeHeader(http.StatusOK) // not an answer by itself
 		}
 		if !rec.sent {
-			rec.w.Header().Add("Trailer", RecordedHeader)
+			h := rec.w.Header()
+			if len(declaredTrailers(h)) > 0 {
+				// As declareTrailers does for a held response: a declared
+				// length would keep net/http from sending the handler's
+				// trailers over HTTP/1.1, which its replays carry.
+				h.Del("Content-Length")
+			}
+			h.Add("Trailer", RecordedHeader)
 			rec.send()
 		}
 	}
