@@ -30,13 +30,14 @@
 //
 // # Callers
 //
-// Keys never carry one caller's response to another. With [Options.KeyScope]
-// set, each scope (the authenticated account, say) has keys of its own.
-// Without it, or for a request whose scope is "", a key is bound to the credentials of the request that first
-// used it: its Authorization header and its TLS client certificate, hashed
-// into the request's fingerprint — no credential reaches the store. The
-// same key from other credentials is answered 422, so a retry whose token
-// was refreshed meanwhile gets 422 too: services whose credentials change
+// Keys never carry one caller's response to another. With
+// [Options.KeyScope] set, each scope (the authenticated account, say) has
+// keys of its own. Without it, or for a request whose scope is "", a key
+// is bound to the credentials of the request that first used it: its
+// Authorization header and its TLS client certificate, hashed into the
+// request's fingerprint — no credential reaches the store. The same key
+// from other credentials is answered 422, so a retry whose token was
+// refreshed meanwhile gets 422 too: services whose credentials change
 // between retries should set KeyScope to the principal.
 //
 // The request's host is not compared, so that a retry sent to another
@@ -71,17 +72,16 @@
 // client with "Idempotent-Recorded: false" ([RecordedHeader]), and the key
 // is freed.
 //
-// A handler that returns without writing anything — no status, no body;
-// a Flush alone writes neither — answers the implicit 200 net/http sends
-// for it, and that is recorded like any 200 — unless its request's
-// context had ended by then, as when Go handlers return
-// because the client gave up: then nothing is recorded, the key is freed
-// and a retry runs it again, instead of being replayed an empty 200 for
-// an operation that never happened. So a handler whose operation took
-// effect after its client gave up must say so — write at least a status
-// — or a retry runs it again. A status
-// net/http rejects (below 100 or over 999) panics at WriteHeader, as it
-// does without this middleware, and frees the key like any panic.
+// A handler that returns without writing anything — no status, no body; a
+// Flush alone writes neither — answers the implicit 200 net/http sends for
+// it, and that is recorded like any 200 — unless its request's context had
+// ended by then, as when Go handlers return because the client gave up:
+// then nothing is recorded, the key is freed and a retry runs it again,
+// instead of being replayed an empty 200 for an operation that never
+// happened. So a handler whose operation took effect after its client gave
+// up must say so — write at least a status — or a retry runs it again. A
+// status net/http rejects (below 100 or over 999) panics at WriteHeader,
+// as it does without this middleware, and frees the key like any panic.
 //
 // # Crashes, hangs and fencing
 //
