@@ -730,3 +730,31 @@ func TestSameKeyForAnotherHostIsAMismatch(t *testing.T) {
 		t.Fatalf("runs = %d, want 1", got)
 	}
 }
+
+// TestNestedHandlersRunTheOperationOnce: a service wraps its whole mux with
+// a Handler and one route again, with RequireKey, over the same store. A
+// keyed request to that route is the outer Handler's to deduplicate: the
+// inner one passes it through instead of finding the key reserved (by the
+// outer) and answering 409 — which the outer would record and replay for
+// the key's whole TTL, so the operation would never run.
+func TestNestedHandlersRunTheOperationOnce(t *testing.T) {
+	store := memory()
+	c := &counter{}
+	mux := http.NewServeMux()
+	mux.Handle("POST /orders", idempotency.Handler(c, store, idempotency.Options{RequireKey: true}))
+	s := newServer(t, mux, store, idempotency.Options{})
+	first := s.post(t, "k", "x")
+	expectStatus(t, "first", first, http.StatusCreated)
+	if first.body != "run 1" {
+		t.Fatalf("first: %q, want run 1", first.body)
+	}
+	retry := s.post(t, "k", "x")
+	expectStatus(t, "retry", retry, http.StatusCreated)
+	if retry.body != "run 1" || retry.header.Get(idempotency.ReplayedHeader) != "true" {
+		t.Fatalf("retry: %q, replayed %q; want the replay of run 1", retry.body, retry.header.Get(idempotency.ReplayedHeader))
+	}
+	if c.count() != 1 {
+		t.Fatalf("runs = %d, want 1", c.count())
+	}
+	expectStatus(t, "inner still requires a key", s.post(t, "", "x"), http.StatusBadRequest)
+}
