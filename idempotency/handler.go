@@ -205,6 +205,10 @@ type handler struct {
 // store fails or is full before next runs, the request is answered 503
 // with "Retry-After: 1" and next does not run.
 //
+// A Handler inside another (a mux wrapped whole, and one route again with
+// RequireKey) passes through the requests the outer one runs as owner of
+// their key: they are deduplicated once, with the outer one's options.
+//
 // The Handler keeps no state of its own and logs nothing: keys and bodies
 // reach only store. It panics if next or store is nil, as
 // [http.ServeMux.Handle] does for a nil handler. The returned handler is
@@ -263,7 +267,10 @@ func durationOr(d, def time.Duration) time.Duration {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !h.methods[r.Method] {
+	if !h.methods[r.Method] || r.Context().Value(executingKey{}) != nil {
+		// Not a method to deduplicate, or a request an outer Handler
+		// already deduplicates: reserving its key again would find it
+		// taken, by that Handler.
 		h.next.ServeHTTP(w, r)
 		return
 	}
@@ -456,9 +463,15 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// withBody returns a shallow copy of r whose body reads b again.
+// executingKey marks, in a request's context, that a Handler runs the
+// request as the owner of its key: a Handler nested inside passes it
+// through.
+type executingKey struct{}
+
+// withBody returns a shallow copy of r whose body reads b again, marked as
+// executing (see executingKey).
 func withBody(r *http.Request, b []byte) *http.Request {
-	r2 := r.WithContext(r.Context())
+	r2 := r.WithContext(context.WithValue(r.Context(), executingKey{}, true))
 	r2.Body = io.NopCloser(bytes.NewReader(b))
 	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 	r2.ContentLength = int64(len(b))
