@@ -758,3 +758,24 @@ func TestNestedHandlersRunTheOperationOnce(t *testing.T) {
 	}
 	expectStatus(t, "inner still requires a key", s.post(t, "", "x"), http.StatusBadRequest)
 }
+
+// TestNestedHandlerOverAnotherStoreStillRecords: a Handler nested inside
+// another over a store of its own (a shared store inside a local one)
+// still deduplicates in its store: a retry that reaches it without the
+// outer record (another instance, with its own local store) is replayed
+// there, and the operation runs once.
+func TestNestedHandlerOverAnotherStoreStillRecords(t *testing.T) {
+	shared := memory()
+	c := &counter{}
+	instance := func() *server {
+		inner := idempotency.Handler(c, shared, idempotency.Options{RequireKey: true})
+		return newServer(t, inner, memory(), idempotency.Options{})
+	}
+	a, b := instance(), instance()
+	expectStatus(t, "instance a", a.post(t, "k", "x"), http.StatusCreated)
+	r := b.post(t, "k", "x")
+	expectStatus(t, "instance b", r, http.StatusCreated)
+	if r.body != "run 1" || r.header.Get(idempotency.ReplayedHeader) != "true" || c.count() != 1 {
+		t.Fatalf("instance b: %q, replayed %q, runs %d; want the replay of run 1", r.body, r.header.Get(idempotency.ReplayedHeader), c.count())
+	}
+}
