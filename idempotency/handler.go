@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"time"
 )
@@ -205,9 +206,10 @@ type handler struct {
 // store fails or is full before next runs, the request is answered 503
 // with "Retry-After: 1" and next does not run.
 //
-// A Handler inside another (a mux wrapped whole, and one route again with
-// RequireKey) passes through the requests the outer one runs as owner of
-// their key: they are deduplicated once, with the outer one's options.
+// A Handler inside another over the same store (a mux wrapped whole, and
+// one route again with RequireKey) passes through the requests the outer
+// one runs as owner of their key: they are deduplicated once, with the
+// outer one's options. Over another store, it deduplicates them again.
 //
 // The Handler keeps no state of its own and logs nothing: keys and bodies
 // reach only store. It panics if next or store is nil, as
@@ -267,10 +269,7 @@ func durationOr(d, def time.Duration) time.Duration {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !h.methods[r.Method] || r.Context().Value(executingKey{}) != nil {
-		// Not a method to deduplicate, or a request an outer Handler
-		// already deduplicates: reserving its key again would find it
-		// taken, by that Handler.
+	if !h.methods[r.Method] || h.runByOuter(r) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
@@ -328,6 +327,19 @@ func (h *handler) storeKey(r *http.Request, key string) (string, bool) {
 	return scopedKey(scope, key), scope == "" && !h.ignoreCreds
 }
 
+// runByOuter reports whether an outer Handler with the same store runs r
+// as the owner of its key: reserving the key again would find it taken, by
+// that Handler. A Handler with a store of its own (a shared one inside a
+// local one, say) deduplicates the request again, in its store.
+func (h *handler) runByOuter(r *http.Request) bool {
+	outer, ok := r.Context().Value(executingKey{}).(Store)
+	if !ok {
+		return false
+	}
+	t := reflect.TypeOf(outer)
+	return t == reflect.TypeOf(h.store) && t.Comparable() && outer == h.store
+}
+
 // answer reports an event and answers its problem.
 func (h *handler) answer(w http.ResponseWriter, r *http.Request, kind Kind, p problem) {
 	h.event(r, kind, p.Status)
@@ -353,7 +365,7 @@ func (h *handler) execute(w http.ResponseWriter, r *http.Request, body []byte, k
 			h.releaseKey(ctx, r, key, res.Token, 0)
 		}
 	}()
-	h.next.ServeHTTP(rec, withBody(r, body))
+	h.next.ServeHTTP(rec, withBody(r, body, h.store))
 	finished = true
 	abandoned := r.Context().Err() != nil
 	if !abandoned {
@@ -464,14 +476,13 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 }
 
 // executingKey marks, in a request's context, that a Handler runs the
-// request as the owner of its key: a Handler nested inside passes it
-// through.
+// request as the owner of its key; the value is that Handler's Store.
 type executingKey struct{}
 
 // withBody returns a shallow copy of r whose body reads b again, marked as
-// executing (see executingKey).
-func withBody(r *http.Request, b []byte) *http.Request {
-	r2 := r.WithContext(context.WithValue(r.Context(), executingKey{}, true))
+// run by a Handler over store (see executingKey).
+func withBody(r *http.Request, b []byte, store Store) *http.Request {
+	r2 := r.WithContext(context.WithValue(r.Context(), executingKey{}, store))
 	r2.Body = io.NopCloser(bytes.NewReader(b))
 	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 	r2.ContentLength = int64(len(b))
