@@ -779,3 +779,48 @@ func TestNestedHandlerOverAnotherStoreStillRecords(t *testing.T) {
 		t.Fatalf("instance b: %q, replayed %q, runs %d; want the replay of run 1", r.body, r.header.Get(idempotency.ReplayedHeader), c.count())
 	}
 }
+
+// TestInnerInProgressConflictIsNotRecorded: instance A runs the operation
+// under a shared store; a retry reaches instance B, whose local Handler
+// wraps the same shared one. The shared Handler answers B "in progress"
+// (409 with Retry-After): that says "ask again", so B's local Handler must
+// not record it as the key's response. Once A finishes, the retry through
+// B gets A's response, not a replayed 409 that httpretry would take as
+// final.
+func TestInnerInProgressConflictIsNotRecorded(t *testing.T) {
+	shared := memory()
+	entered, proceed := make(chan struct{}), newGate()
+	var runs atomic.Int32
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := runs.Add(1)
+		if n == 1 {
+			close(entered)
+			<-proceed.wait()
+		}
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, "run "+strconv.Itoa(int(n)))
+	})
+	instance := func() *server {
+		return newServer(t, idempotency.Handler(next, shared, idempotency.Options{}), memory(), idempotency.Options{})
+	}
+	a, b := instance(), instance()
+	proceed.openAtEnd(t)
+	done := make(chan reply, 1)
+	go func() { done <- a.post(t, "k", "x") }()
+	<-entered
+	r := b.post(t, "k", "x")
+	expectStatus(t, "b while a runs", r, http.StatusConflict)
+	if r.header.Get("Retry-After") == "" || r.header.Get(idempotency.ReplayedHeader) != "" {
+		t.Fatalf("b while a runs: Retry-After %q, replayed %q; want the in-progress 409", r.header.Get("Retry-After"), r.header.Get(idempotency.ReplayedHeader))
+	}
+	proceed.open()
+	expectStatus(t, "a", <-done, http.StatusCreated)
+	r = b.post(t, "k", "x")
+	expectStatus(t, "b after a", r, http.StatusCreated)
+	if r.body != "run 1" || r.header.Get(idempotency.ReplayedHeader) != "true" {
+		t.Fatalf("b after a: %q, replayed %q; want the replay of run 1", r.body, r.header.Get(idempotency.ReplayedHeader))
+	}
+	if got := runs.Load(); got != 1 {
+		t.Fatalf("runs = %d, want 1", got)
+	}
+}
