@@ -64,13 +64,14 @@
 // default): then the key is free again. Headers that outer middleware set
 // before the Handler ran (a request ID, CORS) are not recorded: a replay
 // carries the ones outer layers set for it. 2xx and 4xx responses are
-// recorded. 408, 429 and 5xx
-// are not: the key is freed and a retry runs the handler again, which is
-// right when such a status means nothing happened (see [Options.Release]
-// for the risk, and how to record them instead). Neither is a body over
-// [Options.MaxResponseBody] (1 MiB by default): it is streamed to the
-// client with "Idempotent-Recorded: false" ([RecordedHeader]), and the key
-// is freed.
+// recorded, except a 409 with Retry-After — "in progress, ask again", as a
+// Handler nested inside or an upstream service answers — which is no
+// outcome. 408, 429 and 5xx are not either: the key is freed and a retry
+// runs the handler again, which is right when such a status means nothing
+// happened (see [Options.Release] for the risk, and how to record them
+// instead). Neither is a body over [Options.MaxResponseBody] (1 MiB by
+// default): it is streamed to the client with "Idempotent-Recorded: false"
+// ([RecordedHeader]), and the key is freed.
 //
 // A handler that returns without writing anything — no status, no body; a
 // Flush alone writes neither — answers the implicit 200 net/http sends for

@@ -188,7 +188,9 @@ type handler struct {
 //     ended (its client gave up): then nothing is recorded, and the key
 //     is freed.
 //   - 5xx, 429 and 408 responses are not recorded ([Options.Release]), nor
-//     bodies over [Options.MaxResponseBody], which are streamed through:
+//     a 409 with Retry-After (an inner or upstream idempotency layer's
+//     "in progress": ask again), nor bodies over
+//     [Options.MaxResponseBody], which are streamed through:
 //     the key is freed, a retry runs next again, and the response says
 //     "Idempotent-Recorded: false" ([RecordedHeader]).
 //   - If next panics (an invalid status passed to WriteHeader panics, as

@@ -238,7 +238,20 @@ func (rec *recorder) result(abandoned bool) *Response {
 	} else {
 		sniffContentType(final, rec.status, rec.body) // as send will
 	}
+	if asksToRetry(rec.status, sent) {
+		return nil
+	}
 	return &Response{Status: rec.status, Header: recordedHeader(sent, final, rec.outer), Body: rec.body}
+}
+
+// asksToRetry reports whether a response is a conflict that asks the
+// client to try again later: a 409 with Retry-After (or Retry-After-Ms),
+// such as an idempotency layer's "a request with this key is in progress"
+// from a Handler nested inside, or an upstream service. It is no outcome
+// of the operation, and httpretry's Transport retries it; recorded, its
+// replay would be final.
+func asksToRetry(status int, h http.Header) bool {
+	return status == http.StatusConflict && (h.Get("Retry-After") != "" || h.Get("Retry-After-Ms") != "")
 }
 
 // finish sends what is still held, marked as not recorded unless
