@@ -824,3 +824,32 @@ func TestInnerInProgressConflictIsNotRecorded(t *testing.T) {
 		t.Fatalf("runs = %d, want 1", got)
 	}
 }
+
+// TestSubrequestsWithTheirOwnKeysAreDeduplicated: a batch endpoint, under
+// a Handler, dispatches its items in process through the mux, each with
+// the item's own key, on the batch request's context. Those are other
+// requests than the batch, with other keys: the item route's Handler
+// deduplicates them, so a second batch (a new batch key) that carries an
+// item already placed gets that item's replay, and the item runs once.
+func TestSubrequestsWithTheirOwnKeysAreDeduplicated(t *testing.T) {
+	store := memory()
+	item := &counter{}
+	mux := http.NewServeMux()
+	mux.Handle("POST /items", idempotency.Handler(item, store, idempotency.Options{RequireKey: true}))
+	mux.Handle("POST /batch", idempotency.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sub := httptest.NewRequestWithContext(r.Context(), http.MethodPost, "/items", strings.NewReader("item"))
+		sub.Header.Set(idempotency.KeyHeader, "item-1")
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, sub)
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, rec.Body.String()+", replayed "+rec.Header().Get(idempotency.ReplayedHeader))
+	}), store, idempotency.Options{RequireKey: true}))
+	s := newServer(t, mux, store, idempotency.Options{})
+	first := s.send(t, http.MethodPost, "/batch", "batch-1", "[item-1]")
+	expectStatus(t, "first batch", first, http.StatusCreated)
+	second := s.send(t, http.MethodPost, "/batch", "batch-2", "[item-1]")
+	expectStatus(t, "second batch", second, http.StatusCreated)
+	if first.body != "run 1, replayed " || second.body != "run 1, replayed true" || item.count() != 1 {
+		t.Fatalf("batches: %q, %q; item runs %d; want run 1, then its replay, and 1 run", first.body, second.body, item.count())
+	}
+}
