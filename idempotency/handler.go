@@ -271,7 +271,7 @@ func durationOr(d, def time.Duration) time.Duration {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !h.methods[r.Method] || h.runByOuter(r) {
+	if !h.methods[r.Method] {
 		h.next.ServeHTTP(w, r)
 		return
 	}
@@ -287,6 +287,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.answer(w, r, KindInvalidKey, h.invalidKey())
 		return
 	}
+	key, bind := h.storeKey(r, key)
+	if h.runByOuter(r, key) {
+		h.next.ServeHTTP(w, r)
+		return
+	}
 	body, err := readBody(r, h.maxRequestBody)
 	switch {
 	case errors.Is(err, errBodyTooLarge):
@@ -297,7 +302,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.answer(w, r, KindRequestUnreadable, h.unreadable())
 		return
 	}
-	key, bind := h.storeKey(r, key)
 	res, err := h.store.Reserve(r.Context(), key, fingerprint(r, body, bind), h.lockTTL)
 	if err != nil {
 		h.answer(w, r, KindStoreError, h.storeUnavailable())
@@ -329,17 +333,19 @@ func (h *handler) storeKey(r *http.Request, key string) (string, bool) {
 	return scopedKey(scope, key), scope == "" && !h.ignoreCreds
 }
 
-// runByOuter reports whether an outer Handler with the same store runs r
-// as the owner of its key: reserving the key again would find it taken, by
-// that Handler. A Handler with a store of its own (a shared one inside a
-// local one, say) deduplicates the request again, in its store.
-func (h *handler) runByOuter(r *http.Request) bool {
-	outer, ok := r.Context().Value(executingKey{}).(Store)
-	if !ok {
+// runByOuter reports whether an outer Handler runs r as the owner of key
+// (as the store sees it) in the same store: reserving the key again would
+// find it taken, by that Handler. A Handler with a store of its own (a
+// shared one inside a local one, say) deduplicates the request again, in
+// its store; and a request with another key (one dispatched in process by
+// the outer one's handler) is another operation.
+func (h *handler) runByOuter(r *http.Request, key string) bool {
+	outer, ok := r.Context().Value(executingKey{}).(executing)
+	if !ok || outer.key != key {
 		return false
 	}
-	t := reflect.TypeOf(outer)
-	return t == reflect.TypeOf(h.store) && t.Comparable() && outer == h.store
+	t := reflect.TypeOf(outer.store)
+	return t == reflect.TypeOf(h.store) && t.Comparable() && outer.store == h.store
 }
 
 // answer reports an event and answers its problem.
@@ -367,7 +373,7 @@ func (h *handler) execute(w http.ResponseWriter, r *http.Request, body []byte, k
 			h.releaseKey(ctx, r, key, res.Token, 0)
 		}
 	}()
-	h.next.ServeHTTP(rec, withBody(r, body, h.store))
+	h.next.ServeHTTP(rec, withBody(r, body, executing{store: h.store, key: key}))
 	finished = true
 	abandoned := r.Context().Err() != nil
 	if !abandoned {
@@ -478,13 +484,19 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 }
 
 // executingKey marks, in a request's context, that a Handler runs the
-// request as the owner of its key; the value is that Handler's Store.
+// request as the owner of its key: the value is an executing.
 type executingKey struct{}
 
+// executing is what a Handler runs: a key, as the store sees it, in store.
+type executing struct {
+	store Store
+	key   string
+}
+
 // withBody returns a shallow copy of r whose body reads b again, marked as
-// run by a Handler over store (see executingKey).
-func withBody(r *http.Request, b []byte, store Store) *http.Request {
-	r2 := r.WithContext(context.WithValue(r.Context(), executingKey{}, store))
+// run by a Handler (see executingKey).
+func withBody(r *http.Request, b []byte, run executing) *http.Request {
+	r2 := r.WithContext(context.WithValue(r.Context(), executingKey{}, run))
 	r2.Body = io.NopCloser(bytes.NewReader(b))
 	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 	r2.ContentLength = int64(len(b))
