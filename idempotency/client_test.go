@@ -376,3 +376,59 @@ func TestAbandonedAfterFlushIsNeverReplayedAsEmptySuccess(t *testing.T) {
 		})
 	}
 }
+
+// TestClientClosedRequestIsNotRecorded: a handler that answers its
+// request's context ending with 499 Client Closed Request — as nginx logs
+// it, and as grpc-gateway maps a canceled call — placed nothing, and its
+// client never sees the 499. It is not recorded: the client's retry places
+// the order (once), and is never replayed the 499.
+func TestClientClosedRequestIsNotRecorded(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2.0"}[h2], func(t *testing.T) {
+			var runs, orders atomic.Int32
+			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if runs.Add(1) == 1 {
+					<-r.Context().Done()
+					http.Error(w, "client closed request", 499)
+					return
+				}
+				orders.Add(1)
+				w.WriteHeader(http.StatusCreated)
+				io.WriteString(w, "placed")
+			})
+			srv := httptest.NewUnstartedServer(idempotency.Handler(next, memory(), idempotency.Options{RequireKey: true}))
+			srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+			if h2 {
+				srv.EnableHTTP2 = true
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			base := srv.Client().Transport.(*http.Transport)
+			t.Cleanup(func() {
+				base.CloseIdleConnections()
+				srv.Close()
+			})
+			client := &http.Client{Transport: &httpretry.Transport{
+				Base:              base,
+				MaxAttempts:       10,
+				AttemptTimeout:    2 * time.Second,
+				Timeout:           60 * time.Second,
+				Budget:            httpretry.Unlimited,
+				NewIdempotencyKey: httpretry.RandomKey,
+			}}
+			resp, err := client.Post(srv.URL+"/orders", "text/plain", strings.NewReader("1 espresso machine"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusCreated || string(b) != "placed" {
+				t.Fatalf("got %d %q (replayed %q), want 201 placed", resp.StatusCode, b, resp.Header.Get(idempotency.ReplayedHeader))
+			}
+			if orders.Load() != 1 {
+				t.Fatalf("orders = %d, want 1", orders.Load())
+			}
+		})
+	}
+}
