@@ -84,6 +84,11 @@
 // status net/http rejects (below 100 or over 999) panics at WriteHeader,
 // as it does without this middleware, and frees the key like any panic.
 //
+// Nor is an error status (4xx or 5xx) recorded that a handler answered
+// once its request's context had ended: the client never saw it, and it
+// often says no more than that the client went (a 499 Client Closed
+// Request, "context canceled"). A retry gets the handler's answer to it.
+//
 // # Crashes, hangs and fencing
 //
 // A handler that panics frees its key (the panic goes on to net/http). A

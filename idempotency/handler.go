@@ -186,7 +186,8 @@ type handler struct {
 //     or a body (a Flush alone writes neither) answers net/http's
 //     implicit 200, which is recorded — unless its request's context had
 //     ended (its client gave up): then nothing is recorded, and the key
-//     is freed.
+//     is freed. Nor is an error status (4xx, 5xx) next answered once the
+//     context had ended (a 499 Client Closed Request, say).
 //   - 5xx, 429 and 408 responses are not recorded ([Options.Release]), nor
 //     a 409 with Retry-After (an inner or upstream idempotency layer's
 //     "in progress": ask again), nor bodies over
