@@ -66,7 +66,8 @@
 // carries the ones outer layers set for it. 2xx and 4xx responses are
 // recorded, except a 409 with Retry-After — "in progress, ask again", as a
 // Handler nested inside or an upstream service answers — which is no
-// outcome. 408, 429 and 5xx are not either: the key is freed and a retry
+// outcome. 408, 429, 499 (Client Closed Request, answered to a client
+// that went away) and 5xx are not either: the key is freed and a retry
 // runs the handler again, which is right when such a status means nothing
 // happened (see [Options.Release] for the risk, and how to record them
 // instead). Neither is a body over [Options.MaxResponseBody] (1 MiB by
@@ -83,11 +84,6 @@
 // up must say so — write at least a status — or a retry runs it again. A
 // status net/http rejects (below 100 or over 999) panics at WriteHeader,
 // as it does without this middleware, and frees the key like any panic.
-//
-// Nor is an error status (4xx or 5xx) recorded that a handler answered
-// once its request's context had ended: the client never saw it, and it
-// often says no more than that the client went (a 499 Client Closed
-// Request, "context canceled"). A retry gets the handler's answer to it.
 //
 // # Crashes, hangs and fencing
 //

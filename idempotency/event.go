@@ -44,8 +44,8 @@ const (
 	// reservation was released, so a retry runs the handler again: a
 	// status Options.Release selects, a 409 with Retry-After ("in
 	// progress, ask again"), a body over Options.MaxResponseBody, a
-	// handler that wrote no status and no body, or an error status,
-	// once its client had gone, a hijacked connection, a panic (an invalid status included),
+	// handler that wrote no status and no body before its client had
+	// gone, a hijacked connection, a panic (an invalid status included),
 	// or a store that could not hold it ([ErrStoreFull]).
 	KindNotRecorded Kind = "not_recorded"
 	// KindFenced: the handler finished after its lock expired and another

@@ -110,7 +110,7 @@ type Options struct {
 
 	// Release reports whether a response status leaves the key free
 	// instead of recorded, so that a retry runs the handler again. If
-	// nil, [Retryable]: 408, 429 and every 5xx.
+	// nil, [Retryable]: 408, 429, 499 and every 5xx.
 	//
 	// Releasing is right when such a status means nothing happened. If
 	// the handler can perform its side effect and then answer 5xx (it
@@ -136,11 +136,19 @@ type Options struct {
 	OnEvent func(Event)
 }
 
+// StatusClientClosedRequest is 499 Client Closed Request, nginx's status
+// for a request whose client went away before the answer; grpc-gateway
+// answers a canceled call with it, and Go services when their request's
+// context ends.
+const StatusClientClosedRequest = 499
+
 // Retryable reports whether a response status invites the client to try
-// again: 408 Request Timeout, 429 Too Many Requests and every 5xx. It is
-// the default [Options.Release].
+// again: 408 Request Timeout, 429 Too Many Requests, every 5xx, and 499
+// Client Closed Request (which its client, gone, never sees: the retry
+// must get an answer). It is the default [Options.Release].
 func Retryable(status int) bool {
-	return status >= 500 || status == http.StatusTooManyRequests || status == http.StatusRequestTimeout
+	return status >= 500 || status == http.StatusTooManyRequests || status == http.StatusRequestTimeout ||
+		status == StatusClientClosedRequest
 }
 
 // handler is the Handler with its options resolved.
@@ -186,9 +194,8 @@ type handler struct {
 //     or a body (a Flush alone writes neither) answers net/http's
 //     implicit 200, which is recorded — unless its request's context had
 //     ended (its client gave up): then nothing is recorded, and the key
-//     is freed. Nor is an error status (4xx, 5xx) next answered once the
-//     context had ended (a 499 Client Closed Request, say).
-//   - 5xx, 429 and 408 responses are not recorded ([Options.Release]), nor
+//     is freed.
+//   - 5xx, 408, 429 and 499 responses are not recorded ([Options.Release]), nor
 //     a 409 with Retry-After (an inner or upstream idempotency layer's
 //     "in progress": ask again), nor bodies over
 //     [Options.MaxResponseBody], which are streamed through:

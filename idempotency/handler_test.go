@@ -305,6 +305,7 @@ func TestStatusesRecordedOrReleased(t *testing.T) {
 		{"409", 409, nil, true},
 		{"408", 408, nil, false},
 		{"429", 429, nil, false},
+		{"499", 499, nil, false},
 		{"500", 500, nil, false},
 		{"502", 502, nil, false},
 		{"503", 503, nil, false},

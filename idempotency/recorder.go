@@ -226,15 +226,9 @@ func (rec *recorder) implicitStatus() {
 // nil if it must not be recorded. A handler that wrote neither a status
 // nor a body — at most it flushed — before its request's context ended
 // (abandoned) answered nothing: it saw its client go and returned, and
-// what net/http sends by default is no outcome of the operation. Nor is
-// an error it answered a client already gone: often the error says just
-// that (499 Client Closed Request, "context canceled"), and the client
-// never saw it; a retry gets the handler's answer to it instead.
+// what net/http sends by default is no outcome of the operation.
 func (rec *recorder) result(abandoned bool) *Response {
-	if rec.hijacked || !rec.wroteHeader || !rec.capture {
-		return nil
-	}
-	if abandoned && (!rec.answered || rec.status >= 400) {
+	if rec.hijacked || !rec.wroteHeader || !rec.capture || (abandoned && !rec.answered) {
 		return nil
 	}
 	final := rec.w.Header()
