@@ -854,3 +854,34 @@ func TestSubrequestsWithTheirOwnKeysAreDeduplicated(t *testing.T) {
 		t.Fatalf("batches: %q, %q; item runs %d; want run 1, then its replay, and 1 run", first.body, second.body, item.count())
 	}
 }
+
+// taggedStore is a Store value whose type is comparable, but whose
+// comparison panics when its tag holds a slice.
+type taggedStore struct {
+	idempotency.Store
+	tag any
+}
+
+// TestNestedHandlersOverUncomparableStoresNeverPanic: Handlers nested over
+// store values that == cannot compare (they panic) answer every request
+// and never run the operation twice. Whether the two are the same store
+// cannot be told, so the inner one does not pass the request through: it
+// may answer 409 (the key is the outer one's), which is not recorded.
+func TestNestedHandlersOverUncomparableStoresNeverPanic(t *testing.T) {
+	shared := memory()
+	c := &counter{}
+	inner := idempotency.Handler(c, taggedStore{Store: shared, tag: []string{"inner"}}, idempotency.Options{})
+	s := newServer(t, inner, taggedStore{Store: shared, tag: []string{"outer"}}, idempotency.Options{})
+	for i := range 3 {
+		r := s.post(t, "k", "x")
+		if r.err != nil {
+			t.Fatalf("request %d: %v (the handler panicked?)", i, r.err)
+		}
+		if r.status != http.StatusConflict && r.status != http.StatusCreated {
+			t.Fatalf("request %d: %d %q, want 409 or 201", i, r.status, r.body)
+		}
+	}
+	if c.count() > 1 {
+		t.Fatalf("runs = %d, want at most 1", c.count())
+	}
+}
