@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"reflect"
 	"strconv"
 	"time"
 )
@@ -349,11 +348,19 @@ func (h *handler) storeKey(r *http.Request, key string) (string, bool) {
 // the outer one's handler) is another operation.
 func (h *handler) runByOuter(r *http.Request, key string) bool {
 	outer, ok := r.Context().Value(executingKey{}).(executing)
-	if !ok || outer.key != key {
-		return false
-	}
-	t := reflect.TypeOf(outer.store)
-	return t == reflect.TypeOf(h.store) && t.Comparable() && outer.store == h.store
+	return ok && outer.key == key && sameStore(outer.store, h.store)
+}
+
+// sameStore reports whether a and b are the same Store. A store whose type
+// cannot be compared (a struct holding a slice) is never the same: the
+// comparison's panic is recovered.
+func sameStore(a, b Store) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
 }
 
 // answer reports an event and answers its problem.
