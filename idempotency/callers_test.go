@@ -140,3 +140,76 @@ func TestKeyBoundToTLSClientCertificate(t *testing.T) {
 		t.Fatalf("runs = %d, want 1", c.count())
 	}
 }
+
+// TestEmptyScopeStillBindsKeysToCredentials: a KeyScope that finds no
+// principal for a request — it reads a session cookie, and this caller
+// authenticates with a bearer token — returns "". That is no scope at all:
+// the key is then bound to the request's credentials, as without KeyScope,
+// so a second caller with other credentials gets 422, never the first
+// caller's response.
+func TestEmptyScopeStillBindsKeysToCredentials(t *testing.T) {
+	c := &counter{}
+	s := newServer(t, c, memory(), idempotency.Options{KeyScope: func(r *http.Request) string {
+		if cookie, err := r.Cookie("session"); err == nil {
+			return "account-of-" + cookie.Value
+		}
+		return ""
+	}})
+	send := func(auth string) reply {
+		req, _ := http.NewRequest(http.MethodPost, s.url+"/orders", strings.NewReader("x"))
+		req.Header.Set(idempotency.KeyHeader, "k")
+		req.Header.Set("Authorization", auth)
+		return s.do(req)
+	}
+	expectStatus(t, "alice", send("Bearer alice"), http.StatusCreated)
+	mallory := send("Bearer mallory")
+	expectStatus(t, "mallory", mallory, http.StatusUnprocessableEntity)
+	if strings.Contains(mallory.body, "run 1") {
+		t.Fatalf("mallory got alice's response %q", mallory.body)
+	}
+	retry := send("Bearer alice")
+	expectStatus(t, "alice's retry", retry, http.StatusCreated)
+	if retry.body != "run 1" || retry.header.Get(idempotency.ReplayedHeader) != "true" {
+		t.Fatalf("alice's retry: %q, replayed %q; want the replay of run 1", retry.body, retry.header.Get(idempotency.ReplayedHeader))
+	}
+	if c.count() != 1 {
+		t.Fatalf("runs = %d, want 1", c.count())
+	}
+}
+
+// TestSessionCookiesAreNeverReplayedWhateverTheirCase: Set-Cookie is never
+// recorded, however the handler spelled the field in its header map
+// (net/http sends a non-canonical key as it is, and clients read field
+// names without regard to case). Two users of one account share its keys
+// (KeyScope is the account): the second, retrying the first's request, is
+// replayed the order but never the first user's session.
+func TestSessionCookiesAreNeverReplayedWhateverTheirCase(t *testing.T) {
+	for _, name := range []string{"set-cookie", "SET-COOKIE", "Set-Cookie"} {
+		t.Run(name, func(t *testing.T) {
+			c := &counter{}
+			s := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header()[name] = []string{"session=of-" + r.Header.Get("X-User")}
+				c.ServeHTTP(w, r)
+			}), memory(), idempotency.Options{KeyScope: func(*http.Request) string { return "account-1" }})
+			send := func(user string) reply {
+				req, _ := http.NewRequest(http.MethodPost, s.url+"/orders", strings.NewReader("x"))
+				req.Header.Set(idempotency.KeyHeader, "k")
+				req.Header.Set("X-User", user)
+				return s.do(req)
+			}
+			first := send("alice")
+			expectStatus(t, "alice", first, http.StatusCreated)
+			if got := first.header.Get("Set-Cookie"); got != "session=of-alice" {
+				t.Fatalf("alice: Set-Cookie %q, want her session", got)
+			}
+			replay := send("bob")
+			expectStatus(t, "bob", replay, http.StatusCreated)
+			if replay.body != "run 1" || replay.header.Get(idempotency.ReplayedHeader) != "true" {
+				t.Fatalf("bob: %q, replayed %q; want the replay of run 1", replay.body, replay.header.Get(idempotency.ReplayedHeader))
+			}
+			if got := replay.header.Values("Set-Cookie"); len(got) != 0 {
+				t.Fatalf("bob's replay carries Set-Cookie %q", got)
+			}
+		})
+	}
+}

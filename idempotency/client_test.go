@@ -305,3 +305,130 @@ func TestBusinessConflictIsFinalThroughTheTransport(t *testing.T) {
 		t.Fatalf("runs = %d, requests = %d; want 1, 2", runs.Load(), requests.Load())
 	}
 }
+
+// TestAbandonedAfterFlushIsNeverReplayedAsEmptySuccess: a handler that
+// flushes before its work (to send headers early, as long-running handlers
+// do) and then sees its client give up returns without writing anything:
+// it placed nothing. Only net/http's implicit 200 went out, and it is not
+// recorded: the retry places the order (once) and never gets an empty 200
+// replayed.
+func TestAbandonedAfterFlushIsNeverReplayedAsEmptySuccess(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2.0"}[h2], func(t *testing.T) {
+			var runs, orders atomic.Int32
+			returned := make(chan struct{})
+			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if runs.Add(1) == 1 {
+					defer close(returned)
+					w.(http.Flusher).Flush()
+					<-r.Context().Done() // the client gave up: place nothing
+					return
+				}
+				orders.Add(1)
+				w.WriteHeader(http.StatusCreated)
+				io.WriteString(w, "placed")
+			})
+			srv := httptest.NewUnstartedServer(idempotency.Handler(next, memory(), idempotency.Options{RequireKey: true}))
+			srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+			if h2 {
+				srv.EnableHTTP2 = true
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			client := srv.Client()
+			t.Cleanup(func() {
+				client.CloseIdleConnections()
+				srv.Close()
+			})
+			post := func(ctx context.Context) (*http.Response, error) {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/orders", strings.NewReader("1 espresso machine"))
+				req.Header.Set(idempotency.KeyHeader, "k")
+				return client.Do(req)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			resp, err := post(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cancel() // headers arrived; the client gives up on the rest
+			resp.Body.Close()
+			<-returned
+			for range 500 {
+				resp, err = post(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusConflict {
+					time.Sleep(10 * time.Millisecond) // the first is still being recorded
+					continue
+				}
+				if resp.StatusCode != http.StatusCreated || string(b) != "placed" || resp.Header.Get(idempotency.ReplayedHeader) != "" {
+					t.Fatalf("retry: %d %q (replayed %q), want 201 placed, not a replay", resp.StatusCode, b, resp.Header.Get(idempotency.ReplayedHeader))
+				}
+				break
+			}
+			if orders.Load() != 1 || runs.Load() != 2 {
+				t.Fatalf("orders = %d, runs = %d; want 1, 2", orders.Load(), runs.Load())
+			}
+		})
+	}
+}
+
+// TestClientClosedRequestIsNotRecorded: a handler that answers its
+// request's context ending with 499 Client Closed Request — as nginx logs
+// it, and as grpc-gateway maps a canceled call — placed nothing, and its
+// client never sees the 499. It is not recorded: the client's retry places
+// the order (once), and is never replayed the 499.
+func TestClientClosedRequestIsNotRecorded(t *testing.T) {
+	for _, h2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2.0"}[h2], func(t *testing.T) {
+			var runs, orders atomic.Int32
+			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if runs.Add(1) == 1 {
+					<-r.Context().Done()
+					http.Error(w, "client closed request", 499)
+					return
+				}
+				orders.Add(1)
+				w.WriteHeader(http.StatusCreated)
+				io.WriteString(w, "placed")
+			})
+			srv := httptest.NewUnstartedServer(idempotency.Handler(next, memory(), idempotency.Options{RequireKey: true}))
+			srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+			if h2 {
+				srv.EnableHTTP2 = true
+				srv.StartTLS()
+			} else {
+				srv.Start()
+			}
+			base := srv.Client().Transport.(*http.Transport)
+			t.Cleanup(func() {
+				base.CloseIdleConnections()
+				srv.Close()
+			})
+			client := &http.Client{Transport: &httpretry.Transport{
+				Base:              base,
+				MaxAttempts:       10,
+				AttemptTimeout:    2 * time.Second,
+				Timeout:           60 * time.Second,
+				Budget:            httpretry.Unlimited,
+				NewIdempotencyKey: httpretry.RandomKey,
+			}}
+			resp, err := client.Post(srv.URL+"/orders", "text/plain", strings.NewReader("1 espresso machine"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusCreated || string(b) != "placed" {
+				t.Fatalf("got %d %q (replayed %q), want 201 placed", resp.StatusCode, b, resp.Header.Get(idempotency.ReplayedHeader))
+			}
+			if orders.Load() != 1 {
+				t.Fatalf("orders = %d, want 1", orders.Load())
+			}
+		})
+	}
+}

@@ -30,14 +30,21 @@
 //
 // # Callers
 //
-// Keys never carry one caller's response to another. With [Options.KeyScope]
-// set, each scope (the authenticated account, say) has keys of its own.
-// Without it, a key is bound to the credentials of the request that first
-// used it: its Authorization header and its TLS client certificate, hashed
-// into the request's fingerprint — no credential reaches the store. The
-// same key from other credentials is answered 422, so a retry whose token
-// was refreshed meanwhile gets 422 too: services whose credentials change
+// Keys never carry one caller's response to another. With
+// [Options.KeyScope] set, each scope (the authenticated account, say) has
+// keys of its own. Without it, or for a request whose scope is "", a key
+// is bound to the credentials of the request that first used it: its
+// Authorization header and its TLS client certificate, hashed into the
+// request's fingerprint — no credential reaches the store. The same key
+// from other credentials is answered 422, so a retry whose token was
+// refreshed meanwhile gets 422 too: services whose credentials change
 // between retries should set KeyScope to the principal.
+//
+// The request's host is not compared, so that a retry sent to another
+// instance's own address is replayed: a service that tells tenants apart
+// by host (subdomains, host patterns) must return the host, or the
+// tenant, from KeyScope, or one caller's key reused on two hosts is
+// answered with the first host's response.
 //
 // Services that authenticate some other way — a session cookie, an API-key
 // header, mutual TLS ended at a proxy — are not protected by that binding:
@@ -57,22 +64,26 @@
 // default): then the key is free again. Headers that outer middleware set
 // before the Handler ran (a request ID, CORS) are not recorded: a replay
 // carries the ones outer layers set for it. 2xx and 4xx responses are
-// recorded. 408, 429 and 5xx
-// are not: the key is freed and a retry runs the handler again, which is
-// right when such a status means nothing happened (see [Options.Release]
-// for the risk, and how to record them instead). Neither is a body over
-// [Options.MaxResponseBody] (1 MiB by default): it is streamed to the
-// client with "Idempotent-Recorded: false" ([RecordedHeader]), and the key
-// is freed.
+// recorded, except a 409 with Retry-After — "in progress, ask again", as a
+// Handler nested inside or an upstream service answers — which is no
+// outcome. 408, 429, 499 (Client Closed Request, answered to a client
+// that went away) and 5xx are not either: the key is freed and a retry
+// runs the handler again, which is right when such a status means nothing
+// happened (see [Options.Release] for the risk, and how to record them
+// instead). Neither is a body over [Options.MaxResponseBody] (1 MiB by
+// default): it is streamed to the client with "Idempotent-Recorded: false"
+// ([RecordedHeader]), and the key is freed.
 //
-// A handler that returns without writing anything — as Go handlers do when
-// their request's context ends because the client gave up — records
-// nothing: the key is freed and a retry runs it again, instead of being
-// replayed an empty 200 for an operation that never happened. So a
-// handler whose operation took effect must say so — write at least a
-// status — or a retry runs it again. A status
-// net/http rejects (below 100 or over 999) panics at WriteHeader, as it
-// does without this middleware, and frees the key like any panic.
+// A handler that returns without writing anything — no status, no body; a
+// Flush alone writes neither — answers the implicit 200 net/http sends for
+// it, and that is recorded like any 200 — unless its request's context had
+// ended by then, as when Go handlers return because the client gave up:
+// then nothing is recorded, the key is freed and a retry runs it again,
+// instead of being replayed an empty 200 for an operation that never
+// happened. So a handler whose operation took effect after its client gave
+// up must say so — write at least a status — or a retry runs it again. A
+// status net/http rejects (below 100 or over 999) panics at WriteHeader,
+// as it does without this middleware, and frees the key like any panic.
 //
 // # Crashes, hangs and fencing
 //

@@ -42,11 +42,11 @@ const (
 	KindTakeover Kind = "takeover"
 	// KindNotRecorded: the handler's response was not recorded and the
 	// reservation was released, so a retry runs the handler again: a
-	// status Options.Release selects, a body over
-	// Options.MaxResponseBody, a handler that returned without writing
-	// anything (its client had gone), a hijacked connection, a panic
-	// (an invalid status included), or a store that could not hold it
-	// ([ErrStoreFull]).
+	// status Options.Release selects, a 409 with Retry-After ("in
+	// progress, ask again"), a body over Options.MaxResponseBody, a
+	// handler that wrote no status and no body before its client had
+	// gone, a hijacked connection, a panic (an invalid status included),
+	// or a store that could not hold it ([ErrStoreFull]).
 	KindNotRecorded Kind = "not_recorded"
 	// KindFenced: the handler finished after its lock expired and another
 	// request took the key over; its response was not recorded (the

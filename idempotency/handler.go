@@ -43,10 +43,15 @@ type Options struct {
 	// KeyScope, if set, returns the scope of a request's key, such as the
 	// authenticated account: keys are unique within a scope, so that one
 	// client can neither replay another's responses nor collide with its
-	// keys. The result is combined with the key before the Store sees it
+	// keys. The request's host is not part of its fingerprint (a retry may
+	// reach another instance by its own address): a service that tells
+	// tenants apart by host must make the host part of the scope. The result is combined with the key before the Store sees it
 	// (scope, NUL, key). Return the principal, not a credential: a token
 	// refreshed between a request and its retry must give the same scope,
 	// or the retry runs the operation again.
+	//
+	// A request for which KeyScope returns "" has no scope, as when
+	// KeyScope is nil.
 	//
 	// If nil, keys share one key space, but a key is bound to the
 	// credentials of the request that first used it — its Authorization
@@ -58,8 +63,9 @@ type Options struct {
 	// KeyScope to replay across such changes.
 	KeyScope func(r *http.Request) string
 
-	// IgnoreCredentials, if true and KeyScope is nil, stops binding keys to
-	// the request's Authorization header and TLS client certificate.
+	// IgnoreCredentials, if true, stops binding the keys of requests
+	// without a scope (KeyScope nil, or returning "") to the request's
+	// Authorization header and TLS client certificate.
 	//
 	// WARNING: every caller then shares one key space, and a caller who
 	// sends another's key with the same request gets the other's recorded
@@ -103,7 +109,7 @@ type Options struct {
 
 	// Release reports whether a response status leaves the key free
 	// instead of recorded, so that a retry runs the handler again. If
-	// nil, [Retryable]: 408, 429 and every 5xx.
+	// nil, [Retryable]: 408, 429, 499 and every 5xx.
 	//
 	// Releasing is right when such a status means nothing happened. If
 	// the handler can perform its side effect and then answer 5xx (it
@@ -129,11 +135,19 @@ type Options struct {
 	OnEvent func(Event)
 }
 
+// StatusClientClosedRequest is 499 Client Closed Request, nginx's status
+// for a request whose client went away before the answer; grpc-gateway
+// answers a canceled call with it, and Go services when their request's
+// context ends.
+const StatusClientClosedRequest = 499
+
 // Retryable reports whether a response status invites the client to try
-// again: 408 Request Timeout, 429 Too Many Requests and every 5xx. It is
-// the default [Options.Release].
+// again: 408 Request Timeout, 429 Too Many Requests, every 5xx, and 499
+// Client Closed Request (which its client, gone, never sees: the retry
+// must get an answer). It is the default [Options.Release].
 func Retryable(status int) bool {
-	return status >= 500 || status == http.StatusTooManyRequests || status == http.StatusRequestTimeout
+	return status >= 500 || status == http.StatusTooManyRequests || status == http.StatusRequestTimeout ||
+		status == StatusClientClosedRequest
 }
 
 // handler is the Handler with its options resolved.
@@ -143,7 +157,7 @@ type handler struct {
 	methods         map[string]bool
 	requireKey      bool
 	keyScope        func(*http.Request) string
-	bindCredentials bool
+	ignoreCreds     bool
 	maxKeyLength    int
 	maxRequestBody  int64
 	maxResponseBody int64
@@ -175,10 +189,15 @@ type handler struct {
 //     [Options.KeyScope]): no caller is replayed another's response.
 //   - Only what next set is recorded: its headers as they went out, its
 //     trailers, its body; headers outer layers set for the request are
-//     left to each request. A next that writes nothing (it saw its
-//     client go) records nothing, and the key is freed.
-//   - 5xx, 429 and 408 responses are not recorded ([Options.Release]), nor
-//     bodies over [Options.MaxResponseBody], which are streamed through:
+//     left to each request. A next that returns without writing a status
+//     or a body (a Flush alone writes neither) answers net/http's
+//     implicit 200, which is recorded — unless its request's context had
+//     ended (its client gave up): then nothing is recorded, and the key
+//     is freed.
+//   - 5xx, 408, 429 and 499 responses are not recorded ([Options.Release]), nor
+//     a 409 with Retry-After (an inner or upstream idempotency layer's
+//     "in progress": ask again), nor bodies over
+//     [Options.MaxResponseBody], which are streamed through:
 //     the key is freed, a retry runs next again, and the response says
 //     "Idempotent-Recorded: false" ([RecordedHeader]).
 //   - If next panics (an invalid status passed to WriteHeader panics, as
@@ -196,6 +215,11 @@ type handler struct {
 // store fails or is full before next runs, the request is answered 503
 // with "Retry-After: 1" and next does not run.
 //
+// A Handler inside another over the same store (a mux wrapped whole, and
+// one route again with RequireKey) passes through the requests the outer
+// one runs as owner of their key: they are deduplicated once, with the
+// outer one's options. Over another store, it deduplicates them again.
+//
 // The Handler keeps no state of its own and logs nothing: keys and bodies
 // reach only store. It panics if next or store is nil, as
 // [http.ServeMux.Handle] does for a nil handler. The returned handler is
@@ -210,7 +234,7 @@ func Handler(next http.Handler, store Store, opts Options) http.Handler {
 		methods:         map[string]bool{},
 		requireKey:      opts.RequireKey,
 		keyScope:        opts.KeyScope,
-		bindCredentials: opts.KeyScope == nil && !opts.IgnoreCredentials,
+		ignoreCreds:     opts.IgnoreCredentials,
 		maxKeyLength:    opts.MaxKeyLength,
 		maxRequestBody:  opts.MaxRequestBody,
 		maxResponseBody: opts.MaxResponseBody,
@@ -270,6 +294,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.answer(w, r, KindInvalidKey, h.invalidKey())
 		return
 	}
+	key, bind := h.storeKey(r, key)
+	if h.runByOuter(r, key) {
+		h.next.ServeHTTP(w, r)
+		return
+	}
 	body, err := readBody(r, h.maxRequestBody)
 	switch {
 	case errors.Is(err, errBodyTooLarge):
@@ -280,10 +309,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.answer(w, r, KindRequestUnreadable, h.unreadable())
 		return
 	}
-	if h.keyScope != nil {
-		key = scopedKey(h.keyScope(r), key)
-	}
-	res, err := h.store.Reserve(r.Context(), key, fingerprint(r, body, h.bindCredentials), h.lockTTL)
+	res, err := h.store.Reserve(r.Context(), key, fingerprint(r, body, bind), h.lockTTL)
 	if err != nil {
 		h.answer(w, r, KindStoreError, h.storeUnavailable())
 		return
@@ -300,6 +326,41 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		h.answer(w, r, KindStoreError, h.storeUnavailable())
 	}
+}
+
+// storeKey returns the key the Store sees for a request's key, and whether
+// the request's credentials are bound to it: unless IgnoreCredentials, they
+// are whenever the request has no scope — no KeyScope, or a KeyScope that
+// returned "" for it.
+func (h *handler) storeKey(r *http.Request, key string) (string, bool) {
+	if h.keyScope == nil {
+		return key, !h.ignoreCreds
+	}
+	scope := h.keyScope(r)
+	return scopedKey(scope, key), scope == "" && !h.ignoreCreds
+}
+
+// runByOuter reports whether an outer Handler runs r as the owner of key
+// (as the store sees it) in the same store: reserving the key again would
+// find it taken, by that Handler. A Handler with a store of its own (a
+// shared one inside a local one, say) deduplicates the request again, in
+// its store; and a request with another key (one dispatched in process by
+// the outer one's handler) is another operation.
+func (h *handler) runByOuter(r *http.Request, key string) bool {
+	outer, ok := r.Context().Value(executingKey{}).(executing)
+	return ok && outer.key == key && sameStore(outer.store, h.store)
+}
+
+// sameStore reports whether a and b are the same Store. A store whose type
+// cannot be compared (a struct holding a slice) is never the same: the
+// comparison's panic is recovered.
+func sameStore(a, b Store) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
 }
 
 // answer reports an event and answers its problem.
@@ -327,10 +388,16 @@ func (h *handler) execute(w http.ResponseWriter, r *http.Request, body []byte, k
 			h.releaseKey(ctx, r, key, res.Token, 0)
 		}
 	}()
-	h.next.ServeHTTP(rec, withBody(r, body))
+	h.next.ServeHTTP(rec, withBody(r, body, executing{store: h.store, key: key}))
 	finished = true
+	abandoned := r.Context().Err() != nil
+	if !abandoned {
+		// next returned without writing while its client still waits:
+		// its answer is the 200 net/http sends for it.
+		rec.implicitStatus()
+	}
 
-	resp := rec.result()
+	resp := rec.result(abandoned)
 	h.event(r, KindExecuted, rec.status)
 	if resp == nil {
 		h.releaseKey(ctx, r, key, res.Token, rec.status)
@@ -382,11 +449,14 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request, resp *Response)
 		hdr[k] = vs // resp is the store's copy, ours alone
 	}
 	hdr.Set(ReplayedHeader, "true")
+	if _, ok := hdr["Content-Type"]; !ok {
+		// The first answer went out without one (a sniffed type is
+		// recorded): keep net/http from sniffing one now.
+		hdr["Content-Type"] = nil
+	}
 	switch {
 	case hasTrailers(resp.Header):
-		// A declared length would keep net/http from sending trailers
-		// over HTTP/1.1, which needs the chunked coding for them.
-		declareTrailers(hdr)
+		declareTrailers(hdr) // and no Content-Length
 	case bodyAllowed(resp.Status):
 		hdr.Set("Content-Length", strconv.Itoa(len(resp.Body)))
 	}
@@ -428,9 +498,20 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	return b, nil
 }
 
-// withBody returns a shallow copy of r whose body reads b again.
-func withBody(r *http.Request, b []byte) *http.Request {
-	r2 := r.WithContext(r.Context())
+// executingKey marks, in a request's context, that a Handler runs the
+// request as the owner of its key: the value is an executing.
+type executingKey struct{}
+
+// executing is what a Handler runs: a key, as the store sees it, in store.
+type executing struct {
+	store Store
+	key   string
+}
+
+// withBody returns a shallow copy of r whose body reads b again, marked as
+// run by a Handler (see executingKey).
+func withBody(r *http.Request, b []byte, run executing) *http.Request {
+	r2 := r.WithContext(context.WithValue(r.Context(), executingKey{}, run))
 	r2.Body = io.NopCloser(bytes.NewReader(b))
 	r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 	r2.ContentLength = int64(len(b))

@@ -28,19 +28,19 @@ var unstoredHeaders = map[string]bool{
 // is left out: a replay keeps what outer layers set for the replaying
 // request. Hop-by-hop and per-response fields are left out too (see
 // unstoredHeaders), with any that Connection names.
+//
+// Field names are compared without regard to case, as clients read them:
+// a handler may put a key in its header map as it likes ("set-cookie"),
+// and net/http sends it as it is.
 func recordedHeader(sent, final, outer http.Header) http.Header {
 	out := make(http.Header, len(sent))
 	for k, vs := range sent {
-		if unstoredHeaders[k] || strings.HasPrefix(k, http.TrailerPrefix) || slices.Equal(vs, outer[k]) {
+		if unstoredHeaders[http.CanonicalHeaderKey(k)] || strings.HasPrefix(k, http.TrailerPrefix) || slices.Equal(vs, outer[k]) {
 			continue
 		}
 		out[k] = slices.Clone(vs)
 	}
-	for _, v := range sent.Values("Connection") {
-		for name := range strings.SplitSeq(v, ",") {
-			delete(out, http.CanonicalHeaderKey(strings.TrimSpace(name)))
-		}
-	}
+	dropConnectionFields(out, sent.Values("Connection"))
 	for _, name := range declaredTrailers(sent) {
 		delete(out, name) // a trailer, not a header
 		if vs := final[name]; len(vs) > 0 && name != RecordedHeader {
@@ -53,6 +53,21 @@ func recordedHeader(sent, final, outer http.Header) http.Header {
 		}
 	}
 	return out
+}
+
+// dropConnectionFields deletes from h the fields that the Connection
+// values name: hop-by-hop too (RFC 9110 §7.6.1).
+func dropConnectionFields(h http.Header, connection []string) {
+	for _, v := range connection {
+		for name := range strings.SplitSeq(v, ",") {
+			name = strings.TrimSpace(name)
+			for k := range h {
+				if strings.EqualFold(k, name) {
+					delete(h, k)
+				}
+			}
+		}
+	}
 }
 
 // declaredTrailers returns the canonical names the Trailer field of h
@@ -72,7 +87,9 @@ func declaredTrailers(h http.Header) []string {
 // declareTrailers puts h's trailers in the form a replay sends them: every
 // value under a key prefixed with [http.TrailerPrefix] (net/http sends
 // those as trailers even without a declaration), and a Trailer field that
-// declares exactly those, in order. A response sent this way and its
+// declares exactly those, in order, without a Content-Length: a declared
+// length would keep net/http from sending trailers over HTTP/1.1, which
+// needs the chunked coding for them. A response sent this way and its
 // replays carry the same fields.
 func declareTrailers(h http.Header) {
 	for _, name := range declaredTrailers(h) {
@@ -93,6 +110,7 @@ func declareTrailers(h http.Header) {
 	}
 	slices.Sort(names)
 	h["Trailer"] = []string{strings.Join(names, ", ")}
+	delete(h, "Content-Length")
 }
 
 // hasTrailers reports whether a recorded header holds trailers.

@@ -21,6 +21,12 @@ const (
 type MemoryOptions struct {
 	// MaxEntries bounds the number of keys held: reservations in progress
 	// and recorded responses. 0 (or negative) means 100,000.
+	//
+	// Since recorded responses are kept for their whole TTL, it bounds the
+	// sustained rate of new keys too: MaxEntries per ResponseTTL, about
+	// 1.2 keys a second with the defaults (100,000 per 24 hours). Beyond
+	// it, new keys are refused (503) as often as needed to stay within it.
+	// Size MaxEntries and MaxBytes for your peak rate times ResponseTTL.
 	MaxEntries int
 
 	// MaxBytes bounds the bytes held: every key and fingerprint, and every

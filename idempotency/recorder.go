@@ -45,6 +45,7 @@ type recorder struct {
 	sentHeader  http.Header // the headers as they went out, if sent while recordable
 	body        []byte      // the copy; while !sent, none of it was written
 	wroteHeader bool        // the final status is set
+	answered    bool        // the handler wrote a final status or body itself
 	sent        bool        // the status went to w
 	capture     bool        // still copying: recordable so far
 	hijacked    bool
@@ -58,6 +59,15 @@ func (rec *recorder) Header() http.Header { return rec.w.Header() }
 // the Handler then frees the key like after any panic, and nothing
 // invalid is recorded.
 func (rec *recorder) WriteHeader(code int) {
+	if code >= 200 {
+		rec.answered = true
+	}
+	rec.writeHeader(code)
+}
+
+// writeHeader sets the status, whether the handler wrote it or net/http's
+// implicit 200 applies.
+func (rec *recorder) writeHeader(code int) {
 	switch {
 	case code < 100 || code > 999:
 		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
@@ -85,14 +95,20 @@ func (rec *recorder) Write(p []byte) (int, error) {
 	if rec.hijacked {
 		return rec.w.Write(p)
 	}
+	rec.answered = true
 	if !rec.wroteHeader {
-		rec.WriteHeader(http.StatusOK)
+		rec.writeHeader(http.StatusOK)
 	}
 	if !rec.capture {
 		return rec.w.Write(p)
 	}
 	if !bodyAllowed(rec.status) {
 		return 0, http.ErrBodyNotAllowed
+	}
+	if n := declaredLength(rec.w.Header()); n >= 0 && int64(len(rec.body))+int64(len(p)) > n {
+		// As net/http's writer does: the bytes past the declared length
+		// never go out, so they are not recorded either.
+		return 0, http.ErrContentLength
 	}
 	if int64(len(rec.body))+int64(len(p)) > rec.limit {
 		rec.overflow()
@@ -124,6 +140,7 @@ func (rec *recorder) overflow() {
 func (rec *recorder) send() {
 	rec.sent = true
 	if rec.capture {
+		sniffContentType(rec.w.Header(), rec.status, rec.body)
 		rec.sentHeader = rec.w.Header().Clone()
 	}
 	rec.w.WriteHeader(rec.status)
@@ -133,16 +150,35 @@ func (rec *recorder) send() {
 	}
 }
 
+// sniffContentType sets the Content-Type net/http would sniff from the
+// first bytes written, body, when the handler set none: the header then
+// holds what goes out, and is recorded. A response sent with no body yet
+// gets none, as from net/http; its replays must not get one either (see
+// the Handler's replay).
+func sniffContentType(h http.Header, status int, body []byte) {
+	if _, ok := h["Content-Type"]; ok || len(body) == 0 || !bodyAllowed(status) || h.Get("Transfer-Encoding") != "" {
+		return
+	}
+	h.Set("Content-Type", http.DetectContentType(body))
+}
+
 // FlushError sends the response so far and flushes it, as
 // [http.ResponseController] expects. Whether it will be recorded is not
 // known yet, so the marker is declared as a trailer.
 func (rec *recorder) FlushError() error {
 	if !rec.hijacked {
 		if !rec.wroteHeader {
-			rec.WriteHeader(http.StatusOK)
+			rec.writeHeader(http.StatusOK) // not an answer by itself
 		}
 		if !rec.sent {
-			rec.w.Header().Add("Trailer", RecordedHeader)
+			h := rec.w.Header()
+			if len(declaredTrailers(h)) > 0 {
+				// As declareTrailers does for a held response: a declared
+				// length would keep net/http from sending the handler's
+				// trailers over HTTP/1.1, which its replays carry.
+				h.Del("Content-Length")
+			}
+			h.Add("Trailer", RecordedHeader)
 			rec.send()
 		}
 	}
@@ -178,21 +214,44 @@ func (rec *recorder) Push(target string, opts *http.PushOptions) error {
 // deadlines and full duplex.
 func (rec *recorder) Unwrap() http.ResponseWriter { return rec.w }
 
+// implicitStatus gives a handler that returned without writing the status
+// net/http sends for it, 200, as if it had written it.
+func (rec *recorder) implicitStatus() {
+	if !rec.wroteHeader && !rec.hijacked {
+		rec.WriteHeader(http.StatusOK)
+	}
+}
+
 // result returns the response to record once the handler has returned, or
-// nil if it must not be recorded. A handler that wrote nothing answered
-// nothing: typically it saw its request's context end and returned, and
-// what net/http then sends by default (an empty 200) is no outcome of the
-// operation.
-func (rec *recorder) result() *Response {
-	if rec.hijacked || !rec.wroteHeader || !rec.capture {
+// nil if it must not be recorded. A handler that wrote neither a status
+// nor a body — at most it flushed — before its request's context ended
+// (abandoned) answered nothing: it saw its client go and returned, and
+// what net/http sends by default is no outcome of the operation.
+func (rec *recorder) result(abandoned bool) *Response {
+	if rec.hijacked || !rec.wroteHeader || !rec.capture || (abandoned && !rec.answered) {
 		return nil
 	}
 	final := rec.w.Header()
 	sent := final
 	if rec.sent {
 		sent = rec.sentHeader
+	} else {
+		sniffContentType(final, rec.status, rec.body) // as send will
+	}
+	if asksToRetry(rec.status, sent) {
+		return nil
 	}
 	return &Response{Status: rec.status, Header: recordedHeader(sent, final, rec.outer), Body: rec.body}
+}
+
+// asksToRetry reports whether a response is a conflict that asks the
+// client to try again later: a 409 with Retry-After (or Retry-After-Ms),
+// such as an idempotency layer's "a request with this key is in progress"
+// from a Handler nested inside, or an upstream service. It is no outcome
+// of the operation, and httpretry's Transport retries it; recorded, its
+// replay would be final.
+func asksToRetry(status int, h http.Header) bool {
+	return status == http.StatusConflict && (h.Get("Retry-After") != "" || h.Get("Retry-After-Ms") != "")
 }
 
 // finish sends what is still held, marked as not recorded unless

@@ -1,11 +1,14 @@
 package idempotency_test
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/httpretry/httpretry/idempotency"
@@ -85,26 +88,32 @@ func TestResponseBodyLimit(t *testing.T) {
 	}
 }
 
-// A handler that returns without writing — the usual reaction to its
-// request's context ending — answered nothing: no empty 200 is recorded,
+// A handler that returns without writing because its request's context
+// ended — its client gave up — answered nothing: no empty 200 is recorded,
 // the key is freed, and a retry runs the handler again.
-func TestHandlerThatWritesNothingRecordsNothing(t *testing.T) {
+func TestAbandonedHandlerThatWritesNothingRecordsNothing(t *testing.T) {
 	runs := 0
-	s := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	ev := &events{}
+	h := idempotency.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs++
 		w.Header().Set("X-Run", strconv.Itoa(runs))
-	}), memory(), idempotency.Options{})
-	first := s.post(t, "k", "x")
-	expectStatus(t, "first", first, http.StatusOK)
-	if got := first.header.Get(idempotency.RecordedHeader); got != "false" {
-		t.Fatalf("first: %s = %q, want false", idempotency.RecordedHeader, got)
+		<-r.Context().Done()
+	}), memory(), idempotency.Options{OnEvent: ev.add})
+	for i := 1; i <= 2; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // the client is gone
+		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/orders", strings.NewReader("x"))
+		req.Header.Set(idempotency.KeyHeader, "k")
+		rr := httptest.NewRecorder()
+		h.ServeHTTP(rr, req)
+		if rr.Header().Get(idempotency.RecordedHeader) != "false" || rr.Header().Get(idempotency.ReplayedHeader) != "" || rr.Header().Get("X-Run") != strconv.Itoa(i) {
+			t.Fatalf("request %d: headers %v; want run %d, not recorded, not a replay", i, rr.Header(), i)
+		}
 	}
-	r := s.post(t, "k", "x")
-	expectStatus(t, "retry", r, http.StatusOK)
-	if r.header.Get("X-Run") != "2" || r.header.Get(idempotency.ReplayedHeader) != "" || runs != 2 {
-		t.Fatalf("retry: X-Run %q, replayed %q, runs %d; want run 2, not a replay", r.header.Get("X-Run"), r.header.Get(idempotency.ReplayedHeader), runs)
+	if runs != 2 {
+		t.Fatalf("runs = %d, want 2", runs)
 	}
-	if got := s.events.count(idempotency.KindNotRecorded); got != 2 {
+	if got := ev.count(idempotency.KindNotRecorded); got != 2 {
 		t.Fatalf("not_recorded = %d, want 2", got)
 	}
 }
@@ -209,5 +218,63 @@ func TestOverHTTP2(t *testing.T) {
 				t.Fatalf("second: replayed %v (want %v), %d bytes", got, tc.replayedOnSecond, len(second.body))
 			}
 		})
+	}
+}
+
+// TestSilentSuccessIsReplayedNotRunAgain: a handler that does its work and
+// returns without writing, while its client still waits, answered the
+// implicit 200 net/http sends. That is its outcome: a retry (the reply was
+// lost on the way) gets it replayed, with the headers the handler set, and
+// the operation does not run a second time. Only a handler whose request's
+// context had ended — its client gave up — records nothing.
+func TestSilentSuccessIsReplayedNotRunAgain(t *testing.T) {
+	var runs atomic.Int32
+	s := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := runs.Add(1)
+		w.Header().Set("Location", "/orders/"+strconv.Itoa(int(n)))
+	}), memory(), idempotency.Options{})
+	first := s.post(t, "k", "x")
+	expectStatus(t, "first", first, http.StatusOK)
+	if got := first.header.Get(idempotency.RecordedHeader); got != "" {
+		t.Fatalf("first: %s = %q, want none (recorded)", idempotency.RecordedHeader, got)
+	}
+	retry := s.post(t, "k", "x")
+	expectStatus(t, "retry", retry, http.StatusOK)
+	if retry.header.Get(idempotency.ReplayedHeader) != "true" || retry.header.Get("Location") != "/orders/1" || retry.body != "" {
+		t.Fatalf("retry: replayed %q, Location %q, body %q; want the replay of run 1", retry.header.Get(idempotency.ReplayedHeader), retry.header.Get("Location"), retry.body)
+	}
+	if got := runs.Load(); got != 1 {
+		t.Fatalf("runs = %d, want 1", got)
+	}
+}
+
+// TestWritesBeyondDeclaredContentLengthFailAsInNetHTTP: a handler that
+// declares Content-Length and then writes more gets http.ErrContentLength
+// for the write that goes beyond it, as from net/http's own writer. The
+// response that goes out — the declared bytes — is what is recorded: the
+// first answer is complete, and its replay carries the same bytes, never
+// ones the client was not sent.
+func TestWritesBeyondDeclaredContentLengthFailAsInNetHTTP(t *testing.T) {
+	errs := make(chan error, 2)
+	s := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "5")
+		w.WriteHeader(http.StatusCreated)
+		_, err1 := io.WriteString(w, "01234")
+		_, err2 := io.WriteString(w, "56789")
+		errs <- err1
+		errs <- err2
+	}), memory(), idempotency.Options{})
+	first := s.post(t, "k", "x")
+	if err1, err2 := <-errs, <-errs; err1 != nil || !errors.Is(err2, http.ErrContentLength) {
+		t.Fatalf("handler's writes: %v, %v; want nil, http.ErrContentLength", err1, err2)
+	}
+	expectStatus(t, "first", first, http.StatusCreated)
+	if first.body != "01234" {
+		t.Fatalf("first: body %q, want 01234", first.body)
+	}
+	replay := s.post(t, "k", "x")
+	expectStatus(t, "replay", replay, http.StatusCreated)
+	if replay.body != "01234" || replay.header.Get(idempotency.ReplayedHeader) != "true" {
+		t.Fatalf("replay: body %q, replayed %q; want 01234, replayed", replay.body, replay.header.Get(idempotency.ReplayedHeader))
 	}
 }

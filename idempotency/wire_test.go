@@ -199,3 +199,96 @@ func TestPusherPassesThrough(t *testing.T) {
 		t.Fatalf("push through a writer without push: %v, want http.ErrNotSupported", pushErr)
 	}
 }
+
+// TestTrailersWithDeclaredLengthMatchOnReplay: a handler that declares
+// Content-Length and a trailer, and sets the trailer after its body, gets
+// the same fields on its first answer as on its replays, over HTTP/1.1
+// (where a declared length would keep net/http from sending trailers) and
+// HTTP/2: the trailer arrives each time, and so does the whole body.
+func TestTrailersWithDeclaredLengthMatchOnReplay(t *testing.T) {
+	newHandler := func() http.Handler {
+		return idempotency.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Trailer", "X-Checksum")
+			w.Header().Set("Content-Length", "7")
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, "order 1")
+			w.Header().Set("X-Checksum", "sum-1")
+		}), memory(), idempotency.Options{})
+	}
+	overBothProtocols(t, newHandler, func(t *testing.T, s *server) {
+		for i := range 3 {
+			r := s.post(t, "k", "x")
+			expectStatus(t, "request "+strconv.Itoa(i), r, http.StatusCreated)
+			if r.body != "order 1" || r.trailer.Get("X-Checksum") != "sum-1" {
+				t.Fatalf("request %d: body %q, trailers %v; want order 1 with X-Checksum sum-1", i, r.body, r.trailer)
+			}
+			if replayed := r.header.Get(idempotency.ReplayedHeader) == "true"; replayed != (i > 0) {
+				t.Fatalf("request %d: replayed %v", i, replayed)
+			}
+		}
+	})
+}
+
+// TestSniffedContentTypeMatchesOnReplay: a handler that sets no
+// Content-Type gets one from net/http, sniffed from the first bytes it
+// sends. The replay carries the same Content-Type as the first answer —
+// whether the response was held to the end or flushed before its body
+// (then it went out without one) — over HTTP/1.1 and HTTP/2.
+func TestSniffedContentTypeMatchesOnReplay(t *testing.T) {
+	for _, flush := range []bool{false, true} {
+		t.Run(map[bool]string{false: "held", true: "flushed"}[flush], func(t *testing.T) {
+			newHandler := func() http.Handler {
+				return idempotency.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if flush {
+						w.(http.Flusher).Flush()
+					}
+					io.WriteString(w, "<html><body>order 1</body></html>")
+				}), memory(), idempotency.Options{})
+			}
+			overBothProtocols(t, newHandler, func(t *testing.T, s *server) {
+				first := s.post(t, "k", "x")
+				expectStatus(t, "first", first, http.StatusOK)
+				for i := range 2 {
+					r := s.post(t, "k", "x")
+					expectStatus(t, "replay", r, http.StatusOK)
+					if r.header.Get(idempotency.ReplayedHeader) != "true" || r.body != first.body {
+						t.Fatalf("replay %d: %q, replayed %q", i, r.body, r.header.Get(idempotency.ReplayedHeader))
+					}
+					if got, want := r.header.Values("Content-Type"), first.header.Values("Content-Type"); !slices.Equal(got, want) {
+						t.Fatalf("replay %d: Content-Type %q, first answer's %q", i, got, want)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestFlushedTrailersWithDeclaredLengthMatchOnReplay: as
+// TestTrailersWithDeclaredLengthMatchOnReplay, for a handler that flushes
+// part of its body first: its first answer carries the trailer over
+// HTTP/1.1 too, as its replays do.
+func TestFlushedTrailersWithDeclaredLengthMatchOnReplay(t *testing.T) {
+	newHandler := func() http.Handler {
+		return idempotency.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Trailer", "X-Checksum")
+			w.Header().Set("Content-Length", "7")
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, "ord")
+			w.(http.Flusher).Flush()
+			io.WriteString(w, "er 1")
+			w.Header().Set("X-Checksum", "sum-1")
+		}), memory(), idempotency.Options{})
+	}
+	overBothProtocols(t, newHandler, func(t *testing.T, s *server) {
+		for i := range 3 {
+			r := s.post(t, "k", "x")
+			expectStatus(t, "request "+strconv.Itoa(i), r, http.StatusCreated)
+			if r.body != "order 1" || r.trailer.Get("X-Checksum") != "sum-1" {
+				t.Fatalf("request %d: body %q, trailers %v; want order 1 with X-Checksum sum-1", i, r.body, r.trailer)
+			}
+			if replayed := r.header.Get(idempotency.ReplayedHeader) == "true"; replayed != (i > 0) {
+				t.Fatalf("request %d: replayed %v", i, replayed)
+			}
+		}
+	})
+}
