@@ -392,6 +392,8 @@ func (op *operation) wait() StopReason {
 		case <-timer.Chan():
 		case <-op.ctx.Done():
 			timer.Stop()
+		case <-op.cancelChan():
+			timer.Stop()
 		}
 		op.waited += op.clock.Since(start)
 	}
