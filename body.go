@@ -35,7 +35,8 @@ var errShortBody = errors.New("httpretry: request body shorter than its ContentL
 // Reading ends when ctx ends: a slow body (a forwarded upload, a pipe)
 // must not hold RoundTrip past its deadline. The body is then closed under
 // the blocked Read, which is how an io.Pipe or a network body is
-// interrupted; the caller sees ctx's error.
+// interrupted; the caller sees ctx's error. Either way the body is closed
+// exactly once: a Close need not be idempotent.
 //
 // A body longer than its ContentLength is an error, as it is for
 // [http.Transport], and nothing is sent: sending the first ContentLength
@@ -43,11 +44,11 @@ var errShortBody = errors.New("httpretry: request body shorter than its ContentL
 func bufferBody(ctx context.Context, req *http.Request, limit int64) (*http.Request, error) {
 	stop := context.AfterFunc(ctx, func() { req.Body.Close() })
 	buf, err := readExactly(req.Body, req.ContentLength, limit)
-	interrupted := !stop()
-	closeErr := req.Body.Close()
-	if interrupted {
+	if !stop() {
+		// The AfterFunc has closed the body, or is closing it.
 		return nil, context.Cause(ctx)
 	}
+	closeErr := req.Body.Close()
 	if err != nil {
 		return nil, err
 	}
