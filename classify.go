@@ -49,8 +49,9 @@ const StatusOverloaded = 529
 // is still in progress" (its 400 and 422 are final).
 //
 // Transient errors: connection refused or reset, broken pipe, a connection
-// aborted, an unexpected EOF or the server closing the connection, an
-// HTTP/2 stream reset with INTERNAL_ERROR or REFUSED_STREAM, network
+// aborted, an unexpected EOF or the server closing the connection (an
+// HTTP/2 server's GOAWAY followed by the close included), an HTTP/2 stream
+// reset with INTERNAL_ERROR or REFUSED_STREAM, network
 // timeouts, and a per-attempt timeout ([ErrAttemptTimeout]).
 //
 // Everything else is final, in particular the caller's context ending, TLS
@@ -124,12 +125,21 @@ func transientError(err error) bool {
 	if errors.As(err, &netErr) && netErr.Timeout() {
 		return true
 	}
-	// net/http reports a server closing an idle keep-alive connection, or
-	// a connection lost before the response, only in the text of
-	// unexported errors; there is no other way to recognise them.
-	msg := err.Error()
+	return serverClosed(err.Error())
+}
+
+// serverClosed reports, from an error's text, a server that closed the
+// connection under the request: an idle keep-alive connection closed as
+// it was reused, a connection lost before the response, or an HTTP/2
+// server that sent GOAWAY and closed the connection with the stream in
+// flight (a server shutting down or restarting; the same as HTTP/1.1's
+// EOF). net/http reports these only as unexported errors (the GOAWAY one
+// is its bundled http2GoAwayError, golang.org/x/net/http2's GoAwayError
+// says the same): their text is the only way to recognise them.
+func serverClosed(msg string) bool {
 	return strings.Contains(msg, "server closed idle connection") ||
-		strings.Contains(msg, "transport connection broken")
+		strings.Contains(msg, "transport connection broken") ||
+		strings.Contains(msg, "server sent GOAWAY and closed the connection")
 }
 
 // connectionLost reports a connection refused, reset, aborted or closed
