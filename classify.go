@@ -49,7 +49,7 @@ const StatusOverloaded = 529
 // is still in progress" (its 400 and 422 are final).
 //
 // Transient errors: connection refused or reset, broken pipe, a connection
-// aborted, an unexpected EOF or the server closing the connection (an
+// aborted (on Windows, by their Winsock codes too), an unexpected EOF or the server closing the connection (an
 // HTTP/2 server's GOAWAY followed by the close included), an HTTP/2 stream
 // reset with INTERNAL_ERROR or REFUSED_STREAM, network
 // timeouts, and a per-attempt timeout ([ErrAttemptTimeout]).
@@ -143,7 +143,8 @@ func serverClosed(msg string) bool {
 }
 
 // connectionLost reports a connection refused, reset, aborted or closed
-// under the request or its response.
+// under the request or its response. The system's own codes for these,
+// where they differ from the POSIX ones (Winsock's), are in osConnErrors.
 func connectionLost(err error) bool {
 	for _, target := range [...]error{
 		syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED,
@@ -153,7 +154,25 @@ func connectionLost(err error) bool {
 			return true
 		}
 	}
-	return false
+	return osConnErrorClass(err) != ""
+}
+
+// errorClassOf pairs an error, found with errors.Is, with its ErrorClass
+// word.
+type errorClassOf struct {
+	target error
+	class  string
+}
+
+// osConnErrorClass returns the ErrorClass word of a connection error in
+// the system's own codes (osConnErrors), or "".
+func osConnErrorClass(err error) string {
+	for _, c := range osConnErrors {
+		if errors.Is(err, c.target) {
+			return c.class
+		}
+	}
+	return ""
 }
 
 // neverSentPermanently reports errors that show the request could not be
@@ -250,6 +269,9 @@ func ErrorClass(err error) string {
 			return c.class
 		}
 	}
+	if class := osConnErrorClass(err); class != "" {
+		return class
+	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) {
 		return "dns"
@@ -269,10 +291,7 @@ func ErrorClass(err error) string {
 
 // errorClasses are ErrorClass's words for errors found with errors.Is,
 // in the order they are tried.
-var errorClasses = [...]struct {
-	target error
-	class  string
-}{
+var errorClasses = [...]errorClassOf{
 	{ErrAttemptTimeout, "attempt_timeout"},
 	{ErrIdleTimeout, "idle_timeout"},
 	{context.Canceled, "canceled"},
