@@ -203,7 +203,11 @@ func (op *operation) attemptRequest() *http.Request {
 		ctx, op.idle = watchIdle(ctx, op.clock, t.IdleTimeout)
 		derived = true
 	}
-	if !op.idempotent || t.OnAttempt != nil {
+	// The trace proves a request unsent, times the attempt for
+	// OnAttempt, and with Propagate tells how long getting a connection
+	// took out of the time left.
+	propagateLimit := t.Propagate && bounded
+	if !op.idempotent || t.OnAttempt != nil || propagateLimit {
 		ctx, op.trace = withConnTrace(ctx, t.OnAttempt != nil)
 		derived = true
 	}
@@ -217,6 +221,9 @@ func (op *operation) attemptRequest() *http.Request {
 	}
 	if t.Propagate {
 		propagate(req, op.attempts, limit.Sub(op.lastStart), bounded)
+	}
+	if propagateLimit {
+		op.trace.propagateAt(req.Header, limit, op.clock)
 	}
 	if resend {
 		req.Body, op.nextBody = op.nextBody, nil

@@ -79,9 +79,15 @@ func propagate(req *http.Request, attempt int, limit time.Duration, bounded bool
 	}
 	h.Set(AttemptHeader, strconv.Itoa(attempt))
 	if bounded {
-		h.Set(TimeoutHeader, strconv.FormatInt(max(limit, 0).Milliseconds(), 10))
+		h.Set(TimeoutHeader, timeoutValue(limit))
 	} else {
 		h.Del(TimeoutHeader)
 	}
 	req.Header = h
+}
+
+// timeoutValue is TimeoutHeader's value for the time left: whole
+// milliseconds, rounded down, and 0 for a time already spent.
+func timeoutValue(left time.Duration) string {
+	return strconv.FormatInt(max(left, 0).Milliseconds(), 10)
 }

@@ -3,9 +3,12 @@ package httpretry
 import (
 	"context"
 	"crypto/tls"
+	"net/http"
 	"net/http/httptrace"
 	"sync"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // This file follows an attempt's connection through net/http/httptrace,
@@ -31,6 +34,13 @@ type connTrace struct {
 	light  httptrace.ClientTrace // GetConn and GotConn: the proof that nothing was sent
 	start  time.Time             // when the attempt was sent
 	pooled bool                  // from connTraces, hooks never composed
+
+	// With Propagate, the attempt's own header, whose TimeoutHeader is
+	// rewritten when the connection is obtained: the time spent waiting
+	// for it is time the caller no longer has. nil otherwise.
+	header http.Header
+	limit  time.Time // the attempt's limit, on clock
+	clock  clockwork.Clock
 
 	mu        sync.Mutex // protects the fields below
 	done      bool       // the attempt has ended: ignore later events
@@ -66,6 +76,11 @@ func newConnTrace() *connTrace {
 		c.mu.Lock()
 		if !c.done {
 			c.got, c.reused, c.gotConn = true, info.Reused, now
+			if c.header != nil {
+				// net/http writes the request after this hook
+				// returns, on the same goroutine.
+				c.header.Set(TimeoutHeader, timeoutValue(c.limit.Sub(c.clock.Now())))
+			}
 		}
 		c.mu.Unlock()
 	}
@@ -111,6 +126,15 @@ func (c *connTrace) reset() {
 	c.getConn, c.gotConn, c.firstByte = time.Time{}, time.Time{}, time.Time{}
 	c.dnsStart, c.dnsDone, c.connStart, c.connDone = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	c.tlsStart, c.tlsDone = time.Time{}, time.Time{}
+	c.header, c.limit, c.clock = nil, time.Time{}, nil
+}
+
+// propagateAt makes the attempt's TimeoutHeader, in header, say the time
+// left until limit when the request is written, not when it was made.
+func (c *connTrace) propagateAt(header http.Header, limit time.Time, clock clockwork.Clock) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.header, c.limit, c.clock = header, limit, clock
 }
 
 // release returns c to the pool once its attempt is reported. A trace
