@@ -182,14 +182,36 @@ func (op *operation) send() (*http.Response, error) {
 	return resp, err
 }
 
-// attemptRequest derives the attempt's context (its time limit, its idle
-// watch, its connection trace) and the request to send with it.
+// attemptRequest derives the attempt's context and the request to send
+// with it.
 func (op *operation) attemptRequest() *http.Request {
 	t := op.t
-	// The template carries the caller's context; derived says whether the
-	// attempt's context differs from it, without comparing the two.
-	ctx, derived := op.ctx, op.derived
-	limit, bounded := op.deadline, op.hasDeadline
+	ctx, derived, limit, bounded := op.attemptContext()
+	req := op.tmpl
+	// A retry of a bodyless request sends the template again: nothing of
+	// it changes, and the last attempt's response is closed by now.
+	resend := op.attempts > 1 && op.body == bodyGetBody
+	if resend || op.body == bodyOnce || derived || t.Propagate {
+		req = req.WithContext(ctx)
+	}
+	if t.Propagate {
+		propagate(req, op.attempts, limit.Sub(op.lastStart), bounded)
+		if bounded {
+			op.trace.propagateAt(req.Header, limit, op.clock)
+		}
+	}
+	op.attachBody(req, resend)
+	return req
+}
+
+// attemptContext derives the attempt's context: its time limit, its idle
+// watch, its connection trace. derived says whether it differs from the
+// operation's context (the template's), without comparing the two; limit
+// is the attempt's deadline, when bounded.
+func (op *operation) attemptContext() (ctx context.Context, derived bool, limit time.Time, bounded bool) {
+	t := op.t
+	ctx, derived = op.ctx, op.derived
+	limit, bounded = op.deadline, op.hasDeadline
 	op.cancelAttempt, op.idle, op.trace = nil, nil, nil
 	if t.AttemptTimeout > 0 {
 		d := op.lastStart.Add(t.AttemptTimeout)
@@ -204,27 +226,19 @@ func (op *operation) attemptRequest() *http.Request {
 		derived = true
 	}
 	// The trace proves a request unsent, times the attempt for
-	// OnAttempt, and with Propagate tells how long getting a connection
-	// took out of the time left.
-	propagateLimit := t.Propagate && bounded
-	if !op.idempotent || t.OnAttempt != nil || propagateLimit {
+	// OnAttempt, and with Propagate takes the time spent getting a
+	// connection out of the time left it sends.
+	if !op.idempotent || t.OnAttempt != nil || (t.Propagate && bounded) {
 		ctx, op.trace = withConnTrace(ctx, t.OnAttempt != nil)
 		derived = true
 	}
+	return ctx, derived, limit, bounded
+}
 
-	req := op.tmpl
-	// A retry of a bodyless request sends the template again: nothing of
-	// it changes, and the last attempt's response is closed by now.
-	resend := op.attempts > 1 && op.body == bodyGetBody
-	if resend || op.body == bodyOnce || derived || t.Propagate {
-		req = req.WithContext(ctx)
-	}
-	if t.Propagate {
-		propagate(req, op.attempts, limit.Sub(op.lastStart), bounded)
-	}
-	if propagateLimit {
-		op.trace.propagateAt(req.Header, limit, op.clock)
-	}
+// attachBody gives the attempt's own request its body: the one GetBody
+// made for a retry (resend), or a tracker of the body that cannot be
+// rewound.
+func (op *operation) attachBody(req *http.Request, resend bool) {
 	if resend {
 		req.Body, op.nextBody = op.nextBody, nil
 	} else if op.body == bodyOnce {
@@ -233,7 +247,6 @@ func (op *operation) attemptRequest() *http.Request {
 		op.tracker = &readTracker{body: op.once}
 		req.Body = op.tracker
 	}
-	return req
 }
 
 // normalize makes Base's answer one of a response with a Body or an
