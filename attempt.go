@@ -55,6 +55,7 @@ type operation struct {
 	status        int           // its status, 0 if it ended in an error
 	err           error         // its error
 	unsent        bool          // it provably never left the client
+	gotConn       bool          // the trace saw it get a connection: it may have been sent
 	buffered      bool          // its response body is held in memory
 	cancelAttempt context.CancelFunc
 	idle          *idleWatch
@@ -307,9 +308,11 @@ func (op *operation) complete(req *http.Request, resp *http.Response, err error)
 	if err != nil {
 		op.endAttempt()
 	}
-	op.unsent = false
+	op.unsent, op.gotConn = false, false
 	if op.trace != nil {
-		op.unsent = op.trace.end() && err != nil
+		var unsent bool
+		unsent, op.gotConn = op.trace.end()
+		op.unsent = unsent && err != nil
 	}
 	return resp, err
 }
@@ -373,7 +376,11 @@ func (op *operation) gather(r *facts, resp *http.Response, err error) {
 	r.transient = op.t.transient(resp, err)
 	if r.failed {
 		r.callerEnded = op.callerEnded()
-		op.unsent = op.unsent || neverSent(op.req, err)
+		// The error proves nothing when the attempt had a
+		// connection: net/http resends a request whose reused
+		// connection broke, and a refused dial of that resend hides
+		// the first send.
+		op.unsent = op.unsent || (!op.gotConn && neverSent(op.req, err))
 	}
 	if !r.transient || r.callerEnded {
 		return

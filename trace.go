@@ -157,13 +157,14 @@ func (c *connTrace) stamp(t *time.Time, last bool) {
 }
 
 // end stops recording and reports whether the attempt provably never got
-// a connection: it asked for one and had none when it ended, so not a
-// byte of the request was written.
-func (c *connTrace) end() (unsent bool) {
+// a connection (unsent: it asked for one and had none when it ended, so
+// not a byte of the request was written), and whether it got one (got:
+// the request may have been sent, whatever happened after).
+func (c *connTrace) end() (unsent, got bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.done = true
-	return c.asked && !c.got
+	return c.asked && !c.got, c.got
 }
 
 // fill copies the recorded phases into a. Call it after end. Dial

@@ -2,6 +2,8 @@ package httpretry
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -113,5 +115,53 @@ func TestCallerTraceStaysWithItsRequest(t *testing.T) {
 	}
 	if len(log.attempts) != 2*rounds || log.attempts[2*rounds-1].Conn != ConnReused {
 		t.Errorf("%d attempts reported; want %d, the last on a reused connection", len(log.attempts), 2*rounds)
+	}
+}
+
+// TestHiddenResendKeepsTheRequestSent: a request the Transport may not
+// repeat reached the server on a reused connection, which the server
+// closed without answering; net/http resent it on a new connection within
+// the same attempt, and that dial was refused. The dial error does not
+// prove the request unsent: the attempt had a connection, so the
+// operation stops not_idempotent with the outcome unknown, and the
+// request is not sent again.
+func TestHiddenResendKeepsTheRequestSent(t *testing.T) {
+	var hits atomic.Int32
+	srv := newLoopbackServer(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) == 1 {
+			io.WriteString(w, "warm") // leaves the connection in the pool
+			return
+		}
+		// Read, and then the connection is gone without an answer.
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	base := serverBase(t, srv)
+	resp, err := base.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	// Every new connection is refused from now on; the pooled one is
+	// still served.
+	srv.Listener.Close()
+
+	var o Outcome
+	tr := &Transport{
+		Base:       base,
+		Jitter:     noJitter,
+		Idempotent: func(*http.Request) bool { return false }, // this GET has side effects
+	}
+	_, err = tr.RoundTrip(newRequest(t, WithOutcome(context.Background(), &o), "GET", srv.URL+"/charge", nil))
+	if err == nil {
+		t.Fatal("got a response; want the resend's refused dial")
+	}
+	if got := hits.Load(); got != 2 {
+		t.Errorf("server saw %d requests; want 2 (the warm-up and the GET)", got)
+	}
+	if o.Attempts != 1 || o.Reason != NotIdempotent || !errors.Is(err, ErrOutcomeUnknown) {
+		t.Errorf("attempts %d, reason %q, err %v; want 1 attempt, not_idempotent, matching ErrOutcomeUnknown", o.Attempts, o.Reason, err)
 	}
 }
