@@ -355,6 +355,9 @@ func (op *operation) decide(resp *http.Response, err error) decision {
 			return stopWith(BodyNotRewindable)
 		}
 		op.nextBody = b
+	} else if op.body == bodyOnce && !op.tracker.seal() {
+		// Base read the body since the facts were gathered.
+		return stopWith(BodyNotRewindable)
 	}
 	if !op.t.budget().Withdraw(op.ctx) {
 		if op.nextBody != nil {
@@ -388,8 +391,9 @@ func (op *operation) gather(r *facts, resp *http.Response, err error) {
 	r.repeatable = op.idempotent || op.unsent || serverVouches(resp)
 	switch op.body {
 	case bodyOnce:
-		// Only what was never read can be sent again whole.
-		r.rewindable = op.unsent && !op.tracker.didRead.Load()
+		// Only what was never read can be sent again whole: nothing
+		// of it left, whether or not the request did.
+		r.rewindable = !op.tracker.didRead()
 	case bodyDirect:
 		r.rewindable = false
 	default:

@@ -31,7 +31,7 @@ type fmFacts struct {
 	// said another attempt is safe, or when the failure proves it never
 	// left the client, which "only a dial error does"; its body is
 	// rewindable when it has GetBody or was buffered, or when it was never
-	// read. An attempt that never had a connection without a dial error
+	// read (by the attempt, as the recorder saw it). An attempt that never had a connection without a dial error
 	// (a time limit during the dial) left nothing, but the Transport may
 	// not be able to tell: such an attempt is only maybe repeatable.
 	repeatable, maybeRepeatable bool
@@ -134,7 +134,7 @@ func (c fmCell) facts(r fmResult, k int) fmFacts {
 	neverLeft := !call.leftClient()
 	var op *net.OpError
 	dialError := f.failed && errors.As(a.Err, &op) && op.Op == "dial"
-	f.rewindable = c.method.body != fmOnce || dialError
+	f.rewindable = c.method.body != fmOnce || dialError || !call.readBody()
 	f.maybeRewindable = f.rewindable || neverLeft
 	if f.failed {
 		f.transient = IsTransient(nil, a.Err)
