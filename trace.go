@@ -25,15 +25,20 @@ import (
 // events after done are ignored.
 //
 // Building a trace costs an allocation per hook, so traces are pooled with
-// their hooks built once. A dial that outlives its attempt may still send
-// events into a trace reused by a later attempt; fill therefore counts the
-// connection phases only for a new connection, and only within the time
-// that attempt waited for it.
+// their hooks built once, but only while no late callback can reach them.
+// GetConn and GotConn run on the request's goroutine, within its RoundTrip;
+// the dial hooks (DNS, connect, TLS) run on net/http's dial goroutine,
+// which outlives a canceled request and may even start after it, so a
+// trace that asked net/http for a connection with those hooks installed
+// is never reused: its late events would land in another attempt's
+// report. fill also counts the connection phases only for a new
+// connection, and only within the time that attempt waited for it.
 type connTrace struct {
 	full   httptrace.ClientTrace // every hook: for OnAttempt
 	light  httptrace.ClientTrace // GetConn and GotConn: the proof that nothing was sent
 	start  time.Time             // when the attempt was sent
 	pooled bool                  // from connTraces, hooks never composed
+	dials  bool                  // the dial hooks are installed (full)
 
 	// With Propagate, the attempt's own header, whose TimeoutHeader is
 	// rewritten when the connection is obtained: the time spent waiting
@@ -111,6 +116,7 @@ func withConnTrace(ctx context.Context, timings bool) (context.Context, *connTra
 		c.pooled = true
 	}
 	c.reset()
+	c.dials = timings
 	if timings {
 		return httptrace.WithClientTrace(ctx, &c.full), c
 	}
@@ -137,10 +143,15 @@ func (c *connTrace) propagateAt(header http.Header, limit time.Time, clock clock
 	c.header, c.limit, c.clock = header, limit, clock
 }
 
-// release returns c to the pool once its attempt is reported. A trace
-// composed with the caller's is not pooled.
+// release returns c to the pool once its attempt is reported, unless a
+// callback may still reach it: a trace with the dial hooks whose request
+// asked for a connection may have started a dial that reports later. A
+// trace composed with the caller's is not pooled either.
 func (c *connTrace) release() {
-	if c.pooled {
+	c.mu.Lock()
+	reachable := c.dials && c.asked
+	c.mu.Unlock()
+	if c.pooled && !reachable {
 		connTraces.Put(c)
 	}
 }

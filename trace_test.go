@@ -2,11 +2,14 @@ package httpretry
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -163,5 +166,63 @@ func TestHiddenResendKeepsTheRequestSent(t *testing.T) {
 	}
 	if o.Attempts != 1 || o.Reason != NotIdempotent || !errors.Is(err, ErrOutcomeUnknown) {
 		t.Errorf("attempts %d, reason %q, err %v; want 1 attempt, not_idempotent, matching ErrOutcomeUnknown", o.Attempts, o.Reason, err)
+	}
+}
+
+// TestAbandonedDialDoesNotReportIntoAnotherAttempt: an attempt over TLS
+// that runs out of time while dialing leaves its dial running (net/http
+// finishes it for the pool), and the dial's connect and TLS events arrive
+// after the attempt was reported. They must not land in the report of a
+// later attempt: a plain-HTTP attempt waiting for its own connection at
+// that moment reports no TLS handshake.
+func TestAbandonedDialDoesNotReportIntoAnotherAttempt(t *testing.T) {
+	tlsSrv := newLoopbackServer(t, true, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	plainSrv := newLoopbackServer(t, false, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+
+	// A's dial waits until A has given up, then connects; its TLS
+	// handshake follows, on net/http's dial goroutine.
+	aGaveUp, aVerified := make(chan struct{}), make(chan struct{})
+	var verifiedOnce sync.Once
+	aBase := serverBase(t, tlsSrv).Clone()
+	t.Cleanup(aBase.CloseIdleConnections)
+	aBase.TLSClientConfig = aBase.TLSClientConfig.Clone()
+	aBase.TLSClientConfig.VerifyConnection = func(tls.ConnectionState) error {
+		verifiedOnce.Do(func() { close(aVerified) })
+		return nil
+	}
+	dialer := &net.Dialer{}
+	aBase.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		<-aGaveUp
+		return dialer.DialContext(ctx, network, addr)
+	}
+	var aLog attemptLog
+	a := &Transport{Base: aBase, MaxAttempts: 1, AttemptTimeout: 50 * time.Millisecond, OnAttempt: aLog.onAttempt}
+	if _, err := a.RoundTrip(newRequest(t, context.Background(), "GET", tlsSrv.URL, nil)); err == nil {
+		t.Fatal("A's attempt got through; want it to time out while dialing")
+	}
+
+	// B's dial waits until A's late handshake is under way, so that A's
+	// events fall inside B's wait for its connection.
+	bBase := serverBase(t, plainSrv).Clone()
+	t.Cleanup(bBase.CloseIdleConnections)
+	bBase.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		close(aGaveUp)
+		select {
+		case <-aVerified:
+		case <-time.After(5 * time.Second):
+		}
+		time.Sleep(20 * time.Millisecond) // let A's handshake report its end
+		return dialer.DialContext(ctx, network, addr)
+	}
+	var bLog attemptLog
+	b := &Transport{Base: bBase, OnAttempt: bLog.onAttempt}
+	resp, err := b.RoundTrip(newRequest(t, context.Background(), "GET", plainSrv.URL, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	got := bLog.attempts[0]
+	if got.Conn != ConnNew || got.TLSHandshake != 0 {
+		t.Errorf("plain-HTTP attempt %+v; want a new connection without a TLS handshake", got)
 	}
 }
