@@ -205,8 +205,9 @@ func TestAbandonedDialDoesNotReportIntoAnotherAttempt(t *testing.T) {
 	// events fall inside B's wait for its connection.
 	bBase := serverBase(t, plainSrv).Clone()
 	t.Cleanup(bBase.CloseIdleConnections)
+	var gaveUpOnce sync.Once
 	bBase.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		close(aGaveUp)
+		gaveUpOnce.Do(func() { close(aGaveUp) })
 		select {
 		case <-aVerified:
 		case <-time.After(5 * time.Second):
