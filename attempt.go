@@ -55,6 +55,7 @@ type operation struct {
 	status        int           // its status, 0 if it ended in an error
 	err           error         // its error
 	unsent        bool          // it provably never left the client
+	gotConn       bool          // the trace saw it get a connection: it may have been sent
 	buffered      bool          // its response body is held in memory
 	cancelAttempt context.CancelFunc
 	idle          *idleWatch
@@ -186,7 +187,7 @@ func (op *operation) send() (*http.Response, error) {
 // with it.
 func (op *operation) attemptRequest() *http.Request {
 	t := op.t
-	ctx, limit, bounded, derived := op.attemptContext()
+	ctx, derived, limit, bounded := op.attemptContext()
 	req := op.tmpl
 	// A retry of a bodyless request sends the template again: nothing of
 	// it changes, and the last attempt's response is closed by now.
@@ -196,23 +197,19 @@ func (op *operation) attemptRequest() *http.Request {
 	}
 	if t.Propagate {
 		propagate(req, op.attempts, limit.Sub(op.lastStart), bounded)
+		if bounded {
+			op.trace.propagateAt(req.Header, limit, op.clock)
+		}
 	}
-	if resend {
-		req.Body, op.nextBody = op.nextBody, nil
-	} else if op.body == bodyOnce {
-		// Each attempt reads through its own tracker, so that the next
-		// one can tell whether this one read anything.
-		op.tracker = &readTracker{body: op.once}
-		req.Body = op.tracker
-	}
+	op.attachBody(req, resend)
 	return req
 }
 
 // attemptContext derives the attempt's context: its time limit, its idle
-// watch, its connection trace. limit and bounded are the attempt's
-// deadline; derived says whether the context differs from the
-// operation's, without comparing the two.
-func (op *operation) attemptContext() (ctx context.Context, limit time.Time, bounded, derived bool) {
+// watch, its connection trace. derived says whether it differs from the
+// operation's context (the template's), without comparing the two; limit
+// is the attempt's deadline, when bounded.
+func (op *operation) attemptContext() (ctx context.Context, derived bool, limit time.Time, bounded bool) {
 	t := op.t
 	ctx, derived = op.ctx, op.derived
 	limit, bounded = op.deadline, op.hasDeadline
@@ -229,7 +226,10 @@ func (op *operation) attemptContext() (ctx context.Context, limit time.Time, bou
 		ctx, op.idle = watchIdle(ctx, op.clock, t.IdleTimeout)
 		derived = true
 	}
-	if !op.idempotent || t.OnAttempt != nil {
+	// The trace proves a request unsent, times the attempt for
+	// OnAttempt, and with Propagate takes the time spent getting a
+	// connection out of the time left it sends.
+	if !op.idempotent || t.OnAttempt != nil || (t.Propagate && bounded) {
 		ctx, op.trace = withConnTrace(ctx, t.OnAttempt != nil)
 		derived = true
 	}
@@ -238,7 +238,21 @@ func (op *operation) attemptContext() (ctx context.Context, limit time.Time, bou
 		// the first trace installed.
 		ctx = op.idle.traced(ctx)
 	}
-	return ctx, limit, bounded, derived
+	return ctx, derived, limit, bounded
+}
+
+// attachBody gives the attempt's own request its body: the one GetBody
+// made for a retry (resend), or a tracker of the body that cannot be
+// rewound.
+func (op *operation) attachBody(req *http.Request, resend bool) {
+	if resend {
+		req.Body, op.nextBody = op.nextBody, nil
+	} else if op.body == bodyOnce {
+		// Each attempt reads through its own tracker, so that the next
+		// one can tell whether this one read anything.
+		op.tracker = &readTracker{body: op.once}
+		req.Body = op.tracker
+	}
 }
 
 // normalize makes Base's answer one of a response with a Body or an
@@ -299,9 +313,11 @@ func (op *operation) complete(req *http.Request, resp *http.Response, err error)
 	if err != nil {
 		op.endAttempt()
 	}
-	op.unsent = false
+	op.unsent, op.gotConn = false, false
 	if op.trace != nil {
-		op.unsent = op.trace.end() && err != nil
+		var unsent bool
+		unsent, op.gotConn = op.trace.end()
+		op.unsent = unsent && err != nil
 	}
 	return resp, err
 }
@@ -330,8 +346,14 @@ func (op *operation) decide(resp *http.Response, err error) decision {
 	// that need the clock plan the wait, with the time as it is after
 	// the attempt. A success never gets here, so it reads no clock and
 	// draws no jitter.
-	if op.body == bodyGetBody {
+	switch op.body {
+	case bodyGetBody:
 		r.rewindable = op.getBody()
+	case bodyOnce:
+		// Base may have read the body since the facts were gathered:
+		// sealing it makes a late read by this attempt fail instead of
+		// taking what the next attempt would send.
+		r.rewindable = op.tracker.seal()
 	}
 	now := op.clock.Now()
 	r.deadline, r.hasDeadline = op.deadline, op.hasDeadline
@@ -371,7 +393,11 @@ func (op *operation) gather(r *facts, resp *http.Response, err error) {
 		r.callerEnded = op.callerEnded()
 	}
 	if r.failed {
-		op.unsent = op.unsent || neverSent(op.req, err)
+		// The error proves nothing when the attempt had a
+		// connection: net/http resends a request whose reused
+		// connection broke, and a refused dial of that resend hides
+		// the first send.
+		op.unsent = op.unsent || (!op.gotConn && neverSent(op.req, err))
 	}
 	if !r.transient || r.callerEnded {
 		return
@@ -379,8 +405,9 @@ func (op *operation) gather(r *facts, resp *http.Response, err error) {
 	r.repeatable = op.idempotent || op.unsent || serverVouches(resp)
 	switch op.body {
 	case bodyOnce:
-		// Only what was never read can be sent again whole.
-		r.rewindable = op.unsent && !op.tracker.didRead.Load()
+		// Only what was never read can be sent again whole: nothing
+		// of it left, whether or not the request did.
+		r.rewindable = !op.tracker.didRead()
 	case bodyDirect:
 		r.rewindable = false
 	default:
@@ -409,6 +436,8 @@ func (op *operation) wait() StopReason {
 		select {
 		case <-timer.Chan():
 		case <-op.ctx.Done():
+			timer.Stop()
+		case <-op.cancelChan():
 			timer.Stop()
 		}
 		op.waited += op.clock.Since(start)

@@ -35,7 +35,8 @@ var errShortBody = errors.New("httpretry: request body shorter than its ContentL
 // Reading ends when ctx ends: a slow body (a forwarded upload, a pipe)
 // must not hold RoundTrip past its deadline. The body is then closed under
 // the blocked Read, which is how an io.Pipe or a network body is
-// interrupted; the caller sees ctx's error.
+// interrupted; the caller sees ctx's error. Either way the body is closed
+// exactly once: a Close need not be idempotent.
 //
 // A body longer than its ContentLength is an error, as it is for
 // [http.Transport], and nothing is sent: sending the first ContentLength
@@ -43,11 +44,11 @@ var errShortBody = errors.New("httpretry: request body shorter than its ContentL
 func bufferBody(ctx context.Context, req *http.Request, limit int64) (*http.Request, error) {
 	stop := context.AfterFunc(ctx, func() { req.Body.Close() })
 	buf, err := readExactly(req.Body, req.ContentLength, limit)
-	interrupted := !stop()
-	closeErr := req.Body.Close()
-	if interrupted {
+	if !stop() {
+		// The AfterFunc has closed the body, or is closing it.
 		return nil, context.Cause(ctx)
 	}
+	closeErr := req.Body.Close()
 	if err != nil {
 		return nil, err
 	}
@@ -85,8 +86,11 @@ func readExactly(body io.Reader, n, limit int64) ([]byte, error) {
 
 // onceBody holds a request body that cannot be rewound. Each attempt sends
 // it through its own readTracker, which records whether the attempt read
-// any of it: a body never read (the connection was never made) can still
-// be sent whole on the next attempt.
+// any of it: a body never read can still be sent whole on the next
+// attempt, whether the connection was never made or the request went
+// without its body (an "Expect: 100-continue" answered with a final
+// status). Before the next attempt takes it, the last attempt's tracker is
+// sealed, so that a Base still holding it cannot start reading it then.
 //
 // Once an attempt has handed the body to Base, Base owns it, and Base
 // closes it: a streaming body (an HTTP/2 or full-duplex upload) is still
@@ -127,28 +131,54 @@ func (b *onceBody) end(last *readTracker) {
 // readTrackingBody.
 type readTracker struct {
 	body         *onceBody
-	didRead      atomic.Bool
-	closedUnread bool // guarded by body.mu
+	state        atomic.Int32 // trackerUntouched, trackerRead or trackerSealed
+	closedUnread bool         // guarded by body.mu
 }
 
+// A readTracker's states. Untouched becomes read at the first Read, or
+// sealed when the next attempt takes the body; neither changes again.
+const (
+	trackerUntouched int32 = iota
+	trackerRead
+	trackerSealed
+)
+
+// errBodyTaken is a sealed tracker's Read error: the body went to the
+// next attempt.
+var errBodyTaken = errors.New("httpretry: request body taken by the next attempt")
+
 func (r *readTracker) Read(p []byte) (int, error) {
-	r.didRead.Store(true)
+	if !r.state.CompareAndSwap(trackerUntouched, trackerRead) && r.state.Load() == trackerSealed {
+		return 0, errBodyTaken
+	}
 	n, err := r.body.rc.Read(p)
 	r.body.read.Add(int64(n))
 	return n, err
 }
 
+// didRead reports whether this attempt read from the body.
+func (r *readTracker) didRead() bool { return r.state.Load() == trackerRead }
+
+// seal reports whether the body is still untouched by this attempt, and
+// if it is makes sure it stays so: from now on Read fails without reading.
+func (r *readTracker) seal() bool {
+	return r.state.CompareAndSwap(trackerUntouched, trackerSealed) || r.state.Load() == trackerSealed
+}
+
 // Close closes the underlying body when this attempt read from it, or
 // when the operation is over. An unread body stays open for the next
-// attempt, and the operation closes it if none comes.
+// attempt, and the operation closes it if none comes; a sealed one
+// belongs to the next attempt.
 func (r *readTracker) Close() error {
 	b := r.body
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if r.didRead.Load() || b.ended {
+	switch {
+	case r.state.Load() == trackerSealed:
+	case r.didRead() || b.ended:
 		b.closeLocked()
-		return nil
+	default:
+		r.closedUnread = true
 	}
-	r.closedUnread = true
 	return nil
 }

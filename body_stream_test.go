@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -113,5 +114,61 @@ func TestOnceBodyClosedWhenNoBaseHoldsIt(t *testing.T) {
 	}
 	if got := body.closes(); got != 1 {
 		t.Errorf("body closed %d times; want once", got)
+	}
+}
+
+// TestExpectContinueBodyNeverReadIsSentAgain: a PUT whose body cannot be
+// rewound (no GetBody, unknown length), sent with "Expect: 100-continue"
+// and answered 503 before the server asked for the body, was never read:
+// net/http did not send a byte of it, so it is sent again, whole, instead
+// of stopping body_not_rewindable.
+func TestExpectContinueBodyNeverReadIsSentAgain(t *testing.T) {
+	const payload = "the only copy of this upload"
+	for _, p := range protocols {
+		t.Run(p.name, func(t *testing.T) {
+			var hits atomic.Int32
+			received := make(chan string, 1)
+			srv := newLoopbackServer(t, p.h2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if hits.Add(1) == 1 {
+					// Answered before reading: no 100 Continue is sent.
+					w.WriteHeader(http.StatusServiceUnavailable)
+					return
+				}
+				b, _ := io.ReadAll(r.Body)
+				received <- string(b)
+			}))
+			base := serverBase(t, srv).Clone()
+			t.Cleanup(base.CloseIdleConnections)
+			base.ExpectContinueTimeout = 10 * time.Second // wait for the server's word
+			var o Outcome
+			tr := &Transport{Base: base, Jitter: noJitter}
+			body := newCountingBody(payload)
+			req := newRequest(t, WithOutcome(context.Background(), &o), "PUT", srv.URL, io.NopCloser(nil))
+			req.Body, req.ContentLength = body, -1 // no GetBody, length unknown: not buffered
+			req.Header.Set("Expect", "100-continue")
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatalf("err %v, outcome %+v; want the PUT sent again", err, o)
+			}
+			readBody(t, resp)
+			if resp.StatusCode != 200 || o.Attempts != 2 || o.Reason != Final {
+				t.Errorf("status %d, outcome %+v; want 200 after 2 attempts", resp.StatusCode, o)
+			}
+			select {
+			case got := <-received:
+				if got != payload {
+					t.Errorf("the server received %q; want the whole body %q", got, payload)
+				}
+			default:
+				t.Error("the server never received the body")
+			}
+			// Base closes the body it sent, on its own goroutine.
+			for deadline := time.Now().Add(5 * time.Second); body.closes() == 0 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond) // a poll, not a timing assumption
+			}
+			if got := body.closes(); got != 1 {
+				t.Errorf("the caller's body was closed %d times; want once", got)
+			}
+		})
 	}
 }

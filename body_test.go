@@ -531,3 +531,45 @@ func TestBodyNotRewindableSaysHowLarge(t *testing.T) {
 		})
 	}
 }
+
+// onceClosingBody is a stalled request body that counts its Closes: like
+// many real bodies, it must not be closed twice.
+type onceClosingBody struct {
+	closedCh chan struct{}
+	closes   atomic.Int32
+}
+
+func (b *onceClosingBody) Read([]byte) (int, error) {
+	<-b.closedCh
+	return 0, errors.New("read on closed body")
+}
+
+func (b *onceClosingBody) Close() error {
+	if b.closes.Add(1) == 1 {
+		close(b.closedCh)
+	}
+	return nil
+}
+
+// TestCallerBodyClosedOnce: a body of known length that stalls while the
+// Transport buffers it is interrupted by Timeout by closing it; it is then
+// not closed a second time.
+func TestCallerBodyClosedOnce(t *testing.T) {
+	body := &onceClosingBody{closedCh: make(chan struct{})}
+	base := httptestutil.NewTransport(nil)
+	tr := &Transport{Base: base, Timeout: 100 * time.Millisecond}
+	req := newRequest(t, context.Background(), "PUT", "http://api.test/", body)
+	req.ContentLength = 10
+	var o Outcome
+	req = req.WithContext(WithOutcome(req.Context(), &o))
+	_, err := tr.RoundTrip(req)
+	if err == nil || o.Reason != DeadlineExhausted {
+		t.Fatalf("err %v, reason %q; want the Timeout to end buffering with deadline_exhausted", err, o.Reason)
+	}
+	if got := body.closes.Load(); got != 1 {
+		t.Errorf("the caller's body was closed %d times; want once", got)
+	}
+	if base.Hits() != 0 {
+		t.Errorf("base saw %d requests; want none", base.Hits())
+	}
+}

@@ -52,8 +52,9 @@ const StatusOverloaded = 529
 // server's domain and final, as are the draft's 400 and 422.
 //
 // Transient errors: connection refused or reset, broken pipe, a connection
-// aborted, an unexpected EOF or the server closing the connection, an
-// HTTP/2 stream reset with INTERNAL_ERROR or REFUSED_STREAM, network
+// aborted (on Windows, by their Winsock codes too), an unexpected EOF or the server closing the connection (an
+// HTTP/2 server's GOAWAY followed by the close included), an HTTP/2 stream
+// reset with INTERNAL_ERROR or REFUSED_STREAM, network
 // timeouts, and a per-attempt timeout ([ErrAttemptTimeout]).
 //
 // Everything else is final, in particular the caller's context ending, TLS
@@ -145,16 +146,26 @@ func transientError(err error) bool {
 	if errors.As(err, &netErr) && netErr.Timeout() {
 		return true
 	}
-	// net/http reports a server closing an idle keep-alive connection, or
-	// a connection lost before the response, only in the text of
-	// unexported errors; there is no other way to recognise them.
-	msg := err.Error()
+	return serverClosed(err.Error())
+}
+
+// serverClosed reports, from an error's text, a server that closed the
+// connection under the request: an idle keep-alive connection closed as
+// it was reused, a connection lost before the response, or an HTTP/2
+// server that sent GOAWAY and closed the connection with the stream in
+// flight (a server shutting down or restarting; the same as HTTP/1.1's
+// EOF). net/http reports these only as unexported errors (the GOAWAY one
+// is its bundled http2GoAwayError, golang.org/x/net/http2's GoAwayError
+// says the same): their text is the only way to recognise them.
+func serverClosed(msg string) bool {
 	return strings.Contains(msg, "server closed idle connection") ||
-		strings.Contains(msg, "transport connection broken")
+		strings.Contains(msg, "transport connection broken") ||
+		strings.Contains(msg, "server sent GOAWAY and closed the connection")
 }
 
 // connectionLost reports a connection refused, reset, aborted or closed
-// under the request or its response.
+// under the request or its response. The system's own codes for these,
+// where they differ from the POSIX ones (Winsock's), are in osConnErrors.
 func connectionLost(err error) bool {
 	for _, target := range [...]error{
 		syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED,
@@ -164,7 +175,25 @@ func connectionLost(err error) bool {
 			return true
 		}
 	}
-	return false
+	return osConnErrorClass(err) != ""
+}
+
+// errorClassOf pairs an error, found with errors.Is, with its ErrorClass
+// word.
+type errorClassOf struct {
+	target error
+	class  string
+}
+
+// osConnErrorClass returns the ErrorClass word of a connection error in
+// the system's own codes (osConnErrors), or "".
+func osConnErrorClass(err error) string {
+	for _, c := range osConnErrors {
+		if errors.Is(err, c.target) {
+			return c.class
+		}
+	}
+	return ""
 }
 
 // neverSentPermanently reports errors that show the request could not be
@@ -261,6 +290,9 @@ func ErrorClass(err error) string {
 			return c.class
 		}
 	}
+	if class := osConnErrorClass(err); class != "" {
+		return class
+	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) {
 		return "dns"
@@ -280,10 +312,7 @@ func ErrorClass(err error) string {
 
 // errorClasses are ErrorClass's words for errors found with errors.Is,
 // in the order they are tried.
-var errorClasses = [...]struct {
-	target error
-	class  string
-}{
+var errorClasses = [...]errorClassOf{
 	{ErrAttemptTimeout, "attempt_timeout"},
 	{ErrIdleTimeout, "idle_timeout"},
 	{context.Canceled, "canceled"},

@@ -26,19 +26,44 @@ func (op *operation) withDeadline(parent context.Context, d time.Time) (context.
 // attempt context and the caller's share a deadline: whichever is noticed
 // first, the caller's deadline is what ended the attempt. (A fake clock's
 // contexts also close their Done channels asynchronously.)
+//
+// The deprecated Request.Cancel channel is the caller's too: net/http
+// still ends an attempt when it is closed, and a wait ends with it.
 func (op *operation) callerEnded() bool {
-	if done(op.callerCtx) {
+	if done(op.callerCtx) || closed(op.cancelChan()) {
 		return true
 	}
 	return !op.callerDeadline.IsZero() && !op.clock.Now().Before(op.callerDeadline)
 }
 
-// callerErr returns the caller's context's error once callerEnded.
+// callerErr returns the caller's context's error once callerEnded; a
+// closed Request.Cancel channel counts as context.Canceled.
 func (op *operation) callerErr() error {
 	if done(op.callerCtx) {
 		return op.callerCtx.Err()
 	}
+	if closed(op.cancelChan()) {
+		return context.Canceled
+	}
 	return context.DeadlineExceeded
+}
+
+// cancelChan returns the caller's Request.Cancel channel, nil when unset:
+// a nil channel is never ready in a select.
+func (op *operation) cancelChan() <-chan struct{} {
+	//lint:ignore SA1019 callers that still set the deprecated channel expect it to end the whole operation, waits included
+	return op.req.Cancel
+}
+
+// closed reports whether ch is closed, without blocking; a nil channel is
+// not.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // done reports whether ctx has ended, without blocking: clockwork's fake

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -318,4 +319,52 @@ func TestClockReadOnlyWhenNeeded(t *testing.T) {
 			t.Errorf("%d timers, %d hits; want 0 timers, 2 hits", n, base.Hits())
 		}
 	})
+}
+
+// TestRequestCancelChannelEndsWait: closing the deprecated Request.Cancel
+// channel during a Retry-After wait ends the operation at once as
+// canceled; no second attempt is made after the wait.
+func TestRequestCancelChannelEndsWait(t *testing.T) {
+	for _, p := range protocols {
+		t.Run(p.name, func(t *testing.T) {
+			var hits atomic.Int32
+			srv := newLoopbackServer(t, p.h2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				hits.Add(1)
+				w.Header().Set("Retry-After", "2")
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}))
+			cancel := make(chan struct{})
+			var closer sync.WaitGroup
+			var o Outcome
+			tr := &Transport{
+				Base: serverBase(t, srv),
+				OnAttempt: func(_ *http.Request, a Attempt) {
+					if a.Wait > 0 {
+						// Closed from elsewhere while RoundTrip waits.
+						closer.Go(func() {
+							time.Sleep(100 * time.Millisecond)
+							close(cancel)
+						})
+					}
+				},
+			}
+			req := newRequest(t, WithOutcome(context.Background(), &o), "GET", srv.URL, nil)
+			//lint:ignore SA1019 the deprecated channel is what is tested
+			req.Cancel = cancel
+			resp, err := tr.RoundTrip(req)
+			closer.Wait()
+			if resp != nil {
+				resp.Body.Close()
+			}
+			if got := hits.Load(); got != 1 {
+				t.Errorf("server saw %d requests; want 1: the wait must end with the Cancel channel", got)
+			}
+			if o.Reason != Canceled || !errors.Is(err, context.Canceled) {
+				t.Errorf("reason %q, err %v; want canceled, matching context.Canceled", o.Reason, err)
+			}
+			if o.Waited >= 2*time.Second {
+				t.Errorf("waited %v; want the wait cut short of its 2s", o.Waited)
+			}
+		})
+	}
 }

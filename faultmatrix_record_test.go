@@ -3,6 +3,7 @@
 package httpretry
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -30,8 +31,9 @@ type fmCall struct {
 	err        error
 	body       *fmRespBody // nil for an error or http.NoBody
 
-	mu       sync.Mutex // protects the fields below, set by the trace
+	mu       sync.Mutex // protects the fields below, set by the trace and the request body
 	gotConn  bool
+	bodyRead bool      // Base read the request body
 	reused   bool      // the connection came from the pool
 	pooledAt time.Time // when the connection went back to the pool, if it did
 }
@@ -82,6 +84,9 @@ func (r *fmRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		},
 	}
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+	if req.Body != nil && req.Body != http.NoBody {
+		req.Body = &fmReqBody{rc: req.Body, call: c}
+	}
 	resp, err := r.base.RoundTrip(req)
 	c.end = time.Now()
 	if err != nil {
@@ -96,6 +101,37 @@ func (r *fmRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return resp, nil
 }
+
+// readBody reports whether Base read the attempt's request body.
+func (c *fmCall) readBody() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bodyRead
+}
+
+// fmReqBody records whether Base read a request body: a Read counts as
+// soon as it starts, as the Transport counts it, unless the Transport had
+// already taken the body for the next attempt and refused it.
+type fmReqBody struct {
+	rc   io.ReadCloser
+	call *fmCall
+}
+
+func (b *fmReqBody) Read(p []byte) (int, error) {
+	b.call.mu.Lock()
+	b.call.bodyRead = true
+	b.call.mu.Unlock()
+	n, err := b.rc.Read(p)
+	if errors.Is(err, errBodyTaken) {
+		// Refused: only an untouched body is taken.
+		b.call.mu.Lock()
+		b.call.bodyRead = false
+		b.call.mu.Unlock()
+	}
+	return n, err
+}
+
+func (b *fmReqBody) Close() error { return b.rc.Close() }
 
 // CloseIdleConnections lets the Transport's CloseIdleConnections reach
 // the pool.

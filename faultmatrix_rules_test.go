@@ -72,7 +72,9 @@ func (c fmCell) facts(r fmResult, k int) fmFacts {
 	neverLeft := !call.leftClient()
 	var op *net.OpError
 	dialError := f.failed && errors.As(a.Err, &op) && op.Op == "dial"
-	f.rewindable = c.method.body != fmOnce || dialError
+	// A body is rewindable when it has GetBody or was buffered, or when
+	// the attempt never read it (as the recorder saw it).
+	f.rewindable = c.method.body != fmOnce || dialError || !call.readBody()
 	if f.failed {
 		f.transient = IsTransient(nil, a.Err)
 		f.repeatable = c.method.idempotent() || dialError

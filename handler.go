@@ -25,7 +25,10 @@ import (
 // the request's context while serving it makes a single attempt, and still
 // propagates the shorter deadline to the next hop when its Propagate is
 // set. Three services that each retry three times would otherwise send 27
-// requests to the last one.
+// requests to the last one. Work detached from the request keeps its own
+// retries, since the client upstream will not retry it: a context made
+// with [context.WithoutCancel], and any context once the request has
+// ended.
 func Handler(next http.Handler, maxTimeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		now := time.Now()

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,6 +165,77 @@ func TestParseTimeoutHeader(t *testing.T) {
 		got, ok := parseTimeoutHeader(tt.in)
 		if got != tt.want || ok != tt.wantOK {
 			t.Errorf("parseTimeoutHeader(%q) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.wantOK)
+		}
+	}
+}
+
+// TestDetachedWorkKeepsItsOwnRetries: work a handler detaches from its
+// request (context.WithoutCancel), on its own or with a timeout of its own
+// once the response is sent, is retried by its own Transport: the retrying
+// client upstream owns the request's retries, not this work's.
+func TestDetachedWorkKeepsItsOwnRetries(t *testing.T) {
+	tests := []struct {
+		name string
+		// detach derives the work's context from the request's;
+		// afterReply starts the work once the request has ended.
+		detach     func(context.Context) (context.Context, context.CancelFunc)
+		afterReply bool
+		want       int // backend requests
+	}{
+		{"WithoutCancel", func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return context.WithoutCancel(ctx), func() {}
+		}, false, 3},
+		{"WithoutCancel and a timeout, after the request ended", func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		}, true, 3},
+		{"the request's own context", func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return ctx, func() {}
+		}, false, 1},
+	}
+	for _, p := range protocols {
+		for _, tt := range tests {
+			t.Run(p.name+"/"+tt.name, func(t *testing.T) {
+				var hits atomic.Int32
+				backend := newLoopbackServer(t, p.h2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if hits.Add(1) < 3 {
+						w.WriteHeader(http.StatusServiceUnavailable)
+						return
+					}
+					io.WriteString(w, "done")
+				}))
+				tr := &Transport{Base: serverBase(t, backend), Jitter: noJitter, BaseDelay: time.Millisecond}
+				var o Outcome
+				var work sync.WaitGroup
+				front := newLoopbackServer(t, p.h2, Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					ctx, cancel := tt.detach(r.Context())
+					ended := r.Context().Done()
+					work.Go(func() {
+						defer cancel()
+						if tt.afterReply {
+							<-ended
+						}
+						resp, err := tr.RoundTrip(newRequest(t, WithOutcome(ctx, &o), "GET", backend.URL, nil))
+						if err == nil {
+							resp.Body.Close()
+						}
+					})
+					if !tt.afterReply {
+						work.Wait()
+					}
+					w.WriteHeader(http.StatusAccepted)
+				}), 0))
+				req := newRequest(t, context.Background(), "GET", front.URL, nil)
+				req.Header.Set(AttemptHeader, "1")
+				resp, err := serverBase(t, front).RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				work.Wait()
+				if got := int(hits.Load()); got != tt.want || o.Attempts != tt.want {
+					t.Errorf("backend saw %d requests, outcome %+v; want %d", got, o, tt.want)
+				}
+			})
 		}
 	}
 }

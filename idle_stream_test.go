@@ -23,15 +23,6 @@ import (
 // never counts time in which the caller was not reading. Each runs over
 // real loopback servers speaking HTTP/1.1 and HTTP/2 (TLS).
 
-var protocols = []bool{false, true} // HTTP/2 or not
-
-func protoName(h2 bool) string {
-	if h2 {
-		return "HTTP/2"
-	}
-	return "HTTP/1.1"
-}
-
 // checkProto fails the test when resp was not carried by the protocol the
 // subtest is about.
 func checkProto(t *testing.T, resp *http.Response, h2 bool) {
@@ -71,10 +62,11 @@ func TestSlowConsumerIsNotAStalledServer(t *testing.T) {
 		events = 100
 		pause  = 1500 * time.Millisecond
 	)
-	for _, h2 := range protocols {
-		t.Run(protoName(h2), func(t *testing.T) {
+	for _, p := range protocols {
+		h2 := p.h2
+		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			srv := newStreamServer(t, h2, sseHandler(events, 20*time.Millisecond, false, nil))
+			srv := newLoopbackServer(t, h2, sseHandler(events, 20*time.Millisecond, false, nil))
 			tr := &Transport{Base: srv.Client().Transport, IdleTimeout: idle}
 			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/events", nil))
 			if err != nil {
@@ -118,10 +110,11 @@ func TestCompleteBodyIsNotExpiredBeforeRead(t *testing.T) {
 	for i := range payload {
 		payload[i] = byte(i % 251)
 	}
-	for _, h2 := range protocols {
-		t.Run(protoName(h2), func(t *testing.T) {
+	for _, p := range protocols {
+		h2 := p.h2
+		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			srv := newStreamServer(t, h2, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			srv := newLoopbackServer(t, h2, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				w.Header().Set("Content-Length", strconv.Itoa(len(payload)))
 				w.Write(payload)
 			}))
@@ -201,11 +194,12 @@ func TestUploadIsNotSilence(t *testing.T) {
 		idle   = 300 * time.Millisecond
 		chunks = 30
 	)
-	for _, h2 := range protocols {
-		t.Run(protoName(h2), func(t *testing.T) {
+	for _, p := range protocols {
+		h2 := p.h2
+		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			var up uploadServer
-			srv := newStreamServer(t, h2, &up)
+			srv := newLoopbackServer(t, h2, &up)
 			newBody := func() (io.ReadCloser, error) { return &slowBody{n: chunks, gap: 40 * time.Millisecond}, nil }
 			var o Outcome
 			req := newRequest(t, WithOutcome(context.Background(), &o), "PUT", srv.URL+"/upload", nil)
@@ -285,11 +279,12 @@ func TestInterimResponsesAreProgress(t *testing.T) {
 		idle  = 300 * time.Millisecond
 		hints = 12
 	)
-	for _, h2 := range protocols {
-		t.Run(protoName(h2), func(t *testing.T) {
+	for _, p := range protocols {
+		h2 := p.h2
+		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			var hits atomic.Int32
-			srv := newStreamServer(t, h2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			srv := newLoopbackServer(t, h2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				hits.Add(1)
 				for range hints {
 					w.Header().Set("Link", "</app.css>; rel=preload; as=style")
@@ -361,10 +356,11 @@ func checkIdleError(t *testing.T, err error) {
 func TestIdleTimeoutIsNotCancellation(t *testing.T) {
 	t.Parallel()
 	const idle = 150 * time.Millisecond
-	for _, h2 := range protocols {
-		t.Run(protoName(h2)+"/read", func(t *testing.T) {
+	for _, p := range protocols {
+		h2 := p.h2
+		t.Run(p.name+"/read", func(t *testing.T) {
 			t.Parallel()
-			srv := newStreamServer(t, h2, stallHandler(true))
+			srv := newLoopbackServer(t, h2, stallHandler(true))
 			tr := &Transport{Base: srv.Client().Transport, IdleTimeout: idle}
 			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/events", nil))
 			if err != nil {
@@ -378,9 +374,9 @@ func TestIdleTimeoutIsNotCancellation(t *testing.T) {
 			}
 			checkIdleError(t, err)
 		})
-		t.Run(protoName(h2)+"/round_trip", func(t *testing.T) {
+		t.Run(p.name+"/round_trip", func(t *testing.T) {
 			t.Parallel()
-			srv := newStreamServer(t, h2, stallHandler(false))
+			srv := newLoopbackServer(t, h2, stallHandler(false))
 			tr := &Transport{Base: srv.Client().Transport, IdleTimeout: idle, MaxAttempts: 2, Jitter: noJitter}
 			client := &http.Client{Transport: tr}
 			resp, err := client.Do(newRequest(t, context.Background(), "GET", srv.URL+"/slow", nil))
@@ -407,10 +403,11 @@ func TestIdleTimeoutIsNotCancellation(t *testing.T) {
 // nothing races.
 func TestIdleBodyCloseDuringRead(t *testing.T) {
 	t.Parallel()
-	for _, h2 := range protocols {
-		t.Run(protoName(h2), func(t *testing.T) {
+	for _, p := range protocols {
+		h2 := p.h2
+		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			srv := newStreamServer(t, h2, stallHandler(true))
+			srv := newLoopbackServer(t, h2, stallHandler(true))
 			tr := &Transport{Base: srv.Client().Transport, IdleTimeout: time.Minute}
 			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/events", nil))
 			if err != nil {
@@ -449,10 +446,11 @@ func TestIdleTimerRacesRead(t *testing.T) {
 	for i := range events {
 		fmt.Fprintf(&want, "data: %d\n\n", i)
 	}
-	for _, h2 := range protocols {
-		t.Run(protoName(h2), func(t *testing.T) {
+	for _, p := range protocols {
+		h2 := p.h2
+		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			srv := newStreamServer(t, h2, sseHandler(events, time.Millisecond, false, nil))
+			srv := newLoopbackServer(t, h2, sseHandler(events, time.Millisecond, false, nil))
 			for round := range 10 {
 				tr := &Transport{Base: srv.Client().Transport, IdleTimeout: time.Millisecond, MaxAttempts: 1}
 				resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/events", nil))

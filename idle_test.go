@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httptrace"
 	"strings"
 	"testing"
@@ -110,7 +109,7 @@ func TestIdleTimeoutOnRealStreams(t *testing.T) {
 		}
 		t.Run(name+"/flowing", func(t *testing.T) {
 			t.Parallel()
-			srv := newStreamServer(t, h2, sseHandler(20, 100*time.Millisecond, false, nil))
+			srv := newLoopbackServer(t, h2, sseHandler(20, 100*time.Millisecond, false, nil))
 			tr := &Transport{Base: srv.Client().Transport, IdleTimeout: idle}
 			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/events", nil))
 			if err != nil {
@@ -141,7 +140,7 @@ func TestIdleTimeoutOnRealStreams(t *testing.T) {
 		t.Run(name+"/stalled", func(t *testing.T) {
 			t.Parallel()
 			left := make(chan struct{}, 1)
-			srv := newStreamServer(t, h2, sseHandler(2, 100*time.Millisecond, true, left))
+			srv := newLoopbackServer(t, h2, sseHandler(2, 100*time.Millisecond, true, left))
 			tr := &Transport{Base: srv.Client().Transport, IdleTimeout: idle}
 			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/events", nil))
 			if err != nil {
@@ -179,21 +178,6 @@ func TestIdleTimeoutOnRealStreams(t *testing.T) {
 			}
 		})
 	}
-}
-
-// newStreamServer starts a loopback server speaking HTTP/2 over TLS, or
-// HTTP/1.1, closed with the test.
-func newStreamServer(t *testing.T, h2 bool, h http.Handler) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewUnstartedServer(h)
-	if h2 {
-		srv.EnableHTTP2 = true
-		srv.StartTLS()
-	} else {
-		srv.Start()
-	}
-	t.Cleanup(srv.Close)
-	return srv
 }
 
 // emptyReadBody returns no bytes and no error on its first Read, after

@@ -26,16 +26,35 @@ const (
 // one attempt: three layers of three attempts would make 27.
 type ownerKey struct{}
 
+// ownerMark is the value under ownerKey: the Done channel of the context
+// that was marked, nil when that context never ends. The outer layer owns
+// retries only for work that lives and dies with that context. (One
+// pointer-shaped field: storing it in the context allocates nothing.)
+type ownerMark struct{ done <-chan struct{} }
+
 // retriesOwned reports whether ctx belongs to an operation whose retries
-// another layer owns.
+// another layer owns. The mark is a context value, and values survive
+// [context.WithoutCancel]; the ownership must not. Work detached from the
+// marked context keeps its own retries: a context that no longer ends
+// with it (its Done is nil, as WithoutCancel's is), or any context once
+// the marked one has ended (the request was answered, the outer operation
+// is over, and nobody will retry what is still running).
 func retriesOwned(ctx context.Context) bool {
-	return ctx.Value(ownerKey{}) != nil
+	m, ok := ctx.Value(ownerKey{}).(ownerMark)
+	if !ok {
+		return false
+	}
+	if m.done == nil {
+		// The marked context never ends: nothing can be detached from it.
+		return true
+	}
+	return ctx.Done() != nil && !closed(m.done)
 }
 
 // withRetriesOwned marks ctx so that every Transport below makes a single
-// attempt.
+// attempt, for as long as the work stays tied to ctx.
 func withRetriesOwned(ctx context.Context) context.Context {
-	return context.WithValue(ctx, ownerKey{}, true)
+	return context.WithValue(ctx, ownerKey{}, ownerMark{done: ctx.Done()})
 }
 
 // marksOwnership reports whether attempts sent through base must carry
@@ -60,9 +79,15 @@ func propagate(req *http.Request, attempt int, limit time.Duration, bounded bool
 	}
 	h.Set(AttemptHeader, strconv.Itoa(attempt))
 	if bounded {
-		h.Set(TimeoutHeader, strconv.FormatInt(max(limit, 0).Milliseconds(), 10))
+		h.Set(TimeoutHeader, timeoutValue(limit))
 	} else {
 		h.Del(TimeoutHeader)
 	}
 	req.Header = h
+}
+
+// timeoutValue is TimeoutHeader's value for the time left: whole
+// milliseconds, rounded down, and 0 for a time already spent.
+func timeoutValue(left time.Duration) string {
+	return strconv.FormatInt(max(left, 0).Milliseconds(), 10)
 }

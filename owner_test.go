@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"strconv"
 	"testing"
@@ -285,5 +286,48 @@ func TestPropagateOnRequestWithoutHeader(t *testing.T) {
 	readBody(t, resp)
 	if got := base.Requests()[0].Header.Get(AttemptHeader); got != "1" {
 		t.Errorf("%s = %q; want 1", AttemptHeader, got)
+	}
+}
+
+// TestPropagatedTimeoutIsWhatTheCallerWillWait: Request-Timeout is the
+// time the caller will still wait when the request is written. With a
+// 700ms dial and AttemptTimeout 1.5s, the next service is told at most
+// 800ms, not the 1.5s left when the attempt began.
+func TestPropagatedTimeoutIsWhatTheCallerWillWait(t *testing.T) {
+	const dialDelay, attemptTimeout = 700 * time.Millisecond, 1500 * time.Millisecond
+	for _, p := range protocols {
+		t.Run(p.name, func(t *testing.T) {
+			got := make(chan string, 1)
+			srv := newLoopbackServer(t, p.h2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				got <- r.Header.Get(TimeoutHeader)
+			}))
+			base := serverBase(t, srv).Clone()
+			t.Cleanup(base.CloseIdleConnections)
+			dialer := &net.Dialer{}
+			base.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				select {
+				case <-time.After(dialDelay): // a slow network
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				return dialer.DialContext(ctx, network, addr)
+			}
+			base.ForceAttemptHTTP2 = p.h2 // a custom DialContext turns it off unless forced
+			tr := &Transport{Base: base, AttemptTimeout: attemptTimeout, Propagate: true}
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			readBody(t, resp)
+			v := <-got
+			ms, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("%s = %q; want whole milliseconds", TimeoutHeader, v)
+			}
+			// The dial took at least dialDelay, whatever the machine's load.
+			if limit := (attemptTimeout - dialDelay).Milliseconds(); int64(ms) > limit {
+				t.Errorf("%s = %dms; want at most %dms, the attempt's time left after the dial", TimeoutHeader, ms, limit)
+			}
+		})
 	}
 }

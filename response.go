@@ -32,6 +32,12 @@ func (op *operation) bufferable(req *http.Request, resp *http.Response) bool {
 // memory; on a read error it closes the body and returns the error, which
 // the caller treats as the attempt's failure.
 //
+// The body is read to its EOF, even when its length is known: HTTP/2
+// trailers arrive after the last byte of data and net/http fills
+// resp.Trailer only when a Read reports EOF. Past a known length at most
+// one byte more is read; bytes beyond the length the response announced
+// are not returned, as net/http returns none of an HTTP/1.1 body.
+//
 // A body longer than limit, known from ContentLength or found while
 // reading, is left streaming: the bytes already read are put back in
 // front of the rest, so nothing is lost. Memory held per response never
@@ -43,30 +49,41 @@ func bufferResponse(resp *http.Response, limit int64) (buffered bool, err error)
 	body := resp.Body
 	known := resp.ContentLength >= 0
 	buf, err := readAtMost(body, resp.ContentLength, known, limit)
+	var more []byte
+	if err == nil && (known || int64(len(buf)) == limit) {
+		// Unknown length: the body may go on, and one more byte tells.
+		// Known: the EOF is still to be read, and the trailers with it.
+		more, err = readEOF(body)
+	}
 	if err != nil {
 		body.Close()
 		return false, err
 	}
-	if !known && int64(len(buf)) == limit {
-		// The body may go on: one more byte tells.
-		var one [1]byte
-		n, err := io.ReadFull(body, one[:])
-		if n == 1 {
-			resp.Body = &prefixedBody{
-				Reader: io.MultiReader(bytes.NewReader(buf), bytes.NewReader(one[:]), body),
-				body:   body,
-			}
-			return false, nil
+	if len(more) > 0 && !known {
+		resp.Body = &prefixedBody{
+			Reader: io.MultiReader(bytes.NewReader(buf), bytes.NewReader(more), body),
+			body:   body,
 		}
-		if err != io.EOF {
-			body.Close()
-			return false, err
-		}
+		return false, nil
 	}
 	body.Close()
 	resp.Body = io.NopCloser(bytes.NewReader(buf))
 	resp.ContentLength = int64(len(buf))
 	return true, nil
+}
+
+// readEOF reads a body expected to be at its end. It returns nil when the
+// body reported EOF, or the one byte it found instead.
+func readEOF(body io.Reader) ([]byte, error) {
+	one := make([]byte, 1)
+	n, err := io.ReadFull(body, one)
+	if n == 1 {
+		return one, nil
+	}
+	if err == io.EOF {
+		return nil, nil
+	}
+	return nil, err
 }
 
 // readAtMost reads a body into a buffer of at most limit bytes. A body of

@@ -138,8 +138,9 @@ func (s *shortReader) Read(p []byte) (int, error) {
 	return s.r.Read(p[:min(len(p), s.max)])
 }
 
-// TestBufferResponseReadsToContentLength: a body of known length is read
-// to that length and no further, as net/http reads one; a body of unknown
+// TestBufferResponseReadsToContentLength: a body of known length is
+// returned to that length and no further, as net/http returns one, and
+// read at most one byte past it, looking for its EOF; a body of unknown
 // length is read to its end, through as many reads and growths of the
 // buffer as it takes.
 func TestBufferResponseReadsToContentLength(t *testing.T) {
@@ -150,10 +151,12 @@ func TestBufferResponseReadsToContentLength(t *testing.T) {
 		body   string
 		length int64
 		want   string
+		read   int // bytes read from the body
 	}{
-		{"bytes past the length are not read", "abcdef", 3, "abc"},
-		{"a zero length reads nothing", "abc", 0, ""},
-		{"unknown length, many reads", long, -1, long},
+		{"bytes past the length are not returned", "abcdef", 3, "abc", 4},
+		{"a zero length returns nothing", "abc", 0, "", 1},
+		{"the length, then EOF", "abc", 3, "abc", 3},
+		{"unknown length, many reads", long, -1, long, len(long)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -172,8 +175,8 @@ func TestBufferResponseReadsToContentLength(t *testing.T) {
 			if !inner.closed || resp.ContentLength != int64(len(tt.want)) {
 				t.Errorf("closed %v, ContentLength %d; want buffered, %d", inner.closed, resp.ContentLength, len(tt.want))
 			}
-			if got := readBody(t, resp); got != tt.want || inner.n != len(tt.want) {
-				t.Errorf("caller read %d bytes, %d read from the body; want %d and %d", len(got), inner.n, len(tt.want), len(tt.want))
+			if got := readBody(t, resp); got != tt.want || inner.n != tt.read {
+				t.Errorf("caller read %d bytes, %d read from the body; want %d and %d", len(got), inner.n, len(tt.want), tt.read)
 			}
 		})
 	}
@@ -537,6 +540,43 @@ func TestBufferResponseNeverExceeded(t *testing.T) {
 			resp.Body.Close()
 			if err != nil || n != tc.size {
 				t.Errorf("caller read %d bytes, err %v; want all %d", n, err, tc.size)
+			}
+		})
+	}
+}
+
+// TestBufferResponseKeepsTrailers: a buffered response keeps its trailers.
+// HTTP/2 sends them after the last byte of data, also for a body whose
+// Content-Length is known, and net/http fills Response.Trailer only when a
+// Read reaches EOF; HTTP/1.1 sends them only with a chunked body.
+func TestBufferResponseKeepsTrailers(t *testing.T) {
+	for _, p := range protocols {
+		t.Run(p.name, func(t *testing.T) {
+			srv := newLoopbackServer(t, p.h2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Trailer", "Checksum")
+				if p.h2 {
+					w.Header().Set("Content-Length", "5")
+				}
+				io.WriteString(w, "hello")
+				w.Header().Set("Checksum", "abc123")
+			}))
+			tr := &Transport{Base: serverBase(t, srv), BufferResponse: 1 << 10}
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.h2 && resp.ContentLength != 5 {
+				t.Fatalf("ContentLength %d; want the server's 5", resp.ContentLength)
+			}
+			// Trailers must be there before the caller reads the buffered body.
+			if got := resp.Trailer.Get("Checksum"); got != "abc123" {
+				t.Errorf("trailer Checksum %q before reading; want abc123", got)
+			}
+			if got := readBody(t, resp); got != "hello" {
+				t.Errorf("body %q; want hello", got)
+			}
+			if got := resp.Trailer.Get("Checksum"); got != "abc123" {
+				t.Errorf("trailer Checksum %q after reading; want abc123", got)
 			}
 		})
 	}

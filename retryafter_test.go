@@ -3,6 +3,7 @@ package httpretry
 import (
 	"context"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -203,5 +204,32 @@ func TestServerDelayHonouredPerStatus(t *testing.T) {
 				t.Errorf("attempts %+v; want 2, the first followed by a wait of %v", a, tc.wantWait)
 			}
 		})
+	}
+}
+
+// TestReadmeOverflowingRetryAfterStopsTooLong keeps the README's account
+// of an overflowing Retry-After true: the Transport (TestRetryAfterTooLong)
+// stops with retry_after_too_long, so the README must say so and must not
+// call the value ignored.
+func TestReadmeOverflowingRetryAfterStopsTooLong(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The paragraph that says how the server's delay is read.
+	text := strings.Join(strings.Fields(string(readme)), " ")
+	i := strings.Index(text, "The server's delay is `Retry-After-Ms`")
+	if i < 0 {
+		t.Fatal("README: the paragraph on the server's delay is missing")
+	}
+	para := text[i:]
+	if j := strings.Index(para, "A wait is planned"); j >= 0 {
+		para = para[:j]
+	}
+	if strings.Contains(para, "overflowing value is ignored") {
+		t.Errorf("README says an overflowing value is ignored; the Transport stops with retry_after_too_long:\n%s", para)
+	}
+	if !strings.Contains(para, "`Retry-After` too large for a duration") || !strings.Contains(para, "`retry_after_too_long`") {
+		t.Errorf("README does not say that a Retry-After too large for a duration stops with retry_after_too_long:\n%s", para)
 	}
 }

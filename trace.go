@@ -3,9 +3,12 @@ package httpretry
 import (
 	"context"
 	"crypto/tls"
+	"net/http"
 	"net/http/httptrace"
 	"sync"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // This file follows an attempt's connection through net/http/httptrace,
@@ -22,15 +25,27 @@ import (
 // events after done are ignored.
 //
 // Building a trace costs an allocation per hook, so traces are pooled with
-// their hooks built once. A dial that outlives its attempt may still send
-// events into a trace reused by a later attempt; fill therefore counts the
-// connection phases only for a new connection, and only within the time
-// that attempt waited for it.
+// their hooks built once, but only while no late callback can reach them.
+// GetConn and GotConn run on the request's goroutine, within its RoundTrip;
+// the dial hooks (DNS, connect, TLS) run on net/http's dial goroutine,
+// which outlives a canceled request and may even start after it, so a
+// trace that asked net/http for a connection with those hooks installed
+// is never reused: its late events would land in another attempt's
+// report. fill also counts the connection phases only for a new
+// connection, and only within the time that attempt waited for it.
 type connTrace struct {
 	full   httptrace.ClientTrace // every hook: for OnAttempt
 	light  httptrace.ClientTrace // GetConn and GotConn: the proof that nothing was sent
 	start  time.Time             // when the attempt was sent
 	pooled bool                  // from connTraces, hooks never composed
+	dials  bool                  // the dial hooks are installed (full)
+
+	// With Propagate, the attempt's own header, whose TimeoutHeader is
+	// rewritten when the connection is obtained: the time spent waiting
+	// for it is time the caller no longer has. nil otherwise.
+	header http.Header
+	limit  time.Time // the attempt's limit, on clock
+	clock  clockwork.Clock
 
 	mu        sync.Mutex // protects the fields below
 	done      bool       // the attempt has ended: ignore later events
@@ -66,6 +81,11 @@ func newConnTrace() *connTrace {
 		c.mu.Lock()
 		if !c.done {
 			c.got, c.reused, c.gotConn = true, info.Reused, now
+			if c.header != nil {
+				// net/http writes the request after this hook
+				// returns, on the same goroutine.
+				c.header.Set(TimeoutHeader, timeoutValue(c.limit.Sub(c.clock.Now())))
+			}
 		}
 		c.mu.Unlock()
 	}
@@ -96,6 +116,7 @@ func withConnTrace(ctx context.Context, timings bool) (context.Context, *connTra
 		c.pooled = true
 	}
 	c.reset()
+	c.dials = timings
 	if timings {
 		return httptrace.WithClientTrace(ctx, &c.full), c
 	}
@@ -111,12 +132,26 @@ func (c *connTrace) reset() {
 	c.getConn, c.gotConn, c.firstByte = time.Time{}, time.Time{}, time.Time{}
 	c.dnsStart, c.dnsDone, c.connStart, c.connDone = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	c.tlsStart, c.tlsDone = time.Time{}, time.Time{}
+	c.header, c.limit, c.clock = nil, time.Time{}, nil
 }
 
-// release returns c to the pool once its attempt is reported. A trace
-// composed with the caller's is not pooled.
+// propagateAt makes the attempt's TimeoutHeader, in header, say the time
+// left until limit when the request is written, not when it was made.
+func (c *connTrace) propagateAt(header http.Header, limit time.Time, clock clockwork.Clock) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.header, c.limit, c.clock = header, limit, clock
+}
+
+// release returns c to the pool once its attempt is reported, unless a
+// callback may still reach it: a trace with the dial hooks whose request
+// asked for a connection may have started a dial that reports later. A
+// trace composed with the caller's is not pooled either.
 func (c *connTrace) release() {
-	if c.pooled {
+	c.mu.Lock()
+	reachable := c.dials && c.asked
+	c.mu.Unlock()
+	if c.pooled && !reachable {
 		connTraces.Put(c)
 	}
 }
@@ -133,13 +168,14 @@ func (c *connTrace) stamp(t *time.Time, last bool) {
 }
 
 // end stops recording and reports whether the attempt provably never got
-// a connection: it asked for one and had none when it ended, so not a
-// byte of the request was written.
-func (c *connTrace) end() (unsent bool) {
+// a connection (unsent: it asked for one and had none when it ended, so
+// not a byte of the request was written), and whether it got one (got:
+// the request may have been sent, whatever happened after).
+func (c *connTrace) end() (unsent, got bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.done = true
-	return c.asked && !c.got
+	return c.asked && !c.got, c.got
 }
 
 // fill copies the recorded phases into a. Call it after end. Dial

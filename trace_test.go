@@ -2,9 +2,14 @@ package httpretry
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -113,5 +118,112 @@ func TestCallerTraceStaysWithItsRequest(t *testing.T) {
 	}
 	if len(log.attempts) != 2*rounds || log.attempts[2*rounds-1].Conn != ConnReused {
 		t.Errorf("%d attempts reported; want %d, the last on a reused connection", len(log.attempts), 2*rounds)
+	}
+}
+
+// TestHiddenResendKeepsTheRequestSent: a request the Transport may not
+// repeat reached the server on a reused connection, which the server
+// closed without answering; net/http resent it on a new connection within
+// the same attempt, and that dial was refused. The dial error does not
+// prove the request unsent: the attempt had a connection, so the
+// operation stops not_idempotent with the outcome unknown, and the
+// request is not sent again.
+func TestHiddenResendKeepsTheRequestSent(t *testing.T) {
+	var hits atomic.Int32
+	srv := newLoopbackServer(t, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) == 1 {
+			io.WriteString(w, "warm") // leaves the connection in the pool
+			return
+		}
+		// Read, and then the connection is gone without an answer.
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}))
+	base := serverBase(t, srv)
+	resp, err := base.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	// Every new connection is refused from now on; the pooled one is
+	// still served.
+	srv.Listener.Close()
+
+	var o Outcome
+	tr := &Transport{
+		Base:       base,
+		Jitter:     noJitter,
+		Idempotent: func(*http.Request) bool { return false }, // this GET has side effects
+	}
+	_, err = tr.RoundTrip(newRequest(t, WithOutcome(context.Background(), &o), "GET", srv.URL+"/charge", nil))
+	if err == nil {
+		t.Fatal("got a response; want the resend's refused dial")
+	}
+	if got := hits.Load(); got != 2 {
+		t.Errorf("server saw %d requests; want 2 (the warm-up and the GET)", got)
+	}
+	if o.Attempts != 1 || o.Reason != NotIdempotent || !errors.Is(err, ErrOutcomeUnknown) {
+		t.Errorf("attempts %d, reason %q, err %v; want 1 attempt, not_idempotent, matching ErrOutcomeUnknown", o.Attempts, o.Reason, err)
+	}
+}
+
+// TestAbandonedDialDoesNotReportIntoAnotherAttempt: an attempt over TLS
+// that runs out of time while dialing leaves its dial running (net/http
+// finishes it for the pool), and the dial's connect and TLS events arrive
+// after the attempt was reported. They must not land in the report of a
+// later attempt: a plain-HTTP attempt waiting for its own connection at
+// that moment reports no TLS handshake.
+func TestAbandonedDialDoesNotReportIntoAnotherAttempt(t *testing.T) {
+	tlsSrv := newLoopbackServer(t, true, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	plainSrv := newLoopbackServer(t, false, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+
+	// A's dial waits until A has given up, then connects; its TLS
+	// handshake follows, on net/http's dial goroutine.
+	aGaveUp, aVerified := make(chan struct{}), make(chan struct{})
+	var verifiedOnce sync.Once
+	aBase := serverBase(t, tlsSrv).Clone()
+	t.Cleanup(aBase.CloseIdleConnections)
+	aBase.TLSClientConfig = aBase.TLSClientConfig.Clone()
+	aBase.TLSClientConfig.VerifyConnection = func(tls.ConnectionState) error {
+		verifiedOnce.Do(func() { close(aVerified) })
+		return nil
+	}
+	dialer := &net.Dialer{}
+	aBase.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		<-aGaveUp
+		return dialer.DialContext(ctx, network, addr)
+	}
+	var aLog attemptLog
+	a := &Transport{Base: aBase, MaxAttempts: 1, AttemptTimeout: 50 * time.Millisecond, OnAttempt: aLog.onAttempt}
+	if _, err := a.RoundTrip(newRequest(t, context.Background(), "GET", tlsSrv.URL, nil)); err == nil {
+		t.Fatal("A's attempt got through; want it to time out while dialing")
+	}
+
+	// B's dial waits until A's late handshake is under way, so that A's
+	// events fall inside B's wait for its connection.
+	bBase := serverBase(t, plainSrv).Clone()
+	t.Cleanup(bBase.CloseIdleConnections)
+	var gaveUpOnce sync.Once
+	bBase.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		gaveUpOnce.Do(func() { close(aGaveUp) })
+		select {
+		case <-aVerified:
+		case <-time.After(5 * time.Second):
+		}
+		time.Sleep(20 * time.Millisecond) // let A's handshake report its end
+		return dialer.DialContext(ctx, network, addr)
+	}
+	var bLog attemptLog
+	b := &Transport{Base: bBase, OnAttempt: bLog.onAttempt}
+	resp, err := b.RoundTrip(newRequest(t, context.Background(), "GET", plainSrv.URL, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	got := bLog.attempts[0]
+	if got.Conn != ConnNew || got.TLSHandshake != 0 {
+		t.Errorf("plain-HTTP attempt %+v; want a new connection without a TLS handshake", got)
 	}
 }
