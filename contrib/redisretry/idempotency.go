@@ -94,8 +94,10 @@ type IdempotencyOptions struct {
 // and a retry would run the operation again, so Reserve refuses such a
 // Redis with [ErrEvictionPolicy] unless [IdempotencyOptions.AllowEviction]
 // is set (see [IdempotencyStore.CheckEvictionPolicy]). A Redis out of
-// memory makes Reserve and Complete fail with an error that matches
-// [idempotency.ErrStoreFull].
+// memory makes Reserve fail with an error that matches
+// [idempotency.ErrStoreFull]; Complete still records the response of an
+// operation that ran, a little over the limit, rather than free a key whose
+// retry would run the operation again.
 //
 // A Redis failure is returned as an error that names the package and the
 // operation, never the key: the Handler then answers 503 before running
@@ -265,12 +267,19 @@ return {1, tok, took}
 // completeScript: KEYS record, lock, nonce; ARGV token, TTL (ms), status,
 // header, body, nonce TTL (ms). Returns 1, or 0 when the token does not
 // own the reservation.
+//
+// Its first write is PEXPIRE, which Redis allows over maxmemory: once a
+// script has written, Redis lets it finish, so a full Redis still records
+// the response. The operation has run; refusing the record would free
+// the key (the Handler releases it on ErrStoreFull) and the client's retry
+// would run the operation again. The overshoot is one response per
+// running operation.
 var completeScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[3]) == 1 then return 1 end
 local rec = redis.call('HMGET', KEYS[1], 'st', 'tok')
 if rec[1] ~= 'p' or rec[2] ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'st', 'c', 'status', ARGV[3], 'hdr', ARGV[4], 'body', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('HSET', KEYS[1], 'st', 'c', 'status', ARGV[3], 'hdr', ARGV[4], 'body', ARGV[5])
 redis.call('DEL', KEYS[2])
 redis.call('SET', KEYS[3], '1', 'PX', ARGV[6])
 return 1
