@@ -54,3 +54,32 @@ func TestRefundReturnsTokenToItsOwnBucket(t *testing.T) {
 		t.Fatalf("shared tokens after refunding a shared token = %v; want 1", got)
 	}
 }
+
+// The records of local tokens out are bounded by what the local bucket
+// can hold, even when every operation shares one context that never ends
+// (a process-wide context canceled only at shutdown): an outage of any
+// length costs bounded memory.
+func TestLocalGrantRecordsAreBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, rdb := server(t)
+	const key = "refund-bounded-records"
+	if err := rdb.Set(ctx, key, "not a count", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b := newBudget(t, rdb, key, 2, 1, Options{FleetSize: 1, CallTimeout: patient, FlushInterval: time.Hour})
+	process, shutdown := context.WithCancel(ctx)
+	defer shutdown()
+	for i := range 1000 {
+		b.Deposit()
+		if !b.Withdraw(process) {
+			t.Fatalf("Withdraw %d refused; want a token from the local bucket", i)
+		}
+	}
+	if s := b.State(); s != Local {
+		t.Fatalf("state = %v; want local", s)
+	}
+	if got := b.openGrants(); got > 2 {
+		t.Fatalf("records of local tokens out = %d after 1000 withdrawals; want at most 2, the local bucket's capacity", got)
+	}
+}
