@@ -2,6 +2,7 @@ package redisretry
 
 import (
 	"context"
+	"math"
 	"slices"
 )
 
@@ -15,10 +16,30 @@ import (
 // When the records and the refund belong to different operations, the
 // token goes to the local bucket: the shared one never gains a token it
 // did not lose.
+//
+// The records are bounded by the local bucket's capacity, in whole
+// tokens: operations may share a context that ends only at shutdown, and
+// more records would route to the local bucket refunds it could not hold
+// (a refund never fills it past capacity). A new record past the bound
+// replaces the oldest.
+
+// maxGrantRecords bounds the records whatever the local capacity.
+const maxGrantRecords = 1 << 16
 
 // localGrant is a token withdrawn from the local bucket for an operation
 // still running.
-type localGrant struct{}
+type localGrant struct {
+	stop func() bool // unregisters the forgetting at the operation's end
+}
+
+// grantBound is how many records a local bucket of capacity tokens keeps:
+// its capacity rounded up, at least 1 and at most maxGrantRecords.
+func grantBound(capacity float64) int {
+	if !(capacity > 1) { // NaN too
+		return 1
+	}
+	return int(min(math.Ceil(capacity), maxGrantRecords))
+}
 
 // withdrawLocal withdraws from the local bucket and, when it grants a
 // token for an operation that ends (ctx has a Done channel), records it
@@ -33,9 +54,14 @@ func (b *Budget) withdrawLocal(ctx context.Context) bool {
 	}
 	g := &localGrant{}
 	b.grantsMu.Lock()
+	defer b.grantsMu.Unlock()
+	if len(b.grants) >= b.maxGrants {
+		b.grants[0].stop()
+		b.grants = slices.Delete(b.grants, 0, 1)
+	}
 	b.grants = append(b.grants, g)
-	b.grantsMu.Unlock()
-	context.AfterFunc(ctx, func() { b.forgetGrant(g) })
+	// Set under the lock: forgetGrant and takeGrant take it first.
+	g.stop = context.AfterFunc(ctx, func() { b.forgetGrant(g) })
 	return true
 }
 
@@ -56,7 +82,9 @@ func (b *Budget) takeGrant() bool {
 	if len(b.grants) == 0 {
 		return false
 	}
-	b.grants = b.grants[:len(b.grants)-1]
+	last := len(b.grants) - 1
+	b.grants[last].stop()
+	b.grants = b.grants[:last]
 	return true
 }
 

@@ -2,6 +2,7 @@ package redisretry
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 )
@@ -81,5 +82,30 @@ func TestLocalGrantRecordsAreBounded(t *testing.T) {
 	}
 	if got := b.openGrants(); got > 2 {
 		t.Fatalf("records of local tokens out = %d after 1000 withdrawals; want at most 2, the local bucket's capacity", got)
+	}
+}
+
+func TestGrantBound(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name     string
+		capacity float64
+		want     int
+	}{
+		{"zero", 0, 1},
+		{"negative", -3, 1},
+		{"NaN", math.NaN(), 1},
+		{"fraction", 0.5, 1},
+		{"one", 1, 1},
+		{"rounded up", 2.1, 3},
+		{"whole", 20, 20},
+		{"huge", 9e9, maxGrantRecords},
+		{"infinite", math.Inf(1), maxGrantRecords},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := grantBound(c.capacity); got != c.want {
+				t.Errorf("grantBound(%v) = %d; want %d", c.capacity, got, c.want)
+			}
+		})
 	}
 }
