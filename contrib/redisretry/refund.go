@@ -4,11 +4,14 @@ import (
 	"context"
 	"math"
 	"slices"
+	"time"
 )
 
 // A refund gives a token back to the bucket it came from. Refund takes no
 // argument, so the Budget keeps a record of every token it withdrew from
 // the local bucket for an operation still running (whose context has not
+// ended, or ended less than grantGrace ago: a retry whose wait was cut
+// short by its caller's cancellation is refunded just after the context
 // ended), and a refund made while one is open goes to the local bucket,
 // even after the Budget went back to the shared one. Otherwise a token
 // taken from the local bucket during an outage and refunded after Redis
@@ -23,13 +26,16 @@ import (
 // (a refund never fills it past capacity). A new record past the bound
 // replaces the oldest.
 
+// grantGrace is how long a record outlives its operation's context.
+const grantGrace = 2 * time.Second
+
 // maxGrantRecords bounds the records whatever the local capacity.
 const maxGrantRecords = 1 << 16
 
 // localGrant is a token withdrawn from the local bucket for an operation
 // still running.
 type localGrant struct {
-	stop func() bool // unregisters the forgetting at the operation's end
+	stop func() bool // unregisters the forgetting after the operation's end
 }
 
 // grantBound is how many records a local bucket of capacity tokens keeps:
@@ -43,7 +49,7 @@ func grantBound(capacity float64) int {
 
 // withdrawLocal withdraws from the local bucket and, when it grants a
 // token for an operation that ends (ctx has a Done channel), records it
-// until ctx ends. An operation whose context never ends is not recorded:
+// until grantGrace after ctx ends. An operation whose context never ends is not recorded:
 // the record would live for ever.
 func (b *Budget) withdrawLocal(ctx context.Context) bool {
 	if !b.local.Withdraw(ctx) {
@@ -61,7 +67,7 @@ func (b *Budget) withdrawLocal(ctx context.Context) bool {
 	}
 	b.grants = append(b.grants, g)
 	// Set under the lock: forgetGrant and takeGrant take it first.
-	g.stop = context.AfterFunc(ctx, func() { b.forgetGrant(g) })
+	g.stop = context.AfterFunc(ctx, func() { time.AfterFunc(grantGrace, func() { b.forgetGrant(g) }) })
 	return true
 }
 
