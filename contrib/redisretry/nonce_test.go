@@ -1,6 +1,7 @@
 package redisretry
 
 import (
+	"context"
 	"math"
 	"strings"
 	"testing"
@@ -78,5 +79,37 @@ func TestMillisClampsBothWays(t *testing.T) {
 	}
 	if got := nonceTTL(50 * time.Millisecond); got != 10_050 {
 		t.Errorf("nonceTTL(50ms) = %d; want 10050", got)
+	}
+}
+
+// Every call leaves a nonce key in Redis, so a nonce must expire soon
+// whatever CallTimeout says: a CallTimeout of "forever" must not leave a
+// key per call for 292 years (Redis, under noeviction, would fill up and
+// refuse every Reserve).
+func TestNonceKeysExpireWhateverCallTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, rdb := server(t)
+	forever := time.Duration(math.MaxInt64)
+	b := newBudget(t, rdb, "nonce-forever", 20, 1, Options{CallTimeout: forever, FlushInterval: time.Hour})
+	b.Deposit()
+	if !b.Withdraw(ctx) {
+		t.Fatal("Withdraw refused")
+	}
+	s, prefix := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: forever})
+	if _, err := s.Reserve(ctx, "k", "fp", time.Minute); err != nil {
+		t.Fatalf("Reserve: %v", err)
+	}
+	const bound = int64((time.Minute + nonceGrace) / time.Millisecond)
+	for _, pattern := range []string{"{nonce-forever}:nonce:*", prefix + "n:*"} {
+		keys, err := rdb.Keys(ctx, pattern).Result()
+		if err != nil || len(keys) != 1 {
+			t.Fatalf("KEYS %s = %q, %v; want one nonce key", pattern, keys, err)
+		}
+		// Read as milliseconds: go-redis's Duration of a long PTTL overflows.
+		ttl, err := rdb.Do(ctx, "PTTL", keys[0]).Int64()
+		if err != nil || ttl <= 0 || ttl > bound {
+			t.Errorf("PTTL %s = %d ms, %v; want at most %d ms", keys[0], ttl, err, bound)
+		}
 	}
 }
