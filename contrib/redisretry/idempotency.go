@@ -31,7 +31,8 @@ type IdempotencyOptions struct {
 	// client may have gone), so this is what bounds Complete and Release
 	// when Redis hangs. go-redis honours it only on a client with
 	// ContextTimeoutEnabled; otherwise the client's ReadTimeout (3s by
-	// default) bounds each call. 0 (or negative) means 1s.
+	// default) bounds each call. 0 (or negative) means 1s; above
+	// [MaxCallTimeout], MaxCallTimeout.
 	CallTimeout time.Duration
 
 	// ReservationTTL is how long a reservation is kept after its lock
@@ -140,7 +141,7 @@ func NewIdempotencyStore(rdb redis.UniversalClient, prefix string, opts ...Idemp
 }
 
 func (s *IdempotencyStore) callTimeout() time.Duration {
-	return durationOr(s.opts.CallTimeout, DefaultIdempotencyCallTimeout)
+	return callBound(s.opts.CallTimeout, DefaultIdempotencyCallTimeout)
 }
 
 func (s *IdempotencyStore) reservationTTL(lockTTL time.Duration) time.Duration {

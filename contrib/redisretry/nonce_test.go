@@ -113,3 +113,26 @@ func TestNonceKeysExpireWhateverCallTimeout(t *testing.T) {
 		}
 	}
 }
+
+func TestCallBound(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		d    time.Duration
+		want time.Duration
+	}{
+		{"zero", 0, time.Second},
+		{"negative", -time.Second, time.Second},
+		{"min", time.Duration(math.MinInt64), time.Second},
+		{"set", 50 * time.Millisecond, 50 * time.Millisecond},
+		{"at the bound", MaxCallTimeout, MaxCallTimeout},
+		{"over the bound", MaxCallTimeout + 1, MaxCallTimeout},
+		{"forever", time.Duration(math.MaxInt64), MaxCallTimeout},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := callBound(c.d, time.Second); got != c.want {
+				t.Errorf("callBound(%v, 1s) = %v; want %v", c.d, got, c.want)
+			}
+		})
+	}
+}
