@@ -122,9 +122,8 @@ type Budget struct {
 	calls    sync.WaitGroup // Redis calls in flight, for Close
 	inflight atomic.Int32   // Redis calls in flight, for the prober
 
-	grantsMu  sync.Mutex    // protects grants
-	grants    []*localGrant // local tokens out for running operations; see refund.go
-	maxGrants int           // bound on len(grants)
+	grantsMu sync.Mutex    // protects grants
+	grants   []*localGrant // local tokens out for running operations; see refund.go
 
 	stop      chan struct{} // closed by Close to stop the flusher
 	done      chan struct{} // closed when the flusher has returned
@@ -173,7 +172,6 @@ func NewBudget(rdb redis.UniversalClient, key string, capacity, perRequest float
 	}
 	b.perRequest = min(b.perRequest, b.capacity)
 	b.local = httpretry.NewBudget(capacity/float64(b.fleetSize()), perRequest)
-	b.maxGrants = grantBound(capacity / float64(b.fleetSize()))
 	go b.run()
 	return b, nil
 }

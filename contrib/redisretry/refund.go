@@ -2,7 +2,6 @@ package redisretry
 
 import (
 	"context"
-	"math"
 	"slices"
 	"time"
 )
@@ -20,31 +19,22 @@ import (
 // token goes to the local bucket: the shared one never gains a token it
 // did not lose.
 //
-// The records are bounded by the local bucket's capacity, in whole
-// tokens: operations may share a context that ends only at shutdown, and
-// more records would route to the local bucket refunds it could not hold
-// (a refund never fills it past capacity). A new record past the bound
-// replaces the oldest.
+// The records are bounded: operations may share a context that ends only
+// at shutdown, whose records would otherwise pile up for as long as an
+// outage lasts. A new record past the bound replaces the oldest, whose
+// refund, if it ever comes, goes to the shared bucket: the bound is far
+// above the local tokens running operations hold out at once.
 
 // grantGrace is how long a record outlives its operation's context.
 const grantGrace = 2 * time.Second
 
-// maxGrantRecords bounds the records whatever the local capacity.
-const maxGrantRecords = 1 << 16
+// maxGrantRecords bounds the records: some hundreds of kilobytes.
+const maxGrantRecords = 4096
 
 // localGrant is a token withdrawn from the local bucket for an operation
 // still running.
 type localGrant struct {
 	stop func() bool // unregisters the forgetting after the operation's end
-}
-
-// grantBound is how many records a local bucket of capacity tokens keeps:
-// its capacity rounded up, at least 1 and at most maxGrantRecords.
-func grantBound(capacity float64) int {
-	if !(capacity > 1) { // NaN too
-		return 1
-	}
-	return int(min(math.Ceil(capacity), maxGrantRecords))
 }
 
 // withdrawLocal withdraws from the local bucket and, when it grants a
@@ -61,7 +51,7 @@ func (b *Budget) withdrawLocal(ctx context.Context) bool {
 	g := &localGrant{}
 	b.grantsMu.Lock()
 	defer b.grantsMu.Unlock()
-	if len(b.grants) >= b.maxGrants {
+	if len(b.grants) >= maxGrantRecords {
 		b.grants[0].stop()
 		b.grants = slices.Delete(b.grants, 0, 1)
 	}
