@@ -26,10 +26,12 @@ const (
 // IdempotencyOptions tune an [IdempotencyStore]. The zero value is what
 // most callers want.
 type IdempotencyOptions struct {
-	// CallTimeout bounds each Redis call, within the caller's deadline.
-	// The Handler records a response under a context without deadline (the
-	// client may have gone), so this is what bounds Complete and Release
-	// when Redis hangs. go-redis honours it only on a client with
+	// CallTimeout bounds each Redis call, within the caller's deadline,
+	// except that a Reserve once sent is waited for until CallTimeout
+	// whatever the caller's deadline (an unread reservation would lock its
+	// key for the lock TTL). The Handler records a response under a
+	// context without deadline (the client may have gone), so this is what
+	// bounds Complete and Release when Redis hangs. go-redis honours it only on a client with
 	// ContextTimeoutEnabled; otherwise the client's ReadTimeout (3s by
 	// default) bounds each call. 0 (or negative) means 1s; above
 	// [MaxCallTimeout], MaxCallTimeout.
@@ -167,10 +169,18 @@ func (s *IdempotencyStore) Reserve(ctx context.Context, key, fingerprint string,
 	if lockTTL <= 0 {
 		return idempotency.Reservation{}, errNonPositiveTTL
 	}
+	if ended(ctx) {
+		return idempotency.Reservation{}, wrapStoreErr("reserve", ctx.Err())
+	}
 	if err := s.checkEvictionPolicy(ctx); err != nil {
 		return idempotency.Reservation{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
+	// Once sent, the script is waited for until CallTimeout even when ctx
+	// ends first: Redis may run it anyway, and a reservation whose answer
+	// no one read would lock the key for lockTTL with no one running the
+	// operation. Answered, the Handler frees the key of a request that is
+	// over (its handler writes nothing).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.callTimeout())
 	defer cancel()
 	res, err := reserveScript.Run(ctx, s.rdb, s.keys(key), fingerprint,
 		millis(lockTTL), millis(s.reservationTTL(lockTTL)), s.nonceTTL()).Slice()

@@ -528,3 +528,23 @@ func TestDecodeHeader(t *testing.T) {
 		}
 	}
 }
+
+// A Reserve for a caller already gone sends nothing: a reservation no one
+// reads would lock the key for the lock TTL.
+func TestReserveWithEndedContextSendsNothing(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	s, prefix := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient})
+	var c counter
+	rdb.AddHook(&c)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Reserve(ctx, "k", "fp", time.Minute); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Reserve with an ended context: err = %v; want context.Canceled", err)
+	}
+	if n := c.n.Load(); n != 0 {
+		t.Fatalf("commands sent = %d; want 0", n)
+	}
+	if keys := rdb.Keys(context.Background(), prefix+"*").Val(); len(keys) != 0 {
+		t.Fatalf("keys written: %q", keys)
+	}
+}
