@@ -414,10 +414,10 @@ func (h *handler) execute(w http.ResponseWriter, r *http.Request, body []byte, k
 		// reservation: free it, so a retry runs next again.
 		h.releaseKey(ctx, r, key, res.Token, rec.status)
 	default:
+		// next ran, and whether the store recorded its response is
+		// unknown. The lock expires in its own time: freeing the key now
+		// would let the client's retry run next again.
 		h.event(r, KindStoreError, rec.status)
-		// Free the key if the store still can; otherwise its lock
-		// expires in its own time.
-		_ = h.store.Release(ctx, key, res.Token)
 	}
 	rec.finish(err == nil)
 }

@@ -486,6 +486,26 @@ func TestStoreFailureRefusesToRun(t *testing.T) {
 	}
 }
 
+// completeFailingStore fails every Complete and passes the rest on.
+type completeFailingStore struct{ idempotency.Store }
+
+func (completeFailingStore) Complete(context.Context, string, idempotency.Token, *idempotency.Response, time.Duration) error {
+	return errDown
+}
+
+// A Complete that fails after next ran leaves the key held until its lock
+// expires, even when the store could release it: whether the response was
+// recorded is unknown, and a retry must not run next again.
+func TestFailedCompleteLeavesTheLock(t *testing.T) {
+	c := &counter{}
+	s := newServer(t, c, completeFailingStore{memory()}, idempotency.Options{})
+	expectStatus(t, "first", s.post(t, "k", "x"), http.StatusCreated)
+	expectStatus(t, "retry within the lock", s.post(t, "k", "x"), http.StatusConflict)
+	if c.count() != 1 || s.events.count(idempotency.KindStoreError) != 1 {
+		t.Fatalf("runs = %d, store_error = %d; want 1, 1", c.count(), s.events.count(idempotency.KindStoreError))
+	}
+}
+
 func TestKeyScope(t *testing.T) {
 	c := &counter{}
 	store := &recordingStore{Store: memory()}

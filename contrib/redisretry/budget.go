@@ -47,7 +47,8 @@ type Options struct {
 
 	// CallTimeout bounds each Redis call, within the caller's deadline. A
 	// call that takes longer counts as a failure of Redis and switches
-	// the budget to its local bucket. 0 (or negative) means 50ms.
+	// the budget to its local bucket. 0 (or negative) means 50ms; above
+	// [MaxCallTimeout], MaxCallTimeout.
 	CallTimeout time.Duration
 
 	// TTL is how long the key lives after its last use; every call
@@ -183,7 +184,7 @@ func (b *Budget) fleetSize() int {
 }
 
 func (b *Budget) callTimeout() time.Duration {
-	return durationOr(b.opts.CallTimeout, DefaultCallTimeout)
+	return callBound(b.opts.CallTimeout, DefaultCallTimeout)
 }
 
 func (b *Budget) ttl() time.Duration { return durationOr(b.opts.TTL, DefaultTTL) }

@@ -18,9 +18,10 @@ import (
 // exactly these keys; allkeys-* may also evict the fencing counter. A
 // lock or record evicted while its operation runs lets a retry reserve
 // the key again and run the operation a second time (a second charge).
-// Under noeviction a full Redis refuses writes instead: Reserve and
-// Complete fail with an error matching idempotency.ErrStoreFull, and the
-// Handler answers 503 without running anything.
+// Under noeviction a full Redis refuses new keys instead: Reserve fails
+// with an error matching idempotency.ErrStoreFull, and the Handler answers
+// 503 without running anything. Complete still records the response of an
+// operation that ran (see completeScript).
 
 // ErrEvictionPolicy is what an [IdempotencyStore] returns, wrapped with
 // the policy it found, when its Redis is configured to evict keys: any

@@ -26,12 +26,15 @@ const (
 // IdempotencyOptions tune an [IdempotencyStore]. The zero value is what
 // most callers want.
 type IdempotencyOptions struct {
-	// CallTimeout bounds each Redis call, within the caller's deadline.
-	// The Handler records a response under a context without deadline (the
-	// client may have gone), so this is what bounds Complete and Release
-	// when Redis hangs. go-redis honours it only on a client with
+	// CallTimeout bounds each Redis call, within the caller's deadline,
+	// except that a Reserve once sent is waited for until CallTimeout
+	// whatever the caller's deadline (an unread reservation would lock its
+	// key for the lock TTL). The Handler records a response under a
+	// context without deadline (the client may have gone), so this is what
+	// bounds Complete and Release when Redis hangs. go-redis honours it only on a client with
 	// ContextTimeoutEnabled; otherwise the client's ReadTimeout (3s by
-	// default) bounds each call. 0 (or negative) means 1s.
+	// default) bounds each call. 0 (or negative) means 1s; above
+	// [MaxCallTimeout], MaxCallTimeout.
 	CallTimeout time.Duration
 
 	// ReservationTTL is how long a reservation is kept after its lock
@@ -94,8 +97,10 @@ type IdempotencyOptions struct {
 // and a retry would run the operation again, so Reserve refuses such a
 // Redis with [ErrEvictionPolicy] unless [IdempotencyOptions.AllowEviction]
 // is set (see [IdempotencyStore.CheckEvictionPolicy]). A Redis out of
-// memory makes Reserve and Complete fail with an error that matches
-// [idempotency.ErrStoreFull].
+// memory makes Reserve fail with an error that matches
+// [idempotency.ErrStoreFull]; Complete still records the response of an
+// operation that ran, a little over the limit, rather than free a key whose
+// retry would run the operation again.
 //
 // A Redis failure is returned as an error that names the package and the
 // operation, never the key: the Handler then answers 503 before running
@@ -138,7 +143,7 @@ func NewIdempotencyStore(rdb redis.UniversalClient, prefix string, opts ...Idemp
 }
 
 func (s *IdempotencyStore) callTimeout() time.Duration {
-	return durationOr(s.opts.CallTimeout, DefaultIdempotencyCallTimeout)
+	return callBound(s.opts.CallTimeout, DefaultIdempotencyCallTimeout)
 }
 
 func (s *IdempotencyStore) reservationTTL(lockTTL time.Duration) time.Duration {
@@ -164,10 +169,18 @@ func (s *IdempotencyStore) Reserve(ctx context.Context, key, fingerprint string,
 	if lockTTL <= 0 {
 		return idempotency.Reservation{}, errNonPositiveTTL
 	}
+	if ended(ctx) {
+		return idempotency.Reservation{}, wrapStoreErr("reserve", ctx.Err())
+	}
 	if err := s.checkEvictionPolicy(ctx); err != nil {
 		return idempotency.Reservation{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
+	// Once sent, the script is waited for until CallTimeout even when ctx
+	// ends first: Redis may run it anyway, and a reservation whose answer
+	// no one read would lock the key for lockTTL with no one running the
+	// operation. Answered, the Handler frees the key of a request that is
+	// over (its handler writes nothing).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.callTimeout())
 	defer cancel()
 	res, err := reserveScript.Run(ctx, s.rdb, s.keys(key), fingerprint,
 		millis(lockTTL), millis(s.reservationTTL(lockTTL)), s.nonceTTL()).Slice()
@@ -265,12 +278,19 @@ return {1, tok, took}
 // completeScript: KEYS record, lock, nonce; ARGV token, TTL (ms), status,
 // header, body, nonce TTL (ms). Returns 1, or 0 when the token does not
 // own the reservation.
+//
+// Its first write is PEXPIRE, which Redis allows over maxmemory: once a
+// script has written, Redis lets it finish, so a full Redis still records
+// the response. The operation has run; refusing the record would free
+// the key (the Handler releases it on ErrStoreFull) and the client's retry
+// would run the operation again. The overshoot is one response per
+// running operation.
 var completeScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[3]) == 1 then return 1 end
 local rec = redis.call('HMGET', KEYS[1], 'st', 'tok')
 if rec[1] ~= 'p' or rec[2] ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'st', 'c', 'status', ARGV[3], 'hdr', ARGV[4], 'body', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('HSET', KEYS[1], 'st', 'c', 'status', ARGV[3], 'hdr', ARGV[4], 'body', ARGV[5])
 redis.call('DEL', KEYS[2])
 redis.call('SET', KEYS[3], '1', 'PX', ARGV[6])
 return 1

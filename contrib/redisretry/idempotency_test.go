@@ -431,6 +431,46 @@ func TestIdempotencyStoreOutOfMemory(t *testing.T) {
 	}
 }
 
+// A Redis that reaches maxmemory (noeviction) while an operation runs
+// still records its response: the operation ran, and a key freed because
+// the record did not fit would run it again on the client's retry.
+func TestFullRedisNeverRunsAnOperationTwice(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t, "--maxmemory-policy", "noeviction").Client(t)
+	s, _ := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient})
+	var charges atomic.Int32
+	op := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := charges.Add(1)
+		// Other traffic fills Redis while the charge runs.
+		if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+			t.Errorf("CONFIG SET maxmemory 1: %v", err)
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "charge %d", n)
+	})
+	h := idempotency.Handler(op, s, idempotency.Options{})
+	post := func() *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/charge", strings.NewReader(`{"amount":5}`))
+		req.Header.Set("Idempotency-Key", "order-1")
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	if got := post(); got.Code != http.StatusCreated || got.Body.String() != "charge 1" {
+		t.Fatalf("first: %d %q; want 201 \"charge 1\"", got.Code, got.Body.String())
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	got := post()
+	if n := charges.Load(); n != 1 {
+		t.Fatalf("charges = %d; want 1 (the retry answered %d %q)", n, got.Code, got.Body.String())
+	}
+	if got.Code != http.StatusCreated || got.Body.String() != "charge 1" || got.Header().Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry: %d %q %v; want the replay of 201 \"charge 1\"", got.Code, got.Body.String(), got.Header())
+	}
+}
+
 // Responses are replayed byte for byte: header values that are not UTF-8,
 // empty values, repeated fields and binary bodies.
 func TestIdempotencyStoreExactReplay(t *testing.T) {
@@ -486,5 +526,25 @@ func TestDecodeHeader(t *testing.T) {
 		if got, ok := decodeHeader(in); ok {
 			t.Errorf("%s: decodeHeader(%q) = %q, true; want false", name, in, got)
 		}
+	}
+}
+
+// A Reserve for a caller already gone sends nothing: a reservation no one
+// reads would lock the key for the lock TTL.
+func TestReserveWithEndedContextSendsNothing(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	s, prefix := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient})
+	var c counter
+	rdb.AddHook(&c)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Reserve(ctx, "k", "fp", time.Minute); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Reserve with an ended context: err = %v; want context.Canceled", err)
+	}
+	if n := c.n.Load(); n != 0 {
+		t.Fatalf("commands sent = %d; want 0", n)
+	}
+	if keys := rdb.Keys(context.Background(), prefix+"*").Val(); len(keys) != 0 {
+		t.Fatalf("keys written: %q", keys)
 	}
 }

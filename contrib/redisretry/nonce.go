@@ -28,6 +28,19 @@ import (
 // WriteTimeout, 3s by default).
 const nonceGrace = 10 * time.Second
 
+// MaxCallTimeout is the longest bound of one Redis call: a larger
+// CallTimeout of a [Budget] or an [IdempotencyStore] means this one. Every
+// call leaves a nonce key in Redis for its bound plus 10s, so a longer
+// bound (a "forever" such as time.Duration(math.MaxInt64)) would fill
+// Redis with them.
+const MaxCallTimeout = time.Minute
+
+// callBound is the bound of each call for a CallTimeout of d: def when d
+// is not positive, and at most MaxCallTimeout.
+func callBound(d, def time.Duration) time.Duration {
+	return min(durationOr(d, def), MaxCallTimeout)
+}
+
 // nonceTTL is how long, in milliseconds, a call bounded by callTimeout
 // has its nonce remembered: callTimeout plus nonceGrace, saturating.
 func nonceTTL(callTimeout time.Duration) int64 {

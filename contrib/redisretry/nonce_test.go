@@ -1,6 +1,7 @@
 package redisretry
 
 import (
+	"context"
 	"math"
 	"strings"
 	"testing"
@@ -78,5 +79,60 @@ func TestMillisClampsBothWays(t *testing.T) {
 	}
 	if got := nonceTTL(50 * time.Millisecond); got != 10_050 {
 		t.Errorf("nonceTTL(50ms) = %d; want 10050", got)
+	}
+}
+
+// Every call leaves a nonce key in Redis, so a nonce must expire soon
+// whatever CallTimeout says: a CallTimeout of "forever" must not leave a
+// key per call for 292 years (Redis, under noeviction, would fill up and
+// refuse every Reserve).
+func TestNonceKeysExpireWhateverCallTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, rdb := server(t)
+	forever := time.Duration(math.MaxInt64)
+	b := newBudget(t, rdb, "nonce-forever", 20, 1, Options{CallTimeout: forever, FlushInterval: time.Hour})
+	b.Deposit()
+	if !b.Withdraw(ctx) {
+		t.Fatal("Withdraw refused")
+	}
+	s, prefix := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: forever})
+	if _, err := s.Reserve(ctx, "k", "fp", time.Minute); err != nil {
+		t.Fatalf("Reserve: %v", err)
+	}
+	const bound = int64((time.Minute + nonceGrace) / time.Millisecond)
+	for _, pattern := range []string{"{nonce-forever}:nonce:*", prefix + "n:*"} {
+		keys, err := rdb.Keys(ctx, pattern).Result()
+		if err != nil || len(keys) != 1 {
+			t.Fatalf("KEYS %s = %q, %v; want one nonce key", pattern, keys, err)
+		}
+		// Read as milliseconds: go-redis's Duration of a long PTTL overflows.
+		ttl, err := rdb.Do(ctx, "PTTL", keys[0]).Int64()
+		if err != nil || ttl <= 0 || ttl > bound {
+			t.Errorf("PTTL %s = %d ms, %v; want at most %d ms", keys[0], ttl, err, bound)
+		}
+	}
+}
+
+func TestCallBound(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		d    time.Duration
+		want time.Duration
+	}{
+		{"zero", 0, time.Second},
+		{"negative", -time.Second, time.Second},
+		{"min", time.Duration(math.MinInt64), time.Second},
+		{"set", 50 * time.Millisecond, 50 * time.Millisecond},
+		{"at the bound", MaxCallTimeout, MaxCallTimeout},
+		{"over the bound", MaxCallTimeout + 1, MaxCallTimeout},
+		{"forever", time.Duration(math.MaxInt64), MaxCallTimeout},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := callBound(c.d, time.Second); got != c.want {
+				t.Errorf("callBound(%v, 1s) = %v; want %v", c.d, got, c.want)
+			}
+		})
 	}
 }

@@ -3,6 +3,11 @@ package redisretry
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,5 +137,49 @@ func TestLostReplyNeverAppliesAStoreScriptTwice(t *testing.T) {
 	}
 	if err := s.Complete(ctx, "order-2", r2.Token, resp, time.Hour); !errors.Is(err, idempotency.ErrStaleToken) {
 		t.Fatalf("Complete with the released token = %v; want ErrStaleToken", err)
+	}
+}
+
+// A Complete that never reached Redis (every delivery lost on the way, the
+// network failing while the charge ran) leaves the reservation held until
+// its lock expires, as the Store contract says: a Release that does get
+// through would free the key, and the client's retry would charge again.
+func TestFailedCompleteNeverFreesTheKey(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb, p := lossyClient(t, srv)
+	s, _ := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient})
+	var charges atomic.Int32
+	op := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := charges.Add(1)
+		// Complete's first delivery and go-redis's 3 retries are lost.
+		p.DropNext("evalsha", 4)
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "charge %d", n)
+	})
+	var storeErrors atomic.Int32
+	h := idempotency.Handler(op, s, idempotency.Options{OnEvent: func(e idempotency.Event) {
+		if e.Kind == idempotency.KindStoreError {
+			storeErrors.Add(1)
+		}
+	}})
+	post := func() *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/charge", strings.NewReader(`{"amount":5}`))
+		req.Header.Set("Idempotency-Key", "order-1")
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	if got := post(); got.Code != http.StatusCreated || got.Body.String() != "charge 1" {
+		t.Fatalf("first: %d %q; want 201 \"charge 1\" (sent unrecorded)", got.Code, got.Body.String())
+	}
+	if got := p.Dropped(); got != 4 || storeErrors.Load() != 1 {
+		t.Fatalf("commands dropped = %d, store errors = %d; want 4, 1", got, storeErrors.Load())
+	}
+	got := post()
+	if n := charges.Load(); n != 1 {
+		t.Fatalf("charges = %d; want 1 (the retry answered %d %q)", n, got.Code, got.Body.String())
+	}
+	if got.Code != http.StatusConflict {
+		t.Fatalf("retry within the lock: %d %q; want 409 (the key is held until its lock expires)", got.Code, got.Body.String())
 	}
 }

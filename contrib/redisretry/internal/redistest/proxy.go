@@ -20,18 +20,21 @@ import (
 // A command is chosen when one read from the client contains a match (as
 // go-redis writes it: lower case, such as "evalsha"; "" matches every
 // command): either one of the next n given to [Proxy.LoseNext], or a rate
-// of them given to [Proxy.LoseRate]. Its methods are safe for concurrent
-// use.
+// of them given to [Proxy.LoseRate]. It can also lose commands before
+// the server sees them ([Proxy.DropNext]): a network failure that leaves
+// the server's state as it was. Its methods are safe for concurrent use.
 type Proxy struct {
 	target string
 	ln     net.Listener
 
 	match    atomic.Pointer[[]byte]
 	next     atomic.Int64 // commands still to lose by LoseNext
+	drop     atomic.Int64 // commands still to drop by DropNext
 	perMille atomic.Int64
 	seed     atomic.Uint64
 	seen     atomic.Uint64 // matching commands so far
 	lost     atomic.Int64  // replies lost
+	dropped  atomic.Int64  // commands dropped
 
 	lostMu  sync.Mutex          // protects lostSet
 	lostSet map[uint64]struct{} // hashes of the commands LoseRate lost
@@ -75,6 +78,20 @@ func (p *Proxy) LoseNext(match string, n int) {
 	p.match.Store(&m)
 	p.next.Store(int64(n))
 }
+
+// DropNext drops the next n commands that contain match before the server
+// sees them: the proxy closes the client's connection instead of
+// forwarding the command, so the client reads EOF after its write (and
+// go-redis sends the command again, up to its MaxRetries) while the server
+// runs nothing.
+func (p *Proxy) DropNext(match string, n int) {
+	m := []byte(match)
+	p.match.Store(&m)
+	p.drop.Store(int64(n))
+}
+
+// Dropped returns how many commands the proxy has dropped.
+func (p *Proxy) Dropped() int64 { return p.dropped.Load() }
 
 // LoseRate loses the replies of perMille thousandths of the commands
 // that contain match, drawn from seed and each command's number, so that
@@ -163,6 +180,10 @@ func (p *Proxy) toServer(client, server net.Conn, doomed *atomic.Bool) {
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := client.Read(buf)
+		if n > 0 && p.dropChosen(buf[:n]) {
+			p.dropped.Add(1)
+			return // the deferred forget closes both: the client reads EOF
+		}
 		if n > 0 {
 			if p.chosen(buf[:n]) {
 				doomed.Store(true)
@@ -196,6 +217,23 @@ func (p *Proxy) toClient(client, server net.Conn, doomed *atomic.Bool) {
 		}
 		if err != nil {
 			return
+		}
+	}
+}
+
+// dropChosen reports whether the command in chunk is dropped unsent.
+func (p *Proxy) dropChosen(chunk []byte) bool {
+	m := p.match.Load()
+	if m == nil || !bytes.Contains(chunk, *m) {
+		return false
+	}
+	for {
+		left := p.drop.Load()
+		if left <= 0 {
+			return false
+		}
+		if p.drop.CompareAndSwap(left, left-1) {
+			return true
 		}
 	}
 }

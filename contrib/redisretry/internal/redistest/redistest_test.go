@@ -118,3 +118,30 @@ func TestProxyLoseRate(t *testing.T) {
 		t.Fatalf("commands run twice = %d; want one per lost reply (%d)", twice, lost)
 	}
 }
+
+// A command chosen by DropNext never reaches the server: go-redis, reading
+// EOF, sends it again, and once the drops are spent the server runs it
+// once; with more drops than go-redis's retries, the call fails and the
+// server ran nothing.
+func TestProxyDropsCommandBeforeServer(t *testing.T) {
+	ctx := context.Background()
+	srv := Start(t)
+	p := StartProxy(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	p.DropNext("incr", 1)
+	if got, err := rdb.Incr(ctx, "n").Result(); err != nil || got != 1 {
+		t.Fatalf("INCR = %d, %v; want 1 (dropped, re-sent, run once), nil", got, err)
+	}
+	p.DropNext("incr", 4) // the first delivery and go-redis's 3 retries
+	if err := rdb.Incr(ctx, "n").Err(); err == nil {
+		t.Fatal("INCR with every delivery dropped succeeded; want an error")
+	}
+	if got := p.Dropped(); got != 5 {
+		t.Fatalf("Dropped = %d; want 5", got)
+	}
+	direct := srv.Client(t)
+	if got, err := direct.Get(ctx, "n").Int(); err != nil || got != 1 {
+		t.Fatalf("n on the server = %d, %v; want 1", got, err)
+	}
+}
