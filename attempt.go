@@ -79,7 +79,7 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 	for {
 		resp, err := op.send()
 		d := op.decide(resp, err)
-		op.onAttempt(d.wait)
+		op.onAttempt(d)
 		if d.stop != "" {
 			return op.finish(resp, d.stop)
 		}
@@ -166,6 +166,9 @@ func (op *operation) send() (*http.Response, error) {
 	op.attempts++
 	if op.timed {
 		op.lastStart = op.clock.Now()
+	}
+	if op.t.OnAttemptStart != nil {
+		op.t.OnAttemptStart(op.req, op.attempts)
 	}
 	req := op.attemptRequest()
 	op.ownsBody = false // Base owns whatever body it was handed

@@ -25,6 +25,11 @@ type Attempt struct {
 	// Wait is the wait scheduled before the next attempt, 0 when none
 	// follows.
 	Wait time.Duration
+	// RetryAfter is the part of Wait the server asked for with
+	// Retry-After or Retry-After-Ms; the rest of Wait is jitter. 0 when
+	// the wait is the Transport's own backoff (or none follows), so that
+	// waits imposed by the server can be told from the client's own.
+	RetryAfter time.Duration
 
 	// The fields below say where the attempt's time went, as Base reported
 	// it through [net/http/httptrace] (any Base built on [http.Transport]

@@ -169,6 +169,14 @@ type Transport struct {
 	// on the goroutine of RoundTrip and must not modify req.
 	OnAttempt func(req *http.Request, a Attempt)
 
+	// OnAttemptStart, if set, is called just before each attempt is
+	// sent, with its number (1 for the initial attempt), so that an
+	// attempt that hangs can be seen while it hangs: every call is
+	// followed by exactly one call of OnAttempt with the same number,
+	// unless Base panics. req is the caller's request. It runs on the
+	// goroutine of RoundTrip and must not modify req.
+	OnAttemptStart func(req *http.Request, number int)
+
 	// OnDone, if set, is called once per RoundTrip, just before it
 	// returns. req is the caller's request; it must not be modified.
 	OnDone func(req *http.Request, o Outcome)
