@@ -233,7 +233,7 @@ func (op *operation) attemptContext() (ctx context.Context, limit time.Time, bou
 		derived = true
 	}
 	if !op.idempotent || t.OnAttempt != nil {
-		ctx, op.trace = withConnTrace(ctx, t.OnAttempt != nil)
+		ctx, op.trace = withConnTrace(ctx, t.traceLevel())
 		derived = true
 	}
 	if op.idle != nil {

@@ -45,9 +45,11 @@ type Attempt struct {
 	// waiting for an idle one from the pool and, for a new connection,
 	// DNS, connecting and the TLS handshake.
 	ConnWait time.Duration
-	// DNS is the time spent resolving the host name.
+	// DNS is the time spent resolving the host name; measured only with
+	// [Transport.DialTrace].
 	DNS time.Duration
-	// Connect is the time spent establishing the TCP connection.
+	// Connect is the time spent establishing the TCP connection; measured
+	// only with [Transport.DialTrace].
 	Connect time.Duration
 	// TLSHandshake is the time spent in the TLS handshake.
 	TLSHandshake time.Duration

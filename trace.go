@@ -27,7 +27,8 @@ import (
 // connection phases only for a new connection, and only within the time
 // that attempt waited for it.
 type connTrace struct {
-	full   httptrace.ClientTrace // every hook: for OnAttempt
+	full   httptrace.ClientTrace // every hook: for OnAttempt with DialTrace
+	timed  httptrace.ClientTrace // all but DNS and connect: for OnAttempt
 	light  httptrace.ClientTrace // GetConn and GotConn: the proof that nothing was sent
 	start  time.Time             // when the attempt was sent
 	pooled bool                  // from connTraces, hooks never composed
@@ -69,25 +70,37 @@ func newConnTrace() *connTrace {
 		}
 		c.mu.Unlock()
 	}
-	c.full = c.light
+	c.timed = c.light
+	c.timed.TLSHandshakeStart = func() { c.stamp(&c.tlsStart, false) }
+	c.timed.TLSHandshakeDone = func(tls.ConnectionState, error) { c.stamp(&c.tlsDone, true) }
+	c.timed.GotFirstResponseByte = func() { c.stamp(&c.firstByte, false) }
+	// The DNS and connect hooks are the ones that make
+	// httptrace.WithClientTrace allocate a second trace and four more
+	// values per attempt, so they are installed only when asked for.
+	c.full = c.timed
 	c.full.DNSStart = func(httptrace.DNSStartInfo) { c.stamp(&c.dnsStart, false) }
 	c.full.DNSDone = func(httptrace.DNSDoneInfo) { c.stamp(&c.dnsDone, true) }
 	// Happy Eyeballs may dial several addresses: the phase runs from the
 	// first start to the last end.
 	c.full.ConnectStart = func(string, string) { c.stamp(&c.connStart, false) }
 	c.full.ConnectDone = func(string, string, error) { c.stamp(&c.connDone, true) }
-	c.full.TLSHandshakeStart = func() { c.stamp(&c.tlsStart, false) }
-	c.full.TLSHandshakeDone = func(tls.ConnectionState, error) { c.stamp(&c.tlsDone, true) }
-	c.full.GotFirstResponseByte = func() { c.stamp(&c.firstByte, false) }
 	return c
 }
 
-// withConnTrace returns ctx with a connTrace installed. timings says
-// whether to record the phases too, or only whether a connection was
-// obtained. A trace the caller installed is kept: net/http then calls
-// both, and the pooled hooks are not used, since composing would change
-// them for good.
-func withConnTrace(ctx context.Context, timings bool) (context.Context, *connTrace) {
+// How much of an attempt's connection withConnTrace records.
+type traceLevel int
+
+const (
+	traceConn   traceLevel = iota // only whether a connection was obtained
+	traceTimed                    // and the connection wait, TLS and first byte
+	traceDialed                   // and the DNS and connect phases
+)
+
+// withConnTrace returns ctx with a connTrace installed, recording what
+// level asks for. A trace the caller installed is kept: net/http then
+// calls both, and the pooled hooks are not used, since composing would
+// change them for good.
+func withConnTrace(ctx context.Context, level traceLevel) (context.Context, *connTrace) {
 	var c *connTrace
 	if httptrace.ContextClientTrace(ctx) != nil {
 		c = newConnTrace()
@@ -96,8 +109,11 @@ func withConnTrace(ctx context.Context, timings bool) (context.Context, *connTra
 		c.pooled = true
 	}
 	c.reset()
-	if timings {
+	switch level {
+	case traceDialed:
 		return httptrace.WithClientTrace(ctx, &c.full), c
+	case traceTimed:
+		return httptrace.WithClientTrace(ctx, &c.timed), c
 	}
 	return httptrace.WithClientTrace(ctx, &c.light), c
 }

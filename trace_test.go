@@ -33,7 +33,7 @@ func TestAttemptReportsConnection(t *testing.T) {
 			}
 			defer srv.Close()
 			var log attemptLog
-			tr := &Transport{Base: srv.Client().Transport, OnAttempt: log.onAttempt}
+			tr := &Transport{Base: srv.Client().Transport, OnAttempt: log.onAttempt, DialTrace: true}
 			for range 2 {
 				resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL, nil))
 				if err != nil {
@@ -61,6 +61,32 @@ func TestAttemptReportsConnection(t *testing.T) {
 				t.Errorf("first byte after %v, past the attempt's %v", first.FirstByte, first.Duration)
 			}
 		})
+	}
+}
+
+// TestDialPhasesOnlyWithDialTrace: without DialTrace an attempt still
+// reports its connection, its wait for it, its TLS handshake and its first
+// byte, but no DNS or connect phase.
+func TestDialPhasesOnlyWithDialTrace(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok"))
+	}))
+	srv.StartTLS()
+	defer srv.Close()
+	var log attemptLog
+	tr := &Transport{Base: srv.Client().Transport, OnAttempt: log.onAttempt}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	a := log.attempts[0]
+	if a.Conn != ConnNew || a.ConnWait <= 0 || a.TLSHandshake <= 0 || a.FirstByte <= 0 {
+		t.Errorf("attempt %+v; want a new connection with its wait, TLS handshake and first byte", a)
+	}
+	if a.Connect != 0 || a.DNS != 0 {
+		t.Errorf("connect %v, DNS %v without DialTrace; want 0", a.Connect, a.DNS)
 	}
 }
 

@@ -177,6 +177,15 @@ type Transport struct {
 	// goroutine of RoundTrip and must not modify req.
 	OnAttemptStart func(req *http.Request, number int)
 
+	// DialTrace, if set, measures the DNS and connect phases of each
+	// attempt for OnAttempt ([Attempt.DNS], [Attempt.Connect]). They cost
+	// about four allocations per attempt, in net/http/httptrace, so they
+	// are measured only when asked for. If false, they are zero; whether
+	// the connection was new or reused, the connection wait, the TLS
+	// handshake and the first byte are measured whenever OnAttempt is
+	// set.
+	DialTrace bool
+
 	// OnDone, if set, is called once per RoundTrip, just before it
 	// returns. req is the caller's request; it must not be modified.
 	OnDone func(req *http.Request, o Outcome)
@@ -246,6 +255,18 @@ func (t *Transport) minAttemptTime() time.Duration {
 
 func (t *Transport) baseDelay() time.Duration { return durationOr(t.BaseDelay, DefaultBaseDelay) }
 func (t *Transport) maxDelay() time.Duration  { return durationOr(t.MaxDelay, DefaultMaxDelay) }
+
+// traceLevel is how much of each attempt's connection is measured, when
+// a connection trace is installed at all.
+func (t *Transport) traceLevel() traceLevel {
+	switch {
+	case t.OnAttempt == nil:
+		return traceConn
+	case t.DialTrace:
+		return traceDialed
+	}
+	return traceTimed
+}
 
 func (t *Transport) maxRetryAfter() time.Duration {
 	return durationOr(t.MaxRetryAfter, DefaultMaxRetryAfter)
