@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/internal/labels"
@@ -39,6 +40,19 @@ type Options struct {
 	// it). If nil, no gauge is registered.
 	Budget interface{ Tokens() float64 }
 
+	// NativeHistograms, if set, makes every histogram a Prometheus native
+	// histogram too (bucket factor 1.1), beside its classic buckets: a
+	// server that scrapes native histograms gets fine-grained quantiles
+	// without choosing buckets; one that does not sees the classic ones.
+	// If false, classic buckets only.
+	NativeHistograms bool
+
+	// DialPhases, if set, makes [Collector.Instrument] set the
+	// Transport's DialTrace, so that the dns and connect phases are
+	// recorded. They cost about four allocations per attempt. If false,
+	// only the conn_wait, tls and first_byte phases are.
+	DialPhases bool
+
 	// ConstLabels are added to every metric, to tell apart the Collectors
 	// of several clients in one registry, e.g. {"client": "payments"}.
 	// Every Collector of a registry must then have const labels with the
@@ -63,8 +77,13 @@ type Collector struct {
 	route  func(*http.Request) string
 	routes *routeTable
 
+	dialPhases bool
+
 	operations      *prometheus.CounterVec
 	attempts        *prometheus.CounterVec
+	started         *prometheus.CounterVec
+	inFlight        *prometheus.GaugeVec
+	retryWait       *prometheus.HistogramVec
 	successes       *prometheus.CounterVec
 	timeouts        *prometheus.CounterVec
 	opAttempts      *prometheus.HistogramVec
@@ -78,21 +97,6 @@ type Collector struct {
 	idempotencyEvents [labels.NumEvents]slot[prometheus.Counter]
 }
 
-// Buckets of the histograms, in seconds.
-var (
-	// durationBuckets suit whole operations and single attempts: 5ms to
-	// 10s.
-	durationBuckets = prometheus.DefBuckets
-	// waitBuckets start at 0 so that operations without a retry (the
-	// usual case) fall in their own bucket.
-	waitBuckets = []float64{0, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
-	// phaseBuckets suit connection phases: 1ms to 2.5s.
-	phaseBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
-)
-
-// maxAttemptBuckets bounds Options.MaxAttempts.
-const maxAttemptBuckets = 100
-
 // New creates a Collector and registers its metrics with reg (if nil,
 // [prometheus.DefaultRegisterer]). It registers all of them or none: on
 // an error, such as metrics already registered with the same names and
@@ -101,10 +105,10 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
 	}
-	if opts.MaxAttempts > maxAttemptBuckets {
-		return nil, fmt.Errorf("promretry: MaxAttempts %d is above %d", opts.MaxAttempts, maxAttemptBuckets)
+	if opts.MaxAttempts > labels.MaxAttemptBuckets {
+		return nil, fmt.Errorf("promretry: MaxAttempts %d is above %d", opts.MaxAttempts, labels.MaxAttemptBuckets)
 	}
-	c := &Collector{route: opts.Route}
+	c := &Collector{route: opts.Route, dialPhases: opts.DialPhases}
 	if c.route == nil {
 		c.route = hostRoute
 	}
@@ -116,9 +120,9 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 	if maxAttempts <= 0 {
 		maxAttempts = httpretry.DefaultMaxAttempts
 	}
-	c.defineMetrics(opts.ConstLabels, maxAttempts)
+	c.defineMetrics(opts, maxAttempts)
 	collectors := []prometheus.Collector{
-		c.operations, c.attempts, c.successes, c.timeouts,
+		c.operations, c.attempts, c.started, c.inFlight, c.retryWait, c.successes, c.timeouts,
 		c.opAttempts, c.opWait, c.opDuration, c.attemptDuration,
 		c.phases, c.idempotency,
 	}
@@ -137,39 +141,60 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 }
 
 // defineMetrics creates the metric vectors.
-func (c *Collector) defineMetrics(constLabels prometheus.Labels, maxAttempts int) {
+func (c *Collector) defineMetrics(opts Options, maxAttempts int) {
+	constLabels := opts.ConstLabels
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: constLabels}, labels)
 	}
 	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
-		return prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: name, Help: help, Buckets: buckets, ConstLabels: constLabels,
-		}, labels)
+		o := prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets, ConstLabels: constLabels}
+		if opts.NativeHistograms {
+			o.NativeHistogramBucketFactor = nativeBucketFactor
+			o.NativeHistogramMaxBucketNumber = nativeMaxBuckets
+			o.NativeHistogramMinResetDuration = time.Hour
+		}
+		return prometheus.NewHistogramVec(o, labels)
 	}
 	c.operations = counter("httpretry_operations_total",
 		"Operations (calls of RoundTrip), by outcome class and stop reason.",
 		"method", "route", "outcome", "reason")
 	c.attempts = counter("httpretry_attempts_total",
-		"Attempts sent, initial or retry.", "method", "route", "kind")
+		"Attempts that ended, initial or retry, by result: success, 4xx, 429, 5xx, 529, timeout, idle_timeout, connection_error, canceled, other.",
+		"method", "route", "kind", "result")
+	c.started = counter("httpretry_attempts_started_total",
+		"Attempts sent, counted when they start, initial or retry.", "method", "route", "kind")
+	c.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "httpretry_attempts_in_flight", Help: "Attempts sent that have not ended yet.", ConstLabels: constLabels,
+	}, []string{"route"})
+	c.retryWait = histogram("httpretry_retry_wait_seconds",
+		"Waits before a retry, by cause: retry_after (the server asked for it) or backoff (the Transport's own).",
+		labels.WaitBuckets, "route", "cause")
 	c.successes = counter("httpretry_attempt_successes_total",
 		"Attempts that got a response with a status below 400, initial or retry.", "method", "route", "kind")
 	c.timeouts = counter("httpretry_attempt_timeouts_total",
 		"Attempts that ran out of time: their attempt time limit, or the response idle timeout.",
 		"method", "route", "kind")
 	c.opAttempts = histogram("httpretry_operation_attempts",
-		"Attempts per operation.", prometheus.LinearBuckets(1, 1, maxAttempts), "route")
+		"Attempts per operation.", labels.AttemptBuckets(maxAttempts), "route")
 	c.opWait = histogram("httpretry_operation_wait_seconds",
-		"Time an operation spent waiting between attempts.", waitBuckets, "route")
+		"Time an operation spent waiting between attempts.", labels.WaitBuckets, "route")
 	c.opDuration = histogram("httpretry_operation_duration_seconds",
-		"Time from the start of RoundTrip until it returned.", durationBuckets, "route")
+		"Time from the start of RoundTrip until it returned, by outcome class.", labels.DurationBuckets, "route", "outcome")
 	c.attemptDuration = histogram("httpretry_attempt_duration_seconds",
-		"Time from sending an attempt to its response headers or error, by connection use.",
-		durationBuckets, "route", "conn")
+		"Time from sending an attempt to its response headers or error, by connection use and result.",
+		labels.DurationBuckets, "route", "conn", "result")
 	c.phases = histogram("httpretry_attempt_phase_seconds",
-		"Time attempts spent in each connection phase that happened.", phaseBuckets, "phase")
+		"Time attempts spent in each connection phase that happened.", labels.PhaseBuckets, "phase")
 	c.idempotency = counter("httpretry_idempotency_events_total",
 		"Events of a server's idempotency-key middleware.", "kind")
 }
+
+// Native histogram settings: a bucket factor of 1.1 (buckets about 10%
+// wide), at most 160 buckets per series, halving the resolution past that.
+const (
+	nativeBucketFactor = 1.1
+	nativeMaxBuckets   = 160
+)
 
 // register registers every collector with reg, or none.
 func register(reg prometheus.Registerer, collectors []prometheus.Collector) error {
@@ -188,8 +213,9 @@ func register(reg prometheus.Registerer, collectors []prometheus.Collector) erro
 	return nil
 }
 
-// Instrument installs c on t: after this, t's OnAttempt and OnDone record
-// every attempt and operation, after calling the hooks t already had.
+// Instrument installs c on t: after this, t's OnAttemptStart, OnAttempt
+// and OnDone record every attempt and operation, after calling the hooks
+// t already had; with Options.DialPhases it also sets t.DialTrace.
 // Call it before t's first use, since a Transport's fields must not change
 // afterwards, and only once per Transport, or everything counts twice.
 // A nil t is ignored.
@@ -197,7 +223,16 @@ func (c *Collector) Instrument(t *httpretry.Transport) {
 	if t == nil {
 		return
 	}
-	prevAttempt, prevDone := t.OnAttempt, t.OnDone
+	prevStart, prevAttempt, prevDone := t.OnAttemptStart, t.OnAttempt, t.OnDone
+	if c.dialPhases {
+		t.DialTrace = true
+	}
+	t.OnAttemptStart = func(req *http.Request, n int) {
+		if prevStart != nil {
+			prevStart(req, n)
+		}
+		c.OnAttemptStart(req, n)
+	}
 	t.OnAttempt = func(req *http.Request, a httpretry.Attempt) {
 		if prevAttempt != nil {
 			prevAttempt(req, a)
