@@ -13,6 +13,11 @@ const (
 	keyConnection  = "httpretry.connection"
 	keyTimeoutKind = "httpretry.timeout.kind"
 	keyPhase       = "httpretry.phase"
+	keyResult      = "httpretry.attempt.result"
+	keyWaitCause   = "httpretry.wait.cause"
+	// keyErrorType is the semantic conventions' error.type: set, to the
+	// result or outcome class, only on what did not succeed.
+	keyErrorType = "error.type"
 
 	keyIdempotencyEvent = "httpretry.idempotency.event"
 )

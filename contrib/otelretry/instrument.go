@@ -13,7 +13,8 @@ import (
 //	rt, err := otelretry.Instrument(tr, otelretry.Options{Route: routeOf})
 //	client := &http.Client{Transport: rt}
 //
-// It creates [Metrics] and chains their hooks, and the OnAttempt hook of
+// It creates [Metrics] and chains their hooks (OnAttemptStart, OnAttempt,
+// OnDone), and the OnAttempt hook of
 // the returned [Transport], after the OnAttempt and OnDone hooks t
 // already has (those run first). The returned Transport wraps t and must
 // be the RoundTripper the client uses: it starts each operation's span.
@@ -36,6 +37,7 @@ func Instrument(t *httpretry.Transport, opts Options) (*Transport, error) {
 		return nil, err
 	}
 	w := Wrap(t, opts)
+	t.OnAttemptStart = chainStart(t.OnAttemptStart, m.OnAttemptStart)
 	t.OnAttempt = chainAttempt(t.OnAttempt, m.OnAttempt, w.OnAttempt)
 	t.OnDone = chainDone(t.OnDone, m.OnDone)
 	return w, nil
@@ -59,6 +61,13 @@ func chainAttempt(prev, a, b func(*http.Request, httpretry.Attempt)) func(*http.
 		return func(req *http.Request, at httpretry.Attempt) { a(req, at); b(req, at) }
 	}
 	return func(req *http.Request, at httpretry.Attempt) { prev(req, at); a(req, at); b(req, at) }
+}
+
+func chainStart(prev, s func(*http.Request, int)) func(*http.Request, int) {
+	if prev == nil {
+		return s
+	}
+	return func(req *http.Request, n int) { prev(req, n); s(req, n) }
 }
 
 func chainDone(prev, d func(*http.Request, httpretry.Outcome)) func(*http.Request, httpretry.Outcome) {

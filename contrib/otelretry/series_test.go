@@ -30,7 +30,7 @@ func TestSeriesBuiltOnce(t *testing.T) {
 	if ms.method != "POST" || ms.route != "api.test" {
 		t.Errorf("series of (%q, %q); want (POST, api.test)", ms.method, ms.route)
 	}
-	if len(ms.attempts[0]) != 1 || len(rs.attemptDuration[2]) != 1 || len(phaseOpts[4]) != 1 {
+	if len(ms.attempts[0][3]) != 1 || len(rs.attemptDuration[2][5]) != 1 || len(rs.operationDuration[1][2]) != 1 || len(phaseOpts[4]) != 1 {
 		t.Error("option slices must hold exactly one option")
 	}
 }

@@ -79,3 +79,11 @@ func TestWaitCause(t *testing.T) {
 		})
 	}
 }
+
+func TestAttemptBuckets(t *testing.T) {
+	t.Parallel()
+	got := AttemptBuckets(4)
+	if fmt.Sprint(got) != "[1 2 3 4]" {
+		t.Errorf("AttemptBuckets(4) = %v; want [1 2 3 4]", got)
+	}
+}
