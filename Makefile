@@ -114,3 +114,17 @@ fuzz:
 ## mutate: mutation testing of the root package (slow; not part of CI)
 mutate:
 	$(GREMLINS) unleash --tags mutation --workers 2 -E 'httptestutil/' -E 'examples/' -E 'bench/' -E 'idempotency/' -E 'internal/' -E 'contrib/' .
+
+.PHONY: metrics-cost
+
+## metrics-cost: allocations per successful operation that promretry and
+## otelretry (metrics, traces off) add over the same Transport without
+## them, over an in-memory *http.Transport and another in-memory
+## RoundTripper (testing.AllocsPerRun); fails above 2 and 4. Prints them
+## and writes docs/observability/metrics-cost.txt
+metrics-cost:
+	@mkdir -p docs/observability
+	@{ echo "# make metrics-cost, $$(date -u +%Y-%m-%d), $$($(GO) version | cut -d' ' -f3-)"; \
+	  (cd contrib/promretry && $(GO) test -count=1 -run '^TestCostPerOperation$$' -v .) | grep -E 'over|FAIL' | sed 's/^ *cost_test.go:[0-9]*: //'; \
+	  (cd contrib/otelretry && $(GO) test -count=1 -run '^TestCostPerOperation$$' -v .) | grep -E 'over|FAIL' | sed 's/^ *cost_test.go:[0-9]*: //'; \
+	} | tee docs/observability/metrics-cost.txt; ! grep -q FAIL docs/observability/metrics-cost.txt
