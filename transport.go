@@ -224,6 +224,12 @@ func (t *Transport) base() http.RoundTripper {
 	return t.defaultBase.Load()
 }
 
+// EffectiveBudget returns the budget t's operations use: its Budget, or,
+// when that is nil, the default budget t creates for itself
+// (NewBudget(20, 0.1), private to t), created now if no operation has
+// yet. Metrics read it to show the budget that is actually in force.
+func (t *Transport) EffectiveBudget() Budget { return t.budget() }
+
 func (t *Transport) budget() Budget {
 	if t.Budget != nil {
 		return t.Budget
