@@ -8,6 +8,7 @@ import (
 
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/internal/labels"
+	"github.com/httpretry/httpretry/metricsutil"
 )
 
 // TestCardinality sends 10,000 operations to 1,000 distinct paths (with
@@ -68,7 +69,8 @@ func TestCardinality(t *testing.T) {
 			// +3), operation duration (14 buckets +3, outcome success
 			// only) and attempt duration (14 buckets +3, conn unknown and
 			// result success only).
-			want := 4*counters + tt.routes*(1+6+16+17+17)
+			// And the gauge of the Transport's default budget.
+			want := 4*counters + tt.routes*(1+6+16+17+17) + 1
 			if len(all) != want {
 				t.Errorf("%d samples in all; want %d", len(all), want)
 			}
@@ -84,8 +86,8 @@ func TestCardinality(t *testing.T) {
 
 // TestMaxSamplesAsDocumented pins the README's figure to the label design.
 func TestMaxSamplesAsDocumented(t *testing.T) {
-	if got := maxSamples(DefaultMaxRoutes + 1); got != 130_677 {
-		t.Errorf("at most %d samples with the defaults; the README says 130,677", got)
+	if got := maxSamples(DefaultMaxRoutes + 1); got != 130_681 {
+		t.Errorf("at most %d samples with the defaults; the README says 130,681", got)
 	}
 }
 
@@ -106,5 +108,7 @@ func maxSamples(routes int) int {
 		labels.NumOutcomes*durationSamples + // operation duration
 		labels.NumConns*labels.NumResults*durationSamples + // attempt duration
 		labels.NumWaitCauses*waitSamples // retry waits
-	return routes*perRoute + labels.NumPhases*phaseSamples + labels.NumEvents + 1
+	// Phases, idempotency events, the two budget gauges and the budget
+	// state changes.
+	return routes*perRoute + labels.NumPhases*phaseSamples + labels.NumEvents + 2 + len(metricsutil.States)
 }

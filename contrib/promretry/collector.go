@@ -8,6 +8,7 @@ import (
 
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/internal/labels"
+	"github.com/httpretry/httpretry/metricsutil"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -34,11 +35,15 @@ type Options struct {
 	// means httpretry.DefaultMaxAttempts (3). At most 100.
 	MaxAttempts int
 
-	// Budget, if set, is reported as the gauge httpretry_budget_tokens.
-	// [*httpretry.TokenBucket] has the method; set the same bucket as the
-	// Transport's Budget (the Transport's default budget is private to
-	// it). If nil, no gauge is registered.
-	Budget interface{ Tokens() float64 }
+	// Budget, if set, is reported by the gauges httpretry_budget_tokens
+	// and, for a budget shared through a store, httpretry_budget_shared.
+	// It must have a Tokens method: Tokens() float64, as
+	// [*httpretry.TokenBucket] has, or Tokens(context.Context) (float64,
+	// error), as contrib/redisretry's Budget has; New fails otherwise. If
+	// nil, [Collector.Instrument] reports the budget of the first
+	// Transport it instruments (its Budget, or the default one it
+	// creates for itself).
+	Budget any
 
 	// NativeHistograms, if set, makes every histogram a Prometheus native
 	// histogram too (bucket factor 1.1), beside its classic buckets: a
@@ -92,7 +97,10 @@ type Collector struct {
 	attemptDuration *prometheus.HistogramVec
 	phases          *prometheus.HistogramVec
 	idempotency     *prometheus.CounterVec
+	budgetStates    *prometheus.CounterVec
+	budget          *budgetCollector
 
+	stateChanges      [len(metricsutil.States)]slot[prometheus.Counter]
 	phaseObservers    [labels.NumPhases]slot[prometheus.Observer]
 	idempotencyEvents [labels.NumEvents]slot[prometheus.Counter]
 }
@@ -124,14 +132,14 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 	collectors := []prometheus.Collector{
 		c.operations, c.attempts, c.started, c.inFlight, c.retryWait, c.successes, c.timeouts,
 		c.opAttempts, c.opWait, c.opDuration, c.attemptDuration,
-		c.phases, c.idempotency,
+		c.phases, c.idempotency, c.budgetStates, c.budget,
 	}
-	if b := opts.Budget; b != nil {
-		collectors = append(collectors, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name:        "httpretry_budget_tokens",
-			Help:        "Tokens left in the retry budget; a retry needs one whole token.",
-			ConstLabels: opts.ConstLabels,
-		}, b.Tokens))
+	if opts.Budget != nil {
+		r, ok := metricsutil.ReadBudget(opts.Budget)
+		if !ok {
+			return nil, fmt.Errorf("promretry: Budget %T has no Tokens method", opts.Budget)
+		}
+		c.budget.observe(r)
 	}
 	if err := register(reg, collectors); err != nil {
 		return nil, err
@@ -187,6 +195,9 @@ func (c *Collector) defineMetrics(opts Options, maxAttempts int) {
 		"Time attempts spent in each connection phase that happened.", labels.PhaseBuckets, "phase")
 	c.idempotency = counter("httpretry_idempotency_events_total",
 		"Events of a server's idempotency-key middleware.", "kind")
+	c.budgetStates = counter("httpretry_budget_state_changes_total",
+		"Changes of a shared retry budget between its shared bucket and its local fallback, by the new state.", "state")
+	c.budget = newBudgetCollector(constLabels)
 }
 
 // Native histogram settings: a bucket factor of 1.1 (buckets about 10%
@@ -215,7 +226,8 @@ func register(reg prometheus.Registerer, collectors []prometheus.Collector) erro
 
 // Instrument installs c on t: after this, t's OnAttemptStart, OnAttempt
 // and OnDone record every attempt and operation, after calling the hooks
-// t already had; with Options.DialPhases it also sets t.DialTrace.
+// t already had; with Options.DialPhases it also sets t.DialTrace. When
+// the Collector observes no budget yet, it observes t's.
 // Call it before t's first use, since a Transport's fields must not change
 // afterwards, and only once per Transport, or everything counts twice.
 // A nil t is ignored.
@@ -226,6 +238,9 @@ func (c *Collector) Instrument(t *httpretry.Transport) {
 	prevStart, prevAttempt, prevDone := t.OnAttemptStart, t.OnAttempt, t.OnDone
 	if c.dialPhases {
 		t.DialTrace = true
+	}
+	if r, ok := metricsutil.TransportBudget(t); ok {
+		c.budget.observe(r)
 	}
 	t.OnAttemptStart = func(req *http.Request, n int) {
 		if prevStart != nil {

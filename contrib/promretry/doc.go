@@ -7,10 +7,9 @@
 //
 //	metrics, err := promretry.New(reg, promretry.Options{
 //		Route: func(r *http.Request) string { return routeTemplate(r) }, // e.g. "/books/{id}"
-//		Budget: budget,                                                 // the Transport's *httpretry.TokenBucket
 //	})
 //	if err != nil { … }
-//	t := &httpretry.Transport{Base: http.DefaultTransport, Budget: budget}
+//	t := &httpretry.Transport{Base: http.DefaultTransport}
 //	metrics.Instrument(t) // chains with OnAttempt and OnDone already set
 //	client := &http.Client{Transport: t}
 //
@@ -28,7 +27,9 @@
 //	httpretry_operation_duration_seconds{route,outcome}      histogram: Outcome.Elapsed, buckets 5ms … 100s
 //	httpretry_attempt_duration_seconds{route,conn,result}    histogram: Attempt.Duration by connection new|reused|unknown
 //	httpretry_attempt_phase_seconds{phase}                   histogram: conn_wait|dns|connect|tls|first_byte, when it happened
-//	httpretry_budget_tokens                                  gauge: Options.Budget's Tokens()
+//	httpretry_budget_tokens                                  gauge: the budget's tokens (Options.Budget, else the Transport's)
+//	httpretry_budget_shared                                  gauge: a redisretry Budget's state, 1 shared, 0 local
+//	httpretry_budget_state_changes_total{state}              counter: [Collector.BudgetStateChange]
 //	httpretry_idempotency_events_total{kind}                 counter: [Collector.IdempotencyEvent]
 //
 // # Labels
