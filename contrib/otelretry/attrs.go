@@ -15,6 +15,7 @@ const (
 	keyPhase       = "httpretry.phase"
 	keyResult      = "httpretry.attempt.result"
 	keyWaitCause   = "httpretry.wait.cause"
+	keyBudgetState = "httpretry.budget.state"
 	// keyErrorType is the semantic conventions' error.type: set, to the
 	// result or outcome class, only on what did not succeed.
 	keyErrorType = "error.type"

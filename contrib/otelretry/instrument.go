@@ -19,10 +19,9 @@ import (
 // already has (those run first). The returned Transport wraps t and must
 // be the RoundTripper the client uses: it starts each operation's span.
 //
-// Options left unset are taken from t: MaxAttempts, and Budget when t's
-// Budget has a Tokens method. When
-// t.Budget is nil, Instrument sets it to httpretry.NewBudget(20, 0.1), the
-// budget t would create for itself, so that the gauge can observe it.
+// Options left unset are taken from t: MaxAttempts, and Budget: the
+// budget t's operations use, its default one included
+// ([httpretry.Transport.EffectiveBudget]).
 //
 // Instrument changes t's fields, so it must be called before t's first
 // use. For metrics without traces, create [NewMetrics] and set t's hooks
@@ -48,11 +47,8 @@ func fromTransport(t *httpretry.Transport, opts *Options) {
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = t.MaxAttempts
 	}
-	if t.Budget == nil {
-		t.Budget = httpretry.NewBudget(20, 0.1)
-	}
-	if b, ok := t.Budget.(interface{ Tokens() float64 }); ok && opts.Budget == nil {
-		opts.Budget = b
+	if opts.Budget == nil {
+		opts.Budget = t.EffectiveBudget()
 	}
 }
 

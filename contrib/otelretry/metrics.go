@@ -8,6 +8,7 @@ import (
 
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/internal/labels"
+	"github.com/httpretry/httpretry/metricsutil"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -29,6 +30,8 @@ import (
 //	httpretry.client.attempt.duration         histogram s            route, connection, attempt.result, error.type
 //	httpretry.client.attempt.phase.duration   histogram s            phase
 //	httpretry.client.budget.tokens            gauge     {token}      (none)
+//	httpretry.client.budget.shared            gauge     1            (none): 1 shared, 0 local (redisretry)
+//	httpretry.client.budget.state_changes     counter   {change}     budget.state
 //	httpretry.server.idempotency.events       counter   {event}      idempotency.event
 //
 // The attempt result is one of success, 4xx (other than 429), 429, 5xx
@@ -64,7 +67,8 @@ type Metrics struct {
 	phaseDuration     metric.Float64Histogram
 	idempotencyEvents metric.Int64Counter
 
-	budgetReg metric.Registration // nil without a budget
+	budgetStateChanges metric.Int64Counter
+	budgetReg          metric.Registration // nil without a budget
 }
 
 // NewMetrics creates the instruments on opts.MeterProvider's meter. It
@@ -75,7 +79,7 @@ func NewMetrics(opts Options) (*Metrics, error) {
 		routes: newRouteTable(opts.maxRoutes(), newRouteSeries),
 		route:  opts.Route,
 	}
-	var errs [14]error
+	var errs [15]error
 	m.operations, errs[0] = meter.Int64Counter("httpretry.client.operations",
 		metric.WithUnit("{operation}"),
 		metric.WithDescription("Operations (calls of RoundTrip), by how they ended and why they stopped."))
@@ -122,26 +126,60 @@ func NewMetrics(opts Options) (*Metrics, error) {
 		metric.WithUnit("{event}"),
 		metric.WithDescription("What a server's idempotency-key middleware did with each request."))
 	if opts.Budget != nil {
-		errs[10] = m.observeBudget(meter, opts.Budget)
+		r, ok := metricsutil.ReadBudget(opts.Budget)
+		if !ok {
+			return nil, fmt.Errorf("otelretry: Budget %T has no Tokens method", opts.Budget)
+		}
+		errs[10] = m.observeBudget(meter, r)
 	}
+	m.budgetStateChanges, errs[14] = meter.Int64Counter("httpretry.client.budget.state_changes",
+		metric.WithUnit("{change}"),
+		metric.WithDescription("Changes of a shared retry budget between its shared bucket and its local fallback, by the new state."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("otelretry: creating instruments: %w", err)
 	}
 	return m, nil
 }
 
-func (m *Metrics) observeBudget(meter metric.Meter, b interface{ Tokens() float64 }) error {
-	gauge, err := meter.Float64ObservableGauge("httpretry.client.budget.tokens",
+func (m *Metrics) observeBudget(meter metric.Meter, b metricsutil.BudgetReader) error {
+	tokens, err := meter.Float64ObservableGauge("httpretry.client.budget.tokens",
 		metric.WithUnit("{token}"),
 		metric.WithDescription("Tokens left in the retry budget; a retry needs one."))
 	if err != nil {
 		return err
 	}
-	m.budgetReg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveFloat64(gauge, b.Tokens())
+	shared, err := meter.Int64ObservableGauge("httpretry.client.budget.shared",
+		metric.WithUnit("1"),
+		metric.WithDescription("1 while a budget shared through a store (redisretry) uses the shared bucket, 0 while it uses its local fallback."))
+	if err != nil {
+		return err
+	}
+	m.budgetReg, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		// A budget whose store cannot be read reports no tokens rather
+		// than a made-up value; its state says why.
+		if n, err := b.Tokens(ctx); err == nil {
+			o.ObserveFloat64(tokens, n)
+		}
+		if state, ok := b.State(); ok {
+			v := int64(0)
+			if state == metricsutil.StateShared {
+				v = 1
+			}
+			o.ObserveInt64(shared, v)
+		}
 		return nil
-	}, gauge)
+	}, tokens, shared)
 	return err
+}
+
+// BudgetStateChange counts a change of a shared budget's state in
+// httpretry.client.budget.state_changes{httpretry.budget.state}: state is
+// the new one, "shared" or "local" ("other" for any other string). Wire
+// it to redisretry's hook:
+//
+//	OnStateChange: func(s redisretry.State) { metrics.BudgetStateChange(s.String()) },
+func (m *Metrics) BudgetStateChange(state string) {
+	m.budgetStateChanges.Add(context.Background(), 1, budgetStateOpts[metricsutil.StateIndex(state)]...)
 }
 
 // Close stops observing the budget. The counters and histograms stay

@@ -45,9 +45,13 @@ type Options struct {
 	MaxAttempts int
 
 	// Budget, if set, is observed by the httpretry.client.budget.tokens
-	// gauge; a *httpretry.TokenBucket has the Tokens method. If nil, the
-	// gauge reports nothing.
-	Budget interface{ Tokens() float64 }
+	// gauge and, for a budget shared through a store, the
+	// httpretry.client.budget.shared gauge. It must have a Tokens method:
+	// Tokens() float64, as [*httpretry.TokenBucket] has, or
+	// Tokens(context.Context) (float64, error), as contrib/redisretry's
+	// Budget has; NewMetrics fails otherwise. If nil, the gauges report
+	// nothing ([Instrument] fills it from the Transport).
+	Budget any
 
 	// SpanKind is the kind of the operation span. 0 means
 	// trace.SpanKindInternal, right when each attempt has its own client

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/httpretry/httpretry/internal/labels"
+	"github.com/httpretry/httpretry/metricsutil"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -146,6 +147,15 @@ func (s *methodSeries) operation(outcome, reason int) addOpts {
 var phaseOpts = func() (p [len(labels.Phases)]recordOpts) {
 	for i, ph := range labels.Phases {
 		p[i] = newRecordOpts(attribute.String(keyPhase, ph))
+	}
+	return p
+}()
+
+// budgetStateOpts holds the options of the budget state changes, one per
+// state.
+var budgetStateOpts = func() (p [len(metricsutil.States)]addOpts) {
+	for i, st := range metricsutil.States {
+		p[i] = newAddOpts(attribute.String(keyBudgetState, st))
 	}
 	return p
 }()
