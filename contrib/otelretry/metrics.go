@@ -33,6 +33,7 @@ import (
 //	httpretry.client.budget.shared            gauge     1            (none): 1 shared, 0 local (redisretry)
 //	httpretry.client.budget.state_changes     counter   {change}     budget.state
 //	httpretry.server.idempotency.events       counter   {event}      idempotency.event
+//	httpretry.client.route.overflows          counter   {operation}  (none): operations counted as route "other" past MaxRoutes
 //
 // The attempt result is one of success, 4xx (other than 429), 429, 5xx
 // (other than 529), 529, timeout, idle_timeout, connection_error,
@@ -50,7 +51,7 @@ import (
 // MeterProvider one Metrics with a Budget, or the gauge reports one value
 // per Metrics under the same (empty) attribute set.
 type Metrics struct {
-	routes *routeTable[*routeSeries]
+	routes *metricsutil.RouteTable[*routeSeries]
 	route  func(*http.Request) string
 
 	operations        metric.Int64Counter
@@ -68,6 +69,7 @@ type Metrics struct {
 	idempotencyEvents metric.Int64Counter
 
 	budgetStateChanges metric.Int64Counter
+	routeOverflows     metric.Int64Counter
 	budgetReg          metric.Registration // nil without a budget
 }
 
@@ -76,10 +78,10 @@ type Metrics struct {
 func NewMetrics(opts Options) (*Metrics, error) {
 	meter := opts.meterProvider().Meter(ScopeName)
 	m := &Metrics{
-		routes: newRouteTable(opts.maxRoutes(), newRouteSeries),
+		routes: metricsutil.NewRouteTable(opts.maxRoutes(), newRouteSeries),
 		route:  opts.Route,
 	}
-	var errs [15]error
+	var errs [16]error
 	m.operations, errs[0] = meter.Int64Counter("httpretry.client.operations",
 		metric.WithUnit("{operation}"),
 		metric.WithDescription("Operations (calls of RoundTrip), by how they ended and why they stopped."))
@@ -125,6 +127,9 @@ func NewMetrics(opts Options) (*Metrics, error) {
 	m.idempotencyEvents, errs[9] = meter.Int64Counter("httpretry.server.idempotency.events",
 		metric.WithUnit("{event}"),
 		metric.WithDescription("What a server's idempotency-key middleware did with each request."))
+	m.routeOverflows, errs[15] = meter.Int64Counter("httpretry.client.route.overflows",
+		metric.WithUnit("{operation}"),
+		metric.WithDescription("Operations reported under route \"other\" because MaxRoutes distinct routes were already kept."))
 	if opts.Budget != nil {
 		r, ok := metricsutil.ReadBudget(opts.Budget)
 		if !ok {
@@ -192,10 +197,11 @@ func (m *Metrics) Close() error {
 	return m.budgetReg.Unregister()
 }
 
-// series returns the series of req's method and route.
-func (m *Metrics) series(req *http.Request) (*routeSeries, *methodSeries) {
-	rs := m.routes.get(routeOf(req, m.route))
-	return rs, rs.method(labels.Method(req.Method))
+// series returns the series of req's method and route, and whether the
+// route overflowed the cap.
+func (m *Metrics) series(req *http.Request) (*routeSeries, *methodSeries, bool) {
+	rs, overflowed := m.routes.Get(routeOf(req, m.route))
+	return rs, rs.method(labels.Method(req.Method)), overflowed
 }
 
 // OnAttemptStart records that an attempt was sent: the started counter,
@@ -203,7 +209,7 @@ func (m *Metrics) series(req *http.Request) (*routeSeries, *methodSeries) {
 // signature of [httpretry.Transport.OnAttemptStart].
 func (m *Metrics) OnAttemptStart(req *http.Request, number int) {
 	ctx := req.Context()
-	rs, ms := m.series(req)
+	rs, ms, _ := m.series(req)
 	m.attemptsStarted.Add(ctx, 1, ms.started[labels.AttemptKind(number)]...)
 	m.attemptsActive.Add(ctx, 1, rs.inFlight...)
 }
@@ -213,7 +219,7 @@ func (m *Metrics) OnAttemptStart(req *http.Request, number int) {
 // the signature of [httpretry.Transport.OnAttempt].
 func (m *Metrics) OnAttempt(req *http.Request, a httpretry.Attempt) {
 	ctx := req.Context()
-	rs, ms := m.series(req)
+	rs, ms, _ := m.series(req)
 	kind := labels.AttemptKind(a.Number)
 	res := labels.Result(a.Status, a.Err)
 	m.attempts.Add(ctx, 1, ms.attempts[kind][res]...)
@@ -243,7 +249,10 @@ func (m *Metrics) recordPhases(ctx context.Context, a httpretry.Attempt) {
 // [httpretry.Transport.OnDone].
 func (m *Metrics) OnDone(req *http.Request, o httpretry.Outcome) {
 	ctx := req.Context()
-	rs, ms := m.series(req)
+	rs, ms, overflowed := m.series(req)
+	if overflowed {
+		m.routeOverflows.Add(ctx, 1)
+	}
 	outcome := labels.Outcome(o)
 	m.operations.Add(ctx, 1, ms.operation(outcome, labels.Reason(o.Reason))...)
 	m.operationAttempts.Record(ctx, int64(o.Attempts), rs.operationAttempts...)

@@ -325,6 +325,8 @@ func TestMetricsCardinality(t *testing.T) {
 	if want := (DefaultMaxRoutes + 1) * 3; ops != want {
 		t.Errorf("%d operation series; want %d (101 routes × 3 methods)", ops, want)
 	}
+	// Paths 100 to 999, three operations each, overflowed the cap.
+	diffLines(t, filter(metrics(), "httpretry.client.route"), []string{"httpretry.client.route.overflows{} 2700"})
 }
 
 // TestMetricsRetryAfterAndActive: a 429 whose Retry-After the Transport

@@ -6,10 +6,10 @@ import (
 	"net/http"
 	"strconv"
 	"sync/atomic"
-	"unicode/utf8"
 
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/internal/labels"
+	"github.com/httpretry/httpretry/metricsutil"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -126,7 +126,7 @@ func (t *Transport) startAttributes(req *http.Request) []attribute.KeyValue {
 		}
 	}
 	if t.route != nil {
-		if r := t.route(req); r != "" && len(r) <= maxRouteLen && utf8.ValidString(r) {
+		if r := t.route(req); metricsutil.ValidRoute(r) {
 			kvs = append(kvs, semconv.URLTemplate(r))
 		}
 	}

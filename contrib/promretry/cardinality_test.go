@@ -27,6 +27,8 @@ func TestCardinality(t *testing.T) {
 		{"raw paths, capped", Options{Route: func(r *http.Request) string { return r.URL.Path }}, DefaultMaxRoutes + 1},
 	}
 	methods := []string{"GET", "POST", "BREW"}
+	// Operations past the cap: paths 100 to 999, ten operations each.
+	overflows := map[string]int{"raw paths, capped": 9_000}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, reg := newCollector(t, tt.opts)
@@ -69,10 +71,14 @@ func TestCardinality(t *testing.T) {
 			// +3), operation duration (14 buckets +3, outcome success
 			// only) and attempt duration (14 buckets +3, conn unknown and
 			// result success only).
-			// And the gauge of the Transport's default budget.
-			want := 4*counters + tt.routes*(1+6+16+17+17) + 1
+			// And the gauge of the Transport's default budget, and the
+			// route overflow counter.
+			want := 4*counters + tt.routes*(1+6+16+17+17) + 2
 			if len(all) != want {
 				t.Errorf("%d samples in all; want %d", len(all), want)
+			}
+			if got, want := all["httpretry_route_overflows_total"], float64(overflows[tt.name]); got != want {
+				t.Errorf("route overflows = %v; want %v", got, want)
 			}
 			if got := sum(all, "httpretry_operations_total"); got != 10_000 {
 				t.Errorf("operations = %v; want 10000", got)
@@ -86,8 +92,8 @@ func TestCardinality(t *testing.T) {
 
 // TestMaxSamplesAsDocumented pins the README's figure to the label design.
 func TestMaxSamplesAsDocumented(t *testing.T) {
-	if got := maxSamples(DefaultMaxRoutes + 1); got != 130_681 {
-		t.Errorf("at most %d samples with the defaults; the README says 130,681", got)
+	if got := maxSamples(DefaultMaxRoutes + 1); got != 130_682 {
+		t.Errorf("at most %d samples with the defaults; the README says 130,682", got)
 	}
 }
 
@@ -108,7 +114,7 @@ func maxSamples(routes int) int {
 		labels.NumOutcomes*durationSamples + // operation duration
 		labels.NumConns*labels.NumResults*durationSamples + // attempt duration
 		labels.NumWaitCauses*waitSamples // retry waits
-	// Phases, idempotency events, the two budget gauges and the budget
-	// state changes.
-	return routes*perRoute + labels.NumPhases*phaseSamples + labels.NumEvents + 2 + len(metricsutil.States)
+	// Phases, idempotency events, the two budget gauges, the budget
+	// state changes and the route overflows.
+	return routes*perRoute + labels.NumPhases*phaseSamples + labels.NumEvents + 2 + len(metricsutil.States) + 1
 }

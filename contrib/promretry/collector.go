@@ -80,7 +80,7 @@ type Options struct {
 // serve several Transports.
 type Collector struct {
 	route  func(*http.Request) string
-	routes *routeTable
+	routes *metricsutil.RouteTable[*routeMetrics]
 
 	dialPhases bool
 
@@ -98,6 +98,7 @@ type Collector struct {
 	phases          *prometheus.HistogramVec
 	idempotency     *prometheus.CounterVec
 	budgetStates    *prometheus.CounterVec
+	routeOverflows  prometheus.Counter
 	budget          *budgetCollector
 
 	stateChanges      [len(metricsutil.States)]slot[prometheus.Counter]
@@ -118,7 +119,7 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 	}
 	c := &Collector{route: opts.Route, dialPhases: opts.DialPhases}
 	if c.route == nil {
-		c.route = hostRoute
+		c.route = metricsutil.HostRoute
 	}
 	maxRoutes := opts.MaxRoutes
 	if maxRoutes <= 0 {
@@ -132,7 +133,7 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 	collectors := []prometheus.Collector{
 		c.operations, c.attempts, c.started, c.inFlight, c.retryWait, c.successes, c.timeouts,
 		c.opAttempts, c.opWait, c.opDuration, c.attemptDuration,
-		c.phases, c.idempotency, c.budgetStates, c.budget,
+		c.phases, c.idempotency, c.budgetStates, c.budget, c.routeOverflows,
 	}
 	if opts.Budget != nil {
 		r, ok := metricsutil.ReadBudget(opts.Budget)
@@ -144,7 +145,7 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 	if err := register(reg, collectors); err != nil {
 		return nil, err
 	}
-	c.routes = newRouteTable(maxRoutes, c.newRouteMetrics)
+	c.routes = metricsutil.NewRouteTable(maxRoutes, c.newRouteMetrics)
 	return c, nil
 }
 
@@ -198,6 +199,11 @@ func (c *Collector) defineMetrics(opts Options, maxAttempts int) {
 	c.budgetStates = counter("httpretry_budget_state_changes_total",
 		"Changes of a shared retry budget between its shared bucket and its local fallback, by the new state.", "state")
 	c.budget = newBudgetCollector(constLabels)
+	c.routeOverflows = prometheus.NewCounter(prometheus.CounterOpts{
+		Name:        "httpretry_route_overflows_total",
+		Help:        "Operations counted under route \"other\" because MaxRoutes distinct routes were already kept.",
+		ConstLabels: constLabels,
+	})
 }
 
 // Native histogram settings: a bucket factor of 1.1 (buckets about 10%

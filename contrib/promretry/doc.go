@@ -31,6 +31,7 @@
 //	httpretry_budget_shared                                  gauge: a redisretry Budget's state, 1 shared, 0 local
 //	httpretry_budget_state_changes_total{state}              counter: [Collector.BudgetStateChange]
 //	httpretry_idempotency_events_total{kind}                 counter: [Collector.IdempotencyEvent]
+//	httpretry_route_overflows_total                          counter: operations counted as route "other" past MaxRoutes
 //
 // # Labels
 //

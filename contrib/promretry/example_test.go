@@ -67,4 +67,5 @@ func Example() {
 	// httpretry_attempts_total kind=initial method=GET result=5xx route=/books/{id} 1
 	// httpretry_attempts_total kind=retry method=GET result=success route=/books/{id} 1
 	// httpretry_operations_total method=GET outcome=success reason=final route=/books/{id} 1
+	// httpretry_route_overflows_total 0
 }

@@ -76,7 +76,7 @@ func (c *Collector) newRouteMetrics(name string) *routeMetrics {
 // signature of [httpretry.Transport.OnAttemptStart]; [Collector.Instrument]
 // installs it, chained with any hook already set.
 func (c *Collector) OnAttemptStart(req *http.Request, number int) {
-	r := c.routes.get(c.route(req))
+	r, _ := c.routeOf(req)
 	m := labels.Method(req.Method)
 	k := labels.AttemptKind(number)
 	c.counter(&r.started[m][k], c.started, r.name, m, labels.AttemptKinds[k]).Inc()
@@ -91,7 +91,7 @@ func (c *Collector) OnAttemptStart(req *http.Request, number int) {
 // [httpretry.Transport.OnAttempt]; [Collector.Instrument] installs it,
 // chained with any hook already set.
 func (c *Collector) OnAttempt(req *http.Request, a httpretry.Attempt) {
-	r := c.routes.get(c.route(req))
+	r, _ := c.routeOf(req)
 	m := labels.Method(req.Method)
 	k := labels.AttemptKind(a.Number)
 	res := labels.Result(a.Status, a.Err)
@@ -142,7 +142,10 @@ func (c *Collector) observePhases(a httpretry.Attempt) {
 // of [httpretry.Transport.OnDone]; [Collector.Instrument] installs it,
 // chained with any hook already set.
 func (c *Collector) OnDone(req *http.Request, o httpretry.Outcome) {
-	r := c.routes.get(c.route(req))
+	r, overflowed := c.routeOf(req)
+	if overflowed {
+		c.routeOverflows.Inc()
+	}
 	m := labels.Method(req.Method)
 	out := labels.Outcome(o)
 	rs := labels.Reason(o.Reason)
