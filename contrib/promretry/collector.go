@@ -103,7 +103,7 @@ type Collector struct {
 
 	stateChanges      [len(metricsutil.States)]slot[prometheus.Counter]
 	phaseObservers    [labels.NumPhases]slot[prometheus.Observer]
-	idempotencyEvents [labels.NumEvents]slot[prometheus.Counter]
+	idempotencyEvents []slot[prometheus.Counter] // by index in labels.Events
 }
 
 // New creates a Collector and registers its metrics with reg (if nil,
@@ -117,7 +117,8 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 	if opts.MaxAttempts > labels.MaxAttemptBuckets {
 		return nil, fmt.Errorf("promretry: MaxAttempts %d is above %d", opts.MaxAttempts, labels.MaxAttemptBuckets)
 	}
-	c := &Collector{route: opts.Route, dialPhases: opts.DialPhases}
+	c := &Collector{route: opts.Route, dialPhases: opts.DialPhases,
+		idempotencyEvents: make([]slot[prometheus.Counter], labels.NumEvents)}
 	if c.route == nil {
 		c.route = metricsutil.HostRoute
 	}
