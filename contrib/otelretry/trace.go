@@ -154,15 +154,13 @@ func serverPort(scheme, port string) int {
 // end records the operation's result on its span and ends it.
 func (t *Transport) end(op *operation, resp *http.Response, err error) {
 	span, o := op.span, op.outcome
-	outcome := labels.OutcomeSuccess
-	switch {
-	case err != nil && errors.Is(err, httpretry.ErrOutcomeUnknown):
-		outcome = labels.OutcomeUnknown
-	case err != nil || resp == nil: // a nil, nil answer is a broken RoundTripper's
-		outcome = labels.OutcomeError
-	case resp.StatusCode >= 400:
-		outcome = labels.OutcomeErrorResponse
+	// The outcome class by the metrics' one rule, from what the caller
+	// got (a nil, nil answer is a broken RoundTripper's: an error).
+	got := httpretry.Outcome{Err: err, Unknown: errors.Is(err, httpretry.ErrOutcomeUnknown)}
+	if resp != nil && err == nil {
+		got.Status = resp.StatusCode
 	}
+	outcome := labels.Outcome(got)
 	kvs := make([]attribute.KeyValue, 0, 6)
 	kvs = append(kvs, attribute.String(keyOutcome, labels.Outcomes[outcome]))
 	if o.Reason != "" { // the wrapped RoundTripper is a retrying Transport
