@@ -5,8 +5,12 @@ import "github.com/httpretry/httpretry/internal/labels"
 // The attribute keys this package sets. Every value comes from a fixed
 // table, except the route, whose distinct values are capped.
 const (
-	keyMethod      = "http.request.method"
-	keyRoute       = "httpretry.route"
+	keyMethod = "http.request.method"
+	// keyTemplate carries the route when Options.Route names it, a
+	// template as the HTTP conventions' url.template is; keyServer carries
+	// it by default, the request's host, as their server.address does.
+	keyTemplate    = "url.template"
+	keyServer      = "server.address"
 	keyOutcome     = "httpretry.outcome"
 	keyStopReason  = "httpretry.stop_reason"
 	keyAttemptKind = "httpretry.attempt.kind"

@@ -55,7 +55,7 @@ func TestInstrument(t *testing.T) {
 		"httpretry.client.attempt.successes{" + post + ",httpretry.attempt.kind=retry," + route + "} 1",
 		"httpretry.client.budget.tokens{} 19",
 		"httpretry.client.operation.attempts{" + route + "} count=1 sum=2 buckets=[0 1 0 0 0]",
-		"httpretry.client.operations{" + post + ",httpretry.outcome=success," + route + ",httpretry.stop_reason=final} 1",
+		"httpretry.client.operations{" + post + ",httpretry.outcome=success,httpretry.stop_reason=final," + route + "} 1",
 	})
 	if _, err := Instrument(nil, Options{}); err == nil {
 		t.Error("Instrument(nil) succeeded; want an error")

@@ -9,7 +9,9 @@ import (
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/internal/labels"
 	"github.com/httpretry/httpretry/metricsutil"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
 
 // Metrics records httpretry operations and attempts as OpenTelemetry
@@ -76,10 +78,16 @@ type Metrics struct {
 // NewMetrics creates the instruments on opts.MeterProvider's meter. It
 // fails only when the provider refuses an instrument.
 func NewMetrics(opts Options) (*Metrics, error) {
-	meter := opts.meterProvider().Meter(ScopeName)
+	meter := opts.meterProvider().Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL))
+	key := attribute.Key(keyServer)
+	if opts.Route != nil {
+		key = keyTemplate
+	}
 	m := &Metrics{
-		routes: metricsutil.NewRouteTable(opts.maxRoutes(), newRouteSeries),
-		route:  opts.Route,
+		routes: metricsutil.NewRouteTable(opts.maxRoutes(), func(r string) *routeSeries {
+			return newRouteSeries(key.String(r))
+		}),
+		route: opts.Route,
 	}
 	var errs [16]error
 	m.operations, errs[0] = meter.Int64Counter("httpretry.client.operations",

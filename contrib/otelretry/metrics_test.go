@@ -12,13 +12,15 @@ import (
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/httptestutil"
 	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
 
 // Attribute renderings shared by the expected lines below.
 const (
 	get   = "http.request.method=GET"
 	post  = "http.request.method=POST"
-	route = "httpretry.route=api.test"
+	route = "server.address=api.test"
 )
 
 // waits returns a Jitter that always waits the whole window, so that
@@ -73,11 +75,11 @@ func TestMetricsFailFailSuccess(t *testing.T) {
 		"httpretry.client.attempts{" + get + ",httpretry.attempt.kind=retry,httpretry.attempt.result=success," + route + "} 1",
 		"httpretry.client.operation.duration{httpretry.outcome=success," + route + "} count=1 sum=0.3 buckets=[0 0 0 0 0 0 1 0 0 0 0 0 0 0 0]",
 		"httpretry.client.operation.wait{" + route + "} count=1 sum=0.3 buckets=[0 0 0 0 0 1 0 0 0 0 0 0 0 0]",
-		"httpretry.client.retry.wait{" + route + ",httpretry.wait.cause=backoff} count=2 sum=0.3 buckets=[0 0 0 1 1 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.stop_reason=final," + route + "} 1",
+		"httpretry.client.retry.wait{httpretry.wait.cause=backoff," + route + "} count=2 sum=0.3 buckets=[0 0 0 1 1 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.attempt.successes{" + get + ",httpretry.attempt.kind=retry," + route + "} 1",
 		"httpretry.client.budget.tokens{} 18",
 		"httpretry.client.operation.attempts{" + route + "} count=1 sum=3 buckets=[0 0 1 0]",
-		"httpretry.client.operations{" + get + ",httpretry.outcome=success," + route + ",httpretry.stop_reason=final} 1",
 	})
 }
 
@@ -104,10 +106,10 @@ func TestMetricsBudgetExhausted(t *testing.T) {
 		"httpretry.client.attempts{error.type=5xx," + get + ",httpretry.attempt.kind=retry,httpretry.attempt.result=5xx," + route + "} 1",
 		"httpretry.client.operation.duration{error.type=5xx,httpretry.outcome=error_response," + route + "} count=1 sum=0.1 buckets=[0 0 0 0 1 0 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.operation.wait{" + route + "} count=1 sum=0.1 buckets=[0 0 0 1 0 0 0 0 0 0 0 0 0 0]",
-		"httpretry.client.retry.wait{" + route + ",httpretry.wait.cause=backoff} count=1 sum=0.1 buckets=[0 0 0 1 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.operations{" + get + ",httpretry.outcome=error_response,httpretry.stop_reason=budget_exhausted," + route + "} 1",
+		"httpretry.client.retry.wait{httpretry.wait.cause=backoff," + route + "} count=1 sum=0.1 buckets=[0 0 0 1 0 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.budget.tokens{} 0",
 		"httpretry.client.operation.attempts{" + route + "} count=1 sum=2 buckets=[0 1 0 0]",
-		"httpretry.client.operations{" + get + ",httpretry.outcome=error_response," + route + ",httpretry.stop_reason=budget_exhausted} 1",
 	})
 }
 
@@ -135,9 +137,9 @@ func TestMetricsDeadlineExhausted(t *testing.T) {
 		"httpretry.client.attempts{error.type=timeout," + get + ",httpretry.attempt.kind=initial,httpretry.attempt.result=timeout," + route + "} 1",
 		"httpretry.client.operation.duration{error.type=timeout,httpretry.outcome=error," + route + "} count=1 sum=0.3 buckets=[0 0 0 0 0 0 1 0 0 0 0 0 0 0 0]",
 		"httpretry.client.operation.wait{" + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0]",
-		"httpretry.client.attempt.timeouts{" + get + "," + route + ",httpretry.timeout.kind=attempt} 1",
+		"httpretry.client.attempt.timeouts{" + get + ",httpretry.timeout.kind=attempt," + route + "} 1",
+		"httpretry.client.operations{" + get + ",httpretry.outcome=error,httpretry.stop_reason=deadline_exhausted," + route + "} 1",
 		"httpretry.client.operation.attempts{" + route + "} count=1 sum=1 buckets=[1 0 0]",
-		"httpretry.client.operations{" + get + ",httpretry.outcome=error," + route + ",httpretry.stop_reason=deadline_exhausted} 1",
 	})
 }
 
@@ -161,7 +163,7 @@ func TestMetricsCanceledInWait(t *testing.T) {
 		"httpretry.client.operation.attempts{" + route + "} count=1 sum=1 buckets=[1 0 0 0]",
 		"httpretry.client.operation.duration{error.type=canceled,httpretry.outcome=error," + route + "} count=1 sum=0.04 buckets=[0 0 0 1 0 0 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.operation.wait{" + route + "} count=1 sum=0.04 buckets=[0 0 1 0 0 0 0 0 0 0 0 0 0 0]",
-		"httpretry.client.operations{" + get + ",httpretry.outcome=error," + route + ",httpretry.stop_reason=canceled} 1",
+		"httpretry.client.operations{" + get + ",httpretry.outcome=error,httpretry.stop_reason=canceled," + route + "} 1",
 	})
 }
 
@@ -185,7 +187,7 @@ func TestMetricsUnknownOutcome(t *testing.T) {
 			"httpretry.client.operation.duration{error.type=connection_error,httpretry.outcome=unknown," + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
 			"httpretry.client.operation.wait{" + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0]",
 			"httpretry.client.operation.attempts{" + route + "} count=1 sum=1 buckets=[1 0 0]",
-			"httpretry.client.operations{" + post + ",httpretry.outcome=unknown," + route + ",httpretry.stop_reason=not_idempotent} 1",
+			"httpretry.client.operations{" + post + ",httpretry.outcome=unknown,httpretry.stop_reason=not_idempotent," + route + "} 1",
 		}},
 		{"refused: never sent", httptestutil.Step{Err: httptestutil.ErrRefused}, 2, false, []string{
 			"httpretry.client.attempt.duration{error.type=connection_error,httpretry.attempt.result=connection_error,httpretry.connection=unknown," + route + "} count=2 sum=0 buckets=[2 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
@@ -197,7 +199,7 @@ func TestMetricsUnknownOutcome(t *testing.T) {
 			"httpretry.client.operation.duration{error.type=connection_error,httpretry.outcome=error," + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
 			"httpretry.client.operation.wait{" + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0]",
 			"httpretry.client.operation.attempts{" + route + "} count=1 sum=2 buckets=[0 1 0]",
-			"httpretry.client.operations{" + post + ",httpretry.outcome=error," + route + ",httpretry.stop_reason=attempts_exhausted} 1",
+			"httpretry.client.operations{" + post + ",httpretry.outcome=error,httpretry.stop_reason=attempts_exhausted," + route + "} 1",
 		}},
 	}
 	for _, c := range cases {
@@ -237,14 +239,14 @@ func TestMetricsAttemptDetails(t *testing.T) {
 		"httpretry.client.attempts{error.type=4xx," + get + ",httpretry.attempt.kind=retry,httpretry.attempt.result=4xx," + route + "} 1",
 		"httpretry.client.attempts{error.type=idle_timeout," + get + ",httpretry.attempt.kind=initial,httpretry.attempt.result=idle_timeout," + route + "} 1",
 		"httpretry.client.attempts{" + get + ",httpretry.attempt.kind=retry,httpretry.attempt.result=success," + route + "} 1",
-		"httpretry.client.retry.wait{" + route + ",httpretry.wait.cause=backoff} count=1 sum=0.1 buckets=[0 0 0 1 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempt.timeouts{" + get + ",httpretry.timeout.kind=idle," + route + "} 1",
+		"httpretry.client.retry.wait{httpretry.wait.cause=backoff," + route + "} count=1 sum=0.1 buckets=[0 0 0 1 0 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.attempt.phase.duration{httpretry.phase=conn_wait} count=2 sum=0.0205 buckets=[1 0 0 0 1 0 0 0 0 0 0 0]",
 		"httpretry.client.attempt.phase.duration{httpretry.phase=connect} count=1 sum=0.005 buckets=[0 0 1 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.attempt.phase.duration{httpretry.phase=dns} count=1 sum=0.003 buckets=[0 0 1 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.attempt.phase.duration{httpretry.phase=first_byte} count=2 sum=0.036 buckets=[0 0 0 1 0 1 0 0 0 0 0 0]",
 		"httpretry.client.attempt.phase.duration{httpretry.phase=tls} count=1 sum=0.01 buckets=[0 0 0 1 0 0 0 0 0 0 0 0]",
 		"httpretry.client.attempt.successes{" + get + ",httpretry.attempt.kind=retry," + route + "} 1",
-		"httpretry.client.attempt.timeouts{" + get + "," + route + ",httpretry.timeout.kind=idle} 1",
 	})
 }
 
@@ -265,8 +267,8 @@ func TestMetricsBoundedAttributes(t *testing.T) {
 			}
 		}
 		diffLines(t, filter(lines, "httpretry.client.operations{"), []string{
-			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.route=api.test,httpretry.stop_reason=final} 2",
-			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.route=api.test:8443,httpretry.stop_reason=final} 1",
+			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.stop_reason=final," + route + ":8443} 1",
+			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.stop_reason=final," + route + "} 2",
 		})
 	})
 	t.Run("caps and fixed tables", func(t *testing.T) {
@@ -281,10 +283,10 @@ func TestMetricsBoundedAttributes(t *testing.T) {
 			m.OnDone(req, httpretry.Outcome{Attempts: 1, Reason: "made_up", Status: 200})
 		}
 		diffLines(t, filter(metrics(), "httpretry.client.operations{"), []string{
-			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.route=/a,httpretry.stop_reason=other} 2",
-			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.route=/b,httpretry.stop_reason=other} 2",
-			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.route=other,httpretry.stop_reason=other} 4",
-			"httpretry.client.operations{http.request.method=_OTHER,httpretry.outcome=success,httpretry.route=/a,httpretry.stop_reason=other} 1",
+			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.stop_reason=other,url.template=/a} 2",
+			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.stop_reason=other,url.template=/b} 2",
+			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.stop_reason=other,url.template=other} 4",
+			"httpretry.client.operations{http.request.method=_OTHER,httpretry.outcome=success,httpretry.stop_reason=other,url.template=/a} 1",
 		})
 	})
 }
@@ -315,12 +317,12 @@ func TestMetricsCardinality(t *testing.T) {
 		if strings.HasPrefix(l, "httpretry.client.operations{") {
 			ops++
 		}
-		if i := strings.Index(l, "httpretry.route="); i >= 0 {
+		if i := strings.Index(l, "url.template="); i >= 0 {
 			routes[strings.FieldsFunc(l[i:], func(r rune) bool { return r == ',' || r == '}' })[0]] = true
 		}
 	}
-	if len(routes) != DefaultMaxRoutes+1 || !routes["httpretry.route=other"] {
-		t.Errorf("%d route values (other included: %v); want %d", len(routes), routes["httpretry.route=other"], DefaultMaxRoutes+1)
+	if len(routes) != DefaultMaxRoutes+1 || !routes["url.template=other"] {
+		t.Errorf("%d route values (other included: %v); want %d", len(routes), routes["url.template=other"], DefaultMaxRoutes+1)
 	}
 	if want := (DefaultMaxRoutes + 1) * 3; ops != want {
 		t.Errorf("%d operation series; want %d (101 routes × 3 methods)", ops, want)
@@ -355,7 +357,7 @@ func TestMetricsRetryAfterAndActive(t *testing.T) {
 		"httpretry.client.attempts{error.type=429," + get + ",httpretry.attempt.kind=initial,httpretry.attempt.result=429," + route + "} 1",
 	})
 	diffLines(t, filter(metrics(), "httpretry.client.retry"), []string{
-		"httpretry.client.retry.wait{" + route + ",httpretry.wait.cause=retry_after} count=1 sum=2.1 buckets=[0 0 0 0 0 0 0 1 0 0 0 0 0 0]",
+		"httpretry.client.retry.wait{httpretry.wait.cause=retry_after," + route + "} count=1 sum=2.1 buckets=[0 0 0 0 0 0 0 1 0 0 0 0 0 0]",
 	})
 	cancel()
 	if r := await(t, ch); r.err == nil {
@@ -364,4 +366,22 @@ func TestMetricsRetryAfterAndActive(t *testing.T) {
 	diffLines(t, filter(metrics(), "httpretry.client.attempts.active"), []string{
 		"httpretry.client.attempts.active{" + route + "} 0",
 	})
+}
+
+// TestMeterSchemaURL: the meter, like the tracer, names the semantic
+// conventions' version its attribute names follow.
+func TestMeterSchemaURL(t *testing.T) {
+	mp, reader := newReader(t)
+	m, err := NewMetrics(Options{MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.OnDone(newRequest(t, "GET", "http://api.test/", nil), httpretry.Outcome{Attempts: 1, Reason: httpretry.Final, Status: 200})
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	if len(rm.ScopeMetrics) != 1 || rm.ScopeMetrics[0].Scope.SchemaURL != semconv.SchemaURL {
+		t.Errorf("scopes %+v; want one with schema URL %s", rm.ScopeMetrics, semconv.SchemaURL)
+	}
 }

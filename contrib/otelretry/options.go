@@ -26,16 +26,18 @@ type Options struct {
 	// provider, otel.GetTracerProvider().
 	TracerProvider trace.TracerProvider
 
-	// Route names a request's route for the httpretry.route attribute and
-	// the operation span's url.template: a template such as
+	// Route names a request's route for the metrics' url.template
+	// attribute and the operation span's url.template and name: a
+	// template such as
 	// "/books/{id}", never a raw path, which would give every book its
 	// own series and may carry identifiers. At most MaxRoutes distinct
 	// values are reported; later ones, and values that are empty, longer
 	// than 128 bytes or not valid UTF-8, are reported as "other". If nil,
-	// the route is the request's host (host[:port]).
+	// the route is the request's host (host[:port]), reported as the
+	// metrics' server.address attribute.
 	Route func(req *http.Request) string
 
-	// MaxRoutes caps the distinct values of httpretry.route. 0 (or
+	// MaxRoutes caps the distinct route values. 0 (or
 	// negative) means 100.
 	MaxRoutes int
 

@@ -34,7 +34,7 @@ func newRecordOpts(kvs ...attribute.KeyValue) recordOpts {
 // which carry the route and a class from a fixed table, and the series of
 // each method, built when first needed.
 type routeSeries struct {
-	route string
+	route attribute.KeyValue
 
 	operationAttempts recordOpts
 	operationWait     recordOpts
@@ -46,8 +46,8 @@ type routeSeries struct {
 	methods [labels.NumMethods]atomic.Pointer[methodSeries]
 }
 
-func newRouteSeries(route string) *routeSeries {
-	r := attribute.String(keyRoute, route)
+func newRouteSeries(route attribute.KeyValue) *routeSeries {
+	r := route
 	s := &routeSeries{route: route}
 	s.operationAttempts = newRecordOpts(r)
 	// These share one attribute set; each keeps its own slice only so
@@ -96,7 +96,8 @@ func (s *routeSeries) method(m int) *methodSeries {
 
 // methodSeries holds the options of one (method, route) pair.
 type methodSeries struct {
-	method, route string
+	method string
+	route  attribute.KeyValue
 
 	attempts  [labels.NumAttemptKinds][labels.NumResults]addOpts
 	started   [labels.NumAttemptKinds]addOpts
@@ -108,8 +109,8 @@ type methodSeries struct {
 	operations []atomic.Pointer[addOpts]
 }
 
-func newMethodSeries(method, route string) *methodSeries {
-	m, r := attribute.String(keyMethod, method), attribute.String(keyRoute, route)
+func newMethodSeries(method string, route attribute.KeyValue) *methodSeries {
+	m, r := attribute.String(keyMethod, method), route
 	s := &methodSeries{method: method, route: route,
 		operations: make([]atomic.Pointer[addOpts], labels.NumOutcomes*labels.NumReasons)}
 	for i, k := range labels.AttemptKinds {
@@ -135,7 +136,7 @@ func (s *methodSeries) operation(outcome, reason int) addOpts {
 	}
 	o := newAddOpts(
 		attribute.String(keyMethod, s.method),
-		attribute.String(keyRoute, s.route),
+		s.route,
 		attribute.String(keyOutcome, labels.Outcomes[outcome]),
 		attribute.String(keyStopReason, labels.Reasons[reason]),
 	)
