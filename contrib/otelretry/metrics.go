@@ -78,7 +78,8 @@ type Metrics struct {
 // NewMetrics creates the instruments on opts.MeterProvider's meter. It
 // fails only when the provider refuses an instrument.
 func NewMetrics(opts Options) (*Metrics, error) {
-	meter := opts.meterProvider().Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL))
+	meter := opts.meterProvider().Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL),
+		metric.WithInstrumentationAttributes(opts.Attributes...))
 	key := attribute.Key(keyServer)
 	if opts.Route != nil {
 		key = keyTemplate

@@ -12,6 +12,7 @@ import (
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/httptestutil"
 	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
@@ -383,5 +384,40 @@ func TestMeterSchemaURL(t *testing.T) {
 	}
 	if len(rm.ScopeMetrics) != 1 || rm.ScopeMetrics[0].Scope.SchemaURL != semconv.SchemaURL {
 		t.Errorf("scopes %+v; want one with schema URL %s", rm.ScopeMetrics, semconv.SchemaURL)
+	}
+}
+
+// TestAttributesTellClientsApart: two Metrics on one MeterProvider, told
+// apart by Options.Attributes, keep their own counts under their own
+// instrumentation scope.
+func TestAttributesTellClientsApart(t *testing.T) {
+	mp, reader := newReader(t)
+	clients := map[string]int{"payments": 2, "search": 1}
+	for name, n := range clients {
+		m, err := NewMetrics(Options{MeterProvider: mp, Attributes: []attribute.KeyValue{attribute.String("client", name)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			m.OnDone(newRequest(t, "GET", "http://api.test/", nil), httpretry.Outcome{Attempts: 1, Reason: httpretry.Final, Status: 200})
+		}
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		client, _ := sm.Scope.Attributes.Value("client")
+		for _, m := range sm.Metrics {
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "httpretry.client.operations" {
+				for _, p := range sum.DataPoints {
+					got[client.AsString()] += p.Value
+				}
+			}
+		}
+	}
+	if got["payments"] != 2 || got["search"] != 1 || len(got) != 2 {
+		t.Errorf("operations by client scope = %v; want payments 2, search 1", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/httpretry/httpretry"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -54,6 +55,15 @@ type Options struct {
 	// Budget has; NewMetrics fails otherwise. If nil, the gauges report
 	// nothing ([Instrument] fills it from the Transport).
 	Budget any
+
+	// Attributes name this client among several in one process or one
+	// backend, e.g. attribute.String("client", "payments"): the
+	// equivalent of promretry's ConstLabels. They are the attributes of
+	// the meter's and the tracer's instrumentation scope, so they cost
+	// nothing per measurement; an exporter shows them with every series
+	// (Prometheus as otel_scope_client="payments"). Each Metrics of a
+	// MeterProvider then gets its own meter. If nil, none.
+	Attributes []attribute.KeyValue
 
 	// SpanKind is the kind of the operation span. 0 means
 	// trace.SpanKindInternal, right when each attempt has its own client

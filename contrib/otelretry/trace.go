@@ -86,10 +86,11 @@ func Wrap(rt http.RoundTripper, opts Options) *Transport {
 		rt = http.DefaultTransport
 	}
 	return &Transport{
-		base:   rt,
-		tracer: opts.tracerProvider().Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
-		kind:   opts.spanKind(),
-		route:  opts.Route,
+		base: rt,
+		tracer: opts.tracerProvider().Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL),
+			trace.WithInstrumentationAttributes(opts.Attributes...)),
+		kind:  opts.spanKind(),
+		route: opts.Route,
 	}
 }
 
