@@ -11,16 +11,20 @@ GREMLINS    ?= $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 MODULES := . bench contrib/promretry contrib/otelretry contrib/redisretry
 
 GOCYCLO     ?= $(GO) run github.com/fzipp/gocyclo/cmd/gocyclo@v0.6.0
+# promtool from the Go module proxy; its first build takes minutes (it
+# brings Prometheus's dependencies), later runs come from the build cache.
+PROMTOOL    ?= $(GO) run github.com/prometheus/prometheus/cmd/promtool@v0.316.0
 
 # Modules whose tests run without -race: the SDK examples test wiring, not
 # concurrency, and the SDKs build far slower under the race detector.
 EXAMPLE_MODULES := examples/sdks
 
-.PHONY: test deps vet lint cyclo race examples demo bench storm storm-fleet fuzz mutate
+.PHONY: test deps vet lint cyclo race examples rules demo bench storm storm-fleet fuzz mutate
 
 ## test: go vet, staticcheck, gocyclo and race-enabled tests of every
-## module, then the example modules without -race
-test: deps vet lint cyclo race examples
+## module, then the example modules without -race, then the Prometheus
+## rules
+test: deps vet lint cyclo race examples rules
 
 ## deps: programs the tests start: redis-server, redis-cli (Cluster set-up)
 ## and redis-sentinel (contrib/redisretry, the fleet storm). Installs the
@@ -55,6 +59,12 @@ cyclo:
 
 race: deps
 	@for m in $(MODULES); do echo "go test -race ($$m)"; (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
+
+## rules: promtool checks promretry's recording and alerting rules and
+## runs their unit tests
+rules:
+	@echo "promtool check rules, test rules (contrib/promretry/rules)"
+	@cd contrib/promretry/rules && $(PROMTOOL) check rules httpretry.rules.yml && $(PROMTOOL) test rules httpretry.rules.test.yml
 
 ## examples: go vet, staticcheck and go test (no -race) of the example modules
 examples:
