@@ -39,7 +39,8 @@ func TestRun(t *testing.T) {
 	if sent == 0 || sent != recorded {
 		t.Errorf("sent %v operations, recorded %v; want the same, not 0", sent, recorded)
 	}
-	for _, want := range []string{"first-attempt success:", "retries per operation:", "stop reasons:", "phase brownout"} {
+	for _, want := range []string{"first-attempt success:", "retries per operation:", "stop reasons:", "phase brownout",
+		"attempts by result:       ", "success=", "waits by cause:"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

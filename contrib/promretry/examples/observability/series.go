@@ -19,12 +19,14 @@ type totals struct {
 	budgetTokens                float64
 	reasons, outcomes, idemKind map[string]float64
 	conns                       map[string]float64 // attempts by connection use
+	results                     map[string]float64 // attempts by result
+	waits                       map[string]float64 // waits before a retry by cause
 }
 
 // readTotals sums the demo's metric families, keyed by name.
 func readTotals(fams map[string]*dto.MetricFamily) totals {
 	t := totals{reasons: map[string]float64{}, outcomes: map[string]float64{}, idemKind: map[string]float64{},
-		conns: map[string]float64{}}
+		conns: map[string]float64{}, results: map[string]float64{}, waits: map[string]float64{}}
 	each := func(name string, f func(labels map[string]string, v float64)) {
 		for _, m := range fams[name].GetMetric() {
 			labels := make(map[string]string)
@@ -41,6 +43,7 @@ func readTotals(fams map[string]*dto.MetricFamily) totals {
 	})
 	t.succeeded = t.outcomes["success"]
 	each("httpretry_attempts_total", func(l map[string]string, v float64) {
+		t.results[l["result"]] += v
 		if l["kind"] == "initial" {
 			t.initial += v
 		} else {
@@ -57,6 +60,7 @@ func readTotals(fams map[string]*dto.MetricFamily) totals {
 	each("httpretry_attempt_timeouts_total", func(_ map[string]string, v float64) { t.timeouts += v })
 	each("httpretry_budget_tokens", func(_ map[string]string, v float64) { t.budgetTokens = v })
 	each("httpretry_attempt_duration_seconds", func(l map[string]string, v float64) { t.conns[l["conn"]] += v })
+	each("httpretry_retry_wait_seconds", func(l map[string]string, v float64) { t.waits[l["cause"]] += v })
 	each("httpretry_idempotency_events_total", func(l map[string]string, v float64) { t.idemKind[l["kind"]] += v })
 	return t
 }
