@@ -88,7 +88,8 @@ demo-payments: deps
 demo-metrics:
 	cd contrib/promretry && $(GO) run ./examples/observability -duration 10s
 
-## brownout-chart: a 30 s brownout run of the same demo; writes
+## brownout-chart: a 30 s brownout run of the same demo, first-attempt
+## success split by result; writes
 ## docs/observability/brownout.svg and brownout.csv from its metrics
 brownout-chart:
 	@mkdir -p docs/observability

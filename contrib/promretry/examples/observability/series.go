@@ -74,6 +74,9 @@ type sample struct {
 	finalSuccess        float64 // operations that succeeded / operations
 	retriesPerOp        float64
 	budgetTokens        float64
+	// Shares of the attempts that ended in the interval, by result: why
+	// first attempts fail.
+	attempts5xx, attemptsTimeout float64
 }
 
 // between returns the sample for the interval from prev to cur.
@@ -85,6 +88,10 @@ func between(prev, cur totals, at time.Duration, phase string) sample {
 		return a / b
 	}
 	ops := cur.operations - prev.operations
+	attempts := 0.0
+	for r, n := range cur.results {
+		attempts += n - prev.results[r]
+	}
 	return sample{
 		at:                  at,
 		phase:               phase,
@@ -93,16 +100,20 @@ func between(prev, cur totals, at time.Duration, phase string) sample {
 		finalSuccess:        ratio(cur.succeeded-prev.succeeded, ops),
 		retriesPerOp:        ratio(cur.retries-prev.retries, ops),
 		budgetTokens:        cur.budgetTokens,
+		attempts5xx:         ratio(cur.results["5xx"]-prev.results["5xx"], attempts),
+		attemptsTimeout:     ratio(cur.results["timeout"]-prev.results["timeout"], attempts),
 	}
 }
 
 // writeCSV writes the samples with a header line.
 func writeCSV(w io.Writer, samples []sample) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"seconds", "phase", "operations", "first_attempt_success", "final_success", "retries_per_operation", "budget_tokens"})
+	cw.Write([]string{"seconds", "phase", "operations", "first_attempt_success", "final_success", "retries_per_operation", "budget_tokens",
+		"attempts_5xx", "attempts_timeout"})
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
 	for _, s := range samples {
-		cw.Write([]string{f(s.at.Seconds()), s.phase, f(s.operations), f(s.firstAttemptSuccess), f(s.finalSuccess), f(s.retriesPerOp), f(s.budgetTokens)})
+		cw.Write([]string{f(s.at.Seconds()), s.phase, f(s.operations), f(s.firstAttemptSuccess), f(s.finalSuccess), f(s.retriesPerOp), f(s.budgetTokens),
+			f(s.attempts5xx), f(s.attemptsTimeout)})
 	}
 	cw.Flush()
 	return cw.Error()
@@ -119,11 +130,11 @@ func readCSV(r io.Reader) ([]sample, error) {
 	}
 	var out []sample
 	for i, row := range rows[1:] {
-		if len(row) != 7 {
-			return nil, fmt.Errorf("line %d: %d fields, want 7", i+2, len(row))
+		if len(row) != 9 {
+			return nil, fmt.Errorf("line %d: %d fields, want 9", i+2, len(row))
 		}
-		var v [6]float64
-		for j, k := range []int{0, 2, 3, 4, 5, 6} {
+		var v [8]float64
+		for j, k := range []int{0, 2, 3, 4, 5, 6, 7, 8} {
 			if v[j], err = strconv.ParseFloat(row[k], 64); err != nil {
 				return nil, fmt.Errorf("line %d: %w", i+2, err)
 			}
@@ -131,6 +142,7 @@ func readCSV(r io.Reader) ([]sample, error) {
 		out = append(out, sample{
 			at: time.Duration(v[0] * float64(time.Second)), phase: row[1], operations: v[1],
 			firstAttemptSuccess: v[2], finalSuccess: v[3], retriesPerOp: v[4], budgetTokens: v[5],
+			attempts5xx: v[6], attemptsTimeout: v[7],
 		})
 	}
 	return out, nil
