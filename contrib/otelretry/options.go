@@ -24,7 +24,9 @@ type Options struct {
 	MeterProvider metric.MeterProvider
 
 	// TracerProvider creates the operation spans. If nil, the global
-	// provider, otel.GetTracerProvider().
+	// provider, otel.GetTracerProvider(). A no-op provider
+	// (noop.NewTracerProvider()) turns traces off: [Wrap]'s Transport
+	// then opens no span and costs nothing per operation.
 	TracerProvider trace.TracerProvider
 
 	// Route names a request's route for the metrics' url.template

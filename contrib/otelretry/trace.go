@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Span and event attribute keys of this package's own.
@@ -75,6 +76,7 @@ type Transport struct {
 	tracer trace.Tracer
 	kind   trace.SpanKind
 	route  func(*http.Request) string
+	off    bool // traces are off: the provider is a no-op one
 }
 
 // Wrap returns a Transport that runs each operation of rt in a span from
@@ -85,12 +87,15 @@ func Wrap(rt http.RoundTripper, opts Options) *Transport {
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
+	tp := opts.tracerProvider()
+	_, off := tp.(noop.TracerProvider)
 	return &Transport{
 		base: rt,
-		tracer: opts.tracerProvider().Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL),
+		tracer: tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL),
 			trace.WithInstrumentationAttributes(opts.Attributes...)),
 		kind:  opts.spanKind(),
 		route: opts.Route,
+		off:   off,
 	}
 }
 
@@ -114,6 +119,11 @@ func operationFrom(ctx context.Context) *operation {
 // RoundTripper with the span in its context, and ends the span with what
 // the operation did. It never modifies req.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.off {
+		// Traces off: no span to open, annotate or end, so nothing to
+		// spend on one (the operation state, its context, attributes).
+		return t.base.RoundTrip(req)
+	}
 	op := &operation{}
 	m := labels.Method(req.Method)
 	template := t.template(req)
