@@ -11,17 +11,20 @@ GREMLINS    ?= $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 MODULES := . bench contrib/promretry contrib/otelretry contrib/redisretry
 
 GOCYCLO     ?= $(GO) run github.com/fzipp/gocyclo/cmd/gocyclo@v0.6.0
+# promtool from the Go module proxy; its first build takes minutes (it
+# brings Prometheus's dependencies), later runs come from the build cache.
+PROMTOOL    ?= $(GO) run github.com/prometheus/prometheus/cmd/promtool@v0.316.0
 
 # Modules whose tests run without -race: the SDK examples test wiring, not
 # concurrency, and the SDKs build far slower under the race detector.
 EXAMPLE_MODULES := examples/sdks
 
-.PHONY: test deps vet cross lint cyclo race examples demo bench storm storm-fleet fuzz mutate
+.PHONY: test deps vet cross lint cyclo race examples rules demo bench storm storm-fleet fuzz mutate
 
 ## test: go vet (for this platform, then cross-compiled), staticcheck,
 ## gocyclo and race-enabled tests of every module, then the example modules
-## without -race
-test: deps vet cross lint cyclo race examples
+## without -race, then the Prometheus rules
+test: deps vet cross lint cyclo race examples rules
 
 ## deps: programs the tests start: redis-server, redis-cli (Cluster set-up)
 ## and redis-sentinel (contrib/redisretry, the fleet storm). Installs the
@@ -64,6 +67,12 @@ cyclo:
 race: deps
 	@for m in $(MODULES); do echo "go test -race ($$m)"; (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
 
+## rules: promtool checks promretry's recording and alerting rules and
+## runs their unit tests
+rules:
+	@echo "promtool check rules, test rules (contrib/promretry/rules)"
+	@cd contrib/promretry/rules && $(PROMTOOL) check rules httpretry.rules.yml && $(PROMTOOL) test rules httpretry.rules.test.yml
+
 ## examples: go vet, staticcheck and go test (no -race) of the example modules
 examples:
 	@for m in $(EXAMPLE_MODULES); do echo "go vet, staticcheck, go test ($$m)"; (cd $$m && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -count=1 ./...) || exit 1; done
@@ -86,7 +95,8 @@ demo-payments: deps
 demo-metrics:
 	cd contrib/promretry && $(GO) run ./examples/observability -duration 10s
 
-## brownout-chart: a 30 s brownout run of the same demo; writes
+## brownout-chart: a 30 s brownout run of the same demo, first-attempt
+## success split by result; writes
 ## docs/observability/brownout.svg and brownout.csv from its metrics
 brownout-chart:
 	@mkdir -p docs/observability
@@ -122,3 +132,17 @@ fuzz:
 ## mutate: mutation testing of the root package (slow; not part of CI)
 mutate:
 	$(GREMLINS) unleash --tags mutation --workers 2 -E 'httptestutil/' -E 'examples/' -E 'bench/' -E 'idempotency/' -E 'internal/' -E 'contrib/' .
+
+.PHONY: metrics-cost
+
+## metrics-cost: allocations per successful operation that promretry and
+## otelretry (metrics, traces off) add over the same Transport without
+## them, over an in-memory *http.Transport and another in-memory
+## RoundTripper (testing.AllocsPerRun); fails above 2 and 4. Prints them
+## and writes docs/observability/metrics-cost.txt
+metrics-cost:
+	@mkdir -p docs/observability
+	@{ echo "# make metrics-cost, $$(date -u +%Y-%m-%d), $$($(GO) version | cut -d' ' -f3-)"; \
+	  (cd contrib/promretry && $(GO) test -count=1 -run '^TestCostPerOperation$$' -v .) | grep -E 'over|FAIL' | sed 's/^ *cost_test.go:[0-9]*: //'; \
+	  (cd contrib/otelretry && $(GO) test -count=1 -run '^TestCostPerOperation$$' -v .) | grep -E 'over|FAIL' | sed 's/^ *cost_test.go:[0-9]*: //'; \
+	} | tee docs/observability/metrics-cost.txt; ! grep -q FAIL docs/observability/metrics-cost.txt

@@ -80,7 +80,7 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 	for {
 		resp, err := op.send()
 		d := op.decide(resp, err)
-		op.onAttempt(d.wait)
+		op.onAttempt(d)
 		if d.stop != "" {
 			return op.finish(resp, d.stop)
 		}
@@ -168,6 +168,9 @@ func (op *operation) send() (*http.Response, error) {
 	if op.timed {
 		op.lastStart = op.clock.Now()
 	}
+	if op.t.OnAttemptStart != nil {
+		op.t.OnAttemptStart(op.req, op.attempts)
+	}
 	req := op.attemptRequest()
 	op.ownsBody = false // Base owns whatever body it was handed
 	resp, err := op.base.RoundTrip(req)
@@ -230,7 +233,7 @@ func (op *operation) attemptContext() (ctx context.Context, derived bool, limit 
 	// OnAttempt, and with Propagate takes the time spent getting a
 	// connection out of the time left it sends.
 	if !op.idempotent || t.OnAttempt != nil || (t.Propagate && bounded) {
-		ctx, op.trace = withConnTrace(ctx, t.OnAttempt != nil)
+		ctx, op.trace = withConnTrace(ctx, t.traceLevel())
 		derived = true
 	}
 	if op.idle != nil {

@@ -136,7 +136,14 @@ func TestSuccessPathAllocations(t *testing.T) {
 		{"default over http.Transport", &Transport{Base: newMemTransport()}, "mem://api.test/", 0},
 		{"attempt timeout over http.Transport", &Transport{Base: newMemTransport(), AttemptTimeout: time.Second}, "mem://api.test/", 8},
 		{"default over another Base", &Transport{Base: newStaticBase()}, "http://api.test/", 2},
+		// Hooks cost the connection trace's context and the attempt's
+		// request copy; DNS and connect timings cost more, when asked for.
+		{"hooks over http.Transport", &Transport{Base: newMemTransport(), OnAttempt: func(*http.Request, Attempt) {}, OnDone: func(*http.Request, Outcome) {}}, "mem://api.test/", 2},
+		{"hooks and DialTrace over http.Transport", &Transport{Base: newMemTransport(), OnAttempt: func(*http.Request, Attempt) {}, DialTrace: true}, "mem://api.test/", 6},
 	} {
+		if raceEnabled && c.tr.OnAttempt != nil {
+			continue // the connection trace comes from a sync.Pool
+		}
 		req := httptest.NewRequest("GET", c.url, nil)
 		allocs := testing.AllocsPerRun(200, func() {
 			resp, err := c.tr.RoundTrip(req)

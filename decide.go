@@ -54,8 +54,9 @@ type facts struct {
 // decision is what happens after an attempt: a stop, or a retry after
 // wait.
 type decision struct {
-	stop StopReason // empty for a retry
-	wait time.Duration
+	stop       StopReason // empty for a retry
+	wait       time.Duration
+	retryAfter time.Duration // the part of wait the server asked for
 }
 
 func stopWith(reason StopReason) decision { return decision{stop: reason} }
@@ -129,7 +130,7 @@ func schedule(p policy, r facts, now time.Time) decision {
 	// The server's delay is a minimum; the jitter only spreads clients,
 	// so it is what gets shortened when time is short.
 	jitter := min(r.backoff, room-r.serverDelay, maxDuration-r.serverDelay)
-	return decision{wait: r.serverDelay + jitter}
+	return decision{wait: r.serverDelay + jitter, retryAfter: r.serverDelay}
 }
 
 // lateWakeup is how late after its planned start a retry may begin and

@@ -7,18 +7,20 @@ import (
 )
 
 // onAttempt reports the attempt that just ended to OnAttempt, with the
-// wait scheduled before the next one (0 when none follows).
-func (op *operation) onAttempt(wait time.Duration) {
+// wait scheduled before the next one (0 when none follows) and the part
+// of it the server asked for.
+func (op *operation) onAttempt(d decision) {
 	if op.t.OnAttempt == nil {
 		op.releaseTrace()
 		return
 	}
 	a := Attempt{
-		Number:   op.attempts,
-		Status:   op.status,
-		Err:      op.err,
-		Duration: op.lastElapsed,
-		Wait:     wait,
+		Number:     op.attempts,
+		Status:     op.status,
+		Err:        op.err,
+		Duration:   op.lastElapsed,
+		Wait:       d.wait,
+		RetryAfter: d.retryAfter,
 	}
 	if op.trace != nil {
 		op.trace.fill(&a)

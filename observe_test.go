@@ -363,3 +363,68 @@ func TestNoSecretsOverLoopback(t *testing.T) {
 		})
 	}
 }
+
+func TestAttemptRetryAfterIsTheServersPartOfTheWait(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc,
+		httptestutil.Step{Status: 429, RetryAfter: "2"},
+		httptestutil.Step{Err: httptestutil.ErrReset},
+		httptestutil.Step{Status: 200})
+	var log attemptLog
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 3, Jitter: waits(70 * ms), OnAttempt: log.onAttempt}
+	ch := start(tr, newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	advance(t, fc, 1, 2*time.Second+70*ms)
+	advance(t, fc, 1, 70*ms)
+	r := await(t, ch)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	readBody(t, r.resp)
+	want := []struct{ wait, retryAfter time.Duration }{
+		{2*time.Second + 70*ms, 2 * time.Second}, // the server's 2 s, then the jitter
+		{70 * ms, 0},                             // the Transport's own backoff
+		{0, 0},                                   // none follows
+	}
+	if len(log.attempts) != len(want) {
+		t.Fatalf("%d attempts reported; want %d", len(log.attempts), len(want))
+	}
+	for i, w := range want {
+		if a := log.attempts[i]; a.Wait != w.wait || a.RetryAfter != w.retryAfter {
+			t.Errorf("attempt %d: Wait %v, RetryAfter %v; want %v, %v", i+1, a.Wait, a.RetryAfter, w.wait, w.retryAfter)
+		}
+	}
+}
+
+func TestOnAttemptStartPrecedesEachAttempt(t *testing.T) {
+	t.Parallel()
+	base := httptestutil.NewTransport(nil, httptestutil.Step{Status: 503}, httptestutil.Step{Status: 200})
+	var (
+		mu     sync.Mutex
+		events []string
+	)
+	record := func(e string) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, e)
+	}
+	tr := &Transport{
+		Base: base, Jitter: noJitter,
+		OnAttemptStart: func(req *http.Request, n int) {
+			record(fmt.Sprintf("start %d %s", n, req.URL.Host))
+			if got := len(base.Requests()); got != n-1 {
+				t.Errorf("attempt %d started after %d requests were sent; want %d", n, got, n-1)
+			}
+		},
+		OnAttempt: func(_ *http.Request, a Attempt) { record(fmt.Sprintf("end %d %d", a.Number, a.Status)) },
+	}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	want := []string{"start 1 api.test", "end 1 503", "start 2 api.test", "end 2 200"}
+	if fmt.Sprint(events) != fmt.Sprint(want) {
+		t.Errorf("hooks ran as %q; want %q", events, want)
+	}
+}

@@ -25,6 +25,11 @@ type Attempt struct {
 	// Wait is the wait scheduled before the next attempt, 0 when none
 	// follows.
 	Wait time.Duration
+	// RetryAfter is the part of Wait the server asked for with
+	// Retry-After or Retry-After-Ms; the rest of Wait is jitter. 0 when
+	// the wait is the Transport's own backoff (or none follows), so that
+	// waits imposed by the server can be told from the client's own.
+	RetryAfter time.Duration
 
 	// The fields below say where the attempt's time went, as Base reported
 	// it through [net/http/httptrace] (any Base built on [http.Transport]
@@ -40,11 +45,14 @@ type Attempt struct {
 	// waiting for an idle one from the pool and, for a new connection,
 	// DNS, connecting and the TLS handshake.
 	ConnWait time.Duration
-	// DNS is the time spent resolving the host name.
+	// DNS is the time spent resolving the host name; measured only with
+	// [Transport.DialTrace].
 	DNS time.Duration
-	// Connect is the time spent establishing the TCP connection.
+	// Connect is the time spent establishing the TCP connection; measured
+	// only with [Transport.DialTrace].
 	Connect time.Duration
-	// TLSHandshake is the time spent in the TLS handshake.
+	// TLSHandshake is the time spent in the TLS handshake; measured only
+	// with [Transport.DialTrace].
 	TLSHandshake time.Duration
 	// FirstByte is the time from sending the attempt until the first byte
 	// of the response arrived.

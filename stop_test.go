@@ -429,3 +429,34 @@ func declaredStopReasons(t *testing.T) []StopReason {
 	}
 	return reasons
 }
+
+// TestEffectiveBudgetIsTheDefaultInUse: without a Budget, EffectiveBudget
+// returns the default budget the Transport's operations draw on, the same
+// one every time; with one, that one.
+func TestEffectiveBudgetIsTheDefaultInUse(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503})
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 2, Jitter: noJitter}
+	b, ok := tr.EffectiveBudget().(*TokenBucket)
+	if !ok || b.Tokens() != 20 {
+		t.Fatalf("EffectiveBudget() = %#v; want the default bucket of 20 tokens", tr.EffectiveBudget())
+	}
+	r := await(t, start(tr, newRequest(t, context.Background(), "GET", "http://api.test/", nil)))
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	readBody(t, r.resp)
+	// The operation deposited into a full bucket (lost) and withdrew one
+	// token for its retry.
+	if got := b.Tokens(); got != 19 {
+		t.Errorf("tokens after one retry = %v; want 19", got)
+	}
+	if tr.EffectiveBudget() != Budget(b) {
+		t.Error("EffectiveBudget returned a different budget the second time")
+	}
+	own := NewBudget(5, 0)
+	if got := (&Transport{Budget: own}).EffectiveBudget(); got != Budget(own) {
+		t.Errorf("EffectiveBudget() = %v; want the Transport's own Budget", got)
+	}
+}

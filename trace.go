@@ -34,11 +34,12 @@ import (
 // report. fill also counts the connection phases only for a new
 // connection, and only within the time that attempt waited for it.
 type connTrace struct {
-	full   httptrace.ClientTrace // every hook: for OnAttempt
+	full   httptrace.ClientTrace // every hook: for OnAttempt with DialTrace
+	timed  httptrace.ClientTrace // GetConn, GotConn and the first byte: for OnAttempt
 	light  httptrace.ClientTrace // GetConn and GotConn: the proof that nothing was sent
 	start  time.Time             // when the attempt was sent
 	pooled bool                  // from connTraces, hooks never composed
-	dials  bool                  // the dial hooks are installed (full)
+	dials  bool                  // the dial hooks (DNS, connect, TLS) are installed: full
 
 	// With Propagate, the attempt's own header, whose TimeoutHeader is
 	// rewritten when the connection is obtained: the time spent waiting
@@ -89,25 +90,39 @@ func newConnTrace() *connTrace {
 		}
 		c.mu.Unlock()
 	}
-	c.full = c.light
+	c.timed = c.light
+	c.timed.GotFirstResponseByte = func() { c.stamp(&c.firstByte, false) }
+	// The dial hooks (DNS, connect, TLS) run on net/http's dial
+	// goroutine, which may outlive the attempt: a trace that installs
+	// them is not reused once it asked for a connection, and they make
+	// httptrace.WithClientTrace allocate a second trace and four more
+	// values per attempt, so they are installed only when asked for.
+	c.full = c.timed
+	c.full.TLSHandshakeStart = func() { c.stamp(&c.tlsStart, false) }
+	c.full.TLSHandshakeDone = func(tls.ConnectionState, error) { c.stamp(&c.tlsDone, true) }
 	c.full.DNSStart = func(httptrace.DNSStartInfo) { c.stamp(&c.dnsStart, false) }
 	c.full.DNSDone = func(httptrace.DNSDoneInfo) { c.stamp(&c.dnsDone, true) }
 	// Happy Eyeballs may dial several addresses: the phase runs from the
 	// first start to the last end.
 	c.full.ConnectStart = func(string, string) { c.stamp(&c.connStart, false) }
 	c.full.ConnectDone = func(string, string, error) { c.stamp(&c.connDone, true) }
-	c.full.TLSHandshakeStart = func() { c.stamp(&c.tlsStart, false) }
-	c.full.TLSHandshakeDone = func(tls.ConnectionState, error) { c.stamp(&c.tlsDone, true) }
-	c.full.GotFirstResponseByte = func() { c.stamp(&c.firstByte, false) }
 	return c
 }
 
-// withConnTrace returns ctx with a connTrace installed. timings says
-// whether to record the phases too, or only whether a connection was
-// obtained. A trace the caller installed is kept: net/http then calls
-// both, and the pooled hooks are not used, since composing would change
-// them for good.
-func withConnTrace(ctx context.Context, timings bool) (context.Context, *connTrace) {
+// How much of an attempt's connection withConnTrace records.
+type traceLevel int
+
+const (
+	traceConn   traceLevel = iota // only whether a connection was obtained
+	traceTimed                    // and the connection wait and first byte
+	traceDialed                   // and the DNS, connect and TLS phases
+)
+
+// withConnTrace returns ctx with a connTrace installed, recording what
+// level asks for. A trace the caller installed is kept: net/http then
+// calls both, and the pooled hooks are not used, since composing would
+// change them for good.
+func withConnTrace(ctx context.Context, level traceLevel) (context.Context, *connTrace) {
 	var c *connTrace
 	if httptrace.ContextClientTrace(ctx) != nil {
 		c = newConnTrace()
@@ -116,9 +131,12 @@ func withConnTrace(ctx context.Context, timings bool) (context.Context, *connTra
 		c.pooled = true
 	}
 	c.reset()
-	c.dials = timings
-	if timings {
+	c.dials = level == traceDialed
+	switch level {
+	case traceDialed:
 		return httptrace.WithClientTrace(ctx, &c.full), c
+	case traceTimed:
+		return httptrace.WithClientTrace(ctx, &c.timed), c
 	}
 	return httptrace.WithClientTrace(ctx, &c.light), c
 }

@@ -38,7 +38,7 @@ func TestAttemptReportsConnection(t *testing.T) {
 			}
 			defer srv.Close()
 			var log attemptLog
-			tr := &Transport{Base: srv.Client().Transport, OnAttempt: log.onAttempt}
+			tr := &Transport{Base: srv.Client().Transport, OnAttempt: log.onAttempt, DialTrace: true}
 			for range 2 {
 				resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL, nil))
 				if err != nil {
@@ -66,6 +66,33 @@ func TestAttemptReportsConnection(t *testing.T) {
 				t.Errorf("first byte after %v, past the attempt's %v", first.FirstByte, first.Duration)
 			}
 		})
+	}
+}
+
+// TestDialPhasesOnlyWithDialTrace: without DialTrace an attempt still
+// reports its connection, its wait for it and its first byte, but no DNS,
+// connect or TLS phase: those run on net/http's dial goroutine, which may
+// outlive the attempt, and are recorded only when asked for.
+func TestDialPhasesOnlyWithDialTrace(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok"))
+	}))
+	srv.StartTLS()
+	defer srv.Close()
+	var log attemptLog
+	tr := &Transport{Base: srv.Client().Transport, OnAttempt: log.onAttempt}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	a := log.attempts[0]
+	if a.Conn != ConnNew || a.ConnWait <= 0 || a.FirstByte <= 0 {
+		t.Errorf("attempt %+v; want a new connection with its wait and first byte", a)
+	}
+	if a.Connect != 0 || a.DNS != 0 || a.TLSHandshake != 0 {
+		t.Errorf("connect %v, DNS %v, TLS %v without DialTrace; want 0", a.Connect, a.DNS, a.TLSHandshake)
 	}
 }
 

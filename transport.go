@@ -169,6 +169,25 @@ type Transport struct {
 	// on the goroutine of RoundTrip and must not modify req.
 	OnAttempt func(req *http.Request, a Attempt)
 
+	// OnAttemptStart, if set, is called just before each attempt is
+	// sent, with its number (1 for the initial attempt), so that an
+	// attempt that hangs can be seen while it hangs: every call is
+	// followed by exactly one call of OnAttempt with the same number,
+	// unless Base panics. req is the caller's request. It runs on the
+	// goroutine of RoundTrip and must not modify req.
+	OnAttemptStart func(req *http.Request, number int)
+
+	// DialTrace, if set, measures the DNS, connect and TLS phases of each
+	// new connection for OnAttempt ([Attempt.DNS], [Attempt.Connect],
+	// [Attempt.TLSHandshake]). Their hooks run on net/http's dial
+	// goroutine, which may outlive the attempt, so an attempt that asks
+	// for a connection then gets a trace of its own (about ten
+	// allocations) and the phases are measured only when asked for. If
+	// false, they are zero; whether the connection was new or reused, the
+	// connection wait and the first byte are measured whenever OnAttempt
+	// is set.
+	DialTrace bool
+
 	// OnDone, if set, is called once per RoundTrip, just before it
 	// returns. req is the caller's request; it must not be modified.
 	OnDone func(req *http.Request, o Outcome)
@@ -208,6 +227,12 @@ func (t *Transport) base() http.RoundTripper {
 	return t.defaultBase.Load()
 }
 
+// EffectiveBudget returns the budget t's operations use: its Budget, or,
+// when that is nil, the default budget t creates for itself
+// (NewBudget(20, 0.1), private to t), created now if no operation has
+// yet. Metrics read it to show the budget that is actually in force.
+func (t *Transport) EffectiveBudget() Budget { return t.budget() }
+
 func (t *Transport) budget() Budget {
 	if t.Budget != nil {
 		return t.Budget
@@ -239,6 +264,18 @@ func (t *Transport) minAttemptTime() time.Duration {
 
 func (t *Transport) baseDelay() time.Duration { return durationOr(t.BaseDelay, DefaultBaseDelay) }
 func (t *Transport) maxDelay() time.Duration  { return durationOr(t.MaxDelay, DefaultMaxDelay) }
+
+// traceLevel is how much of each attempt's connection is measured, when
+// a connection trace is installed at all.
+func (t *Transport) traceLevel() traceLevel {
+	switch {
+	case t.OnAttempt == nil:
+		return traceConn
+	case t.DialTrace:
+		return traceDialed
+	}
+	return traceTimed
+}
 
 func (t *Transport) maxRetryAfter() time.Duration {
 	return durationOr(t.MaxRetryAfter, DefaultMaxRetryAfter)

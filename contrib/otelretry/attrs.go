@@ -5,14 +5,24 @@ import "github.com/httpretry/httpretry/internal/labels"
 // The attribute keys this package sets. Every value comes from a fixed
 // table, except the route, whose distinct values are capped.
 const (
-	keyMethod      = "http.request.method"
-	keyRoute       = "httpretry.route"
+	keyMethod = "http.request.method"
+	// keyTemplate carries the route when Options.Route names it, a
+	// template as the HTTP conventions' url.template is; keyServer carries
+	// it by default, the request's host, as their server.address does.
+	keyTemplate    = "url.template"
+	keyServer      = "server.address"
 	keyOutcome     = "httpretry.outcome"
 	keyStopReason  = "httpretry.stop_reason"
 	keyAttemptKind = "httpretry.attempt.kind"
 	keyConnection  = "httpretry.connection"
 	keyTimeoutKind = "httpretry.timeout.kind"
 	keyPhase       = "httpretry.phase"
+	keyResult      = "httpretry.attempt.result"
+	keyWaitCause   = "httpretry.wait.cause"
+	keyBudgetState = "httpretry.budget.state"
+	// keyErrorType is the semantic conventions' error.type: set, to the
+	// result or outcome class, only on what did not succeed.
+	keyErrorType = "error.type"
 
 	keyIdempotencyEvent = "httpretry.idempotency.event"
 )

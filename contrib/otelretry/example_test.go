@@ -90,13 +90,13 @@ func ExampleInstrument() {
 		if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "httpretry.client.attempts" {
 			for _, p := range sum.DataPoints {
 				kind, _ := p.Attributes.Value("httpretry.attempt.kind")
-				route, _ := p.Attributes.Value("httpretry.route")
+				route, _ := p.Attributes.Value("url.template")
 				fmt.Printf("%s{kind=%s,route=%s} %d\n", m.Name, kind.AsString(), route.AsString(), p.Value)
 			}
 		}
 	}
 	// Unordered output:
-	// HTTP GET (internal) httpretry.attempts=2 httpretry.stop_reason=final http.response.status_code=200 [event httpretry.retry]
+	// GET /books/{id} (internal) httpretry.attempts=2 httpretry.stop_reason=final http.response.status_code=200 [event httpretry.retry]
 	//   HTTP GET (client) http.response.status_code=503
 	//   HTTP GET (client) http.request.resend_count=1 http.response.status_code=200
 	// httpretry.client.attempts{kind=initial,route=/books/{id}} 1

@@ -133,6 +133,10 @@ func render(m metricdata.Metrics) []string {
 		for _, p := range d.DataPoints {
 			lines = append(lines, fmt.Sprintf("%s{%s} %d", m.Name, attrs(p.Attributes.ToSlice()), p.Value))
 		}
+	case metricdata.Gauge[int64]:
+		for _, p := range d.DataPoints {
+			lines = append(lines, fmt.Sprintf("%s{%s} %d", m.Name, attrs(p.Attributes.ToSlice()), p.Value))
+		}
 	case metricdata.Gauge[float64]:
 		for _, p := range d.DataPoints {
 			lines = append(lines, fmt.Sprintf("%s{%s} %g", m.Name, attrs(p.Attributes.ToSlice()), p.Value))

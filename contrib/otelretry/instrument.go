@@ -13,15 +13,15 @@ import (
 //	rt, err := otelretry.Instrument(tr, otelretry.Options{Route: routeOf})
 //	client := &http.Client{Transport: rt}
 //
-// It creates [Metrics] and chains their hooks, and the OnAttempt hook of
+// It creates [Metrics] and chains their hooks (OnAttemptStart, OnAttempt,
+// OnDone), and the OnAttempt hook of
 // the returned [Transport], after the OnAttempt and OnDone hooks t
 // already has (those run first). The returned Transport wraps t and must
 // be the RoundTripper the client uses: it starts each operation's span.
 //
-// Options left unset are taken from t: MaxAttempts, and Budget when t's
-// Budget has a Tokens method. When
-// t.Budget is nil, Instrument sets it to httpretry.NewBudget(20, 0.1), the
-// budget t would create for itself, so that the gauge can observe it.
+// Options left unset are taken from t: MaxAttempts, and Budget: the
+// budget t's operations use, its default one included
+// ([httpretry.Transport.EffectiveBudget]).
 //
 // Instrument changes t's fields, so it must be called before t's first
 // use. For metrics without traces, create [NewMetrics] and set t's hooks
@@ -36,6 +36,7 @@ func Instrument(t *httpretry.Transport, opts Options) (*Transport, error) {
 		return nil, err
 	}
 	w := Wrap(t, opts)
+	t.OnAttemptStart = chainStart(t.OnAttemptStart, m.OnAttemptStart)
 	t.OnAttempt = chainAttempt(t.OnAttempt, m.OnAttempt, w.OnAttempt)
 	t.OnDone = chainDone(t.OnDone, m.OnDone)
 	return w, nil
@@ -46,11 +47,8 @@ func fromTransport(t *httpretry.Transport, opts *Options) {
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = t.MaxAttempts
 	}
-	if t.Budget == nil {
-		t.Budget = httpretry.NewBudget(20, 0.1)
-	}
-	if b, ok := t.Budget.(interface{ Tokens() float64 }); ok && opts.Budget == nil {
-		opts.Budget = b
+	if opts.Budget == nil {
+		opts.Budget = t.EffectiveBudget()
 	}
 }
 
@@ -59,6 +57,13 @@ func chainAttempt(prev, a, b func(*http.Request, httpretry.Attempt)) func(*http.
 		return func(req *http.Request, at httpretry.Attempt) { a(req, at); b(req, at) }
 	}
 	return func(req *http.Request, at httpretry.Attempt) { prev(req, at); a(req, at); b(req, at) }
+}
+
+func chainStart(prev, s func(*http.Request, int)) func(*http.Request, int) {
+	if prev == nil {
+		return s
+	}
+	return func(req *http.Request, n int) { prev(req, n); s(req, n) }
 }
 
 func chainDone(prev, d func(*http.Request, httpretry.Outcome)) func(*http.Request, httpretry.Outcome) {

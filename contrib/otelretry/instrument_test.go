@@ -43,15 +43,19 @@ func TestInstrument(t *testing.T) {
 		t.Errorf("got %d spans; want 1", got)
 	}
 	diffLines(t, collect(t, reader), []string{
-		"httpretry.client.attempt.duration{httpretry.connection=unknown," + route + "} count=2 sum=0 buckets=[2 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempt.duration{error.type=connection_error,httpretry.attempt.result=connection_error,httpretry.connection=unknown," + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempt.duration{httpretry.attempt.result=success,httpretry.connection=unknown," + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempts.active{" + route + "} 0",
+		"httpretry.client.attempts.started{" + post + ",httpretry.attempt.kind=initial," + route + "} 1",
+		"httpretry.client.attempts.started{" + post + ",httpretry.attempt.kind=retry," + route + "} 1",
+		"httpretry.client.attempts{error.type=connection_error," + post + ",httpretry.attempt.kind=initial,httpretry.attempt.result=connection_error," + route + "} 1",
+		"httpretry.client.attempts{" + post + ",httpretry.attempt.kind=retry,httpretry.attempt.result=success," + route + "} 1",
+		"httpretry.client.operation.duration{httpretry.outcome=success," + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.operation.wait{" + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.attempt.successes{" + post + ",httpretry.attempt.kind=retry," + route + "} 1",
-		"httpretry.client.attempts{" + post + ",httpretry.attempt.kind=initial," + route + "} 1",
-		"httpretry.client.attempts{" + post + ",httpretry.attempt.kind=retry," + route + "} 1",
 		"httpretry.client.budget.tokens{} 19",
 		"httpretry.client.operation.attempts{" + route + "} count=1 sum=2 buckets=[0 1 0 0 0]",
-		"httpretry.client.operation.duration{" + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0]",
-		"httpretry.client.operation.wait{" + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0]",
-		"httpretry.client.operations{" + post + ",httpretry.outcome=success," + route + ",httpretry.stop_reason=final} 1",
+		"httpretry.client.operations{" + post + ",httpretry.outcome=success,httpretry.stop_reason=final," + route + "} 1",
 	})
 	if _, err := Instrument(nil, Options{}); err == nil {
 		t.Error("Instrument(nil) succeeded; want an error")

@@ -12,13 +12,16 @@ import (
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/httptestutil"
 	"github.com/jonboulle/clockwork"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 )
 
 // Attribute renderings shared by the expected lines below.
 const (
 	get   = "http.request.method=GET"
 	post  = "http.request.method=POST"
-	route = "httpretry.route=api.test"
+	route = "server.address=api.test"
 )
 
 // waits returns a Jitter that always waits the whole window, so that
@@ -42,7 +45,7 @@ func newMetrics(t *testing.T, opts Options) (*Metrics, func() []string) {
 
 // hook installs m's hooks on tr.
 func hook(tr *httpretry.Transport, m *Metrics) *httpretry.Transport {
-	tr.OnAttempt, tr.OnDone = m.OnAttempt, m.OnDone
+	tr.OnAttemptStart, tr.OnAttempt, tr.OnDone = m.OnAttemptStart, m.OnAttempt, m.OnDone
 	return tr
 }
 
@@ -63,15 +66,21 @@ func TestMetricsFailFailSuccess(t *testing.T) {
 		t.Fatalf("RoundTrip = %v, %v; want 200", r.resp, r.err)
 	}
 	diffLines(t, metrics(), []string{
-		"httpretry.client.attempt.duration{httpretry.connection=unknown," + route + "} count=3 sum=0 buckets=[3 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempt.duration{error.type=5xx,httpretry.attempt.result=5xx,httpretry.connection=unknown," + route + "} count=2 sum=0 buckets=[2 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempt.duration{httpretry.attempt.result=success,httpretry.connection=unknown," + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempts.active{" + route + "} 0",
+		"httpretry.client.attempts.started{" + get + ",httpretry.attempt.kind=initial," + route + "} 1",
+		"httpretry.client.attempts.started{" + get + ",httpretry.attempt.kind=retry," + route + "} 2",
+		"httpretry.client.attempts{error.type=5xx," + get + ",httpretry.attempt.kind=initial,httpretry.attempt.result=5xx," + route + "} 1",
+		"httpretry.client.attempts{error.type=5xx," + get + ",httpretry.attempt.kind=retry,httpretry.attempt.result=5xx," + route + "} 1",
+		"httpretry.client.attempts{" + get + ",httpretry.attempt.kind=retry,httpretry.attempt.result=success," + route + "} 1",
+		"httpretry.client.operation.duration{httpretry.outcome=success," + route + "} count=1 sum=0.3 buckets=[0 0 0 0 0 0 1 0 0 0 0 0 0 0 0]",
+		"httpretry.client.operation.wait{" + route + "} count=1 sum=0.3 buckets=[0 0 0 0 0 1 0 0 0 0 0 0 0 0]",
+		"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.stop_reason=final," + route + "} 1",
+		"httpretry.client.retry.wait{httpretry.wait.cause=backoff," + route + "} count=2 sum=0.3 buckets=[0 0 0 1 1 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.attempt.successes{" + get + ",httpretry.attempt.kind=retry," + route + "} 1",
-		"httpretry.client.attempts{" + get + ",httpretry.attempt.kind=initial," + route + "} 1",
-		"httpretry.client.attempts{" + get + ",httpretry.attempt.kind=retry," + route + "} 2",
 		"httpretry.client.budget.tokens{} 18",
 		"httpretry.client.operation.attempts{" + route + "} count=1 sum=3 buckets=[0 0 1 0]",
-		"httpretry.client.operation.duration{" + route + "} count=1 sum=0.3 buckets=[0 0 0 0 0 0 1 0 0 0 0 0]",
-		"httpretry.client.operation.wait{" + route + "} count=1 sum=0.3 buckets=[0 0 0 0 0 1 0 0 0 0 0 0]",
-		"httpretry.client.operations{" + get + ",httpretry.outcome=success," + route + ",httpretry.stop_reason=final} 1",
 	})
 }
 
@@ -90,14 +99,18 @@ func TestMetricsBudgetExhausted(t *testing.T) {
 		t.Fatalf("RoundTrip = %v, %v; want the final 503", r.resp, r.err)
 	}
 	diffLines(t, metrics(), []string{
-		"httpretry.client.attempt.duration{httpretry.connection=unknown," + route + "} count=2 sum=0 buckets=[2 0 0 0 0 0 0 0 0 0 0 0]",
-		"httpretry.client.attempts{" + get + ",httpretry.attempt.kind=initial," + route + "} 1",
-		"httpretry.client.attempts{" + get + ",httpretry.attempt.kind=retry," + route + "} 1",
+		"httpretry.client.attempt.duration{error.type=5xx,httpretry.attempt.result=5xx,httpretry.connection=unknown," + route + "} count=2 sum=0 buckets=[2 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempts.active{" + route + "} 0",
+		"httpretry.client.attempts.started{" + get + ",httpretry.attempt.kind=initial," + route + "} 1",
+		"httpretry.client.attempts.started{" + get + ",httpretry.attempt.kind=retry," + route + "} 1",
+		"httpretry.client.attempts{error.type=5xx," + get + ",httpretry.attempt.kind=initial,httpretry.attempt.result=5xx," + route + "} 1",
+		"httpretry.client.attempts{error.type=5xx," + get + ",httpretry.attempt.kind=retry,httpretry.attempt.result=5xx," + route + "} 1",
+		"httpretry.client.operation.duration{error.type=5xx,httpretry.outcome=error_response," + route + "} count=1 sum=0.1 buckets=[0 0 0 0 1 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.operation.wait{" + route + "} count=1 sum=0.1 buckets=[0 0 0 1 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.operations{" + get + ",httpretry.outcome=error_response,httpretry.stop_reason=budget_exhausted," + route + "} 1",
+		"httpretry.client.retry.wait{httpretry.wait.cause=backoff," + route + "} count=1 sum=0.1 buckets=[0 0 0 1 0 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.budget.tokens{} 0",
 		"httpretry.client.operation.attempts{" + route + "} count=1 sum=2 buckets=[0 1 0 0]",
-		"httpretry.client.operation.duration{" + route + "} count=1 sum=0.1 buckets=[0 0 0 0 1 0 0 0 0 0 0 0]",
-		"httpretry.client.operation.wait{" + route + "} count=1 sum=0.1 buckets=[0 0 0 1 0 0 0 0 0 0 0 0]",
-		"httpretry.client.operations{" + get + ",httpretry.outcome=error_response," + route + ",httpretry.stop_reason=budget_exhausted} 1",
 	})
 }
 
@@ -119,13 +132,15 @@ func TestMetricsDeadlineExhausted(t *testing.T) {
 		t.Fatalf("err = %v; want deadline_exhausted after 1 attempt", r.err)
 	}
 	diffLines(t, metrics(), []string{
-		"httpretry.client.attempt.duration{httpretry.connection=unknown," + route + "} count=1 sum=0.3 buckets=[0 0 0 0 0 0 1 0 0 0 0 0]",
-		"httpretry.client.attempt.timeouts{" + get + "," + route + ",httpretry.timeout.kind=attempt} 1",
-		"httpretry.client.attempts{" + get + ",httpretry.attempt.kind=initial," + route + "} 1",
+		"httpretry.client.attempt.duration{error.type=timeout,httpretry.attempt.result=timeout,httpretry.connection=unknown," + route + "} count=1 sum=0.3 buckets=[0 0 0 0 0 0 1 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempts.active{" + route + "} 0",
+		"httpretry.client.attempts.started{" + get + ",httpretry.attempt.kind=initial," + route + "} 1",
+		"httpretry.client.attempts{error.type=timeout," + get + ",httpretry.attempt.kind=initial,httpretry.attempt.result=timeout," + route + "} 1",
+		"httpretry.client.operation.duration{error.type=timeout,httpretry.outcome=error," + route + "} count=1 sum=0.3 buckets=[0 0 0 0 0 0 1 0 0 0 0 0 0 0 0]",
+		"httpretry.client.operation.wait{" + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempt.timeouts{" + get + ",httpretry.timeout.kind=attempt," + route + "} 1",
+		"httpretry.client.operations{" + get + ",httpretry.outcome=error,httpretry.stop_reason=deadline_exhausted," + route + "} 1",
 		"httpretry.client.operation.attempts{" + route + "} count=1 sum=1 buckets=[1 0 0]",
-		"httpretry.client.operation.duration{" + route + "} count=1 sum=0.3 buckets=[0 0 0 0 0 0 1 0 0 0 0 0]",
-		"httpretry.client.operation.wait{" + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0]",
-		"httpretry.client.operations{" + get + ",httpretry.outcome=error," + route + ",httpretry.stop_reason=deadline_exhausted} 1",
 	})
 }
 
@@ -147,9 +162,9 @@ func TestMetricsCanceledInWait(t *testing.T) {
 	}
 	diffLines(t, filter(metrics(), "httpretry.client.operation"), []string{
 		"httpretry.client.operation.attempts{" + route + "} count=1 sum=1 buckets=[1 0 0 0]",
-		"httpretry.client.operation.duration{" + route + "} count=1 sum=0.04 buckets=[0 0 0 1 0 0 0 0 0 0 0 0]",
-		"httpretry.client.operation.wait{" + route + "} count=1 sum=0.04 buckets=[0 0 1 0 0 0 0 0 0 0 0 0]",
-		"httpretry.client.operations{" + get + ",httpretry.outcome=error," + route + ",httpretry.stop_reason=canceled} 1",
+		"httpretry.client.operation.duration{error.type=canceled,httpretry.outcome=error," + route + "} count=1 sum=0.04 buckets=[0 0 0 1 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.operation.wait{" + route + "} count=1 sum=0.04 buckets=[0 0 1 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.operations{" + get + ",httpretry.outcome=error,httpretry.stop_reason=canceled," + route + "} 1",
 	})
 }
 
@@ -166,21 +181,26 @@ func TestMetricsUnknownOutcome(t *testing.T) {
 		wantLines []string
 	}{
 		{"reset after sending", httptestutil.Step{Err: httptestutil.ErrReset}, 1, true, []string{
-			"httpretry.client.attempt.duration{httpretry.connection=unknown," + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0]",
-			"httpretry.client.attempts{" + post + ",httpretry.attempt.kind=initial," + route + "} 1",
+			"httpretry.client.attempt.duration{error.type=connection_error,httpretry.attempt.result=connection_error,httpretry.connection=unknown," + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
+			"httpretry.client.attempts.active{" + route + "} 0",
+			"httpretry.client.attempts.started{" + post + ",httpretry.attempt.kind=initial," + route + "} 1",
+			"httpretry.client.attempts{error.type=connection_error," + post + ",httpretry.attempt.kind=initial,httpretry.attempt.result=connection_error," + route + "} 1",
+			"httpretry.client.operation.duration{error.type=connection_error,httpretry.outcome=unknown," + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
+			"httpretry.client.operation.wait{" + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0]",
 			"httpretry.client.operation.attempts{" + route + "} count=1 sum=1 buckets=[1 0 0]",
-			"httpretry.client.operation.duration{" + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0]",
-			"httpretry.client.operation.wait{" + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0]",
-			"httpretry.client.operations{" + post + ",httpretry.outcome=unknown," + route + ",httpretry.stop_reason=not_idempotent} 1",
+			"httpretry.client.operations{" + post + ",httpretry.outcome=unknown,httpretry.stop_reason=not_idempotent," + route + "} 1",
 		}},
 		{"refused: never sent", httptestutil.Step{Err: httptestutil.ErrRefused}, 2, false, []string{
-			"httpretry.client.attempt.duration{httpretry.connection=unknown," + route + "} count=2 sum=0 buckets=[2 0 0 0 0 0 0 0 0 0 0 0]",
-			"httpretry.client.attempts{" + post + ",httpretry.attempt.kind=initial," + route + "} 1",
-			"httpretry.client.attempts{" + post + ",httpretry.attempt.kind=retry," + route + "} 1",
+			"httpretry.client.attempt.duration{error.type=connection_error,httpretry.attempt.result=connection_error,httpretry.connection=unknown," + route + "} count=2 sum=0 buckets=[2 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
+			"httpretry.client.attempts.active{" + route + "} 0",
+			"httpretry.client.attempts.started{" + post + ",httpretry.attempt.kind=initial," + route + "} 1",
+			"httpretry.client.attempts.started{" + post + ",httpretry.attempt.kind=retry," + route + "} 1",
+			"httpretry.client.attempts{error.type=connection_error," + post + ",httpretry.attempt.kind=initial,httpretry.attempt.result=connection_error," + route + "} 1",
+			"httpretry.client.attempts{error.type=connection_error," + post + ",httpretry.attempt.kind=retry,httpretry.attempt.result=connection_error," + route + "} 1",
+			"httpretry.client.operation.duration{error.type=connection_error,httpretry.outcome=error," + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
+			"httpretry.client.operation.wait{" + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0]",
 			"httpretry.client.operation.attempts{" + route + "} count=1 sum=2 buckets=[0 1 0]",
-			"httpretry.client.operation.duration{" + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0]",
-			"httpretry.client.operation.wait{" + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0]",
-			"httpretry.client.operations{" + post + ",httpretry.outcome=error," + route + ",httpretry.stop_reason=attempts_exhausted} 1",
+			"httpretry.client.operations{" + post + ",httpretry.outcome=error,httpretry.stop_reason=attempts_exhausted," + route + "} 1",
 		}},
 	}
 	for _, c := range cases {
@@ -213,17 +233,21 @@ func TestMetricsAttemptDetails(t *testing.T) {
 		Conn: httpretry.ConnReused, ConnWait: 500 * time.Microsecond, FirstByte: 30 * ms})
 	m.OnAttempt(req, httpretry.Attempt{Number: 3, Status: 200, Duration: 7 * ms, Conn: httpretry.ConnReused, FirstByte: 6 * ms})
 	diffLines(t, metrics(), []string{
-		"httpretry.client.attempt.duration{httpretry.connection=new," + route + "} count=1 sum=2 buckets=[0 0 0 0 0 0 0 0 1 0 0 0]",
-		"httpretry.client.attempt.duration{httpretry.connection=reused," + route + "} count=2 sum=0.047 buckets=[0 1 0 1 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempt.duration{error.type=4xx,httpretry.attempt.result=4xx,httpretry.connection=reused," + route + "} count=1 sum=0.04 buckets=[0 0 0 1 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempt.duration{error.type=idle_timeout,httpretry.attempt.result=idle_timeout,httpretry.connection=new," + route + "} count=1 sum=2 buckets=[0 0 0 0 0 0 0 0 1 0 0 0 0 0 0]",
+		"httpretry.client.attempt.duration{httpretry.attempt.result=success,httpretry.connection=reused," + route + "} count=1 sum=0.007 buckets=[0 1 0 0 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempts.active{" + route + "} -3",
+		"httpretry.client.attempts{error.type=4xx," + get + ",httpretry.attempt.kind=retry,httpretry.attempt.result=4xx," + route + "} 1",
+		"httpretry.client.attempts{error.type=idle_timeout," + get + ",httpretry.attempt.kind=initial,httpretry.attempt.result=idle_timeout," + route + "} 1",
+		"httpretry.client.attempts{" + get + ",httpretry.attempt.kind=retry,httpretry.attempt.result=success," + route + "} 1",
+		"httpretry.client.attempt.timeouts{" + get + ",httpretry.timeout.kind=idle," + route + "} 1",
+		"httpretry.client.retry.wait{httpretry.wait.cause=backoff," + route + "} count=1 sum=0.1 buckets=[0 0 0 1 0 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.attempt.phase.duration{httpretry.phase=conn_wait} count=2 sum=0.0205 buckets=[1 0 0 0 1 0 0 0 0 0 0 0]",
 		"httpretry.client.attempt.phase.duration{httpretry.phase=connect} count=1 sum=0.005 buckets=[0 0 1 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.attempt.phase.duration{httpretry.phase=dns} count=1 sum=0.003 buckets=[0 0 1 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.attempt.phase.duration{httpretry.phase=first_byte} count=2 sum=0.036 buckets=[0 0 0 1 0 1 0 0 0 0 0 0]",
 		"httpretry.client.attempt.phase.duration{httpretry.phase=tls} count=1 sum=0.01 buckets=[0 0 0 1 0 0 0 0 0 0 0 0]",
 		"httpretry.client.attempt.successes{" + get + ",httpretry.attempt.kind=retry," + route + "} 1",
-		"httpretry.client.attempt.timeouts{" + get + "," + route + ",httpretry.timeout.kind=idle} 1",
-		"httpretry.client.attempts{" + get + ",httpretry.attempt.kind=initial," + route + "} 1",
-		"httpretry.client.attempts{" + get + ",httpretry.attempt.kind=retry," + route + "} 2",
 	})
 }
 
@@ -244,8 +268,8 @@ func TestMetricsBoundedAttributes(t *testing.T) {
 			}
 		}
 		diffLines(t, filter(lines, "httpretry.client.operations{"), []string{
-			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.route=api.test,httpretry.stop_reason=final} 2",
-			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.route=api.test:8443,httpretry.stop_reason=final} 1",
+			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.stop_reason=final," + route + ":8443} 1",
+			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.stop_reason=final," + route + "} 2",
 		})
 	})
 	t.Run("caps and fixed tables", func(t *testing.T) {
@@ -260,10 +284,10 @@ func TestMetricsBoundedAttributes(t *testing.T) {
 			m.OnDone(req, httpretry.Outcome{Attempts: 1, Reason: "made_up", Status: 200})
 		}
 		diffLines(t, filter(metrics(), "httpretry.client.operations{"), []string{
-			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.route=/a,httpretry.stop_reason=other} 2",
-			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.route=/b,httpretry.stop_reason=other} 2",
-			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.route=other,httpretry.stop_reason=other} 4",
-			"httpretry.client.operations{http.request.method=_OTHER,httpretry.outcome=success,httpretry.route=/a,httpretry.stop_reason=other} 1",
+			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.stop_reason=other,url.template=/a} 2",
+			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.stop_reason=other,url.template=/b} 2",
+			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.stop_reason=other,url.template=other} 4",
+			"httpretry.client.operations{http.request.method=_OTHER,httpretry.outcome=success,httpretry.stop_reason=other,url.template=/a} 1",
 		})
 	})
 }
@@ -294,14 +318,106 @@ func TestMetricsCardinality(t *testing.T) {
 		if strings.HasPrefix(l, "httpretry.client.operations{") {
 			ops++
 		}
-		if i := strings.Index(l, "httpretry.route="); i >= 0 {
+		if i := strings.Index(l, "url.template="); i >= 0 {
 			routes[strings.FieldsFunc(l[i:], func(r rune) bool { return r == ',' || r == '}' })[0]] = true
 		}
 	}
-	if len(routes) != DefaultMaxRoutes+1 || !routes["httpretry.route=other"] {
-		t.Errorf("%d route values (other included: %v); want %d", len(routes), routes["httpretry.route=other"], DefaultMaxRoutes+1)
+	if len(routes) != DefaultMaxRoutes+1 || !routes["url.template=other"] {
+		t.Errorf("%d route values (other included: %v); want %d", len(routes), routes["url.template=other"], DefaultMaxRoutes+1)
 	}
 	if want := (DefaultMaxRoutes + 1) * 3; ops != want {
 		t.Errorf("%d operation series; want %d (101 routes × 3 methods)", ops, want)
+	}
+	// Paths 100 to 999, three operations each, overflowed the cap.
+	diffLines(t, filter(metrics(), "httpretry.client.route"), []string{"httpretry.client.route.overflows{} 2700"})
+}
+
+// TestMetricsRetryAfterAndActive: a 429 whose Retry-After the Transport
+// honours is a wait with cause retry_after, its attempt a 429 result; an
+// attempt that hangs is active while it hangs.
+func TestMetricsRetryAfterAndActive(t *testing.T) {
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 429, RetryAfter: "2"},
+		httptestutil.Step{Action: httptestutil.Hang})
+	m, metrics := newMetrics(t, Options{})
+	tr := hook(&httpretry.Transport{Base: base, Clock: fc, BaseDelay: 100 * ms, Jitter: fullWindow}, m)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := start(tr, newRequest(t, "GET", "http://api.test/", nil).WithContext(ctx))
+	advance(t, fc, 1, 2100*ms) // the server's 2 s and the 100 ms jitter
+	for deadline := time.Now().Add(30 * time.Second); base.Hits() < 2; {
+		if time.Now().After(deadline) {
+			t.Fatal("the retry never reached the base")
+		}
+		time.Sleep(100 * time.Microsecond) // a poll, not a timing assumption
+	}
+	diffLines(t, filter(metrics(), "httpretry.client.attempts"), []string{
+		"httpretry.client.attempts.active{" + route + "} 1",
+		"httpretry.client.attempts.started{" + get + ",httpretry.attempt.kind=initial," + route + "} 1",
+		"httpretry.client.attempts.started{" + get + ",httpretry.attempt.kind=retry," + route + "} 1",
+		"httpretry.client.attempts{error.type=429," + get + ",httpretry.attempt.kind=initial,httpretry.attempt.result=429," + route + "} 1",
+	})
+	diffLines(t, filter(metrics(), "httpretry.client.retry"), []string{
+		"httpretry.client.retry.wait{httpretry.wait.cause=retry_after," + route + "} count=1 sum=2.1 buckets=[0 0 0 0 0 0 0 1 0 0 0 0 0 0]",
+	})
+	cancel()
+	if r := await(t, ch); r.err == nil {
+		t.Fatal("a canceled hang returned a response")
+	}
+	diffLines(t, filter(metrics(), "httpretry.client.attempts.active"), []string{
+		"httpretry.client.attempts.active{" + route + "} 0",
+	})
+}
+
+// TestMeterSchemaURL: the meter, like the tracer, names the semantic
+// conventions' version its attribute names follow.
+func TestMeterSchemaURL(t *testing.T) {
+	mp, reader := newReader(t)
+	m, err := NewMetrics(Options{MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.OnDone(newRequest(t, "GET", "http://api.test/", nil), httpretry.Outcome{Attempts: 1, Reason: httpretry.Final, Status: 200})
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	if len(rm.ScopeMetrics) != 1 || rm.ScopeMetrics[0].Scope.SchemaURL != semconv.SchemaURL {
+		t.Errorf("scopes %+v; want one with schema URL %s", rm.ScopeMetrics, semconv.SchemaURL)
+	}
+}
+
+// TestAttributesTellClientsApart: two Metrics on one MeterProvider, told
+// apart by Options.Attributes, keep their own counts under their own
+// instrumentation scope.
+func TestAttributesTellClientsApart(t *testing.T) {
+	mp, reader := newReader(t)
+	clients := map[string]int{"payments": 2, "search": 1}
+	for name, n := range clients {
+		m, err := NewMetrics(Options{MeterProvider: mp, Attributes: []attribute.KeyValue{attribute.String("client", name)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			m.OnDone(newRequest(t, "GET", "http://api.test/", nil), httpretry.Outcome{Attempts: 1, Reason: httpretry.Final, Status: 200})
+		}
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		client, _ := sm.Scope.Attributes.Value("client")
+		for _, m := range sm.Metrics {
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "httpretry.client.operations" {
+				for _, p := range sum.DataPoints {
+					got[client.AsString()] += p.Value
+				}
+			}
+		}
+	}
+	if got["payments"] != 2 || got["search"] != 1 || len(got) != 2 {
+		t.Errorf("operations by client scope = %v; want payments 2, search 1", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/httpretry/httpretry"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -23,19 +24,23 @@ type Options struct {
 	MeterProvider metric.MeterProvider
 
 	// TracerProvider creates the operation spans. If nil, the global
-	// provider, otel.GetTracerProvider().
+	// provider, otel.GetTracerProvider(). A no-op provider
+	// (noop.NewTracerProvider()) turns traces off: [Wrap]'s Transport
+	// then opens no span and costs nothing per operation.
 	TracerProvider trace.TracerProvider
 
-	// Route names a request's route for the httpretry.route attribute and
-	// the operation span's url.template: a template such as
+	// Route names a request's route for the metrics' url.template
+	// attribute and the operation span's url.template and name: a
+	// template such as
 	// "/books/{id}", never a raw path, which would give every book its
 	// own series and may carry identifiers. At most MaxRoutes distinct
 	// values are reported; later ones, and values that are empty, longer
 	// than 128 bytes or not valid UTF-8, are reported as "other". If nil,
-	// the route is the request's host (host[:port]).
+	// the route is the request's host (host[:port]), reported as the
+	// metrics' server.address attribute.
 	Route func(req *http.Request) string
 
-	// MaxRoutes caps the distinct values of httpretry.route. 0 (or
+	// MaxRoutes caps the distinct route values. 0 (or
 	// negative) means 100.
 	MaxRoutes int
 
@@ -45,9 +50,22 @@ type Options struct {
 	MaxAttempts int
 
 	// Budget, if set, is observed by the httpretry.client.budget.tokens
-	// gauge; a *httpretry.TokenBucket has the Tokens method. If nil, the
-	// gauge reports nothing.
-	Budget interface{ Tokens() float64 }
+	// gauge and, for a budget shared through a store, the
+	// httpretry.client.budget.shared gauge. It must have a Tokens method:
+	// Tokens() float64, as [*httpretry.TokenBucket] has, or
+	// Tokens(context.Context) (float64, error), as contrib/redisretry's
+	// Budget has; NewMetrics fails otherwise. If nil, the gauges report
+	// nothing ([Instrument] fills it from the Transport).
+	Budget any
+
+	// Attributes name this client among several in one process or one
+	// backend, e.g. attribute.String("client", "payments"): the
+	// equivalent of promretry's ConstLabels. They are the attributes of
+	// the meter's and the tracer's instrumentation scope, so they cost
+	// nothing per measurement; an exporter shows them with every series
+	// (Prometheus as otel_scope_client="payments"). Each Metrics of a
+	// MeterProvider then gets its own meter. If nil, none.
+	Attributes []attribute.KeyValue
 
 	// SpanKind is the kind of the operation span. 0 means
 	// trace.SpanKindInternal, right when each attempt has its own client

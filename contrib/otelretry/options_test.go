@@ -27,10 +27,3 @@ func TestOptionsDefaults(t *testing.T) {
 		t.Errorf("set options not used: %+v", o)
 	}
 }
-
-func TestAttemptBuckets(t *testing.T) {
-	got := attemptBuckets(4)
-	if len(got) != 4 || got[0] != 1 || got[3] != 4 {
-		t.Errorf("attemptBuckets(4) = %v; want [1 2 3 4]", got)
-	}
-}

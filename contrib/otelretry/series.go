@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/httpretry/httpretry/internal/labels"
+	"github.com/httpretry/httpretry/metricsutil"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -30,31 +31,55 @@ func newRecordOpts(kvs ...attribute.KeyValue) recordOpts {
 }
 
 // routeSeries holds the options of one route: those of the histograms,
-// which carry the route only (and the connection use), and the series of
+// which carry the route and a class from a fixed table, and the series of
 // each method, built when first needed.
 type routeSeries struct {
-	route string
+	route attribute.KeyValue
 
 	operationAttempts recordOpts
 	operationWait     recordOpts
-	operationDuration recordOpts
-	attemptDuration   [len(labels.Conns)]recordOpts
+	operationDuration [labels.NumOutcomes][labels.NumResults]recordOpts
+	attemptDuration   [labels.NumConns][labels.NumResults]recordOpts
+	retryWait         [labels.NumWaitCauses]recordOpts
+	inFlight          addOpts
 
 	methods [labels.NumMethods]atomic.Pointer[methodSeries]
 }
 
-func newRouteSeries(route string) *routeSeries {
-	r := attribute.String(keyRoute, route)
+func newRouteSeries(route attribute.KeyValue) *routeSeries {
+	r := route
 	s := &routeSeries{route: route}
 	s.operationAttempts = newRecordOpts(r)
-	// The three histograms share one attribute set; each keeps its own
-	// slice only so that no caller can alias another's.
+	// These share one attribute set; each keeps its own slice only so
+	// that no caller can alias another's.
 	s.operationWait = recordOpts{s.operationAttempts[0]}
-	s.operationDuration = recordOpts{s.operationAttempts[0]}
+	s.inFlight = addOpts{metric.WithAttributeSet(attribute.NewSet(r))}
+	// A successful operation carries no error.type; any other carries its
+	// last attempt's result, as an attempt does.
+	for i, o := range labels.Outcomes {
+		for j, res := range labels.Results {
+			s.operationDuration[i][j] = newRecordOpts(withError(i != labels.OutcomeSuccess, res,
+				r, attribute.String(keyOutcome, o))...)
+		}
+	}
 	for i, c := range labels.Conns {
-		s.attemptDuration[i] = newRecordOpts(r, attribute.String(keyConnection, c))
+		for j, res := range labels.Results {
+			s.attemptDuration[i][j] = newRecordOpts(withError(j != labels.ResultSuccess, res,
+				r, attribute.String(keyConnection, c), attribute.String(keyResult, res))...)
+		}
+	}
+	for i, c := range labels.WaitCauses {
+		s.retryWait[i] = newRecordOpts(r, attribute.String(keyWaitCause, c))
 	}
 	return s
+}
+
+// withError appends error.type, set to class, to kvs when failed.
+func withError(failed bool, class string, kvs ...attribute.KeyValue) []attribute.KeyValue {
+	if failed {
+		return append(kvs, attribute.String(keyErrorType, class))
+	}
+	return kvs
 }
 
 // method returns the series of the method at index m, creating it once.
@@ -71,24 +96,31 @@ func (s *routeSeries) method(m int) *methodSeries {
 
 // methodSeries holds the options of one (method, route) pair.
 type methodSeries struct {
-	method, route string
+	method string
+	route  attribute.KeyValue
 
-	attempts  [len(labels.AttemptKinds)]addOpts
-	successes [len(labels.AttemptKinds)]addOpts
-	timeouts  [len(labels.Timeouts)]addOpts
+	attempts  [labels.NumAttemptKinds][labels.NumResults]addOpts
+	started   [labels.NumAttemptKinds]addOpts
+	successes [labels.NumAttemptKinds]addOpts
+	timeouts  [labels.NumTimeouts]addOpts
 
 	// operations is indexed by outcome*NumReasons + reason. Only a score of
 	// the combinations can occur, so each is built on first use.
 	operations []atomic.Pointer[addOpts]
 }
 
-func newMethodSeries(method, route string) *methodSeries {
-	m, r := attribute.String(keyMethod, method), attribute.String(keyRoute, route)
+func newMethodSeries(method string, route attribute.KeyValue) *methodSeries {
+	m, r := attribute.String(keyMethod, method), route
 	s := &methodSeries{method: method, route: route,
 		operations: make([]atomic.Pointer[addOpts], labels.NumOutcomes*labels.NumReasons)}
 	for i, k := range labels.AttemptKinds {
-		s.attempts[i] = newAddOpts(m, r, attribute.String(keyAttemptKind, k))
-		s.successes[i] = addOpts{s.attempts[i][0]}
+		kind := attribute.String(keyAttemptKind, k)
+		s.started[i] = newAddOpts(m, r, kind)
+		s.successes[i] = addOpts{s.started[i][0]}
+		for j, res := range labels.Results {
+			s.attempts[i][j] = newAddOpts(withError(j != labels.ResultSuccess, res,
+				m, r, kind, attribute.String(keyResult, res))...)
+		}
 	}
 	for i, k := range labels.Timeouts {
 		s.timeouts[i] = newAddOpts(m, r, attribute.String(keyTimeoutKind, k))
@@ -104,7 +136,7 @@ func (s *methodSeries) operation(outcome, reason int) addOpts {
 	}
 	o := newAddOpts(
 		attribute.String(keyMethod, s.method),
-		attribute.String(keyRoute, s.route),
+		s.route,
 		attribute.String(keyOutcome, labels.Outcomes[outcome]),
 		attribute.String(keyStopReason, labels.Reasons[reason]),
 	)
@@ -116,6 +148,15 @@ func (s *methodSeries) operation(outcome, reason int) addOpts {
 var phaseOpts = func() (p [len(labels.Phases)]recordOpts) {
 	for i, ph := range labels.Phases {
 		p[i] = newRecordOpts(attribute.String(keyPhase, ph))
+	}
+	return p
+}()
+
+// budgetStateOpts holds the options of the budget state changes, one per
+// state.
+var budgetStateOpts = func() (p [len(metricsutil.States)]addOpts) {
+	for i, st := range metricsutil.States {
+		p[i] = newAddOpts(attribute.String(keyBudgetState, st))
 	}
 	return p
 }()

@@ -5,12 +5,13 @@ import (
 	"testing"
 
 	"github.com/httpretry/httpretry/internal/labels"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // TestSeriesBuiltOnce: goroutines racing for the same label combination
 // all get the one option that won, so the SDK sees a single attribute set.
 func TestSeriesBuiltOnce(t *testing.T) {
-	rs := newRouteSeries("api.test")
+	rs := newRouteSeries(attribute.String(keyServer, "api.test"))
 	var wg sync.WaitGroup
 	methodsSeen := make([]*methodSeries, 8)
 	opts := make([]addOpts, 8)
@@ -27,10 +28,10 @@ func TestSeriesBuiltOnce(t *testing.T) {
 		}
 	}
 	ms := methodsSeen[0]
-	if ms.method != "POST" || ms.route != "api.test" {
+	if ms.method != "POST" || ms.route.Value.AsString() != "api.test" {
 		t.Errorf("series of (%q, %q); want (POST, api.test)", ms.method, ms.route)
 	}
-	if len(ms.attempts[0]) != 1 || len(rs.attemptDuration[2]) != 1 || len(phaseOpts[4]) != 1 {
+	if len(ms.attempts[0][3]) != 1 || len(rs.attemptDuration[2][5]) != 1 || len(rs.operationDuration[1][2]) != 1 || len(phaseOpts[4]) != 1 {
 		t.Error("option slices must hold exactly one option")
 	}
 }

@@ -4,16 +4,18 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync/atomic"
-	"unicode/utf8"
 
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/internal/labels"
+	"github.com/httpretry/httpretry/metricsutil"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Span and event attribute keys of this package's own.
@@ -28,26 +30,37 @@ const (
 // retry, on the operation span.
 const RetryEvent = "httpretry.retry"
 
-// spanNames are the operation span names, by method index: "HTTP GET" and
-// so on, and "HTTP" for a method outside the standard set, whose name
-// could be anything.
-var spanNames = func() (n [labels.NumMethods]string) {
-	for i, m := range methods[:labels.NumMethods-1] {
-		n[i] = "HTTP " + m
-	}
+// spanMethods are the method part of the operation span names, by
+// method index, as the HTTP semantic conventions spell it: the method,
+// and "HTTP" for a method outside the standard set, whose name could be
+// anything.
+var spanMethods = func() (n [labels.NumMethods]string) {
+	copy(n[:], methods[:labels.NumMethods-1])
 	n[labels.NumMethods-1] = "HTTP"
 	return n
 }()
 
+// spanName is the conventions' span name: "{method} {url.template}" when
+// the route is a template, else "{method}".
+func spanName(method int, template string) string {
+	if template == "" {
+		return spanMethods[method]
+	}
+	return spanMethods[method] + " " + template
+}
+
 // Transport is an [http.RoundTripper] that runs each operation of the
 // RoundTripper it wraps (an [*httpretry.Transport], or anything with one
-// inside) in one span, named "HTTP {method}", in the request's context
-// before the first attempt starts. Every attempt's context derives from
+// inside) in one span, named "{method} {url.template}" (or "{method}"
+// without a route) as the HTTP semantic conventions name spans, in the
+// request's context before the first attempt starts. Every attempt's
+// context derives from
 // it, so attempt spans that otelhttp creates below the retrying Transport
 // nest under it, and [Attempts] can number them.
 //
 // The span carries http.request.method, server.address, server.port,
-// url.template (when Options.Route is set), and, when the operation ends:
+// url.template (when Options.Route is set), url.full, redacted (when the
+// span is a client span), and, when the operation ends:
 // httpretry.attempts, httpretry.stop_reason, httpretry.outcome,
 // httpretry.waited (seconds), http.response.status_code of the response
 // returned, and error.type when it failed; its status is Error unless the
@@ -63,6 +76,7 @@ type Transport struct {
 	tracer trace.Tracer
 	kind   trace.SpanKind
 	route  func(*http.Request) string
+	off    bool // traces are off: the provider is a no-op one
 }
 
 // Wrap returns a Transport that runs each operation of rt in a span from
@@ -73,11 +87,15 @@ func Wrap(rt http.RoundTripper, opts Options) *Transport {
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
+	tp := opts.tracerProvider()
+	_, off := tp.(noop.TracerProvider)
 	return &Transport{
-		base:   rt,
-		tracer: opts.tracerProvider().Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
-		kind:   opts.spanKind(),
-		route:  opts.Route,
+		base: rt,
+		tracer: tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL),
+			trace.WithInstrumentationAttributes(opts.Attributes...)),
+		kind:  opts.spanKind(),
+		route: opts.Route,
+		off:   off,
 	}
 }
 
@@ -101,9 +119,16 @@ func operationFrom(ctx context.Context) *operation {
 // RoundTripper with the span in its context, and ends the span with what
 // the operation did. It never modifies req.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.off {
+		// Traces off: no span to open, annotate or end, so nothing to
+		// spend on one (the operation state, its context, attributes).
+		return t.base.RoundTrip(req)
+	}
 	op := &operation{}
-	ctx, span := t.tracer.Start(req.Context(), spanNames[labels.Method(req.Method)],
-		trace.WithSpanKind(t.kind), trace.WithAttributes(t.startAttributes(req)...))
+	m := labels.Method(req.Method)
+	template := t.template(req)
+	ctx, span := t.tracer.Start(req.Context(), spanName(m, template),
+		trace.WithSpanKind(t.kind), trace.WithAttributes(t.startAttributes(req, m, template)...))
 	op.span = span
 	ctx = context.WithValue(ctx, operationKey{}, op)
 	ctx = httpretry.WithOutcome(ctx, &op.outcome)
@@ -112,11 +137,24 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// startAttributes describes the request without its path, query string or
-// userinfo, which may carry identifiers or secrets.
-func (t *Transport) startAttributes(req *http.Request) []attribute.KeyValue {
-	kvs := make([]attribute.KeyValue, 0, 4)
-	kvs = append(kvs, semconv.HTTPRequestMethodKey.String(methods[labels.Method(req.Method)]))
+// template returns req's route when Options.Route names one that may be
+// reported, else "".
+func (t *Transport) template(req *http.Request) string {
+	if t.route == nil {
+		return ""
+	}
+	if r := t.route(req); metricsutil.ValidRoute(r) {
+		return r
+	}
+	return ""
+}
+
+// startAttributes describes the request: method, server, route template
+// and, on a client span, url.full redacted as the conventions ask
+// ([redactedURL]).
+func (t *Transport) startAttributes(req *http.Request, method int, template string) []attribute.KeyValue {
+	kvs := make([]attribute.KeyValue, 0, 5)
+	kvs = append(kvs, semconv.HTTPRequestMethodKey.String(methods[method]))
 	if req.URL != nil {
 		if host := req.URL.Hostname(); host != "" {
 			kvs = append(kvs, semconv.ServerAddress(host))
@@ -124,13 +162,36 @@ func (t *Transport) startAttributes(req *http.Request) []attribute.KeyValue {
 		if port := serverPort(req.URL.Scheme, req.URL.Port()); port > 0 {
 			kvs = append(kvs, semconv.ServerPort(port))
 		}
-	}
-	if t.route != nil {
-		if r := t.route(req); r != "" && len(r) <= maxRouteLen && utf8.ValidString(r) {
-			kvs = append(kvs, semconv.URLTemplate(r))
+		if t.kind == trace.SpanKindClient {
+			kvs = append(kvs, semconv.URLFull(redactedURL(req.URL)))
 		}
 	}
+	if template != "" {
+		kvs = append(kvs, semconv.URLTemplate(template))
+	}
 	return kvs
+}
+
+// redactedURL is u as the HTTP semantic conventions want it in url.full:
+// userinfo replaced by REDACTED:REDACTED, and, beyond what they require,
+// every query value replaced by REDACTED (keys kept), since a query
+// string may carry a token; no fragment.
+func redactedURL(u *url.URL) string {
+	r := *u
+	if r.User != nil {
+		r.User = url.UserPassword("REDACTED", "REDACTED")
+	}
+	if r.RawQuery != "" {
+		q := r.Query()
+		for _, vs := range q {
+			for i := range vs {
+				vs[i] = "REDACTED"
+			}
+		}
+		r.RawQuery = q.Encode()
+	}
+	r.Fragment, r.RawFragment = "", ""
+	return r.String()
 }
 
 // serverPort returns the explicit port, or the scheme's default.
@@ -154,15 +215,13 @@ func serverPort(scheme, port string) int {
 // end records the operation's result on its span and ends it.
 func (t *Transport) end(op *operation, resp *http.Response, err error) {
 	span, o := op.span, op.outcome
-	outcome := labels.OutcomeSuccess
-	switch {
-	case err != nil && errors.Is(err, httpretry.ErrOutcomeUnknown):
-		outcome = labels.OutcomeUnknown
-	case err != nil || resp == nil: // a nil, nil answer is a broken RoundTripper's
-		outcome = labels.OutcomeError
-	case resp.StatusCode >= 400:
-		outcome = labels.OutcomeErrorResponse
+	// The outcome class by the metrics' one rule, from what the caller
+	// got (a nil, nil answer is a broken RoundTripper's: an error).
+	got := httpretry.Outcome{Err: err, Unknown: errors.Is(err, httpretry.ErrOutcomeUnknown)}
+	if resp != nil && err == nil {
+		got.Status = resp.StatusCode
 	}
+	outcome := labels.Outcome(got)
 	kvs := make([]attribute.KeyValue, 0, 6)
 	kvs = append(kvs, attribute.String(keyOutcome, labels.Outcomes[outcome]))
 	if o.Reason != "" { // the wrapped RoundTripper is a retrying Transport

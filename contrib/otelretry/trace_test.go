@@ -109,7 +109,7 @@ func TestTraceOperationOutsideAttemptsInside(t *testing.T) {
 	}
 	callerSpan, op := ops[0], ops[1]
 	wantParent(t, op, callerSpan)
-	wantSpan(t, op, "HTTP GET internal {http.request.method=GET,http.response.status_code=200,"+
+	wantSpan(t, op, "GET internal {http.request.method=GET,http.response.status_code=200,"+
 		"httpretry.attempts=3,httpretry.outcome=success,httpretry.stop_reason=final,httpretry.waited=0.3,"+
 		"server.address=api.test,server.port=80}"+
 		" event httpretry.retry {httpretry.attempt=1,httpretry.wait=0.1,http.response.status_code=503}"+
@@ -171,16 +171,18 @@ func TestTraceOtelhttpOutside(t *testing.T) {
 		t.Fatalf("got %d client and %d internal spans; want 1 and 1", len(clients), len(ops))
 	}
 	wantParent(t, ops[0], clients[0])
-	wantSpan(t, ops[0], "HTTP DELETE internal {http.request.method=DELETE,http.response.status_code=204,"+
+	wantSpan(t, ops[0], "DELETE internal {http.request.method=DELETE,http.response.status_code=204,"+
 		"httpretry.attempts=2,httpretry.outcome=success,httpretry.stop_reason=final,httpretry.waited=0.1,"+
 		"server.address=api.test,server.port=8443}"+
 		" event httpretry.retry {httpretry.attempt=1,httpretry.wait=0.1,error.type=connection_refused}")
 }
 
-// TestTraceFailures: the operation span's status, error.type and outcome
-// when the operation fails, with a client span kind for a client whose
-// attempts have no spans.
+// TestTraceFailures: the operation span's name, status, error.type and
+// outcome when the operation fails, with a client span kind for a client
+// whose attempts have no spans, and url.full with its userinfo and query
+// values redacted.
 func TestTraceFailures(t *testing.T) {
+	const fullURL = "http://REDACTED:REDACTED@api.test/orders/7?page=REDACTED&token=REDACTED"
 	cases := []struct {
 		name   string
 		method string
@@ -188,17 +190,17 @@ func TestTraceFailures(t *testing.T) {
 		want   string
 	}{
 		{"unknown outcome", "POST", httptestutil.Step{Err: httptestutil.ErrReset},
-			"HTTP POST client {error.type=connection_reset,http.request.method=POST,httpretry.attempts=1," +
+			"POST /orders client {error.type=connection_reset,http.request.method=POST,httpretry.attempts=1," +
 				"httpretry.outcome=unknown,httpretry.stop_reason=not_idempotent,httpretry.waited=0," +
-				"server.address=api.test,server.port=80,url.template=/orders} status Error \"not_idempotent: connection_reset\""},
+				"server.address=api.test,server.port=80,url.full=" + fullURL + ",url.template=/orders} status Error \"not_idempotent: connection_reset\""},
 		{"final error response", "GET", httptestutil.Step{Status: 404},
-			"HTTP GET client {error.type=404,http.request.method=GET,http.response.status_code=404,httpretry.attempts=1," +
+			"GET /orders client {error.type=404,http.request.method=GET,http.response.status_code=404,httpretry.attempts=1," +
 				"httpretry.outcome=error_response,httpretry.stop_reason=final,httpretry.waited=0," +
-				"server.address=api.test,server.port=80,url.template=/orders} status Error \"\""},
+				"server.address=api.test,server.port=80,url.full=" + fullURL + ",url.template=/orders} status Error \"\""},
 		{"made-up method", "BREW", httptestutil.Step{Status: 200},
-			"HTTP client {http.request.method=_OTHER,http.response.status_code=200,httpretry.attempts=1," +
+			"HTTP /orders client {http.request.method=_OTHER,http.response.status_code=200,httpretry.attempts=1," +
 				"httpretry.outcome=success,httpretry.stop_reason=final,httpretry.waited=0," +
-				"server.address=api.test,server.port=80,url.template=/orders}"},
+				"server.address=api.test,server.port=80,url.full=" + fullURL + ",url.template=/orders}"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -206,7 +208,7 @@ func TestTraceFailures(t *testing.T) {
 			tr := &httpretry.Transport{Base: httptestutil.NewTransport(nil, c.step), MaxAttempts: 2}
 			rt := Wrap(tr, Options{TracerProvider: tp, SpanKind: trace.SpanKindClient,
 				Route: func(*http.Request) string { return "/orders" }})
-			resp, _ := rt.RoundTrip(newRequest(t, c.method, "http://api.test/orders/7", strings.NewReader("x")))
+			resp, _ := rt.RoundTrip(newRequest(t, c.method, "http://user:pw@api.test/orders/7?token=s3cr3t&page=2#top", strings.NewReader("x")))
 			closeResp(result{resp: resp})
 			spans := rec.Ended()
 			if len(spans) != 1 {

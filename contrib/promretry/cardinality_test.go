@@ -8,6 +8,7 @@ import (
 
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/internal/labels"
+	"github.com/httpretry/httpretry/metricsutil"
 )
 
 // TestCardinality sends 10,000 operations to 1,000 distinct paths (with
@@ -26,6 +27,8 @@ func TestCardinality(t *testing.T) {
 		{"raw paths, capped", Options{Route: func(r *http.Request) string { return r.URL.Path }}, DefaultMaxRoutes + 1},
 	}
 	methods := []string{"GET", "POST", "BREW"}
+	// Operations past the cap: paths 100 to 999, ten operations each.
+	overflows := map[string]int{"raw paths, capped": 9_000}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, reg := newCollector(t, tt.opts)
@@ -57,18 +60,25 @@ func TestCardinality(t *testing.T) {
 			// Every route saw all three methods (i%1000 and i%3 cover
 			// each pair), each operation one successful initial attempt.
 			counters := 3 * tt.routes
-			for _, name := range []string{"httpretry_operations_total", "httpretry_attempts_total", "httpretry_attempt_successes_total"} {
+			for _, name := range []string{"httpretry_operations_total", "httpretry_attempts_total",
+				"httpretry_attempts_started_total", "httpretry_attempt_successes_total"} {
 				if got := len(family(all, name)); got != counters {
 					t.Errorf("%s: %d series; want %d", name, got, counters)
 				}
 			}
-			// Histogram samples per route: attempts (3 buckets, +Inf, sum,
-			// count), wait, operation and attempt duration (11 buckets
-			// each, +Inf, sum, count; attempt duration for conn="unknown"
-			// only).
-			want := 3*counters + tt.routes*(6+14+14+14)
+			// Per route: the in-flight gauge, and histogram samples:
+			// attempts (3 buckets, +Inf, sum, count), wait (13 buckets
+			// +3), operation duration (14 buckets +3, outcome success
+			// only) and attempt duration (14 buckets +3, conn unknown and
+			// result success only).
+			// And the gauge of the Transport's default budget, and the
+			// route overflow counter.
+			want := 4*counters + tt.routes*(1+6+16+17+17) + 2
 			if len(all) != want {
 				t.Errorf("%d samples in all; want %d", len(all), want)
+			}
+			if got, want := all["httpretry_route_overflows_total"], float64(overflows[tt.name]); got != want {
+				t.Errorf("route overflows = %v; want %v", got, want)
 			}
 			if got := sum(all, "httpretry_operations_total"); got != 10_000 {
 				t.Errorf("operations = %v; want 10000", got)
@@ -80,13 +90,31 @@ func TestCardinality(t *testing.T) {
 	}
 }
 
+// TestMaxSamplesAsDocumented pins the README's figure to the label design.
+func TestMaxSamplesAsDocumented(t *testing.T) {
+	if got := maxSamples(DefaultMaxRoutes + 1); got != 130_682 {
+		t.Errorf("at most %d samples with the defaults; the README says 130,682", got)
+	}
+}
+
 // maxSamples is the most samples the label design allows with the
 // default buckets and routes distinct route values, as the package
 // documentation states it.
 func maxSamples(routes int) int {
+	const (
+		durationSamples = 14 + 1 + 2 // DurationBuckets, +Inf, sum and count
+		waitSamples     = 13 + 1 + 2 // WaitBuckets, +Inf, sum and count
+		phaseSamples    = 11 + 1 + 2 // PhaseBuckets, +Inf, sum and count
+	)
 	perRoute := labels.NumMethods*labels.NumOutcomes*labels.NumReasons + // operations
-		3*labels.NumMethods*labels.NumAttemptKinds + // attempts, successes, timeouts (2 kinds each)
-		(3 + 1 + 2) + 2*(11+1+2) + // attempts, wait and duration histograms
-		labels.NumConns*(11+1+2) // attempt duration
-	return routes*perRoute + labels.NumPhases*(11+1+2) + labels.NumEvents + 1
+		labels.NumMethods*labels.NumAttemptKinds*labels.NumResults + // attempts by result
+		3*labels.NumMethods*labels.NumAttemptKinds + // started, successes, timeouts (2 kinds each)
+		1 + // attempts in flight
+		(3 + 1 + 2) + waitSamples + // attempts and wait histograms
+		labels.NumOutcomes*durationSamples + // operation duration
+		labels.NumConns*labels.NumResults*durationSamples + // attempt duration
+		labels.NumWaitCauses*waitSamples // retry waits
+	// Phases, idempotency events, the two budget gauges, the budget
+	// state changes and the route overflows.
+	return routes*perRoute + labels.NumPhases*phaseSamples + labels.NumEvents + 2 + len(metricsutil.States) + 1
 }

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/internal/labels"
+	"github.com/httpretry/httpretry/metricsutil"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -33,11 +35,28 @@ type Options struct {
 	// means httpretry.DefaultMaxAttempts (3). At most 100.
 	MaxAttempts int
 
-	// Budget, if set, is reported as the gauge httpretry_budget_tokens.
-	// [*httpretry.TokenBucket] has the method; set the same bucket as the
-	// Transport's Budget (the Transport's default budget is private to
-	// it). If nil, no gauge is registered.
-	Budget interface{ Tokens() float64 }
+	// Budget, if set, is reported by the gauges httpretry_budget_tokens
+	// and, for a budget shared through a store, httpretry_budget_shared.
+	// It must have a Tokens method: Tokens() float64, as
+	// [*httpretry.TokenBucket] has, or Tokens(context.Context) (float64,
+	// error), as contrib/redisretry's Budget has; New fails otherwise. If
+	// nil, [Collector.Instrument] reports the budget of the first
+	// Transport it instruments (its Budget, or the default one it
+	// creates for itself).
+	Budget any
+
+	// NativeHistograms, if set, makes every histogram a Prometheus native
+	// histogram too (bucket factor 1.1), beside its classic buckets: a
+	// server that scrapes native histograms gets fine-grained quantiles
+	// without choosing buckets; one that does not sees the classic ones.
+	// If false, classic buckets only.
+	NativeHistograms bool
+
+	// DialPhases, if set, makes [Collector.Instrument] set the
+	// Transport's DialTrace, so that the dns, connect and tls phases are
+	// recorded. They cost about ten allocations per attempt on a new
+	// connection. If false, only the conn_wait and first_byte phases are.
+	DialPhases bool
 
 	// ConstLabels are added to every metric, to tell apart the Collectors
 	// of several clients in one registry, e.g. {"client": "payments"}.
@@ -61,10 +80,15 @@ type Options struct {
 // serve several Transports.
 type Collector struct {
 	route  func(*http.Request) string
-	routes *routeTable
+	routes *metricsutil.RouteTable[*routeMetrics]
+
+	dialPhases bool
 
 	operations      *prometheus.CounterVec
 	attempts        *prometheus.CounterVec
+	started         *prometheus.CounterVec
+	inFlight        *prometheus.GaugeVec
+	retryWait       *prometheus.HistogramVec
 	successes       *prometheus.CounterVec
 	timeouts        *prometheus.CounterVec
 	opAttempts      *prometheus.HistogramVec
@@ -73,25 +97,14 @@ type Collector struct {
 	attemptDuration *prometheus.HistogramVec
 	phases          *prometheus.HistogramVec
 	idempotency     *prometheus.CounterVec
+	budgetStates    *prometheus.CounterVec
+	routeOverflows  prometheus.Counter
+	budget          *budgetCollector
 
+	stateChanges      [len(metricsutil.States)]slot[prometheus.Counter]
 	phaseObservers    [labels.NumPhases]slot[prometheus.Observer]
-	idempotencyEvents [labels.NumEvents]slot[prometheus.Counter]
+	idempotencyEvents []slot[prometheus.Counter] // by index in labels.Events
 }
-
-// Buckets of the histograms, in seconds.
-var (
-	// durationBuckets suit whole operations and single attempts: 5ms to
-	// 10s.
-	durationBuckets = prometheus.DefBuckets
-	// waitBuckets start at 0 so that operations without a retry (the
-	// usual case) fall in their own bucket.
-	waitBuckets = []float64{0, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
-	// phaseBuckets suit connection phases: 1ms to 2.5s.
-	phaseBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
-)
-
-// maxAttemptBuckets bounds Options.MaxAttempts.
-const maxAttemptBuckets = 100
 
 // New creates a Collector and registers its metrics with reg (if nil,
 // [prometheus.DefaultRegisterer]). It registers all of them or none: on
@@ -101,12 +114,13 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
 	}
-	if opts.MaxAttempts > maxAttemptBuckets {
-		return nil, fmt.Errorf("promretry: MaxAttempts %d is above %d", opts.MaxAttempts, maxAttemptBuckets)
+	if opts.MaxAttempts > labels.MaxAttemptBuckets {
+		return nil, fmt.Errorf("promretry: MaxAttempts %d is above %d", opts.MaxAttempts, labels.MaxAttemptBuckets)
 	}
-	c := &Collector{route: opts.Route}
+	c := &Collector{route: opts.Route, dialPhases: opts.DialPhases,
+		idempotencyEvents: make([]slot[prometheus.Counter], labels.NumEvents)}
 	if c.route == nil {
-		c.route = hostRoute
+		c.route = metricsutil.HostRoute
 	}
 	maxRoutes := opts.MaxRoutes
 	if maxRoutes <= 0 {
@@ -116,60 +130,89 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 	if maxAttempts <= 0 {
 		maxAttempts = httpretry.DefaultMaxAttempts
 	}
-	c.defineMetrics(opts.ConstLabels, maxAttempts)
+	c.defineMetrics(opts, maxAttempts)
 	collectors := []prometheus.Collector{
-		c.operations, c.attempts, c.successes, c.timeouts,
+		c.operations, c.attempts, c.started, c.inFlight, c.retryWait, c.successes, c.timeouts,
 		c.opAttempts, c.opWait, c.opDuration, c.attemptDuration,
-		c.phases, c.idempotency,
+		c.phases, c.idempotency, c.budgetStates, c.budget, c.routeOverflows,
 	}
-	if b := opts.Budget; b != nil {
-		collectors = append(collectors, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name:        "httpretry_budget_tokens",
-			Help:        "Tokens left in the retry budget; a retry needs one whole token.",
-			ConstLabels: opts.ConstLabels,
-		}, b.Tokens))
+	if opts.Budget != nil {
+		r, ok := metricsutil.ReadBudget(opts.Budget)
+		if !ok {
+			return nil, fmt.Errorf("promretry: Budget %T has no Tokens method", opts.Budget)
+		}
+		c.budget.observe(r)
 	}
 	if err := register(reg, collectors); err != nil {
 		return nil, err
 	}
-	c.routes = newRouteTable(maxRoutes, c.newRouteMetrics)
+	c.routes = metricsutil.NewRouteTable(maxRoutes, c.newRouteMetrics)
 	return c, nil
 }
 
 // defineMetrics creates the metric vectors.
-func (c *Collector) defineMetrics(constLabels prometheus.Labels, maxAttempts int) {
+func (c *Collector) defineMetrics(opts Options, maxAttempts int) {
+	constLabels := opts.ConstLabels
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: constLabels}, labels)
 	}
 	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
-		return prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: name, Help: help, Buckets: buckets, ConstLabels: constLabels,
-		}, labels)
+		o := prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets, ConstLabels: constLabels}
+		if opts.NativeHistograms {
+			o.NativeHistogramBucketFactor = nativeBucketFactor
+			o.NativeHistogramMaxBucketNumber = nativeMaxBuckets
+			o.NativeHistogramMinResetDuration = time.Hour
+		}
+		return prometheus.NewHistogramVec(o, labels)
 	}
 	c.operations = counter("httpretry_operations_total",
 		"Operations (calls of RoundTrip), by outcome class and stop reason.",
 		"method", "route", "outcome", "reason")
 	c.attempts = counter("httpretry_attempts_total",
-		"Attempts sent, initial or retry.", "method", "route", "kind")
+		"Attempts that ended, initial or retry, by result: success, 4xx, 429, 5xx, 529, timeout, idle_timeout, connection_error, canceled, other.",
+		"method", "route", "kind", "result")
+	c.started = counter("httpretry_attempts_started_total",
+		"Attempts sent, counted when they start, initial or retry.", "method", "route", "kind")
+	c.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "httpretry_attempts_in_flight", Help: "Attempts sent that have not ended yet.", ConstLabels: constLabels,
+	}, []string{"route"})
+	c.retryWait = histogram("httpretry_retry_wait_seconds",
+		"Waits before a retry, by cause: retry_after (the server asked for it) or backoff (the Transport's own).",
+		labels.WaitBuckets, "route", "cause")
 	c.successes = counter("httpretry_attempt_successes_total",
 		"Attempts that got a response with a status below 400, initial or retry.", "method", "route", "kind")
 	c.timeouts = counter("httpretry_attempt_timeouts_total",
 		"Attempts that ran out of time: their attempt time limit, or the response idle timeout.",
 		"method", "route", "kind")
 	c.opAttempts = histogram("httpretry_operation_attempts",
-		"Attempts per operation.", prometheus.LinearBuckets(1, 1, maxAttempts), "route")
+		"Attempts per operation.", labels.AttemptBuckets(maxAttempts), "route")
 	c.opWait = histogram("httpretry_operation_wait_seconds",
-		"Time an operation spent waiting between attempts.", waitBuckets, "route")
+		"Time an operation spent waiting between attempts.", labels.WaitBuckets, "route")
 	c.opDuration = histogram("httpretry_operation_duration_seconds",
-		"Time from the start of RoundTrip until it returned.", durationBuckets, "route")
+		"Time from the start of RoundTrip until it returned, by outcome class.", labels.DurationBuckets, "route", "outcome")
 	c.attemptDuration = histogram("httpretry_attempt_duration_seconds",
-		"Time from sending an attempt to its response headers or error, by connection use.",
-		durationBuckets, "route", "conn")
+		"Time from sending an attempt to its response headers or error, by connection use and result.",
+		labels.DurationBuckets, "route", "conn", "result")
 	c.phases = histogram("httpretry_attempt_phase_seconds",
-		"Time attempts spent in each connection phase that happened.", phaseBuckets, "phase")
+		"Time attempts spent in each connection phase that happened.", labels.PhaseBuckets, "phase")
 	c.idempotency = counter("httpretry_idempotency_events_total",
 		"Events of a server's idempotency-key middleware.", "kind")
+	c.budgetStates = counter("httpretry_budget_state_changes_total",
+		"Changes of a shared retry budget between its shared bucket and its local fallback, by the new state.", "state")
+	c.budget = newBudgetCollector(constLabels)
+	c.routeOverflows = prometheus.NewCounter(prometheus.CounterOpts{
+		Name:        "httpretry_route_overflows_total",
+		Help:        "Operations counted under route \"other\" because MaxRoutes distinct routes were already kept.",
+		ConstLabels: constLabels,
+	})
 }
+
+// Native histogram settings: a bucket factor of 1.1 (buckets about 10%
+// wide), at most 160 buckets per series, halving the resolution past that.
+const (
+	nativeBucketFactor = 1.1
+	nativeMaxBuckets   = 160
+)
 
 // register registers every collector with reg, or none.
 func register(reg prometheus.Registerer, collectors []prometheus.Collector) error {
@@ -188,8 +231,10 @@ func register(reg prometheus.Registerer, collectors []prometheus.Collector) erro
 	return nil
 }
 
-// Instrument installs c on t: after this, t's OnAttempt and OnDone record
-// every attempt and operation, after calling the hooks t already had.
+// Instrument installs c on t: after this, t's OnAttemptStart, OnAttempt
+// and OnDone record every attempt and operation, after calling the hooks
+// t already had; with Options.DialPhases it also sets t.DialTrace. When
+// the Collector observes no budget yet, it observes t's.
 // Call it before t's first use, since a Transport's fields must not change
 // afterwards, and only once per Transport, or everything counts twice.
 // A nil t is ignored.
@@ -197,7 +242,19 @@ func (c *Collector) Instrument(t *httpretry.Transport) {
 	if t == nil {
 		return
 	}
-	prevAttempt, prevDone := t.OnAttempt, t.OnDone
+	prevStart, prevAttempt, prevDone := t.OnAttemptStart, t.OnAttempt, t.OnDone
+	if c.dialPhases {
+		t.DialTrace = true
+	}
+	if r, ok := metricsutil.TransportBudget(t); ok {
+		c.budget.observe(r)
+	}
+	t.OnAttemptStart = func(req *http.Request, n int) {
+		if prevStart != nil {
+			prevStart(req, n)
+		}
+		c.OnAttemptStart(req, n)
+	}
 	t.OnAttempt = func(req *http.Request, a httpretry.Attempt) {
 		if prevAttempt != nil {
 			prevAttempt(req, a)

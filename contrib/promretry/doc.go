@@ -7,26 +7,31 @@
 //
 //	metrics, err := promretry.New(reg, promretry.Options{
 //		Route: func(r *http.Request) string { return routeTemplate(r) }, // e.g. "/books/{id}"
-//		Budget: budget,                                                 // the Transport's *httpretry.TokenBucket
 //	})
 //	if err != nil { … }
-//	t := &httpretry.Transport{Base: http.DefaultTransport, Budget: budget}
+//	t := &httpretry.Transport{Base: http.DefaultTransport}
 //	metrics.Instrument(t) // chains with OnAttempt and OnDone already set
 //	client := &http.Client{Transport: t}
 //
 // # Metrics
 //
 //	httpretry_operations_total{method,route,outcome,reason}  counter: calls of RoundTrip
-//	httpretry_attempts_total{method,route,kind}              counter: attempts, kind initial|retry
+//	httpretry_attempts_total{method,route,kind,result}       counter: attempts that ended, kind initial|retry
+//	httpretry_attempts_started_total{method,route,kind}      counter: attempts, counted when sent
+//	httpretry_attempts_in_flight{route}                      gauge: attempts sent and not ended
+//	httpretry_retry_wait_seconds{route,cause}                histogram: waits before a retry, cause retry_after|backoff
 //	httpretry_attempt_successes_total{method,route,kind}     counter: attempts answered below 400
 //	httpretry_attempt_timeouts_total{method,route,kind}      counter: kind attempt (ErrAttemptTimeout) | idle (ErrIdleTimeout)
 //	httpretry_operation_attempts{route}                      histogram: attempts per operation, buckets 1…MaxAttempts
-//	httpretry_operation_wait_seconds{route}                  histogram: Outcome.Waited, buckets 0, 10ms … 30s
-//	httpretry_operation_duration_seconds{route}              histogram: Outcome.Elapsed, buckets 5ms … 10s
-//	httpretry_attempt_duration_seconds{route,conn}           histogram: Attempt.Duration by connection new|reused|unknown
+//	httpretry_operation_wait_seconds{route}                  histogram: Outcome.Waited, buckets 0, 10ms … 100s
+//	httpretry_operation_duration_seconds{route,outcome}      histogram: Outcome.Elapsed, buckets 5ms … 100s
+//	httpretry_attempt_duration_seconds{route,conn,result}    histogram: Attempt.Duration by connection new|reused|unknown
 //	httpretry_attempt_phase_seconds{phase}                   histogram: conn_wait|dns|connect|tls|first_byte, when it happened
-//	httpretry_budget_tokens                                  gauge: Options.Budget's Tokens()
+//	httpretry_budget_tokens                                  gauge: the budget's tokens (Options.Budget, else the Transport's)
+//	httpretry_budget_shared                                  gauge: a redisretry Budget's state, 1 shared, 0 local
+//	httpretry_budget_state_changes_total{state}              counter: [Collector.BudgetStateChange]
 //	httpretry_idempotency_events_total{kind}                 counter: [Collector.IdempotencyEvent]
+//	httpretry_route_overflows_total                          counter: operations counted as route "other" past MaxRoutes
 //
 // # Labels
 //
@@ -41,50 +46,20 @@
 //     strings, userinfo, headers and bodies never become label values.
 //   - outcome: success (a response below 400), error_response (400 and
 //     above), error (no response), unknown (no response, and the request
-//     was not safe to repeat and may have been applied: see below).
+//     was not safe to repeat and may have been applied: exactly when
+//     RoundTrip's error matches [httpretry.ErrOutcomeUnknown]).
+//   - result (of an attempt): success, 4xx (other than 429), 429, 5xx
+//     (other than 529), 529, timeout, idle_timeout, connection_error,
+//     canceled, other.
 //   - reason: the [httpretry.StopReasons] values, or other.
 //   - kind: initial or retry (attempts); attempt or idle (timeouts); the
-//     Event constants (idempotency).
+//     Event constants (idempotency). cause: retry_after or backoff.
 //   - conn: new, reused, unknown. phase: conn_wait, dns, connect, tls,
 //     first_byte.
 //
-// A series exists only once its label combination has happened. With the
-// defaults the most series there can ever be are, per route value: 400
-// operation series (10 methods × 4 outcomes × 10 reasons; with the
-// default classification only 21 (outcome, reason) pairs occur, so 210),
-// 60 attempt, success and timeout series, and 76 histogram series
-// (attempts 3 buckets + 3, wait 11 + 3, duration 11 + 3, attempt duration
-// 3 × (11 + 3)); plus 70 phase series, 12 idempotency series and the
-// gauge. That is at most 536 × 101 + 83 = 54,219 series, and in practice
-// a few per route: a route used by one method on a healthy service has
-// about 70.
-//
-// # Queries
-//
-// Ratios are one PromQL query away:
-//
-//	# first-attempt success ratio
-//	sum(rate(httpretry_attempt_successes_total{kind="initial"}[5m]))
-//	  / sum(rate(httpretry_attempts_total{kind="initial"}[5m]))
-//	# retry success ratio
-//	sum(rate(httpretry_attempt_successes_total{kind="retry"}[5m]))
-//	  / sum(rate(httpretry_attempts_total{kind="retry"}[5m]))
-//	# retries per operation
-//	sum(rate(httpretry_attempts_total{kind="retry"}[5m])) / sum(rate(httpretry_operations_total[5m]))
-//	# final success ratio
-//	sum(rate(httpretry_operations_total{outcome="success"}[5m])) / sum(rate(httpretry_operations_total[5m]))
-//	# operations stopped by the deadline, the budget, the caller
-//	sum by (reason) (rate(httpretry_operations_total{reason=~"deadline_exhausted|retry_after_exceeds_deadline|budget_exhausted|canceled"}[5m]))
-//	# requests that may have been applied: reconcile them
-//	sum(rate(httpretry_operations_total{outcome="unknown"}[5m]))
-//
-// # Unknown outcomes
-//
-// An operation is counted with outcome "unknown" when the Transport says
-// so in [httpretry.Outcome.Unknown]: it ended without a response, the
-// request was not safe to repeat, and its last attempt may have reached
-// the server — exactly when RoundTrip's error matches
-// [httpretry.ErrOutcomeUnknown].
+// A series exists only once its label combination has happened. The
+// README gives the most series the labels allow, and the PromQL for the
+// first-attempt and retry success ratios, which leave a final 4xx out.
 //
 // # Costs
 //

@@ -14,7 +14,8 @@ import (
 )
 
 // A server that fails once; the Collector counts one operation, an
-// initial attempt that failed and a retry that succeeded.
+// initial attempt that got a 5xx and a retry that succeeded, each counted
+// when it started and again, with its result, when it ended.
 func Example() {
 	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -61,7 +62,10 @@ func Example() {
 	}
 	// Output:
 	// httpretry_attempt_successes_total kind=retry method=GET route=/books/{id} 1
-	// httpretry_attempts_total kind=initial method=GET route=/books/{id} 1
-	// httpretry_attempts_total kind=retry method=GET route=/books/{id} 1
+	// httpretry_attempts_started_total kind=initial method=GET route=/books/{id} 1
+	// httpretry_attempts_started_total kind=retry method=GET route=/books/{id} 1
+	// httpretry_attempts_total kind=initial method=GET result=5xx route=/books/{id} 1
+	// httpretry_attempts_total kind=retry method=GET result=success route=/books/{id} 1
 	// httpretry_operations_total method=GET outcome=success reason=final route=/books/{id} 1
+	// httpretry_route_overflows_total 0
 }

@@ -1,41 +1,44 @@
 package promretry
 
-import "github.com/httpretry/httpretry/internal/labels"
+import (
+	"github.com/httpretry/httpretry/idempotency"
+	"github.com/httpretry/httpretry/internal/labels"
+)
 
 // The kinds of event [Collector.IdempotencyEvent] counts: what a server's
 // idempotency-key middleware did with one request. They are the kinds of
-// the idempotency package's events, so that its hook can pass
-// string(event.Kind) unchanged.
+// the idempotency package's events, defined from them, so that its hook
+// can pass string(event.Kind) unchanged.
 const (
 	// EventExecuted: the request reserved its key and the handler ran.
-	EventExecuted = "executed"
+	EventExecuted = string(idempotency.KindExecuted)
 	// EventReplayed: the key's recorded response was sent again without
 	// running the handler.
-	EventReplayed = "replayed"
+	EventReplayed = string(idempotency.KindReplayed)
 	// EventConflict: a request with the same key was still in progress.
-	EventConflict = "conflict"
+	EventConflict = string(idempotency.KindConflict)
 	// EventMismatch: the key was reused with a different request.
-	EventMismatch = "mismatch"
+	EventMismatch = string(idempotency.KindMismatch)
 	// EventMissingKey: a request that needs a key came without one.
-	EventMissingKey = "missing_key"
+	EventMissingKey = string(idempotency.KindMissingKey)
 	// EventInvalidKey: the key was empty, too long or malformed.
-	EventInvalidKey = "invalid_key"
+	EventInvalidKey = string(idempotency.KindInvalidKey)
 	// EventRequestTooLarge: the request body was too large to fingerprint.
-	EventRequestTooLarge = "request_too_large"
+	EventRequestTooLarge = string(idempotency.KindRequestTooLarge)
 	// EventRequestUnreadable: the request body failed to read (the client
 	// stopped sending, or the connection broke).
-	EventRequestUnreadable = "request_unreadable"
+	EventRequestUnreadable = string(idempotency.KindRequestUnreadable)
 	// EventTakeover: a request took over a key whose previous owner's
 	// lock had expired.
-	EventTakeover = "takeover"
+	EventTakeover = string(idempotency.KindTakeover)
 	// EventNotRecorded: the handler's response was not recorded, so a
 	// retry runs the handler again.
-	EventNotRecorded = "not_recorded"
+	EventNotRecorded = string(idempotency.KindNotRecorded)
 	// EventFenced: the handler finished after another request took its
 	// key over; its response was not recorded.
-	EventFenced = "fenced"
+	EventFenced = string(idempotency.KindFenced)
 	// EventStoreError: the middleware's store failed.
-	EventStoreError = "store_error"
+	EventStoreError = string(idempotency.KindStoreError)
 	// EventOther stands for any kind not listed above.
 	EventOther = "other"
 )

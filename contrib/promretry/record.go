@@ -46,15 +46,19 @@ type routeMetrics struct {
 	// operations is indexed by operationIndex: one slot per method,
 	// outcome and stop reason.
 	operations []slot[prometheus.Counter]
-	attempts   [labels.NumMethods][labels.NumAttemptKinds]slot[prometheus.Counter]
+	attempts   [labels.NumMethods][labels.NumAttemptKinds][labels.NumResults]slot[prometheus.Counter]
+	started    [labels.NumMethods][labels.NumAttemptKinds]slot[prometheus.Counter]
 	successes  [labels.NumMethods][labels.NumAttemptKinds]slot[prometheus.Counter]
 	timeouts   [labels.NumMethods][labels.NumTimeouts]slot[prometheus.Counter]
 
-	// Every operation observes these three, so they are created with the
-	// route.
-	opAttempts, opWait, opDuration prometheus.Observer
+	// Every operation observes these two, and every attempt the gauge,
+	// so they are created with the route.
+	opAttempts, opWait prometheus.Observer
+	inFlight           prometheus.Gauge
 
-	attemptDuration [labels.NumConns]slot[prometheus.Observer]
+	opDuration      [labels.NumOutcomes]slot[prometheus.Observer]
+	attemptDuration [labels.NumConns][labels.NumResults]slot[prometheus.Observer]
+	retryWait       [labels.NumWaitCauses]slot[prometheus.Observer]
 }
 
 func (c *Collector) newRouteMetrics(name string) *routeMetrics {
@@ -63,32 +67,62 @@ func (c *Collector) newRouteMetrics(name string) *routeMetrics {
 		operations: make([]slot[prometheus.Counter], labels.NumMethods*labels.NumOutcomes*labels.NumReasons),
 		opAttempts: c.opAttempts.WithLabelValues(name),
 		opWait:     c.opWait.WithLabelValues(name),
-		opDuration: c.opDuration.WithLabelValues(name),
+		inFlight:   c.inFlight.WithLabelValues(name),
 	}
 }
 
-// OnAttempt records one attempt: the attempt counters, its latency by
-// connection use, a timeout, and the connection phases that happened. It
-// has the signature of [httpretry.Transport.OnAttempt]; [Collector.Instrument]
+// OnAttemptStart records that an attempt was sent: the started counter
+// and the in-flight gauge, which OnAttempt lowers again. It has the
+// signature of [httpretry.Transport.OnAttemptStart]; [Collector.Instrument]
 // installs it, chained with any hook already set.
+func (c *Collector) OnAttemptStart(req *http.Request, number int) {
+	r, _ := c.routeOf(req)
+	m := labels.Method(req.Method)
+	k := labels.AttemptKind(number)
+	c.counter(&r.started[m][k], c.started, r.name, m, labels.AttemptKinds[k]).Inc()
+	r.inFlight.Inc()
+}
+
+// OnAttempt records one attempt that ended: the attempt counter by
+// result, its latency by connection use and result, the wait that
+// follows by cause, and the connection phases that happened. It lowers
+// the in-flight gauge, so install it together with
+// [Collector.OnAttemptStart]. It has the signature of
+// [httpretry.Transport.OnAttempt]; [Collector.Instrument] installs it,
+// chained with any hook already set.
 func (c *Collector) OnAttempt(req *http.Request, a httpretry.Attempt) {
-	r := c.routes.get(c.route(req))
+	r, _ := c.routeOf(req)
 	m := labels.Method(req.Method)
 	k := labels.AttemptKind(a.Number)
-	c.counter(&r.attempts[m][k], c.attempts, r.name, m, labels.AttemptKinds[k]).Inc()
-	if a.Err == nil && a.Status > 0 && a.Status < 400 {
+	res := labels.Result(a.Status, a.Err)
+	s := &r.attempts[m][k][res]
+	ctr, ok := s.get()
+	if !ok {
+		ctr = s.set(c.attempts.WithLabelValues(methodNames[m], r.name, labels.AttemptKinds[k], labels.Results[res]))
+	}
+	ctr.Inc()
+	r.inFlight.Dec()
+	if res == labels.ResultSuccess {
 		c.counter(&r.successes[m][k], c.successes, r.name, m, labels.AttemptKinds[k]).Inc()
 	}
 	if t, ok := labels.Timeout(a.Err); ok {
 		c.counter(&r.timeouts[m][t], c.timeouts, r.name, m, labels.Timeouts[t]).Inc()
 	}
 	conn := labels.Conn(a.Conn)
-	obs, ok := r.attemptDuration[conn].get()
-	if !ok {
-		obs = r.attemptDuration[conn].set(c.attemptDuration.WithLabelValues(r.name, labels.Conns[conn]))
+	observer(&r.attemptDuration[conn][res], c.attemptDuration, r.name, labels.Conns[conn], labels.Results[res]).
+		Observe(a.Duration.Seconds())
+	if cause, ok := labels.WaitCause(a); ok {
+		observer(&r.retryWait[cause], c.retryWait, r.name, labels.WaitCauses[cause]).Observe(a.Wait.Seconds())
 	}
-	obs.Observe(a.Duration.Seconds())
 	c.observePhases(a)
+}
+
+// observer returns the series of a histogram, creating it on first use.
+func observer(s *slot[prometheus.Observer], vec *prometheus.HistogramVec, values ...string) prometheus.Observer {
+	if v, ok := s.get(); ok {
+		return v
+	}
+	return s.set(vec.WithLabelValues(values...))
 }
 
 // observePhases records the connection phases the attempt went through.
@@ -99,11 +133,7 @@ func (c *Collector) observePhases(a httpretry.Attempt) {
 		if d <= 0 {
 			continue
 		}
-		obs, ok := c.phaseObservers[i].get()
-		if !ok {
-			obs = c.phaseObservers[i].set(c.phases.WithLabelValues(labels.Phases[i]))
-		}
-		obs.Observe(d.Seconds())
+		observer(&c.phaseObservers[i], c.phases, labels.Phases[i]).Observe(d.Seconds())
 	}
 }
 
@@ -112,7 +142,10 @@ func (c *Collector) observePhases(a httpretry.Attempt) {
 // of [httpretry.Transport.OnDone]; [Collector.Instrument] installs it,
 // chained with any hook already set.
 func (c *Collector) OnDone(req *http.Request, o httpretry.Outcome) {
-	r := c.routes.get(c.route(req))
+	r, overflowed := c.routeOf(req)
+	if overflowed {
+		c.routeOverflows.Inc()
+	}
 	m := labels.Method(req.Method)
 	out := labels.Outcome(o)
 	rs := labels.Reason(o.Reason)
@@ -124,7 +157,7 @@ func (c *Collector) OnDone(req *http.Request, o httpretry.Outcome) {
 	ops.Inc()
 	r.opAttempts.Observe(float64(o.Attempts))
 	r.opWait.Observe(o.Waited.Seconds())
-	r.opDuration.Observe(o.Elapsed.Seconds())
+	observer(&r.opDuration[out], c.opDuration, r.name, labels.Outcomes[out]).Observe(o.Elapsed.Seconds())
 }
 
 // operationIndex is the index in routeMetrics.operations of the series

@@ -31,14 +31,14 @@ func TestAttemptConnectionFields(t *testing.T) {
 	}
 	all := samples(scrape(t, reg))
 	checkFamily(t, all, "httpretry_attempt_duration_seconds_count", map[string]float64{
-		`httpretry_attempt_duration_seconds_count{conn="new",route="api.test"}`:     1,
-		`httpretry_attempt_duration_seconds_count{conn="reused",route="api.test"}`:  1,
-		`httpretry_attempt_duration_seconds_count{conn="unknown",route="api.test"}`: 1,
+		`httpretry_attempt_duration_seconds_count{conn="new",result="5xx",route="api.test"}`:        1,
+		`httpretry_attempt_duration_seconds_count{conn="reused",result="success",route="api.test"}`: 1,
+		`httpretry_attempt_duration_seconds_count{conn="unknown",result="other",route="api.test"}`:  1,
 	})
 	checkFamily(t, all, "httpretry_attempt_duration_seconds_sum", map[string]float64{
-		`httpretry_attempt_duration_seconds_sum{conn="new",route="api.test"}`:     0.3,
-		`httpretry_attempt_duration_seconds_sum{conn="reused",route="api.test"}`:  0.03,
-		`httpretry_attempt_duration_seconds_sum{conn="unknown",route="api.test"}`: 0.002,
+		`httpretry_attempt_duration_seconds_sum{conn="new",result="5xx",route="api.test"}`:        0.3,
+		`httpretry_attempt_duration_seconds_sum{conn="reused",result="success",route="api.test"}`: 0.03,
+		`httpretry_attempt_duration_seconds_sum{conn="unknown",result="other",route="api.test"}`:  0.002,
 	})
 	checkFamily(t, all, "httpretry_attempt_phase_seconds_count", map[string]float64{
 		`httpretry_attempt_phase_seconds_count{phase="conn_wait"}`:  2,
@@ -55,11 +55,16 @@ func TestAttemptConnectionFields(t *testing.T) {
 		`httpretry_attempt_phase_seconds_sum{phase="first_byte"}`: 0.175,
 	})
 	checkFamily(t, all, "httpretry_attempts_total", map[string]float64{
-		`httpretry_attempts_total{kind="initial",method="GET",route="api.test"}`: 2,
-		`httpretry_attempts_total{kind="retry",method="GET",route="api.test"}`:   1,
+		`httpretry_attempts_total{kind="initial",method="GET",result="5xx",route="api.test"}`:   1,
+		`httpretry_attempts_total{kind="initial",method="GET",result="other",route="api.test"}`: 1,
+		`httpretry_attempts_total{kind="retry",method="GET",result="success",route="api.test"}`: 1,
 	})
 	checkFamily(t, all, "httpretry_attempt_successes_total", map[string]float64{
 		`httpretry_attempt_successes_total{kind="retry",method="GET",route="api.test"}`: 1,
+	})
+	// The first attempt's 100ms wait was the Transport's own backoff.
+	checkFamily(t, all, "httpretry_retry_wait_seconds_sum", map[string]float64{
+		`httpretry_retry_wait_seconds_sum{cause="backoff",route="api.test"}`: 0.1,
 	})
 }
 
@@ -100,7 +105,10 @@ func TestAttemptSuccess(t *testing.T) {
 		`httpretry_attempt_successes_total{kind="initial",method="GET",route="api.test"}`: 4,
 	})
 	checkFamily(t, all, "httpretry_attempts_total", map[string]float64{
-		`httpretry_attempts_total{kind="initial",method="GET",route="api.test"}`: 8,
+		`httpretry_attempts_total{kind="initial",method="GET",result="success",route="api.test"}`: 4,
+		`httpretry_attempts_total{kind="initial",method="GET",result="4xx",route="api.test"}`:     1,
+		`httpretry_attempts_total{kind="initial",method="GET",result="5xx",route="api.test"}`:     1,
+		`httpretry_attempts_total{kind="initial",method="GET",result="other",route="api.test"}`:   2,
 	})
 }
 

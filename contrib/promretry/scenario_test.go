@@ -46,8 +46,19 @@ func TestFailFailSuccessOverLoopback(t *testing.T) {
 		`httpretry_operations_total{method="GET",outcome="success",reason="final",` + route + `}`: 1,
 	})
 	checkFamily(t, all, "httpretry_attempts_total", map[string]float64{
-		`httpretry_attempts_total{kind="initial",method="GET",` + route + `}`: 1,
-		`httpretry_attempts_total{kind="retry",method="GET",` + route + `}`:   2,
+		`httpretry_attempts_total{kind="initial",method="GET",result="5xx",` + route + `}`:   1,
+		`httpretry_attempts_total{kind="retry",method="GET",result="5xx",` + route + `}`:     1,
+		`httpretry_attempts_total{kind="retry",method="GET",result="success",` + route + `}`: 1,
+	})
+	checkFamily(t, all, "httpretry_attempts_started_total", map[string]float64{
+		`httpretry_attempts_started_total{kind="initial",method="GET",` + route + `}`: 1,
+		`httpretry_attempts_started_total{kind="retry",method="GET",` + route + `}`:   2,
+	})
+	checkFamily(t, all, "httpretry_attempts_in_flight", map[string]float64{
+		`httpretry_attempts_in_flight{` + route + `}`: 0,
+	})
+	checkFamily(t, all, "httpretry_operation_duration_seconds_count", map[string]float64{
+		`httpretry_operation_duration_seconds_count{outcome="success",` + route + `}`: 1,
 	})
 	// Only the retry succeeded: the initial series does not even exist.
 	checkFamily(t, all, "httpretry_attempt_successes_total", map[string]float64{
@@ -96,8 +107,8 @@ func TestBudgetExhausted(t *testing.T) {
 		`httpretry_operations_total{method="GET",outcome="error_response",reason="budget_exhausted",route="api.test"}`: 2,
 	})
 	checkFamily(t, all, "httpretry_attempts_total", map[string]float64{
-		`httpretry_attempts_total{kind="initial",method="GET",route="api.test"}`: 2,
-		`httpretry_attempts_total{kind="retry",method="GET",route="api.test"}`:   1,
+		`httpretry_attempts_total{kind="initial",method="GET",result="5xx",route="api.test"}`: 2,
+		`httpretry_attempts_total{kind="retry",method="GET",result="5xx",route="api.test"}`:   1,
 	})
 	checkFamily(t, all, "httpretry_attempt_successes_total", map[string]float64{})
 	checkFamily(t, all, "httpretry_budget_tokens", map[string]float64{`httpretry_budget_tokens`: 0})
@@ -129,7 +140,7 @@ func TestDeadlineExhausted(t *testing.T) {
 		`httpretry_operation_wait_seconds_sum{route="api.test"}`: 0.3,
 	})
 	checkFamily(t, all, "httpretry_operation_duration_seconds_sum", map[string]float64{
-		`httpretry_operation_duration_seconds_sum{route="api.test"}`: 0.3,
+		`httpretry_operation_duration_seconds_sum{outcome="error_response",route="api.test"}`: 0.3,
 	})
 	if got := all[`httpretry_operation_wait_seconds_bucket{le="0.25",route="api.test"}`]; got != 0 {
 		t.Errorf("operations waiting at most 250ms = %v; want 0", got)

@@ -199,18 +199,20 @@ func PhaseDurations(a httpretry.Attempt) [NumPhases]time.Duration {
 }
 
 // Events are the values of the idempotency event label: the kinds of
-// the idempotency package's events, then "other" for any other string.
-var Events = [...]string{
-	string(idempotency.KindExecuted), string(idempotency.KindReplayed),
-	string(idempotency.KindConflict), string(idempotency.KindMismatch),
-	string(idempotency.KindMissingKey), string(idempotency.KindInvalidKey),
-	string(idempotency.KindRequestTooLarge), string(idempotency.KindRequestUnreadable),
-	string(idempotency.KindTakeover), string(idempotency.KindNotRecorded),
-	string(idempotency.KindFenced), string(idempotency.KindStoreError), "other",
-}
+// the idempotency package's events ([idempotency.Kinds], the one list of
+// them), then "other" for any other string.
+var Events = eventValues(idempotency.Kinds())
 
 // NumEvents is the number of idempotency event values.
-const NumEvents = len(Events)
+var NumEvents = len(Events)
+
+func eventValues(kinds []idempotency.Kind) []string {
+	values := make([]string, len(kinds), len(kinds)+1)
+	for i, k := range kinds {
+		values[i] = string(k)
+	}
+	return append(values, "other")
+}
 
 // Event returns the index of kind in [Events].
 func Event(kind string) int {

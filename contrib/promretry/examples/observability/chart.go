@@ -9,17 +9,17 @@ import (
 	"strings"
 )
 
-// A small hand-written SVG line chart: the demo's time series needs
-// three lines on one percentage axis, which does not warrant a plotting
+// A small hand-written SVG line chart: the demo's time series needs a
+// few lines on one percentage axis, which does not warrant a plotting
 // library's dependencies.
 
 // Chart geometry, in SVG user units (pixels).
 const (
-	chartW, chartH = 800.0, 420.0
+	chartW, chartH = 800.0, 438.0
 	marginL        = 56.0
 	marginR        = 20.0
 	marginT        = 48.0
-	marginB        = 80.0
+	marginB        = 98.0
 	plotW          = chartW - marginL - marginR
 	plotH          = chartH - marginT - marginB
 )
@@ -36,6 +36,8 @@ var chartLines = []line{
 	{"final success (after retries)", "#4e79a7", false, func(s sample) float64 { return s.finalSuccess }},
 	{"first-attempt success", "#e15759", false, func(s sample) float64 { return s.firstAttemptSuccess }},
 	{"retries per operation (0.1 = 10%)", "#555555", true, func(s sample) float64 { return s.retriesPerOp }},
+	{"attempts ending in a 5xx", "#f28e2b", false, func(s sample) float64 { return s.attempts5xx }},
+	{"attempts ending in a timeout", "#76b7b2", false, func(s sample) float64 { return s.attemptsTimeout }},
 }
 
 // writeChart draws the samples as an SVG chart: one line per chartLines
@@ -102,9 +104,9 @@ func writeChart(w io.Writer, title, subtitle string, samples []sample, phases []
 			dash = ` stroke-dasharray="5,4"`
 		}
 		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2"%s points="%s"/>`+"\n", l.color, dash, strings.Join(pts, " "))
-		// Legend, in a row under the phase names.
-		lx := marginL + 250*float64(i)
-		ly := marginT + plotH + 60
+		// Legend, in rows of three under the phase names.
+		lx := marginL + 250*float64(i%3)
+		ly := marginT + plotH + 56 + 18*float64(i/3)
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"%s/>`+"\n", lx, ly, lx+24, ly, l.color, dash)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" dominant-baseline="middle">%s</text>`+"\n", lx+30, ly, esc(l.label))
 	}

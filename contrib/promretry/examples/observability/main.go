@@ -277,6 +277,8 @@ func printSummary(w io.Writer, t totals, sent int) {
 	fmt.Fprintf(w, "budget tokens left:       %.1f\n", t.budgetTokens)
 	fmt.Fprintf(w, "stop reasons:             %s\n", joinCounts(t.reasons))
 	fmt.Fprintf(w, "outcomes:                 %s\n", joinCounts(t.outcomes))
+	fmt.Fprintf(w, "attempts by result:       %s\n", joinCounts(t.results))
+	fmt.Fprintf(w, "waits by cause:           %s\n", joinCounts(t.waits))
 	fmt.Fprintf(w, "attempts by connection:   %s\n", joinCounts(t.conns))
 	fmt.Fprintf(w, "idempotency events:       %s\n", joinCounts(t.idemKind))
 }

@@ -39,7 +39,8 @@ func TestRun(t *testing.T) {
 	if sent == 0 || sent != recorded {
 		t.Errorf("sent %v operations, recorded %v; want the same, not 0", sent, recorded)
 	}
-	for _, want := range []string{"first-attempt success:", "retries per operation:", "stop reasons:", "phase brownout"} {
+	for _, want := range []string{"first-attempt success:", "retries per operation:", "stop reasons:", "phase brownout",
+		"attempts by result:       ", "success=", "waits by cause:"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
@@ -113,15 +114,19 @@ func TestChart(t *testing.T) {
 	samples := []sample{
 		{at: time.Second, finalSuccess: 1, firstAttemptSuccess: 0.98},
 		{at: 2 * time.Second, finalSuccess: 1, firstAttemptSuccess: 0.97},
-		{at: 3 * time.Second, finalSuccess: 0.8, firstAttemptSuccess: 0.5, retriesPerOp: 0.1},
+		{at: 3 * time.Second, finalSuccess: 0.8, firstAttemptSuccess: 0.5, retriesPerOp: 0.1, attempts5xx: 0.5},
 		{at: 4 * time.Second, finalSuccess: 0.75, firstAttemptSuccess: 0.5, retriesPerOp: 0.1},
 	}
 	var b bytes.Buffer
 	if err := writeChart(&b, "t <&>", "s", samples, phases); err != nil {
 		t.Fatal(err)
 	}
-	if n := checkSVG(t, b.Bytes()); n != 3 {
-		t.Errorf("%d polylines; want 3", n)
+	if n := checkSVG(t, b.Bytes()); n != 5 {
+		t.Errorf("%d polylines; want 5", n)
+	}
+	// The share of attempts ending in a 5xx: half of them at 2.5 s.
+	if !strings.Contains(b.String(), `stroke="#f28e2b" stroke-width="2" points="146.5,340.0 327.5,340.0 508.5,194.0 689.5,340.0"`) {
+		t.Errorf("5xx line not where expected:\n%s", b.String())
 	}
 	// x spans 56..780 for 4 s; y spans 48..340 for 100%..0%. The first
 	// point of the final-success line is at 0.5 s and 100%.

@@ -19,12 +19,14 @@ type totals struct {
 	budgetTokens                float64
 	reasons, outcomes, idemKind map[string]float64
 	conns                       map[string]float64 // attempts by connection use
+	results                     map[string]float64 // attempts by result
+	waits                       map[string]float64 // waits before a retry by cause
 }
 
 // readTotals sums the demo's metric families, keyed by name.
 func readTotals(fams map[string]*dto.MetricFamily) totals {
 	t := totals{reasons: map[string]float64{}, outcomes: map[string]float64{}, idemKind: map[string]float64{},
-		conns: map[string]float64{}}
+		conns: map[string]float64{}, results: map[string]float64{}, waits: map[string]float64{}}
 	each := func(name string, f func(labels map[string]string, v float64)) {
 		for _, m := range fams[name].GetMetric() {
 			labels := make(map[string]string)
@@ -41,6 +43,7 @@ func readTotals(fams map[string]*dto.MetricFamily) totals {
 	})
 	t.succeeded = t.outcomes["success"]
 	each("httpretry_attempts_total", func(l map[string]string, v float64) {
+		t.results[l["result"]] += v
 		if l["kind"] == "initial" {
 			t.initial += v
 		} else {
@@ -57,6 +60,7 @@ func readTotals(fams map[string]*dto.MetricFamily) totals {
 	each("httpretry_attempt_timeouts_total", func(_ map[string]string, v float64) { t.timeouts += v })
 	each("httpretry_budget_tokens", func(_ map[string]string, v float64) { t.budgetTokens = v })
 	each("httpretry_attempt_duration_seconds", func(l map[string]string, v float64) { t.conns[l["conn"]] += v })
+	each("httpretry_retry_wait_seconds", func(l map[string]string, v float64) { t.waits[l["cause"]] += v })
 	each("httpretry_idempotency_events_total", func(l map[string]string, v float64) { t.idemKind[l["kind"]] += v })
 	return t
 }
@@ -70,6 +74,9 @@ type sample struct {
 	finalSuccess        float64 // operations that succeeded / operations
 	retriesPerOp        float64
 	budgetTokens        float64
+	// Shares of the attempts that ended in the interval, by result: why
+	// first attempts fail.
+	attempts5xx, attemptsTimeout float64
 }
 
 // between returns the sample for the interval from prev to cur.
@@ -81,6 +88,10 @@ func between(prev, cur totals, at time.Duration, phase string) sample {
 		return a / b
 	}
 	ops := cur.operations - prev.operations
+	attempts := 0.0
+	for r, n := range cur.results {
+		attempts += n - prev.results[r]
+	}
 	return sample{
 		at:                  at,
 		phase:               phase,
@@ -89,16 +100,20 @@ func between(prev, cur totals, at time.Duration, phase string) sample {
 		finalSuccess:        ratio(cur.succeeded-prev.succeeded, ops),
 		retriesPerOp:        ratio(cur.retries-prev.retries, ops),
 		budgetTokens:        cur.budgetTokens,
+		attempts5xx:         ratio(cur.results["5xx"]-prev.results["5xx"], attempts),
+		attemptsTimeout:     ratio(cur.results["timeout"]-prev.results["timeout"], attempts),
 	}
 }
 
 // writeCSV writes the samples with a header line.
 func writeCSV(w io.Writer, samples []sample) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"seconds", "phase", "operations", "first_attempt_success", "final_success", "retries_per_operation", "budget_tokens"})
+	cw.Write([]string{"seconds", "phase", "operations", "first_attempt_success", "final_success", "retries_per_operation", "budget_tokens",
+		"attempts_5xx", "attempts_timeout"})
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
 	for _, s := range samples {
-		cw.Write([]string{f(s.at.Seconds()), s.phase, f(s.operations), f(s.firstAttemptSuccess), f(s.finalSuccess), f(s.retriesPerOp), f(s.budgetTokens)})
+		cw.Write([]string{f(s.at.Seconds()), s.phase, f(s.operations), f(s.firstAttemptSuccess), f(s.finalSuccess), f(s.retriesPerOp), f(s.budgetTokens),
+			f(s.attempts5xx), f(s.attemptsTimeout)})
 	}
 	cw.Flush()
 	return cw.Error()
@@ -115,11 +130,11 @@ func readCSV(r io.Reader) ([]sample, error) {
 	}
 	var out []sample
 	for i, row := range rows[1:] {
-		if len(row) != 7 {
-			return nil, fmt.Errorf("line %d: %d fields, want 7", i+2, len(row))
+		if len(row) != 9 {
+			return nil, fmt.Errorf("line %d: %d fields, want 9", i+2, len(row))
 		}
-		var v [6]float64
-		for j, k := range []int{0, 2, 3, 4, 5, 6} {
+		var v [8]float64
+		for j, k := range []int{0, 2, 3, 4, 5, 6, 7, 8} {
 			if v[j], err = strconv.ParseFloat(row[k], 64); err != nil {
 				return nil, fmt.Errorf("line %d: %w", i+2, err)
 			}
@@ -127,6 +142,7 @@ func readCSV(r io.Reader) ([]sample, error) {
 		out = append(out, sample{
 			at: time.Duration(v[0] * float64(time.Second)), phase: row[1], operations: v[1],
 			firstAttemptSuccess: v[2], finalSuccess: v[3], retriesPerOp: v[4], budgetTokens: v[5],
+			attempts5xx: v[6], attemptsTimeout: v[7],
 		})
 	}
 	return out, nil

@@ -1,0 +1,89 @@
+package labels
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/httpretry/httpretry"
+)
+
+func TestResult(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		status int
+		err    error
+		want   string
+	}{
+		{"200", 200, nil, "success"},
+		{"304", 304, nil, "success"},
+		{"400", 400, nil, "4xx"},
+		{"404", 404, nil, "4xx"},
+		{"409", 409, nil, "4xx"},
+		{"429", 429, nil, "429"},
+		{"500", 500, nil, "5xx"},
+		{"503", 503, nil, "5xx"},
+		{"529", 529, nil, "529"},
+		{"600", 600, nil, "other"},
+		{"no status", 0, nil, "other"},
+		{"attempt timeout", 0, fmt.Errorf("x: %w", httpretry.ErrAttemptTimeout), "timeout"},
+		{"deadline", 0, context.DeadlineExceeded, "timeout"},
+		{"net timeout", 0, &net.OpError{Op: "read", Err: timeoutErr{}}, "timeout"},
+		{"idle timeout", 0, httpretry.ErrIdleTimeout, "idle_timeout"},
+		{"canceled", 0, context.Canceled, "canceled"},
+		{"refused", 0, &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, "connection_error"},
+		{"reset", 0, &net.OpError{Op: "read", Err: syscall.ECONNRESET}, "connection_error"},
+		{"eof", 0, io.ErrUnexpectedEOF, "connection_error"},
+		{"dns", 0, &net.DNSError{Err: "no such host", Name: "x.test"}, "connection_error"},
+		{"error after a status", 503, syscall.ECONNRESET, "connection_error"},
+		{"other error", 0, fmt.Errorf("something else"), "other"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Results[Result(tt.status, tt.err)]; got != tt.want {
+				t.Errorf("Result(%d, %v) = %q; want %q", tt.status, tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+func TestWaitCause(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		a        httpretry.Attempt
+		want     string
+		waitSeen bool
+	}{
+		{"backoff", httpretry.Attempt{Wait: 70 * time.Millisecond}, "backoff", true},
+		{"retry after", httpretry.Attempt{Wait: 2070 * time.Millisecond, RetryAfter: 2 * time.Second}, "retry_after", true},
+		{"no wait follows", httpretry.Attempt{}, "backoff", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, ok := WaitCause(tt.a)
+			if WaitCauses[c] != tt.want || ok != tt.waitSeen {
+				t.Errorf("WaitCause(%+v) = %q, %v; want %q, %v", tt.a, WaitCauses[c], ok, tt.want, tt.waitSeen)
+			}
+		})
+	}
+}
+
+func TestAttemptBuckets(t *testing.T) {
+	t.Parallel()
+	got := AttemptBuckets(4)
+	if fmt.Sprint(got) != "[1 2 3 4]" {
+		t.Errorf("AttemptBuckets(4) = %v; want [1 2 3 4]", got)
+	}
+}

@@ -1,0 +1,6 @@
+// Package metricsutil holds what httpretry's metric adapters
+// (contrib/promretry, contrib/otelretry) share and that is not a label
+// value: how a retry budget is read for a gauge, and which budget a
+// Transport uses. It has no dependencies beyond the standard library and
+// httpretry, so that any adapter can use it.
+package metricsutil
