@@ -9,9 +9,9 @@ import (
 )
 
 // TestWindowsConnectionErrorsAreTransient: on Windows a refused, reset,
-// aborted or timed-out connection carries a Winsock code, which syscall.ECONNREFUSED
-// and its kin do not match; they are transient all the same, with the
-// ErrorClass of their POSIX counterparts. The test installs the Windows
+// aborted or timed-out connection carries a Winsock code, which
+// syscall.ECONNREFUSED and its kin do not match; they are transient all
+// the same, with the ErrorClass of their POSIX counterparts. The test installs the Windows
 // table on any platform (classify_windows_test.go dials for real on
 // Windows), so it must not run in parallel.
 func TestWindowsConnectionErrorsAreTransient(t *testing.T) {
@@ -33,8 +33,8 @@ func TestWindowsConnectionErrorsAreTransient(t *testing.T) {
 		{"WSAESHUTDOWN writing", winOpError("write", "wsasend", winErrWSAESHUTDOWN), "broken_pipe"},
 		// ETIMEDOUT is a network timeout on other systems (its Errno's
 		// Timeout is true); Windows's is a Winsock code whose is not.
-		{"WSAETIMEDOUT dialing", winOpError("dial", "connectex", syscall.Errno(10060)), "timeout"},
-		{"WSAETIMEDOUT reading", winOpError("read", "wsarecv", syscall.Errno(10060)), "timeout"},
+		{"WSAETIMEDOUT dialing", winOpError("dial", "connectex", winErrWSAETIMEDOUT), "timeout"},
+		{"WSAETIMEDOUT reading", winOpError("read", "wsarecv", winErrWSAETIMEDOUT), "timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
