@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -223,7 +224,7 @@ func TestLegacyCancelClosedBeforeRoundTrip(t *testing.T) {
 
 // TestConcurrentObservedOperations: many concurrent operations of one
 // Transport, idempotent and not, with OnAttempt, IdleTimeout and
-// Propagate, against a server that fails some of them, report every
+// Propagate, against a server that fails a third of them twice, report every
 // attempt of their own and no other (each attempt's Retry-Attempt header
 // is the count OnAttempt saw), under -race.
 func TestConcurrentObservedOperations(t *testing.T) {
@@ -234,7 +235,9 @@ func TestConcurrentObservedOperations(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			srv := newLoopbackServer(t, h2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if hits.Add(1)%3 == 0 {
+				hits.Add(1)
+				// A third of the operations fail their first two attempts.
+				if op, _ := strconv.Atoi(r.Header.Get("X-Op")); op%3 == 0 && r.Header.Get(AttemptHeader) < "3" {
 					w.WriteHeader(http.StatusServiceUnavailable)
 					return
 				}
