@@ -230,7 +230,7 @@ func (op *operation) attemptContext() (ctx context.Context, derived bool, limit 
 	// OnAttempt, and with Propagate takes the time spent getting a
 	// connection out of the time left it sends.
 	if !op.idempotent || t.OnAttempt != nil || (t.Propagate && bounded) {
-		ctx, op.trace = withConnTrace(ctx, t.OnAttempt != nil)
+		ctx, op.trace = withConnTrace(ctx, t.OnAttempt != nil, t.Propagate && bounded)
 		derived = true
 	}
 	if op.idle != nil {

@@ -339,10 +339,6 @@ func TestPropagatedTimeoutIsWhatTheCallerWillWait(t *testing.T) {
 // got is written with at most AttemptTimeout minus that wait in
 // Request-Timeout: the time spent queued is time the caller no longer has.
 func TestPropagatedTimeoutAfterStreamSlotWait(t *testing.T) {
-	t.Skip("KNOWN BREAK: Request-Timeout is rewritten at GotConn, but net/http's HTTP/2 client with " +
-		"StrictMaxConcurrentRequests gets the connection first and then waits for a stream slot before " +
-		"encoding the headers, and no httptrace hook runs between the two (WroteHeaderField of the first " +
-		"pseudo-header could carry the rewrite, at the cost of a hook per header field).")
 	const hold, attemptTimeout = 700 * time.Millisecond, 1500 * time.Millisecond
 	got := make(chan string, 1)
 	holding := make(chan struct{})

@@ -34,23 +34,30 @@ import (
 // report. fill also counts the connection phases only for a new
 // connection, and only within the time that attempt waited for it.
 type connTrace struct {
-	full   httptrace.ClientTrace // every hook: for OnAttempt
-	light  httptrace.ClientTrace // GetConn and GotConn: the proof that nothing was sent
-	start  time.Time             // when the attempt was sent
-	pooled bool                  // from connTraces, hooks never composed
-	dials  bool                  // the dial hooks are installed (full)
+	full       httptrace.ClientTrace // every hook: for OnAttempt
+	light      httptrace.ClientTrace // GetConn and GotConn: the proof that nothing was sent
+	withWrites httptrace.ClientTrace // full or light, and WroteHeaderField: for Propagate
+	start      time.Time             // when the attempt was sent
+	pooled     bool                  // from connTraces, hooks never composed
+	dials      bool                  // the dial hooks are installed (full)
+	writes     bool                  // WroteHeaderField is installed (header)
+
+	wroteHeaderField func(string, []string) // built once: installing it allocates nothing
 
 	// With Propagate, the attempt's own header, whose TimeoutHeader is
-	// rewritten when the connection is obtained: the time spent waiting
-	// for it is time the caller no longer has. nil otherwise.
-	header http.Header
-	limit  time.Time // the attempt's limit, on clock
-	clock  clockwork.Clock
+	// rewritten when the connection is obtained and again as the request
+	// starts to be written: the time spent waiting for the connection,
+	// and then (HTTP/2) for a stream on it, is time the caller no longer
+	// has. nil otherwise.
+	attemptHeader http.Header
+	limit         time.Time // the attempt's limit, on clock
+	clock         clockwork.Clock
 
 	mu        sync.Mutex // protects the fields below
 	done      bool       // the attempt has ended: ignore later events
 	asked     bool       // GetConn: the request asked for a connection
 	got       bool       // GotConn: it had one, and may have been sent
+	writing   bool       // the first header field of this send was written
 	reused    bool
 	getConn   time.Time
 	gotConn   time.Time
@@ -81,11 +88,22 @@ func newConnTrace() *connTrace {
 		c.mu.Lock()
 		if !c.done {
 			c.got, c.reused, c.gotConn = true, info.Reused, now
-			if c.header != nil {
-				// net/http writes the request after this hook
-				// returns, on the same goroutine.
-				c.header.Set(TimeoutHeader, timeoutValue(c.limit.Sub(c.clock.Now())))
-			}
+			c.writing = false
+			c.setTimeoutLocked()
+		}
+		c.mu.Unlock()
+	}
+	// net/http writes the Host header (HTTP/1.1) or the :authority
+	// pseudo-header (HTTP/2) first, before any field of the request's
+	// Header: the first field written is the last moment the time left
+	// can be set, once the request has its connection and, over HTTP/2,
+	// its stream. It runs on the goroutine that writes the request, after
+	// GotConn, with the attempt still waiting for it.
+	c.wroteHeaderField = func(string, []string) {
+		c.mu.Lock()
+		if !c.done && !c.writing {
+			c.writing = true
+			c.setTimeoutLocked()
 		}
 		c.mu.Unlock()
 	}
@@ -104,10 +122,11 @@ func newConnTrace() *connTrace {
 
 // withConnTrace returns ctx with a connTrace installed. timings says
 // whether to record the phases too, or only whether a connection was
-// obtained. A trace the caller installed is kept: net/http then calls
-// both, and the pooled hooks are not used, since composing would change
-// them for good.
-func withConnTrace(ctx context.Context, timings bool) (context.Context, *connTrace) {
+// obtained; writes, whether to rewrite TimeoutHeader as the request is
+// written (see propagateAt). A trace the caller installed is kept: net/http
+// then calls both, and the pooled hooks are not used, since composing
+// would change them for good.
+func withConnTrace(ctx context.Context, timings, writes bool) (context.Context, *connTrace) {
 	var c *connTrace
 	if httptrace.ContextClientTrace(ctx) != nil {
 		c = newConnTrace()
@@ -116,11 +135,17 @@ func withConnTrace(ctx context.Context, timings bool) (context.Context, *connTra
 		c.pooled = true
 	}
 	c.reset()
-	c.dials = timings
+	c.dials, c.writes = timings, writes
+	hooks := &c.light
 	if timings {
-		return httptrace.WithClientTrace(ctx, &c.full), c
+		hooks = &c.full
 	}
-	return httptrace.WithClientTrace(ctx, &c.light), c
+	if writes {
+		c.withWrites = *hooks
+		c.withWrites.WroteHeaderField = c.wroteHeaderField
+		hooks = &c.withWrites
+	}
+	return httptrace.WithClientTrace(ctx, hooks), c
 }
 
 // reset readies c for a new attempt, sent now.
@@ -128,28 +153,40 @@ func (c *connTrace) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.start = time.Now()
-	c.done, c.asked, c.got, c.reused = false, false, false, false
+	c.done, c.asked, c.got, c.reused, c.writing = false, false, false, false, false
 	c.getConn, c.gotConn, c.firstByte = time.Time{}, time.Time{}, time.Time{}
 	c.dnsStart, c.dnsDone, c.connStart, c.connDone = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	c.tlsStart, c.tlsDone = time.Time{}, time.Time{}
-	c.header, c.limit, c.clock = nil, time.Time{}, nil
+	c.attemptHeader, c.limit, c.clock = nil, time.Time{}, nil
 }
 
 // propagateAt makes the attempt's TimeoutHeader, in header, say the time
-// left until limit when the request is written, not when it was made.
+// left until limit when the request is written, not when it was made: it
+// is set again when the attempt gets its connection and, when the trace
+// was made with writes, when the request's first header field is written.
 func (c *connTrace) propagateAt(header http.Header, limit time.Time, clock clockwork.Clock) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.header, c.limit, c.clock = header, limit, clock
+	c.attemptHeader, c.limit, c.clock = header, limit, clock
+}
+
+// setTimeoutLocked sets the attempt's TimeoutHeader to the time left now,
+// under c.mu.
+func (c *connTrace) setTimeoutLocked() {
+	if c.attemptHeader != nil {
+		c.attemptHeader.Set(TimeoutHeader, timeoutValue(c.limit.Sub(c.clock.Now())))
+	}
 }
 
 // release returns c to the pool once its attempt is reported, unless a
 // callback may still reach it: a trace with the dial hooks whose request
-// asked for a connection may have started a dial that reports later. A
-// trace composed with the caller's is not pooled either.
+// asked for a connection may have started a dial that reports later, and
+// one with WroteHeaderField may be called by a write that outlives its
+// attempt (the response came first). A trace composed with the caller's
+// is not pooled either.
 func (c *connTrace) release() {
 	c.mu.Lock()
-	reachable := c.dials && c.asked
+	reachable := (c.dials || c.writes) && c.asked
 	c.mu.Unlock()
 	if c.pooled && !reachable {
 		connTraces.Put(c)
