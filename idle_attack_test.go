@@ -297,3 +297,58 @@ func TestIdleWithBaseWithoutTrace(t *testing.T) {
 		t.Error("the attempts ran until the caller's deadline")
 	}
 }
+
+// TestTimeoutWhileReadIsBlocked: with IdleTimeout far off, the operation's
+// Timeout passing while a Read of a silent stream is blocked ends the Read
+// with a timeout that matches context.DeadlineExceeded, not ErrIdleTimeout.
+func TestTimeoutWhileReadIsBlocked(t *testing.T) {
+	t.Parallel()
+	for _, p := range protocols {
+		h2 := p.h2
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			srv := newLoopbackServer(t, h2, stallHandler(true))
+			tr := &Transport{Base: serverBase(t, srv), IdleTimeout: time.Minute, Timeout: 2 * time.Second}
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/events", nil))
+			if err != nil {
+				t.Skipf("the machine took the whole Timeout before the headers: %v", err)
+			}
+			defer resp.Body.Close()
+			_, err = io.ReadAll(resp.Body)
+			if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrIdleTimeout) || errors.Is(err, context.Canceled) {
+				t.Errorf("read error %v; want context.DeadlineExceeded alone", err)
+			}
+		})
+	}
+}
+
+// TestBufferedStallIsRetriedAsIdle: with BufferResponse, a body that stalls
+// for IdleTimeout midway fails its attempt, which is retried; when every
+// attempt stalls, the operation ends attempts_exhausted with an idle
+// timeout that is not a cancellation.
+func TestBufferedStallIsRetriedAsIdle(t *testing.T) {
+	t.Parallel()
+	for _, p := range protocols {
+		h2 := p.h2
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			var hits atomic.Int32
+			srv := newLoopbackServer(t, h2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				hits.Add(1)
+				stallHandler(true).ServeHTTP(w, r)
+			}))
+			tr := &Transport{Base: serverBase(t, srv), IdleTimeout: 150 * time.Millisecond,
+				BufferResponse: 1 << 20, MaxAttempts: 2, Jitter: noJitter}
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/events", nil))
+			if err == nil {
+				resp.Body.Close()
+				t.Fatalf("%d; want an error", resp.StatusCode)
+			}
+			checkIdleError(t, err)
+			var e *Error
+			if !errors.As(err, &e) || e.Reason != AttemptsExhausted || hits.Load() != 2 {
+				t.Errorf("%v after %d hits; want attempts_exhausted after 2", err, hits.Load())
+			}
+		})
+	}
+}
