@@ -211,7 +211,8 @@ func TestLegacyCancelClosedBeforeRoundTrip(t *testing.T) {
 	req := newRequest(t, context.Background(), "GET", srv.URL, nil)
 	ch := make(chan struct{})
 	close(ch)
-	req.Cancel = ch //nolint:staticcheck // the deprecated channel is what is tested
+	//lint:ignore SA1019 the deprecated channel is what is tested
+	req.Cancel = ch
 	resp, err := tr.RoundTrip(req)
 	if err == nil {
 		resp.Body.Close()

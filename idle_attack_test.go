@@ -251,7 +251,8 @@ func TestLegacyCancelWhileReadIsBlocked(t *testing.T) {
 	tr := &Transport{Base: serverBase(t, srv), IdleTimeout: time.Minute}
 	req := newRequest(t, context.Background(), "GET", srv.URL+"/events", nil)
 	cancelCh := make(chan struct{})
-	req.Cancel = cancelCh //nolint:staticcheck // the deprecated channel is what is tested
+	//lint:ignore SA1019 the deprecated channel is what is tested
+	req.Cancel = cancelCh
 	resp, err := tr.RoundTrip(req)
 	if err != nil {
 		t.Fatal(err)
