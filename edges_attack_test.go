@@ -370,3 +370,55 @@ func TestExpectContinueKeepAliveRefusal(t *testing.T) {
 		}
 	}
 }
+
+// TestLegacyCancelEndsBodyBuffering: closing the deprecated Request.Cancel
+// channel while the Transport buffers a stalled request body (known
+// length, no GetBody) before the first attempt ends RoundTrip promptly as
+// canceled, as it ends an attempt or a wait: a bare http.Transport stops
+// writing such a body when the channel closes. The body is closed once.
+func TestLegacyCancelEndsBodyBuffering(t *testing.T) {
+	t.Parallel()
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	body := &closeCounter{ReadCloser: pr}
+	req := newRequest(t, context.Background(), "PUT", "http://127.0.0.1:1/upload", nil)
+	req.Body, req.ContentLength, req.GetBody = body, 10, nil
+	cancelCh := make(chan struct{})
+	//lint:ignore SA1019 the deprecated channel is what is tested
+	req.Cancel = cancelCh
+	time.AfterFunc(100*time.Millisecond, func() { close(cancelCh) })
+	tr := &Transport{Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		t.Error("an attempt was made")
+		return nil, errors.New("unexpected attempt")
+	})}
+	done := make(chan error, 1)
+	go func() {
+		_, err := tr.RoundTrip(req)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		var e *Error
+		if !errors.As(err, &e) || e.Reason != Canceled || !errors.Is(err, context.Canceled) {
+			t.Errorf("%v; want canceled, matching context.Canceled", err)
+		}
+		if n := body.closes.Load(); n != 1 {
+			t.Errorf("the body was closed %d times; want once", n)
+		}
+	case <-time.After(20 * time.Second):
+		pw.CloseWithError(errors.New("test over")) // let RoundTrip return
+		<-done
+		t.Fatal("RoundTrip still buffers the body after Request.Cancel was closed")
+	}
+}
+
+// closeCounter counts the Close calls of a ReadCloser.
+type closeCounter struct {
+	io.ReadCloser
+	closes atomic.Int32
+}
+
+func (c *closeCounter) Close() error {
+	c.closes.Add(1)
+	return c.ReadCloser.Close()
+}
