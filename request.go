@@ -25,7 +25,9 @@ func (op *operation) prepare() error {
 		op.body = bodyDirect
 	} else if req.ContentLength > 0 && req.ContentLength <= t.bufferRequest() {
 		op.ownsBody = false // bufferBody closes it
-		r, err := bufferBody(op.ctx, req, t.bufferRequest())
+		ctx, stop := withCancelChan(op.ctx, op.cancelChan())
+		r, err := bufferBody(ctx, req, t.bufferRequest())
+		stop()
 		if err != nil {
 			return fmt.Errorf("httpretry: reading request body: %w", err)
 		}
