@@ -353,3 +353,37 @@ func TestBufferedStallIsRetriedAsIdle(t *testing.T) {
 		})
 	}
 }
+
+// TestIdleBodyAfterTheEnd: once a body has been closed, or has failed with
+// an idle timeout, further Reads return at once: after Close an error that
+// is not an idle timeout, after the timeout the idle timeout again.
+func TestIdleBodyAfterTheEnd(t *testing.T) {
+	t.Parallel()
+	for _, p := range protocols {
+		h2 := p.h2
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			srv := newLoopbackServer(t, h2, stallHandler(true))
+			tr := &Transport{Base: serverBase(t, srv), IdleTimeout: 150 * time.Millisecond, MaxAttempts: 1}
+			closed, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/events", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			closed.Body.Close()
+			if _, err := closed.Body.Read(make([]byte, 8)); err == nil || errors.Is(err, ErrIdleTimeout) {
+				t.Errorf("Read after Close: %v; want a closed body's error", err)
+			}
+			idled, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/events", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer idled.Body.Close()
+			_, err = io.ReadAll(idled.Body)
+			checkIdleError(t, err)
+			for range 3 {
+				_, err := idled.Body.Read(make([]byte, 8))
+				checkIdleError(t, err)
+			}
+		})
+	}
+}
