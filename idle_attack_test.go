@@ -387,3 +387,32 @@ func TestIdleBodyAfterTheEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestIdleEmptyBodyReleasedAtOnce: a response without a body (http.NoBody,
+// as for a 204 or a HEAD) has nothing to go quiet: with IdleTimeout, as
+// without it, RoundTrip releases the attempt's context before it returns,
+// and the caller gets http.NoBody, not a body it must close to release it.
+func TestIdleEmptyBodyReleasedAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, idle := range []time.Duration{0, time.Minute} {
+		t.Run(fmt.Sprint("IdleTimeout=", idle), func(t *testing.T) {
+			t.Parallel()
+			var attemptCtx context.Context
+			base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				attemptCtx = r.Context()
+				return &http.Response{StatusCode: http.StatusNoContent, Body: http.NoBody, Request: r}, nil
+			})
+			tr := &Transport{Base: base, AttemptTimeout: time.Minute, IdleTimeout: idle}
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Body != http.NoBody {
+				t.Errorf("Body is %T; want http.NoBody", resp.Body)
+			}
+			if attemptCtx.Err() == nil {
+				t.Error("the attempt's context is still live after RoundTrip returned a response without a body")
+			}
+		})
+	}
+}
