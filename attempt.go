@@ -291,8 +291,10 @@ func (op *operation) complete(req *http.Request, resp *http.Response, err error)
 			op.idle.headers()
 			// A switched protocol has no response left to go quiet:
 			// its body is not watched, and the attempt's context
-			// lives until it is closed.
-			if resp.StatusCode != http.StatusSwitchingProtocols {
+			// lives until it is closed. An empty body (a 204, a
+			// HEAD) has nothing to wait for: it stays http.NoBody,
+			// and the attempt is released before RoundTrip returns.
+			if resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != http.NoBody {
 				resp.Body = &idleBody{rc: resp.Body, w: op.idle}
 			}
 		}
