@@ -34,15 +34,11 @@ import (
 // report. fill also counts the connection phases only for a new
 // connection, and only within the time that attempt waited for it.
 type connTrace struct {
-	full       httptrace.ClientTrace // every hook: for OnAttempt
-	light      httptrace.ClientTrace // GetConn and GotConn: the proof that nothing was sent
-	withWrites httptrace.ClientTrace // full or light, and WroteHeaderField: for Propagate
-	start      time.Time             // when the attempt was sent
-	pooled     bool                  // from connTraces, hooks never composed
-	dials      bool                  // the dial hooks are installed (full)
-	writes     bool                  // WroteHeaderField is installed (header)
-
-	wroteHeaderField func(string, []string) // built once: installing it allocates nothing
+	full   httptrace.ClientTrace // every hook: for OnAttempt
+	light  httptrace.ClientTrace // GetConn and GotConn: the proof that nothing was sent
+	start  time.Time             // when the attempt was sent
+	pooled bool                  // from connTraces, hooks never composed
+	dials  bool                  // the dial hooks are installed (full)
 
 	// With Propagate, the attempt's own header, whose TimeoutHeader is
 	// rewritten when the connection is obtained and again as the request
@@ -54,6 +50,7 @@ type connTrace struct {
 	clock         clockwork.Clock
 
 	mu        sync.Mutex // protects the fields below
+	gen       uint64     // counts the attempts c has served: a hook of an earlier one is stale
 	done      bool       // the attempt has ended: ignore later events
 	asked     bool       // GetConn: the request asked for a connection
 	got       bool       // GotConn: it had one, and may have been sent
@@ -93,20 +90,6 @@ func newConnTrace() *connTrace {
 		}
 		c.mu.Unlock()
 	}
-	// net/http writes the Host header (HTTP/1.1) or the :authority
-	// pseudo-header (HTTP/2) first, before any field of the request's
-	// Header: the first field written is the last moment the time left
-	// can be set, once the request has its connection and, over HTTP/2,
-	// its stream. It runs on the goroutine that writes the request, after
-	// GotConn, with the attempt still waiting for it.
-	c.wroteHeaderField = func(string, []string) {
-		c.mu.Lock()
-		if !c.done && !c.writing {
-			c.writing = true
-			c.setTimeoutLocked()
-		}
-		c.mu.Unlock()
-	}
 	c.full = c.light
 	c.full.DNSStart = func(httptrace.DNSStartInfo) { c.stamp(&c.dnsStart, false) }
 	c.full.DNSDone = func(httptrace.DNSDoneInfo) { c.stamp(&c.dnsDone, true) }
@@ -135,17 +118,44 @@ func withConnTrace(ctx context.Context, timings, writes bool) (context.Context, 
 		c.pooled = true
 	}
 	c.reset()
-	c.dials, c.writes = timings, writes
+	c.dials = timings
 	hooks := &c.light
 	if timings {
 		hooks = &c.full
 	}
 	if writes {
-		c.withWrites = *hooks
-		c.withWrites.WroteHeaderField = c.wroteHeaderField
-		hooks = &c.withWrites
+		hooks = c.withWroteHeaderField(hooks)
 	}
 	return httptrace.WithClientTrace(ctx, hooks), c
+}
+
+// withWroteHeaderField returns a copy of hooks that also rewrites the
+// attempt's TimeoutHeader when the request's first header field is
+// written. net/http writes the Host header (HTTP/1.1) or the :authority
+// pseudo-header (HTTP/2) before any field of the request's Header: that
+// is the last moment the time left can be set, once the request has its
+// connection and, over HTTP/2, its stream.
+//
+// The hook runs on the goroutine that writes the request, which an
+// HTTP/2 attempt that ended does not wait for: it carries the attempt's
+// generation, so that once c serves another attempt a late call is
+// ignored. (The copy and the hook are this attempt's own: two
+// allocations, only with Propagate and a bound.)
+func (c *connTrace) withWroteHeaderField(hooks *httptrace.ClientTrace) *httptrace.ClientTrace {
+	c.mu.Lock()
+	gen := c.gen
+	c.mu.Unlock()
+	h := new(httptrace.ClientTrace)
+	*h = *hooks
+	h.WroteHeaderField = func(string, []string) {
+		c.mu.Lock()
+		if c.gen == gen && !c.done && !c.writing {
+			c.writing = true
+			c.setTimeoutLocked()
+		}
+		c.mu.Unlock()
+	}
+	return h
 }
 
 // reset readies c for a new attempt, sent now.
@@ -153,6 +163,7 @@ func (c *connTrace) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.start = time.Now()
+	c.gen++
 	c.done, c.asked, c.got, c.reused, c.writing = false, false, false, false, false
 	c.getConn, c.gotConn, c.firstByte = time.Time{}, time.Time{}, time.Time{}
 	c.dnsStart, c.dnsDone, c.connStart, c.connDone = time.Time{}, time.Time{}, time.Time{}, time.Time{}
@@ -180,13 +191,12 @@ func (c *connTrace) setTimeoutLocked() {
 
 // release returns c to the pool once its attempt is reported, unless a
 // callback may still reach it: a trace with the dial hooks whose request
-// asked for a connection may have started a dial that reports later, and
-// one with WroteHeaderField may be called by a write that outlives its
-// attempt (the response came first). A trace composed with the caller's
-// is not pooled either.
+// asked for a connection may have started a dial that reports later. (A
+// late WroteHeaderField is told apart by its generation.) A trace
+// composed with the caller's is not pooled either.
 func (c *connTrace) release() {
 	c.mu.Lock()
-	reachable := (c.dials || c.writes) && c.asked
+	reachable := c.dials && c.asked
 	c.mu.Unlock()
 	if c.pooled && !reachable {
 		connTraces.Put(c)
