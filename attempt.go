@@ -233,7 +233,7 @@ func (op *operation) attemptContext() (ctx context.Context, derived bool, limit 
 	// OnAttempt, and with Propagate takes the time spent getting a
 	// connection out of the time left it sends.
 	if !op.idempotent || t.OnAttempt != nil || (t.Propagate && bounded) {
-		ctx, op.trace = withConnTrace(ctx, t.traceLevel())
+		ctx, op.trace = withConnTrace(ctx, t.traceLevel(), t.Propagate && bounded)
 		derived = true
 	}
 	if op.idle != nil {
@@ -294,8 +294,10 @@ func (op *operation) complete(req *http.Request, resp *http.Response, err error)
 			op.idle.headers()
 			// A switched protocol has no response left to go quiet:
 			// its body is not watched, and the attempt's context
-			// lives until it is closed.
-			if resp.StatusCode != http.StatusSwitchingProtocols {
+			// lives until it is closed. An empty body (a 204, a
+			// HEAD) has nothing to wait for: it stays http.NoBody,
+			// and the attempt is released before RoundTrip returns.
+			if resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != http.NoBody {
 				resp.Body = &idleBody{rc: resp.Body, w: op.idle}
 			}
 		}

@@ -3,9 +3,11 @@ package httpretry
 import "syscall"
 
 // Winsock and Win32 error codes (winerror.h) that a connection refused,
-// reset or aborted carries on Windows. There, net's errors wrap these
-// codes, and syscall.ECONNREFUSED and its kin are codes of their own that
-// no socket returns, so errors.Is never matches them. The codes are
+// reset, aborted or timed out carries on Windows. There, net's errors wrap
+// these codes, and syscall.ECONNREFUSED and its kin are codes of their own
+// that no socket returns, so errors.Is never matches them; nor is
+// WSAETIMEDOUT a timeout to its Errno's Timeout method, as ETIMEDOUT is
+// elsewhere. The codes are
 // declared for every platform, so that their table can be tested
 // anywhere; only Windows uses it (classify_windows.go).
 const (
@@ -16,12 +18,14 @@ const (
 	winErrWSAECONNABORTED   syscall.Errno = 10053 // WSAECONNABORTED
 	winErrWSAECONNRESET     syscall.Errno = 10054 // WSAECONNRESET
 	winErrWSAESHUTDOWN      syscall.Errno = 10058 // WSAESHUTDOWN: sending on a connection already shut down
+	winErrWSAETIMEDOUT      syscall.Errno = 10060 // WSAETIMEDOUT: the system gave up on a connect or a send
 	winErrWSAECONNREFUSED   syscall.Errno = 10061 // WSAECONNREFUSED
 )
 
 // winsockConnErrors maps Windows's connection errors to the ErrorClass
 // words of their POSIX counterparts: refused, reset (aborted and reset
-// alike, as for ECONNABORTED) and broken pipe.
+// alike, as for ECONNABORTED), broken pipe, and timeout (ETIMEDOUT, a
+// network timeout on other systems).
 var winsockConnErrors = [...]errorClassOf{
 	{winErrWSAECONNREFUSED, "connection_refused"},
 	{winErrConnectionRefused, "connection_refused"},
@@ -31,4 +35,5 @@ var winsockConnErrors = [...]errorClassOf{
 	{winErrNetnameDeleted, "connection_reset"},
 	{winErrConnectionAborted, "connection_reset"},
 	{winErrWSAESHUTDOWN, "broken_pipe"},
+	{winErrWSAETIMEDOUT, "timeout"},
 }

@@ -8,10 +8,10 @@ import (
 	"testing"
 )
 
-// TestWindowsConnectionErrorsAreTransient: on Windows a refused, reset or
-// aborted connection carries a Winsock code, which syscall.ECONNREFUSED
-// and its kin do not match; they are transient all the same, with the
-// ErrorClass of their POSIX counterparts. The test installs the Windows
+// TestWindowsConnectionErrorsAreTransient: on Windows a refused, reset,
+// aborted or timed-out connection carries a Winsock code, which
+// syscall.ECONNREFUSED and its kin do not match; they are transient all
+// the same, with the ErrorClass of their POSIX counterparts. The test installs the Windows
 // table on any platform (classify_windows_test.go dials for real on
 // Windows), so it must not run in parallel.
 func TestWindowsConnectionErrorsAreTransient(t *testing.T) {
@@ -31,6 +31,10 @@ func TestWindowsConnectionErrorsAreTransient(t *testing.T) {
 		{"ERROR_NETNAME_DELETED reading", winOpError("read", "wsarecv", winErrNetnameDeleted), "connection_reset"},
 		{"ERROR_CONNECTION_ABORTED reading", winOpError("read", "wsarecv", winErrConnectionAborted), "connection_reset"},
 		{"WSAESHUTDOWN writing", winOpError("write", "wsasend", winErrWSAESHUTDOWN), "broken_pipe"},
+		// ETIMEDOUT is a network timeout on other systems (its Errno's
+		// Timeout is true); Windows's is a Winsock code whose is not.
+		{"WSAETIMEDOUT dialing", winOpError("dial", "connectex", winErrWSAETIMEDOUT), "timeout"},
+		{"WSAETIMEDOUT reading", winOpError("read", "wsarecv", winErrWSAETIMEDOUT), "timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -55,6 +55,25 @@ func (op *operation) cancelChan() <-chan struct{} {
 	return op.req.Cancel
 }
 
+// withCancelChan returns a context that also ends when ch (the deprecated
+// Request.Cancel) is closed, for a wait that only a context interrupts,
+// and the function that releases it. A goroutine watches ch until then;
+// with a nil ch, ctx is returned as it is.
+func withCancelChan(ctx context.Context, ch <-chan struct{}) (context.Context, context.CancelFunc) {
+	if ch == nil {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-ch:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // closed reports whether ch is closed, without blocking; a nil channel is
 // not.
 func closed(ch <-chan struct{}) bool {

@@ -239,3 +239,48 @@ func TestDetachedWorkKeepsItsOwnRetries(t *testing.T) {
 		}
 	}
 }
+
+// TestDetachedWorkWithItsOwnTimeoutKeepsItsRetries: work a handler detaches
+// from its request with context.WithoutCancel and bounds with a timeout of
+// its own is retried by its own Transport even while the request still
+// runs: nobody upstream retries that work, whether it started before or
+// after the response was sent.
+func TestDetachedWorkWithItsOwnTimeoutKeepsItsRetries(t *testing.T) {
+	t.Skip("KNOWN BREAK: the ownership mark is a context value and survives context.WithoutCancel; " +
+		"a context derived from the detached one (WithTimeout) has a Done channel again, so while the " +
+		"request runs it cannot be told from the request's own context with the public context API. " +
+		"Needs an API decision (e.g. an exported way to detach work from the upstream owner).")
+	for _, p := range protocols {
+		t.Run(p.name, func(t *testing.T) {
+			var hits atomic.Int32
+			backend := newLoopbackServer(t, p.h2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if hits.Add(1) < 3 {
+					w.WriteHeader(http.StatusServiceUnavailable)
+					return
+				}
+				io.WriteString(w, "done")
+			}))
+			tr := &Transport{Base: serverBase(t, backend), Jitter: noJitter, BaseDelay: time.Millisecond}
+			var o Outcome
+			front := newLoopbackServer(t, p.h2, Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+				defer cancel()
+				resp, err := tr.RoundTrip(newRequest(t, WithOutcome(ctx, &o), "GET", backend.URL, nil))
+				if err == nil {
+					resp.Body.Close()
+				}
+				w.WriteHeader(http.StatusAccepted)
+			}), 0))
+			req := newRequest(t, context.Background(), "GET", front.URL, nil)
+			req.Header.Set(AttemptHeader, "1")
+			resp, err := serverBase(t, front).RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := int(hits.Load()); got != 3 || o.Attempts != 3 {
+				t.Errorf("backend saw %d requests, outcome %+v; want 3", got, o)
+			}
+		})
+	}
+}

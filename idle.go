@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http/httptrace"
 	"net/textproto"
@@ -66,7 +67,21 @@ type idleWatch struct {
 	deadline time.Time     // when the armed period ends
 	left     time.Duration // of a period paused by a Read that brought nothing; 0: none
 	fired    bool
+	interim  int64 // size of the 1xx headers of this send
 }
+
+// max1xxBytes bounds the total size of the 1xx responses to one request
+// sent, as net/http bounds them when no hook sees them (its default limit
+// on response headers, and HTTP/2's on header lists, are both 10 MiB).
+// Each header field counts its name, its value and headerFieldOverhead,
+// as HTTP/2 counts a header list (RFC 9113 §6.5.2).
+const (
+	max1xxBytes         = 10 << 20
+	headerFieldOverhead = 32
+)
+
+// errTooMany1xx fails an attempt whose 1xx responses exceed max1xxBytes.
+var errTooMany1xx = errors.New("httpretry: too many 1xx informational responses")
 
 // watchIdle derives a context for one attempt that ends when the server
 // stays silent for d while the timer is armed, and arms it: the attempt is
@@ -84,10 +99,12 @@ func watchIdle(ctx context.Context, clock clockwork.Clock, d time.Duration) (con
 // trace already in ctx. Getting a connection disarms the timer; the
 // request written arms it, and each 1xx response after that restarts it.
 // A 1xx before the request is written (100 Continue, or hints while the
-// body uploads) arms nothing: the body is still being sent. With a hook
-// for 1xx responses installed, net/http no longer limits their total
-// size; each one is still bounded, nothing accumulates, and the attempt's
-// time is bounded by Timeout and AttemptTimeout.
+// body uploads) arms nothing: the body is still being sent.
+//
+// With a hook for 1xx responses installed, net/http leaves limiting them
+// to the hook: the watch bounds their total size as net/http does
+// without one (max1xxBytes), so that a server answering with 1xx for ever
+// fails the attempt instead of holding it while it restarts the timer.
 func (w *idleWatch) traced(ctx context.Context) context.Context {
 	w.trace.GetConn = w.gettingConn
 	w.trace.WroteRequest = w.wroteRequest
@@ -96,9 +113,12 @@ func (w *idleWatch) traced(ctx context.Context) context.Context {
 }
 
 // gettingConn: the request is (re)sent on a connection, which net/http
-// may do again within one attempt when a reused connection was dead.
+// may do again within one attempt when a reused connection was dead. The
+// 1xx responses of the last send no longer count.
 func (w *idleWatch) gettingConn(string) {
-	w.setWritten(false)
+	w.mu.Lock()
+	w.written, w.interim = false, 0
+	w.mu.Unlock()
 	w.disarm(phaseHeaders, true)
 }
 
@@ -107,7 +127,20 @@ func (w *idleWatch) wroteRequest(httptrace.WroteRequestInfo) {
 	w.arm(phaseHeaders)
 }
 
-func (w *idleWatch) got1xx(int, textproto.MIMEHeader) error {
+func (w *idleWatch) got1xx(_ int, h textproto.MIMEHeader) error {
+	var size int64
+	for k, vv := range h {
+		for _, v := range vv {
+			size += int64(len(k) + len(v) + headerFieldOverhead)
+		}
+	}
+	w.mu.Lock()
+	w.interim += size
+	over := w.interim > max1xxBytes
+	w.mu.Unlock()
+	if over {
+		return errTooMany1xx
+	}
 	w.arm(phaseHeaders)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
@@ -329,5 +330,67 @@ func TestPropagatedTimeoutIsWhatTheCallerWillWait(t *testing.T) {
 				t.Errorf("%s = %dms; want at most %dms, the attempt's time left after the dial", TimeoutHeader, ms, limit)
 			}
 		})
+	}
+}
+
+// TestPropagatedTimeoutAfterStreamSlotWait: over HTTP/2 with a server that
+// allows one stream at a time and a client that respects it strictly, a
+// request that waits 700ms for a stream slot on the connection it already
+// got is written with at most AttemptTimeout minus that wait in
+// Request-Timeout: the time spent queued is time the caller no longer has.
+func TestPropagatedTimeoutAfterStreamSlotWait(t *testing.T) {
+	const hold, attemptTimeout = 700 * time.Millisecond, 1500 * time.Millisecond
+	got := make(chan string, 1)
+	holding := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			close(holding)
+			time.Sleep(hold)
+			return
+		}
+		got <- r.Header.Get(TimeoutHeader)
+	}))
+	srv.EnableHTTP2 = true
+	srv.Config.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 1}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	base := serverBase(t, srv).Clone()
+	t.Cleanup(base.CloseIdleConnections)
+	base.HTTP2 = &http.HTTP2Config{StrictMaxConcurrentRequests: true}
+	// Warm the connection so that the server's SETTINGS are known.
+	warm, err := base.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/warm", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, warm)
+	<-got
+	held := make(chan error, 1)
+	go func() {
+		resp, err := base.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/hold", nil))
+		if err == nil {
+			resp.Body.Close()
+		}
+		held <- err
+	}()
+	<-holding
+	tr := &Transport{Base: base, AttemptTimeout: attemptTimeout, Propagate: true}
+	start := time.Now()
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	checkProto(t, resp, true)
+	ms, err := strconv.Atoi(<-got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The request was queued until the held one ended: at least until
+	// now minus the time the server took, whatever the machine's load.
+	if limit := attemptTimeout.Milliseconds() - 300; time.Since(start) >= hold-200*time.Millisecond && int64(ms) > limit {
+		t.Errorf("%s = %dms after a queue of about %v; want at most %dms", TimeoutHeader, ms, hold, limit)
 	}
 }

@@ -25,11 +25,9 @@ func (op *operation) prepare() error {
 		op.body = bodyDirect
 	} else if req.ContentLength > 0 && req.ContentLength <= t.bufferRequest() {
 		op.ownsBody = false // bufferBody closes it
-		r, err := bufferBody(op.ctx, req, t.bufferRequest())
-		if err != nil {
-			return fmt.Errorf("httpretry: reading request body: %w", err)
+		if err := op.buffer(); err != nil {
+			return err
 		}
-		op.tmpl, op.body = r, bodyGetBody
 	} else {
 		op.ownsBody = false // the onceBody closes it
 		op.once = &onceBody{rc: req.Body}
@@ -47,5 +45,19 @@ func (op *operation) prepare() error {
 		op.tmpl = r
 		op.idempotent = t.idempotent(op.tmpl)
 	}
+	return nil
+}
+
+// buffer reads the caller's body into memory for the request template,
+// within the operation's deadline and until the caller cancels, by its
+// context or by the deprecated Request.Cancel.
+func (op *operation) buffer() error {
+	ctx, stop := withCancelChan(op.ctx, op.cancelChan())
+	defer stop()
+	r, err := bufferBody(ctx, op.req, op.t.bufferRequest())
+	if err != nil {
+		return fmt.Errorf("httpretry: reading request body: %w", err)
+	}
+	op.tmpl, op.body = r, bodyGetBody
 	return nil
 }

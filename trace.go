@@ -42,16 +42,20 @@ type connTrace struct {
 	dials  bool                  // the dial hooks (DNS, connect, TLS) are installed: full
 
 	// With Propagate, the attempt's own header, whose TimeoutHeader is
-	// rewritten when the connection is obtained: the time spent waiting
-	// for it is time the caller no longer has. nil otherwise.
-	header http.Header
-	limit  time.Time // the attempt's limit, on clock
-	clock  clockwork.Clock
+	// rewritten when the connection is obtained and again as the request
+	// starts to be written: the time spent waiting for the connection,
+	// and then (HTTP/2) for a stream on it, is time the caller no longer
+	// has. nil otherwise.
+	attemptHeader http.Header
+	limit         time.Time // the attempt's limit, on clock
+	clock         clockwork.Clock
 
 	mu        sync.Mutex // protects the fields below
+	gen       uint64     // counts the attempts c has served: a hook of an earlier one is stale
 	done      bool       // the attempt has ended: ignore later events
 	asked     bool       // GetConn: the request asked for a connection
 	got       bool       // GotConn: it had one, and may have been sent
+	writing   bool       // the first header field of this send was written
 	reused    bool
 	getConn   time.Time
 	gotConn   time.Time
@@ -82,11 +86,8 @@ func newConnTrace() *connTrace {
 		c.mu.Lock()
 		if !c.done {
 			c.got, c.reused, c.gotConn = true, info.Reused, now
-			if c.header != nil {
-				// net/http writes the request after this hook
-				// returns, on the same goroutine.
-				c.header.Set(TimeoutHeader, timeoutValue(c.limit.Sub(c.clock.Now())))
-			}
+			c.writing = false
+			c.setTimeoutLocked()
 		}
 		c.mu.Unlock()
 	}
@@ -119,10 +120,11 @@ const (
 )
 
 // withConnTrace returns ctx with a connTrace installed, recording what
-// level asks for. A trace the caller installed is kept: net/http then
-// calls both, and the pooled hooks are not used, since composing would
-// change them for good.
-func withConnTrace(ctx context.Context, level traceLevel) (context.Context, *connTrace) {
+// level asks for; writes says whether to rewrite TimeoutHeader as the
+// request is written (see propagateAt). A trace the caller installed is
+// kept: net/http then calls both, and the pooled hooks are not used, since
+// composing would change them for good.
+func withConnTrace(ctx context.Context, level traceLevel, writes bool) (context.Context, *connTrace) {
 	var c *connTrace
 	if httptrace.ContextClientTrace(ctx) != nil {
 		c = newConnTrace()
@@ -132,13 +134,46 @@ func withConnTrace(ctx context.Context, level traceLevel) (context.Context, *con
 	}
 	c.reset()
 	c.dials = level == traceDialed
+	hooks := &c.light
 	switch level {
 	case traceDialed:
-		return httptrace.WithClientTrace(ctx, &c.full), c
+		hooks = &c.full
 	case traceTimed:
-		return httptrace.WithClientTrace(ctx, &c.timed), c
+		hooks = &c.timed
 	}
-	return httptrace.WithClientTrace(ctx, &c.light), c
+	if writes {
+		hooks = c.withWroteHeaderField(hooks)
+	}
+	return httptrace.WithClientTrace(ctx, hooks), c
+}
+
+// withWroteHeaderField returns a copy of hooks that also rewrites the
+// attempt's TimeoutHeader when the request's first header field is
+// written. net/http writes the Host header (HTTP/1.1) or the :authority
+// pseudo-header (HTTP/2) before any field of the request's Header: that
+// is the last moment the time left can be set, once the request has its
+// connection and, over HTTP/2, its stream.
+//
+// The hook runs on the goroutine that writes the request, which an
+// HTTP/2 attempt that ended does not wait for: it carries the attempt's
+// generation, so that once c serves another attempt a late call is
+// ignored. (The copy and the hook are this attempt's own: two
+// allocations, only with Propagate and a bound.)
+func (c *connTrace) withWroteHeaderField(hooks *httptrace.ClientTrace) *httptrace.ClientTrace {
+	c.mu.Lock()
+	gen := c.gen
+	c.mu.Unlock()
+	h := new(httptrace.ClientTrace)
+	*h = *hooks
+	h.WroteHeaderField = func(string, []string) {
+		c.mu.Lock()
+		if c.gen == gen && !c.done && !c.writing {
+			c.writing = true
+			c.setTimeoutLocked()
+		}
+		c.mu.Unlock()
+	}
+	return h
 }
 
 // reset readies c for a new attempt, sent now.
@@ -146,25 +181,37 @@ func (c *connTrace) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.start = time.Now()
-	c.done, c.asked, c.got, c.reused = false, false, false, false
+	c.gen++
+	c.done, c.asked, c.got, c.reused, c.writing = false, false, false, false, false
 	c.getConn, c.gotConn, c.firstByte = time.Time{}, time.Time{}, time.Time{}
 	c.dnsStart, c.dnsDone, c.connStart, c.connDone = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	c.tlsStart, c.tlsDone = time.Time{}, time.Time{}
-	c.header, c.limit, c.clock = nil, time.Time{}, nil
+	c.attemptHeader, c.limit, c.clock = nil, time.Time{}, nil
 }
 
 // propagateAt makes the attempt's TimeoutHeader, in header, say the time
-// left until limit when the request is written, not when it was made.
+// left until limit when the request is written, not when it was made: it
+// is set again when the attempt gets its connection and, when the trace
+// was made with writes, when the request's first header field is written.
 func (c *connTrace) propagateAt(header http.Header, limit time.Time, clock clockwork.Clock) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.header, c.limit, c.clock = header, limit, clock
+	c.attemptHeader, c.limit, c.clock = header, limit, clock
+}
+
+// setTimeoutLocked sets the attempt's TimeoutHeader to the time left now,
+// under c.mu.
+func (c *connTrace) setTimeoutLocked() {
+	if c.attemptHeader != nil {
+		c.attemptHeader.Set(TimeoutHeader, timeoutValue(c.limit.Sub(c.clock.Now())))
+	}
 }
 
 // release returns c to the pool once its attempt is reported, unless a
 // callback may still reach it: a trace with the dial hooks whose request
-// asked for a connection may have started a dial that reports later. A
-// trace composed with the caller's is not pooled either.
+// asked for a connection may have started a dial that reports later. (A
+// late WroteHeaderField is told apart by its generation.) A trace
+// composed with the caller's is not pooled either.
 func (c *connTrace) release() {
 	c.mu.Lock()
 	reachable := c.dials && c.asked

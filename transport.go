@@ -195,8 +195,9 @@ type Transport struct {
 	// Propagate, if set, sends the operation's retry state to the next
 	// service: each attempt carries [AttemptHeader] (its 1-based number)
 	// and [TimeoutHeader] (the time left for this attempt when its
-	// request is written, once it has a connection, in whole
-	// milliseconds; absent when the attempt has no bound). A service
+	// request is written, once it has a connection and, over HTTP/2, a
+	// stream, in whole milliseconds; absent when the attempt has no
+	// bound). A service
 	// behind [Handler] then bounds its work by that time and does not
 	// retry on its own. If false, no header is added.
 	Propagate bool
