@@ -161,8 +161,9 @@ func (r *readTracker) didRead() bool { return r.state.Load() == trackerRead }
 
 // seal reports whether the body is still untouched by this attempt, and
 // if it is makes sure it stays so: from now on Read fails without reading.
+// It is called once per attempt, when the next one is decided.
 func (r *readTracker) seal() bool {
-	return r.state.CompareAndSwap(trackerUntouched, trackerSealed) || r.state.Load() == trackerSealed
+	return r.state.CompareAndSwap(trackerUntouched, trackerSealed)
 }
 
 // Close closes the underlying body when this attempt read from it, or
