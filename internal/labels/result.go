@@ -1,6 +1,11 @@
 package labels
 
-import "github.com/httpretry/httpretry"
+import (
+	"crypto/tls"
+	"errors"
+
+	"github.com/httpretry/httpretry"
+)
 
 // Values of the result label: why an attempt ended as it did, from a
 // small fixed set an operator can act on. A status decides when there
@@ -49,6 +54,9 @@ func Result(status int, err error) int {
 		if r, ok := errorResults[httpretry.ErrorClass(err)]; ok {
 			return r
 		}
+		if connectionFailed(err) {
+			return ResultConnection
+		}
 		return ResultOther
 	}
 	switch {
@@ -64,6 +72,25 @@ func Result(status int, err error) int {
 		return Result5xx
 	}
 	return ResultOther
+}
+
+// connectionFailed reports the connection failures that
+// [httpretry.ErrorClass] leaves as "other": those [httpretry.IsTransient]
+// recognises only as lost connections (an HTTP/2 stream the server reset,
+// a GOAWAY before the response, an idle connection closed under the
+// request), and a TLS handshake that failed for another reason than a
+// certificate (a plain-HTTP server, an alert from the peer).
+func connectionFailed(err error) bool {
+	if httpretry.IsTransient(nil, err) {
+		// Every transient error ErrorClass names is classified before
+		// this: what is left is a connection the server cut.
+		return true
+	}
+	var (
+		header tls.RecordHeaderError
+		alert  tls.AlertError
+	)
+	return errors.As(err, &header) || errors.As(err, &alert)
 }
 
 // Values of the wait cause label: who set the length of a wait before a

@@ -2,6 +2,8 @@ package labels
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -41,6 +43,9 @@ func TestResult(t *testing.T) {
 		{"eof", 0, io.ErrUnexpectedEOF, "connection_error"},
 		{"dns", 0, &net.DNSError{Err: "no such host", Name: "x.test"}, "connection_error"},
 		{"error after a status", 503, syscall.ECONNRESET, "connection_error"},
+		{"goaway", 0, errors.New("http2: server sent GOAWAY and closed the connection; LastStreamID=1"), "connection_error"},
+		{"tls record header", 0, tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, "connection_error"},
+		{"tls alert", 0, &net.OpError{Op: "remote error", Err: tls.AlertError(40)}, "connection_error"},
 		{"other error", 0, fmt.Errorf("something else"), "other"},
 	}
 	for _, tt := range tests {
