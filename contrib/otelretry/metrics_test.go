@@ -358,7 +358,8 @@ func TestMetricsRetryAfterAndActive(t *testing.T) {
 		"httpretry.client.attempts{error.type=429," + get + ",httpretry.attempt.kind=initial,httpretry.attempt.result=429," + route + "} 1",
 	})
 	diffLines(t, filter(metrics(), "httpretry.client.retry"), []string{
-		"httpretry.client.retry.wait{httpretry.wait.cause=retry_after," + route + "} count=1 sum=2.1 buckets=[0 0 0 0 0 0 0 1 0 0 0 0 0 0]",
+		"httpretry.client.retry.wait{httpretry.wait.cause=backoff," + route + "} count=1 sum=0.1 buckets=[0 0 0 1 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.retry.wait{httpretry.wait.cause=retry_after," + route + "} count=1 sum=2 buckets=[0 0 0 0 0 0 0 1 0 0 0 0 0 0]",
 	})
 	cancel()
 	if r := await(t, ch); r.err == nil {
