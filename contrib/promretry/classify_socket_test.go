@@ -57,12 +57,12 @@ func TestAttemptResultOverRealConnections(t *testing.T) {
 		return "http://" + addr
 	}
 	tests := []struct {
-		name   string
-		h2     bool
-		h      http.Handler
-		url    func(t *testing.T, s loopServer) string
-		tr     httpretry.Transport
-		result string
+		name                        string
+		h2                          bool
+		h                           http.Handler
+		url                         func(t *testing.T, s loopServer) string
+		attemptTimeout, idleTimeout time.Duration
+		result                      string
 	}{
 		{name: "429 h1", h: status, url: query("429"), result: "429"},
 		{name: "529 h2", h2: true, h: status, url: query("529"), result: "529"},
@@ -73,8 +73,8 @@ func TestAttemptResultOverRealConnections(t *testing.T) {
 		{name: "connection refused", h: status, url: func(t *testing.T, _ loopServer) string { return refusedURL(t) }, result: "connection_error"},
 		{name: "TLS to a plain server", h: status,
 			url: func(_ *testing.T, s loopServer) string { return "https" + s.url[len("http"):] }, result: "connection_error"},
-		{name: "attempt timeout h1", h: hang, tr: httpretry.Transport{AttemptTimeout: 50 * time.Millisecond}, result: "timeout"},
-		{name: "idle timeout h2", h2: true, h: hang, tr: httpretry.Transport{IdleTimeout: 50 * time.Millisecond}, result: "idle_timeout"},
+		{name: "attempt timeout h1", h: hang, attemptTimeout: 50 * time.Millisecond, result: "timeout"},
+		{name: "idle timeout h2", h2: true, h: hang, idleTimeout: 50 * time.Millisecond, result: "idle_timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -84,9 +84,9 @@ func TestAttemptResultOverRealConnections(t *testing.T) {
 				url = tt.url(t, s)
 			}
 			c, reg := newCollector(t, Options{Route: func(*http.Request) string { return "/r" }})
-			tr := tt.tr
-			tr.Base, tr.MaxAttempts = s.base, 1
-			c.Instrument(&tr)
+			tr := &httpretry.Transport{Base: s.base, MaxAttempts: 1,
+				AttemptTimeout: tt.attemptTimeout, IdleTimeout: tt.idleTimeout}
+			c.Instrument(tr)
 			req := mustRequest(t, context.Background(), "GET", url)
 			if resp, err := tr.RoundTrip(req); err == nil {
 				resp.Body.Close()
