@@ -106,7 +106,7 @@ func NewMetrics(opts Options) (*Metrics, error) {
 		metric.WithDescription("Attempts sent that have not ended yet."))
 	m.retryWait, errs[13] = meter.Float64Histogram("httpretry.client.retry.wait",
 		metric.WithUnit("s"),
-		metric.WithDescription("Waits before a retry, by cause: retry_after (the server asked for it) or backoff (the Transport's own)."),
+		metric.WithDescription("Waits before a retry, split by cause: retry_after (the part the server asked for) and backoff (the rest, the Transport's own)."),
 		metric.WithExplicitBucketBoundaries(labels.WaitBuckets...))
 	m.attemptSuccesses, errs[2] = meter.Int64Counter("httpretry.client.attempt.successes",
 		metric.WithUnit("{attempt}"),
