@@ -39,8 +39,9 @@ import (
 //
 // The attempt result is one of success, 4xx (other than 429), 429, 5xx
 // (other than 529), 529, timeout, idle_timeout, connection_error,
-// canceled and other; the wait cause is retry_after (the server asked for
-// it) or backoff (the Transport's own). error.type is set on what did not
+// canceled and other; each wait is split by cause: retry_after the part the
+// server asked for, backoff the rest (the Transport's own backoff, or
+// its jitter after the server's delay). error.type is set on what did not
 // succeed, to the attempt's result (for an operation, its last
 // attempt's), and absent otherwise.
 //
@@ -105,7 +106,7 @@ func NewMetrics(opts Options) (*Metrics, error) {
 		metric.WithDescription("Attempts sent that have not ended yet."))
 	m.retryWait, errs[13] = meter.Float64Histogram("httpretry.client.retry.wait",
 		metric.WithUnit("s"),
-		metric.WithDescription("Waits before a retry, by cause: retry_after (the server asked for it) or backoff (the Transport's own)."),
+		metric.WithDescription("Waits before a retry, split by cause: retry_after (the part the server asked for) and backoff (the rest, the Transport's own)."),
 		metric.WithExplicitBucketBoundaries(labels.WaitBuckets...))
 	m.attemptSuccesses, errs[2] = meter.Int64Counter("httpretry.client.attempt.successes",
 		metric.WithUnit("{attempt}"),
@@ -240,8 +241,10 @@ func (m *Metrics) OnAttempt(req *http.Request, a httpretry.Attempt) {
 		m.attemptTimeouts.Add(ctx, 1, ms.timeouts[t]...)
 	}
 	m.attemptDuration.Record(ctx, a.Duration.Seconds(), rs.attemptDuration[labels.Conn(a.Conn)][res]...)
-	if cause, ok := labels.WaitCause(a); ok {
-		m.retryWait.Record(ctx, a.Wait.Seconds(), rs.retryWait[cause]...)
+	for cause, d := range labels.WaitParts(a) {
+		if d > 0 {
+			m.retryWait.Record(ctx, d.Seconds(), rs.retryWait[cause]...)
+		}
 	}
 	m.recordPhases(ctx, a)
 }

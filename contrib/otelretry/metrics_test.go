@@ -253,7 +253,8 @@ func TestMetricsAttemptDetails(t *testing.T) {
 
 // TestMetricsBoundedAttributes: methods outside the standard set, routes
 // past the cap and unusable route values share one series each; the
-// default route is the host alone, never userinfo, path or query.
+// default route is the host alone, never its port, userinfo, path or
+// query.
 func TestMetricsBoundedAttributes(t *testing.T) {
 	t.Run("default route is the host", func(t *testing.T) {
 		m, metrics := newMetrics(t, Options{})
@@ -268,8 +269,7 @@ func TestMetricsBoundedAttributes(t *testing.T) {
 			}
 		}
 		diffLines(t, filter(lines, "httpretry.client.operations{"), []string{
-			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.stop_reason=final," + route + ":8443} 1",
-			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.stop_reason=final," + route + "} 2",
+			"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.stop_reason=final," + route + "} 3",
 		})
 	})
 	t.Run("caps and fixed tables", func(t *testing.T) {
@@ -358,7 +358,8 @@ func TestMetricsRetryAfterAndActive(t *testing.T) {
 		"httpretry.client.attempts{error.type=429," + get + ",httpretry.attempt.kind=initial,httpretry.attempt.result=429," + route + "} 1",
 	})
 	diffLines(t, filter(metrics(), "httpretry.client.retry"), []string{
-		"httpretry.client.retry.wait{httpretry.wait.cause=retry_after," + route + "} count=1 sum=2.1 buckets=[0 0 0 0 0 0 0 1 0 0 0 0 0 0]",
+		"httpretry.client.retry.wait{httpretry.wait.cause=backoff," + route + "} count=1 sum=0.1 buckets=[0 0 0 1 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.retry.wait{httpretry.wait.cause=retry_after," + route + "} count=1 sum=2 buckets=[0 0 0 0 0 0 0 1 0 0 0 0 0 0]",
 	})
 	cancel()
 	if r := await(t, ch); r.err == nil {

@@ -77,7 +77,8 @@ func TestOperatorScenario(t *testing.T) {
 	})
 	diffLines(t, filter(lines, "httpretry.client.retry.wait"), []string{
 		"httpretry.client.retry.wait{httpretry.wait.cause=backoff," + flaky + "} count=2 sum=0.3 buckets=[0 0 0 1 1 0 0 0 0 0 0 0 0 0]",
-		"httpretry.client.retry.wait{httpretry.wait.cause=retry_after," + quota + "} count=1 sum=2.1 buckets=[0 0 0 0 0 0 0 1 0 0 0 0 0 0]",
+		"httpretry.client.retry.wait{httpretry.wait.cause=backoff," + quota + "} count=1 sum=0.1 buckets=[0 0 0 1 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.retry.wait{httpretry.wait.cause=retry_after," + quota + "} count=1 sum=2 buckets=[0 0 0 0 0 0 0 1 0 0 0 0 0 0]",
 		"httpretry.client.retry.wait{httpretry.wait.cause=backoff," + reset + "} count=1 sum=0.1 buckets=[0 0 0 1 0 0 0 0 0 0 0 0 0 0]",
 	})
 	diffLines(t, filter(lines, "httpretry.client.operations{"), []string{

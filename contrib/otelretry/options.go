@@ -36,7 +36,7 @@ type Options struct {
 	// own series and may carry identifiers. At most MaxRoutes distinct
 	// values are reported; later ones, and values that are empty, longer
 	// than 128 bytes or not valid UTF-8, are reported as "other". If nil,
-	// the route is the request's host (host[:port]), reported as the
+	// the route is the request's host without its port, reported as the
 	// metrics' server.address attribute.
 	Route func(req *http.Request) string
 

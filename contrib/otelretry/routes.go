@@ -2,6 +2,7 @@ package otelretry
 
 import (
 	"net/http"
+	"net/url"
 
 	"github.com/httpretry/httpretry/metricsutil"
 )
@@ -11,10 +12,13 @@ import (
 const DefaultMaxRoutes = metricsutil.DefaultMaxRoutes
 
 // routeOf returns the route name of req: route(req) when route is set,
-// else the request's host (host[:port], never userinfo).
+// else the request's host without its port (never userinfo), as the HTTP
+// semantic conventions' server.address is, and as the operation span
+// carries it.
 func routeOf(req *http.Request, route func(*http.Request) string) string {
 	if route != nil {
 		return route(req)
 	}
-	return metricsutil.HostRoute(req)
+	u := url.URL{Host: metricsutil.HostRoute(req)}
+	return u.Hostname()
 }

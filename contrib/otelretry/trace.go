@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/httpretry/httpretry"
@@ -174,24 +175,40 @@ func (t *Transport) startAttributes(req *http.Request, method int, template stri
 
 // redactedURL is u as the HTTP semantic conventions want it in url.full:
 // userinfo replaced by REDACTED:REDACTED, and, beyond what they require,
-// every query value replaced by REDACTED (keys kept), since a query
-// string may carry a token; no fragment.
+// every query value replaced by REDACTED (names kept, as sent and in
+// their order), since a query string may carry a token; no fragment.
 func redactedURL(u *url.URL) string {
 	r := *u
 	if r.User != nil {
 		r.User = url.UserPassword("REDACTED", "REDACTED")
 	}
-	if r.RawQuery != "" {
-		q := r.Query()
-		for _, vs := range q {
-			for i := range vs {
-				vs[i] = "REDACTED"
-			}
-		}
-		r.RawQuery = q.Encode()
-	}
+	r.RawQuery = redactedQuery(r.RawQuery)
 	r.Fragment, r.RawFragment = "", ""
 	return r.String()
+}
+
+// redactedQuery replaces the value of every parameter of a raw query
+// with REDACTED. A parameter without "=" is a value with no name (a bare
+// token, "?abc123"), so it is replaced whole. The query is not parsed: a
+// parameter that would not parse (a ";" in it, a bad escape) is redacted
+// like any other rather than dropped.
+func redactedQuery(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	var b strings.Builder
+	for i, param := range strings.Split(raw, "&") {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		name, _, named := strings.Cut(param, "=")
+		if named {
+			b.WriteString(name)
+			b.WriteByte('=')
+		}
+		b.WriteString("REDACTED")
+	}
+	return b.String()
 }
 
 // serverPort returns the explicit port, or the scheme's default.

@@ -182,7 +182,7 @@ func TestTraceOtelhttpOutside(t *testing.T) {
 // whose attempts have no spans, and url.full with its userinfo and query
 // values redacted.
 func TestTraceFailures(t *testing.T) {
-	const fullURL = "http://REDACTED:REDACTED@api.test/orders/7?page=REDACTED&token=REDACTED"
+	const fullURL = "http://REDACTED:REDACTED@api.test/orders/7?token=REDACTED&page=REDACTED"
 	cases := []struct {
 		name   string
 		method string

@@ -177,7 +177,7 @@ func (c *Collector) defineMetrics(opts Options, maxAttempts int) {
 		Name: "httpretry_attempts_in_flight", Help: "Attempts sent that have not ended yet.", ConstLabels: constLabels,
 	}, []string{"route"})
 	c.retryWait = histogram("httpretry_retry_wait_seconds",
-		"Waits before a retry, by cause: retry_after (the server asked for it) or backoff (the Transport's own).",
+		"Waits before a retry, split by cause: retry_after (the part the server asked for) and backoff (the rest, the Transport's own).",
 		labels.WaitBuckets, "route", "cause")
 	c.successes = counter("httpretry_attempt_successes_total",
 		"Attempts that got a response with a status below 400, initial or retry.", "method", "route", "kind")

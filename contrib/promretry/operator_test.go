@@ -88,7 +88,8 @@ func TestOperatorScenario(t *testing.T) {
 	})
 	checkFamily(t, all, "httpretry_retry_wait_seconds_sum", map[string]float64{
 		`httpretry_retry_wait_seconds_sum{cause="backoff",route="/flaky"}`:     flakyWaits,
-		`httpretry_retry_wait_seconds_sum{cause="retry_after",route="/quota"}`: 2.1,
+		`httpretry_retry_wait_seconds_sum{cause="retry_after",route="/quota"}`: 2,
+		`httpretry_retry_wait_seconds_sum{cause="backoff",route="/quota"}`:     0.1,
 		`httpretry_retry_wait_seconds_sum{cause="backoff",route="/reset"}`:     0.1,
 		`httpretry_retry_wait_seconds_sum{cause="backoff",route="/slow"}`:      0.1,
 	})

@@ -85,7 +85,7 @@ func (c *Collector) OnAttemptStart(req *http.Request, number int) {
 
 // OnAttempt records one attempt that ended: the attempt counter by
 // result, its latency by connection use and result, the wait that
-// follows by cause, and the connection phases that happened. It lowers
+// follows split by cause, and the connection phases that happened. It lowers
 // the in-flight gauge, so install it together with
 // [Collector.OnAttemptStart]. It has the signature of
 // [httpretry.Transport.OnAttempt]; [Collector.Instrument] installs it,
@@ -111,8 +111,10 @@ func (c *Collector) OnAttempt(req *http.Request, a httpretry.Attempt) {
 	conn := labels.Conn(a.Conn)
 	observer(&r.attemptDuration[conn][res], c.attemptDuration, r.name, labels.Conns[conn], labels.Results[res]).
 		Observe(a.Duration.Seconds())
-	if cause, ok := labels.WaitCause(a); ok {
-		observer(&r.retryWait[cause], c.retryWait, r.name, labels.WaitCauses[cause]).Observe(a.Wait.Seconds())
+	for cause, d := range labels.WaitParts(a) {
+		if d > 0 {
+			observer(&r.retryWait[cause], c.retryWait, r.name, labels.WaitCauses[cause]).Observe(d.Seconds())
+		}
 	}
 	c.observePhases(a)
 }

@@ -53,10 +53,12 @@ func TestResultsAndWaitCauses(t *testing.T) {
 	})
 	checkFamily(t, all, "httpretry_retry_wait_seconds_count", map[string]float64{
 		`httpretry_retry_wait_seconds_count{cause="retry_after",route="/quota"}`: 1,
+		`httpretry_retry_wait_seconds_count{cause="backoff",route="/quota"}`:     1,
 		`httpretry_retry_wait_seconds_count{cause="backoff",route="/reset"}`:     1,
 	})
 	checkFamily(t, all, "httpretry_retry_wait_seconds_sum", map[string]float64{
-		`httpretry_retry_wait_seconds_sum{cause="retry_after",route="/quota"}`: 2.1,
+		`httpretry_retry_wait_seconds_sum{cause="retry_after",route="/quota"}`: 2,
+		`httpretry_retry_wait_seconds_sum{cause="backoff",route="/quota"}`:     0.1,
 		`httpretry_retry_wait_seconds_sum{cause="backoff",route="/reset"}`:     0.1,
 	})
 	checkFamily(t, all, "httpretry_operation_duration_seconds_count", map[string]float64{

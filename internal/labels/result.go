@@ -1,6 +1,12 @@
 package labels
 
-import "github.com/httpretry/httpretry"
+import (
+	"crypto/tls"
+	"errors"
+	"time"
+
+	"github.com/httpretry/httpretry"
+)
 
 // Values of the result label: why an attempt ended as it did, from a
 // small fixed set an operator can act on. A status decides when there
@@ -49,6 +55,9 @@ func Result(status int, err error) int {
 		if r, ok := errorResults[httpretry.ErrorClass(err)]; ok {
 			return r
 		}
+		if connectionFailed(err) {
+			return ResultConnection
+		}
 		return ResultOther
 	}
 	switch {
@@ -66,10 +75,29 @@ func Result(status int, err error) int {
 	return ResultOther
 }
 
-// Values of the wait cause label: who set the length of a wait before a
-// retry.
+// connectionFailed reports the connection failures that
+// [httpretry.ErrorClass] leaves as "other": those [httpretry.IsTransient]
+// recognises only as lost connections (an HTTP/2 stream the server reset,
+// a GOAWAY before the response, an idle connection closed under the
+// request), and a TLS handshake that failed for another reason than a
+// certificate (a plain-HTTP server, an alert from the peer).
+func connectionFailed(err error) bool {
+	if httpretry.IsTransient(nil, err) {
+		// Every transient error ErrorClass names is classified before
+		// this: what is left is a connection the server cut.
+		return true
+	}
+	var (
+		header tls.RecordHeaderError
+		alert  tls.AlertError
+	)
+	return errors.As(err, &header) || errors.As(err, &alert)
+}
+
+// Values of the wait cause label: who asked for a part of a wait before
+// a retry.
 const (
-	WaitBackoff    = iota // the Transport's own backoff
+	WaitBackoff    = iota // the Transport's own backoff, and the jitter it adds after a server's delay
 	WaitRetryAfter        // the server, with Retry-After or Retry-After-Ms
 	NumWaitCauses
 )
@@ -77,12 +105,15 @@ const (
 // WaitCauses are the wait cause values, by index.
 var WaitCauses = [NumWaitCauses]string{"backoff", "retry_after"}
 
-// WaitCause returns who set the wait scheduled after attempt a, and
-// whether there is a wait to record: a Wait above 0. A retry after a zero
-// backoff waited for nothing and is not recorded.
-func WaitCause(a httpretry.Attempt) (int, bool) {
-	if a.RetryAfter > 0 {
-		return WaitRetryAfter, true
-	}
-	return WaitBackoff, a.Wait > 0
+// WaitParts splits the wait scheduled after attempt a by cause: the
+// part the server asked for (a.RetryAfter) and the rest, the Transport's
+// own. A wait after Retry-After: 2 with 100 ms of jitter is 2 s of
+// retry_after and 0.1 s of backoff, so that the parts add up to the
+// wait. A part of 0 did not happen and is not recorded.
+func WaitParts(a httpretry.Attempt) [NumWaitCauses]time.Duration {
+	server := min(max(a.RetryAfter, 0), max(a.Wait, 0))
+	var parts [NumWaitCauses]time.Duration
+	parts[WaitRetryAfter] = server
+	parts[WaitBackoff] = max(a.Wait, 0) - server
+	return parts
 }

@@ -2,6 +2,8 @@ package labels
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -41,6 +43,9 @@ func TestResult(t *testing.T) {
 		{"eof", 0, io.ErrUnexpectedEOF, "connection_error"},
 		{"dns", 0, &net.DNSError{Err: "no such host", Name: "x.test"}, "connection_error"},
 		{"error after a status", 503, syscall.ECONNRESET, "connection_error"},
+		{"goaway", 0, errors.New("http2: server sent GOAWAY and closed the connection; LastStreamID=1"), "connection_error"},
+		{"tls record header", 0, tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, "connection_error"},
+		{"tls alert", 0, &net.OpError{Op: "remote error", Err: tls.AlertError(40)}, "connection_error"},
 		{"other error", 0, fmt.Errorf("something else"), "other"},
 	}
 	for _, tt := range tests {
@@ -58,23 +63,25 @@ func (timeoutErr) Error() string   { return "i/o timeout" }
 func (timeoutErr) Timeout() bool   { return true }
 func (timeoutErr) Temporary() bool { return true }
 
-func TestWaitCause(t *testing.T) {
+func TestWaitParts(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name     string
-		a        httpretry.Attempt
-		want     string
-		waitSeen bool
+		name              string
+		a                 httpretry.Attempt
+		backoff, retryAft time.Duration
 	}{
-		{"backoff", httpretry.Attempt{Wait: 70 * time.Millisecond}, "backoff", true},
-		{"retry after", httpretry.Attempt{Wait: 2070 * time.Millisecond, RetryAfter: 2 * time.Second}, "retry_after", true},
-		{"no wait follows", httpretry.Attempt{}, "backoff", false},
+		{"backoff", httpretry.Attempt{Wait: 70 * time.Millisecond}, 70 * time.Millisecond, 0},
+		{"retry after and jitter", httpretry.Attempt{Wait: 2070 * time.Millisecond, RetryAfter: 2 * time.Second}, 70 * time.Millisecond, 2 * time.Second},
+		{"retry after alone", httpretry.Attempt{Wait: 2 * time.Second, RetryAfter: 2 * time.Second}, 0, 2 * time.Second},
+		{"no wait follows", httpretry.Attempt{}, 0, 0},
+		{"retry after but no wait", httpretry.Attempt{RetryAfter: time.Second}, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, ok := WaitCause(tt.a)
-			if WaitCauses[c] != tt.want || ok != tt.waitSeen {
-				t.Errorf("WaitCause(%+v) = %q, %v; want %q, %v", tt.a, WaitCauses[c], ok, tt.want, tt.waitSeen)
+			got := WaitParts(tt.a)
+			if got[WaitBackoff] != tt.backoff || got[WaitRetryAfter] != tt.retryAft {
+				t.Errorf("WaitParts(%+v) = backoff %v, retry_after %v; want %v, %v",
+					tt.a, got[WaitBackoff], got[WaitRetryAfter], tt.backoff, tt.retryAft)
 			}
 		})
 	}
