@@ -655,9 +655,17 @@ func TestHiddenRetriesBounded(t *testing.T) {
 					t.Errorf("attempt %d ended with %v; want our time limit to end net/http's retrying", a.Number, a.Err)
 				}
 			}
-			if got := hits() - warm; got <= o.Attempts {
+			// Over HTTP/2 the refusal is immediate, so net/http always
+			// sends again underneath. Over HTTP/1.1 it does only when the
+			// server's close (200ms after the request) reaches it before
+			// AttemptTimeout (300ms) does, which a busy machine can delay
+			// past it: then each attempt is one request, which the bounds
+			// above allow just as well.
+			got := hits() - warm
+			switch {
+			case got < o.Attempts || (tt.h2 != "" && got == o.Attempts):
 				t.Errorf("server saw %d requests for %d attempts; want more: net/http retries underneath", got, o.Attempts)
-			} else {
+			default:
 				t.Logf("%d attempts reached the server as %d requests in %v", o.Attempts, got, elapsed.Round(ms))
 			}
 		})
