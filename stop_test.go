@@ -353,7 +353,7 @@ func TestResponseAfterCallerLeft(t *testing.T) {
 	}
 }
 
-// TestStopReasonsDocumented: the README's "Stop reasons" table and the
+// TestStopReasonsDocumented: docs/rules.md's "Stop reasons" table and the
 // constants' declaration list exactly the reasons of StopReasons, in its
 // order, which is the order the Transport checks them (TestNextStopOrder,
 // TestStopOrder).
@@ -361,24 +361,28 @@ func TestStopReasonsDocumented(t *testing.T) {
 	t.Parallel()
 	want := StopReasons()
 	if got := readmeStopTable(t); !slices.Equal(got, want) {
-		t.Errorf("the README's \"Stop reasons\" table lists %v; want StopReasons, %v", got, want)
+		t.Errorf("docs/rules.md's \"Stop reasons\" table lists %v; want StopReasons, %v", got, want)
 	}
 	if got := declaredStopReasons(t); !slices.Equal(got, want) {
 		t.Errorf("stop.go declares %v; want StopReasons, %v", got, want)
 	}
 }
 
-// readmeStopTable returns the reasons of the README's "Stop reasons"
+// rulesDoc is the page that states the rules in full: the fields table,
+// the "Stop reasons" table and how the server's delay is read.
+const rulesDoc = "docs/rules.md"
+
+// readmeStopTable returns the reasons of docs/rules.md's "Stop reasons"
 // table, row by row: the first cell of each row, a backquoted word.
 func readmeStopTable(t *testing.T) []StopReason {
 	t.Helper()
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile(rulesDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(readme), "\n## Stop reasons\n")
 	if !ok {
-		t.Fatal(`README.md has no "## Stop reasons" section`)
+		t.Fatal(`docs/rules.md has no "## Stop reasons" section`)
 	}
 	section, _, _ = strings.Cut(section, "\n#")
 	var reasons []StopReason
