@@ -220,7 +220,7 @@ func TestReadmeOverflowingRetryAfterStopsTooLong(t *testing.T) {
 	text := strings.Join(strings.Fields(string(readme)), " ")
 	i := strings.Index(text, "The server's delay is `Retry-After-Ms`")
 	if i < 0 {
-		t.Fatal(rulesDoc+": the paragraph on the server's delay is missing")
+		t.Fatal(rulesDoc + ": the paragraph on the server's delay is missing")
 	}
 	para := text[i:]
 	if j := strings.Index(para, "A wait is planned"); j >= 0 {
