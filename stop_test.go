@@ -363,6 +363,9 @@ func TestStopReasonsDocumented(t *testing.T) {
 	if got := readmeStopTable(t); !slices.Equal(got, want) {
 		t.Errorf("docs/rules.md's \"Stop reasons\" table lists %v; want StopReasons, %v", got, want)
 	}
+	if got := readmeBriefStops(t); !slices.Equal(got, want) {
+		t.Errorf("README.md's rules in brief list %v; want StopReasons, %v", got, want)
+	}
 	if got := declaredStopReasons(t); !slices.Equal(got, want) {
 		t.Errorf("stop.go declares %v; want StopReasons, %v", got, want)
 	}
@@ -394,6 +397,29 @@ func readmeStopTable(t *testing.T) []StopReason {
 		cell := strings.TrimSpace(cells[1])
 		if word, ok := strings.CutPrefix(cell, "`"); ok && strings.HasSuffix(word, "`") {
 			reasons = append(reasons, StopReason(strings.TrimSuffix(word, "`")))
+		}
+	}
+	return reasons
+}
+
+// readmeBriefStops returns the reasons the README's "The rules in brief"
+// lists, in its order: the backquoted words from "the first that holds:" to
+// the reference to StopReasons.
+func readmeBriefStops(t *testing.T) []StopReason {
+	t.Helper()
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, list, ok := strings.Cut(string(readme), "first that holds:")
+	list, _, ok2 := strings.Cut(list, "(`httpretry.StopReasons()`")
+	if !ok || !ok2 {
+		t.Fatal("README.md: the rules in brief no longer list the stop reasons")
+	}
+	var reasons []StopReason
+	for _, word := range strings.Split(list, "`")[1:] {
+		if word = strings.TrimSpace(word); word != "" && !strings.ContainsAny(word, ", ") {
+			reasons = append(reasons, StopReason(word))
 		}
 	}
 	return reasons
