@@ -24,7 +24,7 @@ figure_header = echo "\# $(1), $$(date -u +%Y-%m-%d), commit $$(git rev-parse --
 # concurrency, and the SDKs build far slower under the race detector.
 EXAMPLE_MODULES := examples/sdks
 
-.PHONY: test deps vet cross lint cyclo race examples rules demo bench storm storm-fleet fuzz mutate faultmatrix ci-time
+.PHONY: test deps vet cross lint cyclo race examples rules demo bench storm storm-fleet fuzz mutate faultmatrix layers ci-time
 
 ## test: go vet (for this platform, then cross-compiled), staticcheck,
 ## gocyclo and race-enabled tests of every module, then the example modules
@@ -150,6 +150,13 @@ mutate:
 faultmatrix:
 	@{ $(call figure_header,make faultmatrix); \
 	  $(GO) test -race -count=1 -run '^TestFaultMatrix$$' -v . 2>&1; } | tee docs/faultmatrix.txt; ! grep -q '^--- FAIL' docs/faultmatrix.txt
+
+## layers: the retry-at-one-layer chain, the deadline propagated through
+## it, and net/http's hidden resends bounded, with what each measured;
+## writes docs/layers.txt
+layers:
+	@{ $(call figure_header,make layers); \
+	  $(GO) test -race -count=1 -run '^(TestRetryAtOneLayer|TestDeadlinePropagatesThroughChain|TestHiddenRetriesBounded)$$' -v . 2>&1; } | tee docs/layers.txt; ! grep -q '^--- FAIL' docs/layers.txt
 
 ## ci-time: how long the whole of make test takes from this checkout, with
 ## the caches as they are; writes docs/ci-time.txt (run it from cold caches
