@@ -15,11 +15,16 @@ GOCYCLO     ?= $(GO) run github.com/fzipp/gocyclo/cmd/gocyclo@v0.6.0
 # brings Prometheus's dependencies), later runs come from the build cache.
 PROMTOOL    ?= $(GO) run github.com/prometheus/prometheus/cmd/promtool@v0.316.0
 
+# figure_header prints the first line of a generated figure file: the
+# command that wrote it, the date, the commit and the Go version. Every
+# figure a doc quotes comes from such a file (see CONTRIBUTING.md).
+figure_header = echo "\# $(1), $$(date -u +%Y-%m-%d), commit $$(git rev-parse --short HEAD 2>/dev/null || echo unknown), $$($(GO) version | cut -d' ' -f3-)"
+
 # Modules whose tests run without -race: the SDK examples test wiring, not
 # concurrency, and the SDKs build far slower under the race detector.
 EXAMPLE_MODULES := examples/sdks
 
-.PHONY: test deps vet cross lint cyclo race examples rules demo bench storm storm-fleet fuzz mutate
+.PHONY: test deps vet cross lint cyclo race examples rules demo bench storm storm-fleet fuzz mutate faultmatrix layers ci-time
 
 ## test: go vet (for this platform, then cross-compiled), staticcheck,
 ## gocyclo and race-enabled tests of every module, then the example modules
@@ -86,9 +91,12 @@ demo:
 ## demo-payments: 10,000 orders through httpretry, a fault injector and two
 ## payment-service instances sharing a Redis idempotency store (its own
 ## redis-server on a free loopback port); prints charges, replays, conflicts;
-## then the same with 5% of Redis replies lost after Redis ran the command
+## then the same with 5% of Redis replies lost after Redis ran the command.
+## Writes docs/payments.txt (about a minute)
 demo-payments: deps
-	cd contrib/redisretry && $(GO) run ./examples/payments -orders 10000 -lost-replies 5
+	@{ $(call figure_header,make demo-payments); \
+	  cd contrib/redisretry && $(GO) run ./examples/payments -orders 10000 -lost-replies 5; } | tee docs/payments.txt.tmp; \
+	rc=$$?; if grep -q '^OK' docs/payments.txt.tmp; then mv docs/payments.txt.tmp docs/payments.txt; else rm -f docs/payments.txt.tmp; exit 1; fi
 
 ## demo-metrics: the flaky demo service and a client instrumented with
 ## promretry for 10 s, /metrics on loopback; prints the key series
@@ -103,17 +111,19 @@ brownout-chart:
 	cd contrib/promretry && $(GO) run ./examples/observability -brownout -duration 30s \
 		-csv ../../docs/observability/brownout.csv -svg ../../docs/observability/brownout.svg
 
-## bench: success-path overhead and peers, interleaved runs, benchstat tables
+## bench: success-path overhead and peers, interleaved runs, benchstat
+## tables; writes docs/bench/root.txt and docs/bench/peers.txt (about 5 min)
 bench:
 	@rm -f /tmp/httpretry-bench-root.txt /tmp/httpretry-bench-peers.txt
+	@mkdir -p docs/bench
 	$(GO) test -c -o /tmp/httpretry-bench-root.test .
 	cd bench && $(GO) test -c -o /tmp/httpretry-bench-peers.test .
 	@for i in 1 2 3 4 5 6; do \
 		/tmp/httpretry-bench-root.test -test.run '^$$' -test.bench 'RoundTrip|Budget' -test.benchmem >> /tmp/httpretry-bench-root.txt || exit 1; \
 		/tmp/httpretry-bench-peers.test -test.run '^$$' -test.bench . -test.benchmem >> /tmp/httpretry-bench-peers.txt || exit 1; \
 	done
-	$(BENCHSTAT) /tmp/httpretry-bench-root.txt
-	sed -E 's#^(BenchmarkPeers[A-Za-z]*)/([a-z]+)/([a-z]+)-#\1/case=\2/impl=\3-#' /tmp/httpretry-bench-peers.txt | $(BENCHSTAT) -col /impl -
+	@{ $(call figure_header,make bench); $(BENCHSTAT) /tmp/httpretry-bench-root.txt; } | tee docs/bench/root.txt
+	@{ $(call figure_header,make bench); sed -E 's#^(BenchmarkPeers[A-Za-z]*)/([a-z]+)/([a-z]+)-#\1/case=\2/impl=\3-#' /tmp/httpretry-bench-peers.txt | $(BENCHSTAT) -col /impl -; } | tee docs/bench/peers.txt
 
 ## storm: the retry-storm simulator; writes docs/storm/
 storm: deps
@@ -129,9 +139,31 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRetryAfterMs$$' -fuzztime 30s .
 	$(GO) test -run '^$$' -fuzz '^FuzzTransport$$' -fuzztime 30s .
 
-## mutate: mutation testing of the root package (slow; not part of CI)
+## mutate: mutation testing of the root package (slow, about 20 min; not
+## part of CI); writes docs/mutation.txt
 mutate:
-	$(GREMLINS) unleash --tags mutation --workers 2 -E 'httptestutil/' -E 'examples/' -E 'bench/' -E 'idempotency/' -E 'internal/' -E 'contrib/' .
+	@{ $(call figure_header,make mutate); \
+	  $(GREMLINS) unleash --tags mutation --workers 2 -E 'httptestutil/' -E 'examples/' -E 'bench/' -E 'idempotency/' -E 'internal/' -E 'contrib/' . 2>&1; } | tee docs/mutation.txt
+
+## faultmatrix: the fault matrix, every cell as a table line; writes
+## docs/faultmatrix.txt (a few minutes under -race)
+faultmatrix:
+	@{ $(call figure_header,make faultmatrix); \
+	  $(GO) test -race -count=1 -run '^TestFaultMatrix$$' -v . 2>&1; } | tee docs/faultmatrix.txt; ! grep -q '^--- FAIL' docs/faultmatrix.txt
+
+## layers: the retry-at-one-layer chain, the deadline propagated through
+## it, and net/http's hidden resends bounded, with what each measured;
+## writes docs/layers.txt
+layers:
+	@{ $(call figure_header,make layers); \
+	  $(GO) test -race -count=1 -run '^(TestRetryAtOneLayer|TestDeadlinePropagatesThroughChain|TestHiddenRetriesBounded)$$' -v . 2>&1; } | tee docs/layers.txt; ! grep -q '^--- FAIL' docs/layers.txt
+
+## ci-time: how long the whole of make test takes from this checkout, with
+## the caches as they are; writes docs/ci-time.txt (run it from cold caches
+## to quote a cold figure: GOCACHE=$$(mktemp -d) GOMODCACHE=$$(mktemp -d))
+ci-time:
+	@start=$$(date +%s); $(MAKE) test >/tmp/httpretry-ci-time.log 2>&1; rc=$$?; end=$$(date +%s); \
+	{ $(call figure_header,make ci-time); echo "make test: exit $$rc, $$((end - start)) s, GOCACHE=$$($(GO) env GOCACHE), $$(nproc) CPUs"; } | tee docs/ci-time.txt; exit $$rc
 
 .PHONY: metrics-cost
 

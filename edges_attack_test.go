@@ -298,7 +298,7 @@ type seenKey struct{}
 // "Expect: 100-continue" 503 before asking for the body, and keeps the
 // connection open, makes net/http send the body after the answer (to keep
 // the connection usable), racing the retry. Whichever way the race goes
-// the outcome is one the README allows: the PUT sent again whole, or the
+// the outcome is one docs/rules.md allows: the PUT sent again whole, or the
 // 503 returned with body_not_rewindable; never a second attempt with part
 // of the body.
 func TestExpectContinueKeepAliveRefusal(t *testing.T) {

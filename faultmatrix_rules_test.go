@@ -11,16 +11,16 @@ import (
 	"strings"
 )
 
-// This file judges a fault-matrix cell by the README's rules, on the facts
+// This file judges a fault-matrix cell by docs/rules.md's rules, on the facts
 // its recorder saw. Real sockets decide races the test cannot control (a
 // reset may land before or after the headers; an attempt may run out of
 // time on a busy machine), so a cell never predicts which way they went:
-// it checks that what happened is something the README allows for what
+// it checks that what happened is something docs/rules.md allows for what
 // the attempts met. The time left at a decision is known only within
 // bounds on the real clock, and so is whether an attempt that never had a
 // connection left the client: each attempt is described twice, at the
 // bounds most favourable to a retry and at those most favourable to a
-// stop. A row of the README's table "surely" holds when it holds in the
+// stop. A row of docs/rules.md's table "surely" holds when it holds in the
 // first, and "maybe" holds when it holds in the second.
 
 // fmFacts is what one attempt met, at both bounds.
@@ -37,7 +37,7 @@ type fmFacts struct {
 	forStop readmeFacts
 }
 
-// fmAllowed returns the stops the README's table allows after an attempt
+// fmAllowed returns the stops docs/rules.md's table allows after an attempt
 // that met f: walking the rows in order, each that may hold, up to the
 // first that surely holds. mustStop reports whether one surely held; when
 // none did, a retry was allowed too.
@@ -96,7 +96,7 @@ func (c fmCell) facts(r fmResult, k int) fmFacts {
 }
 
 // checkRules judges the attempts and the reason: after every attempt the
-// Transport retried, no row surely held and the wait is the README's;
+// Transport retried, no row surely held and the wait is docs/rules.md's;
 // after the last, the reason is one the table allows.
 func (c fmCell) checkRules(r fmResult, fail func(string, ...any)) {
 	last := len(r.attempts) - 1
@@ -106,7 +106,7 @@ func (c fmCell) checkRules(r fmResult, fail func(string, ...any)) {
 		retried := k < last || a.Wait > 0
 		if retried {
 			if mustStop {
-				fail("after attempt %d (%s) the README's %s holds; the Transport went on to wait %v", k+1, fmMet(r, k), allowed[len(allowed)-1], a.Wait)
+				fail("after attempt %d (%s) docs/rules.md's %s holds; the Transport went on to wait %v", k+1, fmMet(r, k), allowed[len(allowed)-1], a.Wait)
 			}
 			c.checkWait(r, k, f, fail)
 		}
@@ -120,7 +120,7 @@ func (c fmCell) checkRules(r fmResult, fail func(string, ...any)) {
 			allowed = []StopReason{DeadlineExhausted}
 		}
 		if !slices.Contains(allowed, r.outcome.Reason) {
-			fail("after the last attempt (%s) the README allows %v; the Transport stopped with %s", fmMet(r, k), allowed, r.outcome.Reason)
+			fail("after the last attempt (%s) docs/rules.md allows %v; the Transport stopped with %s", fmMet(r, k), allowed, r.outcome.Reason)
 		}
 	}
 }
@@ -176,7 +176,7 @@ func (c fmCell) checkKeyless(r fmResult, fail func(string, ...any)) {
 		}
 	}
 	if r.keyless > allowed {
-		fail("a POST without a key reached the server %d times; the README allows %d", r.keyless, allowed)
+		fail("a POST without a key reached the server %d times; docs/rules.md allows %d", r.keyless, allowed)
 	}
 }
 

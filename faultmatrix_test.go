@@ -35,7 +35,7 @@ import (
 // BufferResponse on as well).
 //
 // A cell predicts nothing. Its Base records what each attempt met, and the
-// cell checks that what the Transport did is what the README's rules
+// cell checks that what the Transport did is what docs/rules.md's rules
 // allow for those facts (faultmatrix_rules_test.go): the stop reason, each
 // wait, what was returned, what a POST without a key may do, what was
 // sent and closed, and that the operation ended within its deadline. Real
@@ -428,7 +428,7 @@ func (c fmCell) run() (r fmResult) {
 	return r
 }
 
-// check judges a cell's result by the README's rules, returning each
+// check judges a cell's result by docs/rules.md's rules, returning each
 // violation. slack is how long past its deadline (and the drain's
 // allowance) the cell may end.
 func (c fmCell) check(r fmResult, slack time.Duration) []string {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// This file holds the README's rules as FuzzTransport and the fault matrix
+// This file holds docs/rules.md's rules as FuzzTransport and the fault matrix
 // check them, the one test oracle of both: small predicates, each a
 // sentence of "Stop reasons" or "Fields and defaults", evaluated on what a
 // test observed. They decide nothing and plan no wait; the tests use them
@@ -86,7 +86,7 @@ func readmeWindow(base, ceiling time.Duration, r int) time.Duration {
 	return min(w, ceiling)
 }
 
-// readmeFacts is what one attempt met, in the words of the README's
+// readmeFacts is what one attempt met, in the words of docs/rules.md's
 // "Stop reasons" table. A test that knows a fact only within bounds (the
 // fault matrix, on real sockets) judges with two readmeFacts: one at the
 // bounds most favourable to a retry, one at those most favourable to a
@@ -129,7 +129,7 @@ func (f readmeFacts) minWait() time.Duration {
 	return f.backoff
 }
 
-// readmeStop is one row of the README's "Stop reasons" table: a reason
+// readmeStop is one row of docs/rules.md's "Stop reasons" table: a reason
 // and, as a predicate on what an attempt met, the sentence that says
 // when it holds.
 type readmeStop struct {
@@ -137,7 +137,7 @@ type readmeStop struct {
 	when   func(readmeFacts) bool
 }
 
-// readmeStops is the README's "Stop reasons" table, row by row, in its
+// readmeStops is docs/rules.md's "Stop reasons" table, row by row, in its
 // order.
 var readmeStops = []readmeStop{
 	// "the caller's context has ended and the attempt ended in an error
@@ -230,10 +230,10 @@ func TestReadmeTransientMatchesIsTransient(t *testing.T) {
 	for resp, keyed := range readmeResponseCases {
 		status, h := resp.StatusCode, resp.Header
 		if got, want := IsTransient(resp, nil), readmeTransientResponse(status, h, keyed); got != want {
-			t.Errorf("status %d, header %v, request header %v: IsTransient = %v; the README's rule says %v", status, h, resp.Request.Header, got, want)
+			t.Errorf("status %d, header %v, request header %v: IsTransient = %v; docs/rules.md's rule says %v", status, h, resp.Request.Header, got, want)
 		}
 		if got, want := serverVouches(resp), readmeVouches(status, h); got != want {
-			t.Errorf("status %d, header %v: serverVouches = %v; the README's rule says %v", status, h, got, want)
+			t.Errorf("status %d, header %v: serverVouches = %v; docs/rules.md's rule says %v", status, h, got, want)
 		}
 	}
 }
@@ -245,7 +245,7 @@ func TestReadmeHonoursRetryAfterMatches(t *testing.T) {
 	t.Parallel()
 	for status := 100; status <= 599; status++ {
 		if got, want := honoursRetryAfter(status), readmeHonoursRetryAfter(status); got != want {
-			t.Errorf("status %d: honoursRetryAfter = %v; the README's rule says %v", status, got, want)
+			t.Errorf("status %d: honoursRetryAfter = %v; docs/rules.md's rule says %v", status, got, want)
 		}
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// This file judges FuzzTransport's runs by the README's "Stop reasons"
+// This file judges FuzzTransport's runs by docs/rules.md's "Stop reasons"
 // table and its paragraph on waits. On the fake clock every fact the table
 // needs is known exactly (when each attempt ended, what it met, the
 // deadline, the draw of the fixed jitter), so the table's order sentence
@@ -50,7 +50,7 @@ func (r *fzRules) facts(n int, c *fzCall) readmeFacts {
 	case 2:
 		f.tokens = 0 // NewBudget(0, 0)
 	}
-	// Every error the fuzz Base returns is in the README's transient list:
+	// Every error the fuzz Base returns is in docs/rules.md's transient list:
 	// refused, reset, the server closing the connection, a timeout.
 	f.transient = f.failed
 	f.repeatable = !r.keyless
@@ -67,9 +67,9 @@ func (r *fzRules) facts(n int, c *fzCall) readmeFacts {
 	return f
 }
 
-// fzCheckRules checks every attempt against the README's table and its
+// fzCheckRules checks every attempt against docs/rules.md's table and its
 // waits: after an attempt the Transport retried, no row held and the wait
-// is the one the README describes; after the last one, the reason is the
+// is the one docs/rules.md describes; after the last one, the reason is the
 // first row that holds.
 func fzCheckRules(t *testing.T, r fzRules, desc string) {
 	t.Helper()
@@ -78,13 +78,13 @@ func fzCheckRules(t *testing.T, r fzRules, desc string) {
 		holds := readmeFirstStop(f)
 		if k+1 == len(r.calls) {
 			if holds != r.o.Reason {
-				t.Errorf("after the last attempt (%d) the first row of the README's table that holds is %q; the Transport stopped with %q\n%s",
+				t.Errorf("after the last attempt (%d) the first row of docs/rules.md's table that holds is %q; the Transport stopped with %q\n%s",
 					k+1, holds, r.o.Reason, desc)
 			}
 			return
 		}
 		if holds != "" {
-			t.Errorf("after attempt %d the README's %q holds; the Transport retried\n%s", k+1, holds, desc)
+			t.Errorf("after attempt %d docs/rules.md's %q holds; the Transport retried\n%s", k+1, holds, desc)
 			continue
 		}
 		fzCheckWait(t, f, r.attempts[k].Wait, desc)
@@ -103,7 +103,7 @@ func fzCheckWait(t *testing.T, f readmeFacts, w time.Duration, desc string) {
 	}
 	if !f.hasServerDelay {
 		if w != f.backoff {
-			t.Errorf("after attempt %d: waited %v; the README's wait is Jitter(window) = %v\n%s", f.n, w, f.backoff, desc)
+			t.Errorf("after attempt %d: waited %v; docs/rules.md's wait is Jitter(window) = %v\n%s", f.n, w, f.backoff, desc)
 		}
 		return
 	}

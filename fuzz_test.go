@@ -118,9 +118,9 @@ func refDelaySeconds(v string) (time.Duration, bool) {
 // after a dial error or the server's explicit word that it may; every
 // attempt sends the whole body and the same key; nothing is waited after
 // the last attempt; OnAttempt, OnDone, WithOutcome, the Logger and the
-// *Error agree; and, judged by the README's "Stop reasons" table and its
+// *Error agree; and, judged by docs/rules.md's "Stop reasons" table and its
 // sentences on waits (fzCheckRules), no stop held after an attempt that
-// was retried, each wait is the one the README describes, and the reason
+// was retried, each wait is the one docs/rules.md describes, and the reason
 // is the first row of the table that holds after the last attempt.
 //
 // How time passes, deterministically and without counting waiters by
@@ -674,7 +674,7 @@ driver:
 	}
 
 	// Each attempt ran under the smaller of AttemptTimeout and the time
-	// left, and the stop rules, applied in the README's order to what each
+	// left, and the stop rules, applied in docs/rules.md's order to what each
 	// attempt met, give the same waits and the same reason.
 	for k, c := range calls {
 		want, ok := deadline, hasDeadline

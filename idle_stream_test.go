@@ -435,7 +435,7 @@ func TestIdleBodyCloseDuringRead(t *testing.T) {
 
 // TestIdleTimerRacesRead: with IdleTimeout as short as the gaps between
 // a server's events, the timer fires around the moment Reads return, and
-// the caller closes the body at some point. Every outcome the README
+// the caller closes the body at some point. Every outcome docs/rules.md
 // allows is accepted — the whole stream and EOF, or a prefix of it and an
 // idle timeout, or the closed body's error — but the bytes read are
 // always a prefix of what was sent, and nothing panics or races.

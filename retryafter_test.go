@@ -207,12 +207,12 @@ func TestServerDelayHonouredPerStatus(t *testing.T) {
 	}
 }
 
-// TestReadmeOverflowingRetryAfterStopsTooLong keeps the README's account
+// TestReadmeOverflowingRetryAfterStopsTooLong keeps docs/rules.md's account
 // of an overflowing Retry-After true: the Transport (TestRetryAfterTooLong)
-// stops with retry_after_too_long, so the README must say so and must not
+// stops with retry_after_too_long, so the rules must say so and must not
 // call the value ignored.
 func TestReadmeOverflowingRetryAfterStopsTooLong(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile(rulesDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,16 +220,16 @@ func TestReadmeOverflowingRetryAfterStopsTooLong(t *testing.T) {
 	text := strings.Join(strings.Fields(string(readme)), " ")
 	i := strings.Index(text, "The server's delay is `Retry-After-Ms`")
 	if i < 0 {
-		t.Fatal("README: the paragraph on the server's delay is missing")
+		t.Fatal(rulesDoc + ": the paragraph on the server's delay is missing")
 	}
 	para := text[i:]
 	if j := strings.Index(para, "A wait is planned"); j >= 0 {
 		para = para[:j]
 	}
 	if strings.Contains(para, "overflowing value is ignored") {
-		t.Errorf("README says an overflowing value is ignored; the Transport stops with retry_after_too_long:\n%s", para)
+		t.Errorf("docs/rules.md says an overflowing value is ignored; the Transport stops with retry_after_too_long:\n%s", para)
 	}
 	if !strings.Contains(para, "`Retry-After` too large for a duration") || !strings.Contains(para, "`retry_after_too_long`") {
-		t.Errorf("README does not say that a Retry-After too large for a duration stops with retry_after_too_long:\n%s", para)
+		t.Errorf("docs/rules.md does not say that a Retry-After too large for a duration stops with retry_after_too_long:\n%s", para)
 	}
 }

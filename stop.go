@@ -46,8 +46,8 @@ const (
 
 // StopReasons returns every [StopReason], in the order the Transport
 // checks them after an attempt. It is the one list of the stop rules:
-// metric adapters register their label values from it, and the README's
-// "Stop reasons" table is tested against it.
+// metric adapters register their label values from it, and the
+// "Stop reasons" table of docs/rules.md is tested against it.
 func StopReasons() []StopReason {
 	return []StopReason{
 		Canceled, Final, AttemptsExhausted, NotIdempotent, BodyNotRewindable,

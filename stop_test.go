@@ -353,7 +353,7 @@ func TestResponseAfterCallerLeft(t *testing.T) {
 	}
 }
 
-// TestStopReasonsDocumented: the README's "Stop reasons" table and the
+// TestStopReasonsDocumented: docs/rules.md's "Stop reasons" table and the
 // constants' declaration list exactly the reasons of StopReasons, in its
 // order, which is the order the Transport checks them (TestNextStopOrder,
 // TestStopOrder).
@@ -361,24 +361,31 @@ func TestStopReasonsDocumented(t *testing.T) {
 	t.Parallel()
 	want := StopReasons()
 	if got := readmeStopTable(t); !slices.Equal(got, want) {
-		t.Errorf("the README's \"Stop reasons\" table lists %v; want StopReasons, %v", got, want)
+		t.Errorf("docs/rules.md's \"Stop reasons\" table lists %v; want StopReasons, %v", got, want)
+	}
+	if got := readmeBriefStops(t); !slices.Equal(got, want) {
+		t.Errorf("README.md's rules in brief list %v; want StopReasons, %v", got, want)
 	}
 	if got := declaredStopReasons(t); !slices.Equal(got, want) {
 		t.Errorf("stop.go declares %v; want StopReasons, %v", got, want)
 	}
 }
 
-// readmeStopTable returns the reasons of the README's "Stop reasons"
+// rulesDoc is the page that states the rules in full: the fields table,
+// the "Stop reasons" table and how the server's delay is read.
+const rulesDoc = "docs/rules.md"
+
+// readmeStopTable returns the reasons of docs/rules.md's "Stop reasons"
 // table, row by row: the first cell of each row, a backquoted word.
 func readmeStopTable(t *testing.T) []StopReason {
 	t.Helper()
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile(rulesDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(readme), "\n## Stop reasons\n")
 	if !ok {
-		t.Fatal(`README.md has no "## Stop reasons" section`)
+		t.Fatal(`docs/rules.md has no "## Stop reasons" section`)
 	}
 	section, _, _ = strings.Cut(section, "\n#")
 	var reasons []StopReason
@@ -390,6 +397,29 @@ func readmeStopTable(t *testing.T) []StopReason {
 		cell := strings.TrimSpace(cells[1])
 		if word, ok := strings.CutPrefix(cell, "`"); ok && strings.HasSuffix(word, "`") {
 			reasons = append(reasons, StopReason(strings.TrimSuffix(word, "`")))
+		}
+	}
+	return reasons
+}
+
+// readmeBriefStops returns the reasons the README's "The rules in brief"
+// lists, in its order: the backquoted words from "the first that holds:" to
+// the reference to StopReasons.
+func readmeBriefStops(t *testing.T) []StopReason {
+	t.Helper()
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, list, ok := strings.Cut(string(readme), "first that holds:")
+	list, _, ok2 := strings.Cut(list, "(`httpretry.StopReasons()`")
+	if !ok || !ok2 {
+		t.Fatal("README.md: the rules in brief no longer list the stop reasons")
+	}
+	var reasons []StopReason
+	for _, word := range strings.Split(list, "`")[1:] {
+		if word = strings.TrimSpace(word); word != "" && !strings.ContainsAny(word, ", ") {
+			reasons = append(reasons, StopReason(word))
 		}
 	}
 	return reasons
