@@ -1,7 +1,9 @@
 package otelretry
 
 import (
+	"maps"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,5 +67,51 @@ func TestStatusCodesCapped(t *testing.T) {
 	}
 	if codes["http.response.status_code=532"] || !codes["http.response.status_code=531"] {
 		t.Errorf("codes %v; want the first %d seen, 500 to 531", codes, MaxStatusCodes)
+	}
+}
+
+// TestStatusSlotsUnderConcurrency: goroutines meeting codes in different
+// orders give out exactly MaxStatusCodes slots, each to one code, and
+// every goroutine sees the same slot for a code.
+func TestStatusSlotsUnderConcurrency(t *testing.T) {
+	var st statusTable
+	steps := []int{1, 3, 7, 9, 11, 13, 17, 19} // prime to 500: each visits every code once
+	workers := len(steps)
+	seen := make([]map[int]int, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		seen[w] = map[int]int{}
+		wg.Go(func() {
+			for i := range 500 {
+				code := 100 + (i*steps[w])%500
+				if slot, ok := st.slot(code); ok {
+					seen[w][code] = slot
+				}
+			}
+		})
+	}
+	wg.Wait()
+	slots := map[int]int{}
+	for code, slot := range seen[0] {
+		if other, dup := slots[slot]; dup {
+			t.Errorf("slot %d given to %d and %d", slot, other, code)
+		}
+		slots[slot] = code
+		if slot < 0 || slot >= MaxStatusCodes {
+			t.Errorf("code %d has slot %d; want 0 to %d", code, slot, MaxStatusCodes-1)
+		}
+	}
+	if len(slots) != MaxStatusCodes {
+		t.Errorf("%d codes have a slot; want %d", len(slots), MaxStatusCodes)
+	}
+	for w := 1; w < workers; w++ {
+		if !maps.Equal(seen[w], seen[0]) {
+			t.Errorf("worker %d saw slots %v; worker 0 saw %v", w, seen[w], seen[0])
+		}
+	}
+	for _, code := range []int{0, 99, 600, 999, -1} {
+		if _, ok := st.slot(code); ok {
+			t.Errorf("code %d has a slot; want none outside 100–599", code)
+		}
 	}
 }
