@@ -3,7 +3,8 @@ package otelretry
 import "github.com/httpretry/httpretry/internal/labels"
 
 // The attribute keys this package sets. Every value comes from a fixed
-// table, except the route, whose distinct values are capped.
+// table, except the route and the status code, whose distinct values are
+// capped.
 const (
 	keyMethod = "http.request.method"
 	// keyTemplate carries the route when Options.Route names it, a
@@ -23,6 +24,10 @@ const (
 	// keyErrorType is the semantic conventions' error.type: set, to the
 	// result or outcome class, only on what did not succeed.
 	keyErrorType = "error.type"
+	// keyStatusCode is the conventions' http.response.status_code, on the
+	// duration histograms of what got a response: a code in 100–599, at
+	// most MaxStatusCodes distinct ones.
+	keyStatusCode = "http.response.status_code"
 
 	keyIdempotencyEvent = "httpretry.idempotency.event"
 )

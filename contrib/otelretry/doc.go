@@ -16,8 +16,9 @@
 // For metrics alone, set the Transport's OnAttempt and OnDone to the
 // methods of [NewMetrics]' result.
 //
-// Every attribute value comes from a fixed table, except the route, whose
-// distinct values are capped (see [Options]): no path, query string,
+// Every attribute value comes from a fixed table, except the route and
+// the duration histograms' status code, whose distinct values are capped
+// (see [Options] and [MaxStatusCodes]): no path, query string,
 // userinfo, header or body ever becomes an attribute of a metric or of the
 // operation span. Recording a metric allocates nothing once its label
 // combination has been seen.

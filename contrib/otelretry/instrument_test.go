@@ -44,13 +44,13 @@ func TestInstrument(t *testing.T) {
 	}
 	diffLines(t, collect(t, reader), []string{
 		"httpretry.client.attempt.duration{error.type=connection_error,httpretry.attempt.result=connection_error,httpretry.connection=unknown," + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
-		"httpretry.client.attempt.duration{httpretry.attempt.result=success,httpretry.connection=unknown," + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempt.duration{http.response.status_code=201,httpretry.attempt.result=success,httpretry.connection=unknown," + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.attempts.active{" + route + "} 0",
 		"httpretry.client.attempts.started{" + post + ",httpretry.attempt.kind=initial," + route + "} 1",
 		"httpretry.client.attempts.started{" + post + ",httpretry.attempt.kind=retry," + route + "} 1",
 		"httpretry.client.attempts{error.type=connection_error," + post + ",httpretry.attempt.kind=initial,httpretry.attempt.result=connection_error," + route + "} 1",
 		"httpretry.client.attempts{" + post + ",httpretry.attempt.kind=retry,httpretry.attempt.result=success," + route + "} 1",
-		"httpretry.client.operation.duration{httpretry.outcome=success," + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.operation.duration{http.response.status_code=201,httpretry.outcome=success," + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.operation.wait{" + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.attempt.successes{" + post + ",httpretry.attempt.kind=retry," + route + "} 1",
 		"httpretry.client.budget.tokens{} 19",

@@ -28,8 +28,8 @@ import (
 //	httpretry.client.attempt.timeouts         counter   {attempt}    method, route, timeout.kind
 //	httpretry.client.operation.attempts       histogram {attempt}    route (buckets 1…MaxAttempts)
 //	httpretry.client.operation.wait           histogram s            route
-//	httpretry.client.operation.duration       histogram s            route, outcome, error.type
-//	httpretry.client.attempt.duration         histogram s            route, connection, attempt.result, error.type
+//	httpretry.client.operation.duration       histogram s            route, outcome, error.type, http.response.status_code
+//	httpretry.client.attempt.duration         histogram s            route, connection, attempt.result, error.type, http.response.status_code
 //	httpretry.client.attempt.phase.duration   histogram s            phase
 //	httpretry.client.budget.tokens            gauge     {token}      (none)
 //	httpretry.client.budget.shared            gauge     1            (none): 1 shared, 0 local (redisretry)
@@ -43,10 +43,13 @@ import (
 // server asked for, backoff the rest (the Transport's own backoff, or
 // its jitter after the server's delay). error.type is set on what did not
 // succeed, to the attempt's result (for an operation, its last
-// attempt's), and absent otherwise.
+// attempt's), and absent otherwise. http.response.status_code is set on
+// the two duration histograms when a response came back, to its code
+// (100–599, at most [MaxStatusCodes] distinct codes), and absent
+// otherwise.
 //
-// Every attribute value comes from a fixed table except the route, whose
-// distinct values are capped (see [Options]). Recording allocates nothing
+// Every attribute value comes from a fixed table except the route and the
+// status code, whose distinct values are capped (see [Options]). Recording allocates nothing
 // once a label combination has been seen.
 //
 // Create one with [NewMetrics]. A Metrics is safe for concurrent use by
@@ -54,8 +57,9 @@ import (
 // MeterProvider one Metrics with a Budget, or the gauge reports one value
 // per Metrics under the same (empty) attribute set.
 type Metrics struct {
-	routes *metricsutil.RouteTable[*routeSeries]
-	route  func(*http.Request) string
+	routes   *metricsutil.RouteTable[*routeSeries]
+	route    func(*http.Request) string
+	statuses statusTable
 
 	operations        metric.Int64Counter
 	attempts          metric.Int64Counter
@@ -240,7 +244,7 @@ func (m *Metrics) OnAttempt(req *http.Request, a httpretry.Attempt) {
 	if t, ok := labels.Timeout(a.Err); ok {
 		m.attemptTimeouts.Add(ctx, 1, ms.timeouts[t]...)
 	}
-	m.attemptDuration.Record(ctx, a.Duration.Seconds(), rs.attemptDuration[labels.Conn(a.Conn)][res]...)
+	m.attemptDuration.Record(ctx, a.Duration.Seconds(), m.attemptDurationOpts(rs, a, res)...)
 	for cause, d := range labels.WaitParts(a) {
 		if d > 0 {
 			m.retryWait.Record(ctx, d.Seconds(), rs.retryWait[cause]...)
@@ -269,5 +273,30 @@ func (m *Metrics) OnDone(req *http.Request, o httpretry.Outcome) {
 	m.operations.Add(ctx, 1, ms.operation(outcome, labels.Reason(o.Reason))...)
 	m.operationAttempts.Record(ctx, int64(o.Attempts), rs.operationAttempts...)
 	m.operationWait.Record(ctx, o.Waited.Seconds(), rs.operationWait...)
-	m.operationDuration.Record(ctx, o.Elapsed.Seconds(), rs.operationDuration[outcome][labels.Result(o.Status, o.Err)]...)
+	m.operationDuration.Record(ctx, o.Elapsed.Seconds(), m.operationDurationOpts(rs, o, outcome)...)
+}
+
+// attemptDurationOpts returns the options of attempt a's duration, whose
+// result is res: with its status code when it got a response whose code
+// has a slot.
+func (m *Metrics) attemptDurationOpts(rs *routeSeries, a httpretry.Attempt, res int) recordOpts {
+	conn := labels.Conn(a.Conn)
+	if a.Err == nil {
+		if slot, ok := m.statuses.slot(a.Status); ok {
+			return rs.attemptWithStatus(conn, slot, a.Status)
+		}
+	}
+	return rs.attemptDuration[conn][res]
+}
+
+// operationDurationOpts returns the options of operation o's duration,
+// whose outcome is outcome: with its status code when it returned a
+// response whose code has a slot.
+func (m *Metrics) operationDurationOpts(rs *routeSeries, o httpretry.Outcome, outcome int) recordOpts {
+	if o.Err == nil {
+		if slot, ok := m.statuses.slot(o.Status); ok {
+			return rs.operationWithStatus(slot, o.Status)
+		}
+	}
+	return rs.operationDuration[outcome][labels.Result(o.Status, o.Err)]
 }

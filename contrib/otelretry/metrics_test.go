@@ -66,15 +66,15 @@ func TestMetricsFailFailSuccess(t *testing.T) {
 		t.Fatalf("RoundTrip = %v, %v; want 200", r.resp, r.err)
 	}
 	diffLines(t, metrics(), []string{
-		"httpretry.client.attempt.duration{error.type=5xx,httpretry.attempt.result=5xx,httpretry.connection=unknown," + route + "} count=2 sum=0 buckets=[2 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
-		"httpretry.client.attempt.duration{httpretry.attempt.result=success,httpretry.connection=unknown," + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempt.duration{error.type=5xx,http.response.status_code=503,httpretry.attempt.result=5xx,httpretry.connection=unknown," + route + "} count=2 sum=0 buckets=[2 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempt.duration{http.response.status_code=200,httpretry.attempt.result=success,httpretry.connection=unknown," + route + "} count=1 sum=0 buckets=[1 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.attempts.active{" + route + "} 0",
 		"httpretry.client.attempts.started{" + get + ",httpretry.attempt.kind=initial," + route + "} 1",
 		"httpretry.client.attempts.started{" + get + ",httpretry.attempt.kind=retry," + route + "} 2",
 		"httpretry.client.attempts{error.type=5xx," + get + ",httpretry.attempt.kind=initial,httpretry.attempt.result=5xx," + route + "} 1",
 		"httpretry.client.attempts{error.type=5xx," + get + ",httpretry.attempt.kind=retry,httpretry.attempt.result=5xx," + route + "} 1",
 		"httpretry.client.attempts{" + get + ",httpretry.attempt.kind=retry,httpretry.attempt.result=success," + route + "} 1",
-		"httpretry.client.operation.duration{httpretry.outcome=success," + route + "} count=1 sum=0.3 buckets=[0 0 0 0 0 0 1 0 0 0 0 0 0 0 0]",
+		"httpretry.client.operation.duration{http.response.status_code=200,httpretry.outcome=success," + route + "} count=1 sum=0.3 buckets=[0 0 0 0 0 0 1 0 0 0 0 0 0 0 0]",
 		"httpretry.client.operation.wait{" + route + "} count=1 sum=0.3 buckets=[0 0 0 0 0 1 0 0 0 0 0 0 0 0]",
 		"httpretry.client.operations{" + get + ",httpretry.outcome=success,httpretry.stop_reason=final," + route + "} 1",
 		"httpretry.client.retry.wait{httpretry.wait.cause=backoff," + route + "} count=2 sum=0.3 buckets=[0 0 0 1 1 0 0 0 0 0 0 0 0 0]",
@@ -99,13 +99,13 @@ func TestMetricsBudgetExhausted(t *testing.T) {
 		t.Fatalf("RoundTrip = %v, %v; want the final 503", r.resp, r.err)
 	}
 	diffLines(t, metrics(), []string{
-		"httpretry.client.attempt.duration{error.type=5xx,httpretry.attempt.result=5xx,httpretry.connection=unknown," + route + "} count=2 sum=0 buckets=[2 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempt.duration{error.type=5xx,http.response.status_code=503,httpretry.attempt.result=5xx,httpretry.connection=unknown," + route + "} count=2 sum=0 buckets=[2 0 0 0 0 0 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.attempts.active{" + route + "} 0",
 		"httpretry.client.attempts.started{" + get + ",httpretry.attempt.kind=initial," + route + "} 1",
 		"httpretry.client.attempts.started{" + get + ",httpretry.attempt.kind=retry," + route + "} 1",
 		"httpretry.client.attempts{error.type=5xx," + get + ",httpretry.attempt.kind=initial,httpretry.attempt.result=5xx," + route + "} 1",
 		"httpretry.client.attempts{error.type=5xx," + get + ",httpretry.attempt.kind=retry,httpretry.attempt.result=5xx," + route + "} 1",
-		"httpretry.client.operation.duration{error.type=5xx,httpretry.outcome=error_response," + route + "} count=1 sum=0.1 buckets=[0 0 0 0 1 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.operation.duration{error.type=5xx,http.response.status_code=503,httpretry.outcome=error_response," + route + "} count=1 sum=0.1 buckets=[0 0 0 0 1 0 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.operation.wait{" + route + "} count=1 sum=0.1 buckets=[0 0 0 1 0 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.operations{" + get + ",httpretry.outcome=error_response,httpretry.stop_reason=budget_exhausted," + route + "} 1",
 		"httpretry.client.retry.wait{httpretry.wait.cause=backoff," + route + "} count=1 sum=0.1 buckets=[0 0 0 1 0 0 0 0 0 0 0 0 0 0]",
@@ -233,9 +233,9 @@ func TestMetricsAttemptDetails(t *testing.T) {
 		Conn: httpretry.ConnReused, ConnWait: 500 * time.Microsecond, FirstByte: 30 * ms})
 	m.OnAttempt(req, httpretry.Attempt{Number: 3, Status: 200, Duration: 7 * ms, Conn: httpretry.ConnReused, FirstByte: 6 * ms})
 	diffLines(t, metrics(), []string{
-		"httpretry.client.attempt.duration{error.type=4xx,httpretry.attempt.result=4xx,httpretry.connection=reused," + route + "} count=1 sum=0.04 buckets=[0 0 0 1 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempt.duration{error.type=4xx,http.response.status_code=404,httpretry.attempt.result=4xx,httpretry.connection=reused," + route + "} count=1 sum=0.04 buckets=[0 0 0 1 0 0 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.attempt.duration{error.type=idle_timeout,httpretry.attempt.result=idle_timeout,httpretry.connection=new," + route + "} count=1 sum=2 buckets=[0 0 0 0 0 0 0 0 1 0 0 0 0 0 0]",
-		"httpretry.client.attempt.duration{httpretry.attempt.result=success,httpretry.connection=reused," + route + "} count=1 sum=0.007 buckets=[0 1 0 0 0 0 0 0 0 0 0 0 0 0 0]",
+		"httpretry.client.attempt.duration{http.response.status_code=200,httpretry.attempt.result=success,httpretry.connection=reused," + route + "} count=1 sum=0.007 buckets=[0 1 0 0 0 0 0 0 0 0 0 0 0 0 0]",
 		"httpretry.client.attempts.active{" + route + "} -3",
 		"httpretry.client.attempts{error.type=4xx," + get + ",httpretry.attempt.kind=retry,httpretry.attempt.result=4xx," + route + "} 1",
 		"httpretry.client.attempts{error.type=idle_timeout," + get + ",httpretry.attempt.kind=initial,httpretry.attempt.result=idle_timeout," + route + "} 1",

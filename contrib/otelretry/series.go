@@ -3,6 +3,7 @@ package otelretry
 import (
 	"sync/atomic"
 
+	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/internal/labels"
 	"github.com/httpretry/httpretry/metricsutil"
 	"go.opentelemetry.io/otel/attribute"
@@ -43,6 +44,13 @@ type routeSeries struct {
 	retryWait         [labels.NumWaitCauses]recordOpts
 	inFlight          addOpts
 
+	// The durations of what got a response also carry its status code,
+	// by the code's slot in the Metrics' statusTable: an attempt's by
+	// connection, an operation's alone (its outcome and class follow from
+	// the code). Each is built on first use.
+	attemptStatus   [labels.NumConns][MaxStatusCodes]atomic.Pointer[recordOpts]
+	operationStatus [MaxStatusCodes]atomic.Pointer[recordOpts]
+
 	methods [labels.NumMethods]atomic.Pointer[methodSeries]
 }
 
@@ -72,6 +80,36 @@ func newRouteSeries(route attribute.KeyValue) *routeSeries {
 		s.retryWait[i] = newRecordOpts(r, attribute.String(keyWaitCause, c))
 	}
 	return s
+}
+
+// attemptWithStatus returns the options of the duration of an attempt on
+// connection use conn that got a response with status code, whose slot
+// is slot.
+func (s *routeSeries) attemptWithStatus(conn, slot, code int) recordOpts {
+	p := &s.attemptStatus[conn][slot]
+	if o := p.Load(); o != nil {
+		return *o
+	}
+	res := labels.Result(code, nil)
+	o := newRecordOpts(withError(res != labels.ResultSuccess, labels.Results[res],
+		s.route, attribute.String(keyConnection, labels.Conns[conn]),
+		attribute.String(keyResult, labels.Results[res]), attribute.Int(keyStatusCode, code))...)
+	p.CompareAndSwap(nil, &o)
+	return *p.Load()
+}
+
+// operationWithStatus returns the options of the duration of an operation
+// that returned a response with status code, whose slot is slot.
+func (s *routeSeries) operationWithStatus(slot, code int) recordOpts {
+	p := &s.operationStatus[slot]
+	if o := p.Load(); o != nil {
+		return *o
+	}
+	outcome := labels.Outcome(httpretry.Outcome{Status: code})
+	o := newRecordOpts(withError(outcome != labels.OutcomeSuccess, labels.Results[labels.Result(code, nil)],
+		s.route, attribute.String(keyOutcome, labels.Outcomes[outcome]), attribute.Int(keyStatusCode, code))...)
+	p.CompareAndSwap(nil, &o)
+	return *p.Load()
 }
 
 // withError appends error.type, set to class, to kvs when failed.

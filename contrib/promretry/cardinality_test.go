@@ -67,13 +67,13 @@ func TestCardinality(t *testing.T) {
 				}
 			}
 			// Per route: the in-flight gauge, and histogram samples:
-			// attempts (3 buckets, +Inf, sum, count), wait (13 buckets
+			// attempts (10 buckets, +Inf, sum, count), wait (13 buckets
 			// +3), operation duration (14 buckets +3, outcome success
 			// only) and attempt duration (14 buckets +3, conn unknown and
 			// result success only).
 			// And the gauge of the Transport's default budget, and the
 			// route overflow counter.
-			want := 4*counters + tt.routes*(1+6+16+17+17) + 2
+			want := 4*counters + tt.routes*(1+13+16+17+17) + 2
 			if len(all) != want {
 				t.Errorf("%d samples in all; want %d", len(all), want)
 			}
@@ -92,8 +92,8 @@ func TestCardinality(t *testing.T) {
 
 // TestMaxSamplesAsDocumented pins the README's figure to the label design.
 func TestMaxSamplesAsDocumented(t *testing.T) {
-	if got := maxSamples(DefaultMaxRoutes + 1); got != 130_682 {
-		t.Errorf("at most %d samples with the defaults; the README says 130,682", got)
+	if got := maxSamples(DefaultMaxRoutes + 1); got != 131_389 {
+		t.Errorf("at most %d samples with the defaults; the README says 131,389", got)
 	}
 }
 
@@ -110,7 +110,7 @@ func maxSamples(routes int) int {
 		labels.NumMethods*labels.NumAttemptKinds*labels.NumResults + // attempts by result
 		3*labels.NumMethods*labels.NumAttemptKinds + // started, successes, timeouts (2 kinds each)
 		1 + // attempts in flight
-		(3 + 1 + 2) + waitSamples + // attempts and wait histograms
+		(DefaultAttemptBuckets + 1 + 2) + waitSamples + // attempts and wait histograms
 		labels.NumOutcomes*durationSamples + // operation duration
 		labels.NumConns*labels.NumResults*durationSamples + // attempt duration
 		labels.NumWaitCauses*waitSamples // retry waits

@@ -31,8 +31,13 @@ type Options struct {
 	MaxRoutes int
 
 	// MaxAttempts sets the buckets of httpretry_operation_attempts to 1,
-	// 2, …, MaxAttempts: use the Transport's MaxAttempts. 0 (or negative)
-	// means httpretry.DefaultMaxAttempts (3). At most 100.
+	// 2, …, MaxAttempts. 0 (or negative) means DefaultAttemptBuckets
+	// (10), which covers any Transport allowing up to 10 attempts: the
+	// buckets are fixed when New registers them, before
+	// [Collector.Instrument] sees a Transport. Set it for a Transport
+	// allowing more (its operations past the last bucket count only in
+	// +Inf), or to the Transport's MaxAttempts for fewer series. At most
+	// 100.
 	MaxAttempts int
 
 	// Budget, if set, is reported by the gauges httpretry_budget_tokens
@@ -128,7 +133,7 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 	}
 	maxAttempts := opts.MaxAttempts
 	if maxAttempts <= 0 {
-		maxAttempts = httpretry.DefaultMaxAttempts
+		maxAttempts = DefaultAttemptBuckets
 	}
 	c.defineMetrics(opts, maxAttempts)
 	collectors := []prometheus.Collector{

@@ -22,7 +22,7 @@
 //	httpretry_retry_wait_seconds{route,cause}                histogram: waits before a retry, split by cause retry_after|backoff
 //	httpretry_attempt_successes_total{method,route,kind}     counter: attempts answered below 400
 //	httpretry_attempt_timeouts_total{method,route,kind}      counter: kind attempt (ErrAttemptTimeout) | idle (ErrIdleTimeout)
-//	httpretry_operation_attempts{route}                      histogram: attempts per operation, buckets 1…MaxAttempts
+//	httpretry_operation_attempts{route}                      histogram: attempts per operation, buckets 1…MaxAttempts (default 1…10)
 //	httpretry_operation_wait_seconds{route}                  histogram: Outcome.Waited, buckets 0, 10ms … 100s
 //	httpretry_operation_duration_seconds{route,outcome}      histogram: Outcome.Elapsed, buckets 5ms … 100s
 //	httpretry_attempt_duration_seconds{route,conn,result}    histogram: Attempt.Duration by connection new|reused|unknown

@@ -20,6 +20,12 @@ const (
 	MaxRouteLen = metricsutil.MaxRouteLen
 )
 
+// DefaultAttemptBuckets is the last bucket of httpretry_operation_attempts
+// when Options.MaxAttempts is 0: buckets 1, 2, …, 10, enough for any
+// Transport allowing up to 10 attempts, whatever Transports the Collector
+// is later installed on.
+const DefaultAttemptBuckets = 10
+
 // routeOf returns the metrics of req's route, and whether its name
 // overflowed the cap.
 func (c *Collector) routeOf(req *http.Request) (*routeMetrics, bool) {

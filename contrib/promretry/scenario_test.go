@@ -68,6 +68,13 @@ func TestFailFailSuccessOverLoopback(t *testing.T) {
 		`httpretry_operation_attempts_bucket{le="1",` + route + `}`:    0,
 		`httpretry_operation_attempts_bucket{le="2",` + route + `}`:    0,
 		`httpretry_operation_attempts_bucket{le="3",` + route + `}`:    1,
+		`httpretry_operation_attempts_bucket{le="4",` + route + `}`:    1,
+		`httpretry_operation_attempts_bucket{le="5",` + route + `}`:    1,
+		`httpretry_operation_attempts_bucket{le="6",` + route + `}`:    1,
+		`httpretry_operation_attempts_bucket{le="7",` + route + `}`:    1,
+		`httpretry_operation_attempts_bucket{le="8",` + route + `}`:    1,
+		`httpretry_operation_attempts_bucket{le="9",` + route + `}`:    1,
+		`httpretry_operation_attempts_bucket{le="10",` + route + `}`:   1,
 		`httpretry_operation_attempts_bucket{le="+Inf",` + route + `}`: 1,
 	})
 	if got := all[`httpretry_operation_attempts_sum{`+route+`}`]; got != 3 {
