@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/httpretry/httpretry"
-	"github.com/httpretry/httpretry/internal/labels"
+	"github.com/httpretry/httpretry/metricsutil/labels"
 	"github.com/httpretry/httpretry/metricsutil"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/httpretry/httpretry"
-	"github.com/httpretry/httpretry/internal/labels"
+	"github.com/httpretry/httpretry/metricsutil/labels"
 	"github.com/httpretry/httpretry/metricsutil"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/httpretry/httpretry"
-	"github.com/httpretry/httpretry/internal/labels"
+	"github.com/httpretry/httpretry/metricsutil/labels"
 	"github.com/httpretry/httpretry/metricsutil"
 	"github.com/prometheus/client_golang/prometheus"
 )
