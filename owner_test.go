@@ -295,6 +295,9 @@ func TestPropagateOnRequestWithoutHeader(t *testing.T) {
 // 700ms dial and AttemptTimeout 1.5s, the next service is told at most
 // 800ms, not the 1.5s left when the attempt began.
 func TestPropagatedTimeoutIsWhatTheCallerWillWait(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs 2s of real time")
+	}
 	const dialDelay, attemptTimeout = 700 * time.Millisecond, 1500 * time.Millisecond
 	for _, p := range protocols {
 		t.Run(p.name, func(t *testing.T) {
