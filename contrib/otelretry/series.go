@@ -3,8 +3,8 @@ package otelretry
 import (
 	"sync/atomic"
 
-	"github.com/httpretry/httpretry/metricsutil/labels"
 	"github.com/httpretry/httpretry/metricsutil"
+	"github.com/httpretry/httpretry/metricsutil/labels"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
