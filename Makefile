@@ -1,4 +1,7 @@
-# httpretry's developer commands. `make test` is what CI runs.
+# httpretry's developer commands. `make` alone runs `make check`, the fast
+# loop; `make test` is what CI runs.
+
+.DEFAULT_GOAL := check
 
 GO          ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
@@ -19,7 +22,21 @@ PROMTOOL    ?= $(GO) run github.com/prometheus/prometheus/cmd/promtool@v0.316.0
 # concurrency, and the SDKs build far slower under the race detector.
 EXAMPLE_MODULES := examples/sdks
 
-.PHONY: test deps vet cross lint cyclo race examples rules demo bench storm storm-fleet fuzz mutate
+.PHONY: check test deps vet cross lint cyclo race examples rules apicheck demo bench storm storm-fleet fuzz mutate
+
+## check: the fast loop, under a minute on a warm cache: gofmt (fails on
+## any file it would change), go vet, and race-enabled short tests of the
+## root package and the idempotency packages (-short skips the tests that
+## wait seconds of real time; make test runs them)
+check:
+	@echo "gofmt -l"
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+		if [ -n "$$out" ]; then echo "not formatted (run gofmt -w):"; echo "$$out"; exit 1; fi
+	@echo "go vet (. ./idempotency/...)"
+	@$(GO) vet . ./idempotency/...
+	@echo "go test -race -short (. ./idempotency/...)"
+	@$(GO) test -race -short . ./idempotency/...
+
 
 ## test: go vet (for this platform, then cross-compiled), staticcheck,
 ## gocyclo and race-enabled tests of every module, then the example modules
