@@ -65,7 +65,7 @@ func TestNestedTransportsRetryOnce(t *testing.T) {
 
 func TestInnerLayerLeavesBudgetAlone(t *testing.T) {
 	t.Parallel()
-	innerBudget := NewBudget(5, 1)
+	innerBudget := NewTokenBucket(5, 1)
 	withdrawAll(t, innerBudget)
 	inner := &Transport{Base: httptestutil.NewTransport(nil, httptestutil.Step{Status: 503}), Budget: innerBudget, Jitter: noJitter}
 	outer := &Transport{Base: inner, Jitter: noJitter}
