@@ -242,6 +242,35 @@ func (t *Transport) base() http.RoundTripper {
 // yet. Metrics read it to show the budget that is actually in force.
 func (t *Transport) EffectiveBudget() Budget { return t.budget() }
 
+// Clone returns a new Transport with t's settings, for code that adds to
+// a Transport (an adapter chaining its hooks) without changing one that
+// may already be in use. Where t's Base or Budget is nil, the clone shares
+// the default t uses (created now if no operation has yet): one
+// connection pool and one retry budget for t and its clones, as if they
+// were one Transport.
+func (t *Transport) Clone() *Transport {
+	c := &Transport{
+		Base: t.Base, MaxAttempts: t.MaxAttempts, Timeout: t.Timeout,
+		AttemptTimeout: t.AttemptTimeout, MinAttemptTime: t.MinAttemptTime,
+		BaseDelay: t.BaseDelay, MaxDelay: t.MaxDelay, MaxRetryAfter: t.MaxRetryAfter,
+		BufferRequest: t.BufferRequest, BufferResponse: t.BufferResponse,
+		IdleTimeout: t.IdleTimeout, Transient: t.Transient, Idempotent: t.Idempotent,
+		NewIdempotencyKey: t.NewIdempotencyKey, Budget: t.Budget, Jitter: t.Jitter,
+		Clock: t.Clock, Logger: t.Logger, OnAttempt: t.OnAttempt,
+		OnAttemptStart: t.OnAttemptStart, DialTrace: t.DialTrace, OnDone: t.OnDone,
+		Propagate: t.Propagate,
+	}
+	if t.Base == nil {
+		t.base()
+		c.defaultBase.Store(t.defaultBase.Load())
+	}
+	if t.Budget == nil {
+		t.budget()
+		c.defaultBudget.Store(t.defaultBudget.Load())
+	}
+	return c
+}
+
 func (t *Transport) budget() Budget {
 	if t.Budget != nil {
 		return t.Budget
