@@ -75,20 +75,21 @@ vet:
 
 ## cross: every module for each of CROSS_GOOS, so that files for other
 ## platforms (classify_windows.go) keep building and their tests keep
-## compiling. The library's modules are vetted, which type-checks them
-## and compiles their dependencies for that platform. The example modules
-## hold no platform-specific file, and vetting them would compile every
-## SDK (Kubernetes' API types above all) once more per platform, minutes
-## from a cold cache: for them `go list -deps -test` checks that each of
-## their packages (named one by one, so that one without files for the
-## platform is an error, not skipped) and dependencies, tests included,
-## has files for the platform and that every import resolves; their code is vetted for this
-## platform by make examples.
+## compiling. The released modules are vetted, which type-checks them and
+## compiles their dependencies for that platform. bench and the example
+## modules hold no platform-specific file, and vetting them would compile
+## every SDK (Kubernetes' API types above all) and the plotting library
+## once more per platform, minutes from a cold cache: for them
+## `go list -deps -test` checks that each of their packages (named one by
+## one, so that one without files for the platform is an error, not
+## skipped) and of their dependencies, tests included, has files for the
+## platform and that every import resolves; make vet and make examples vet
+## their code for this platform.
 CROSS_GOOS := windows darwin
 cross:
 	@for os in $(CROSS_GOOS); do \
-		for m in $(MODULES); do echo "GOOS=$$os go vet ($$m)"; (cd $$m && GOOS=$$os $(GO) vet ./...) || exit 1; done; \
-		for m in $(EXAMPLE_MODULES); do echo "GOOS=$$os go list -deps -test ($$m)"; \
+		for m in $(RELEASE_MODULES); do echo "GOOS=$$os go vet ($$m)"; (cd $$m && GOOS=$$os $(GO) vet ./...) || exit 1; done; \
+		for m in bench $(EXAMPLE_MODULES); do echo "GOOS=$$os go list -deps -test ($$m)"; \
 			(cd $$m && GOOS=$$os $(GO) list -e -deps -test -f '{{if .Error}}{{.ImportPath}}: {{.Error}}{{end}}{{range .DepsErrors}}{{.}}{{end}}' $$($(GO) list ./...) | sort -u | grep . && exit 1 || true) || exit 1; done; \
 	done
 
