@@ -1,4 +1,7 @@
-# httpretry's developer commands. `make test` is what CI runs.
+# httpretry's developer commands. `make` alone runs `make check`, the fast
+# loop; `make test` is what CI runs.
+
+.DEFAULT_GOAL := check
 
 GO          ?= go
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
@@ -11,9 +14,16 @@ GREMLINS    ?= $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 MODULES := . bench contrib/promretry contrib/otelretry contrib/redisretry
 
 GOCYCLO     ?= $(GO) run github.com/fzipp/gocyclo/cmd/gocyclo@v0.6.0
-# promtool from the Go module proxy; its first build takes minutes (it
-# brings Prometheus's dependencies), later runs come from the build cache.
-PROMTOOL    ?= $(GO) run github.com/prometheus/prometheus/cmd/promtool@v0.316.0
+# promtool: the one on PATH, which `make deps` installs from Debian's
+# prometheus package (seconds); without one, built from the Go module proxy
+# (minutes from a cold cache: it brings Prometheus's dependencies).
+PROMTOOL    ?= $(shell command -v promtool 2>/dev/null || echo "$(GO) run github.com/prometheus/prometheus/cmd/promtool@v0.316.0")
+# apidiff compares each released module's API with its last tag.
+APIDIFF     ?= $(GO) run golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4
+
+# The modules that are released, each tagged on its own (see
+# docs/RELEASING.md); bench and the examples are not.
+RELEASE_MODULES := . contrib/promretry contrib/otelretry contrib/redisretry
 
 # figure_header prints the first line of a generated figure file: the
 # command that wrote it, the date, the commit and the Go version. Every
@@ -24,40 +34,69 @@ figure_header = echo "\# $(1), $$(date -u +%Y-%m-%d), commit $$(git rev-parse --
 # concurrency, and the SDKs build far slower under the race detector.
 EXAMPLE_MODULES := examples/sdks
 
-.PHONY: test deps vet cross lint cyclo race examples rules demo bench storm storm-fleet fuzz mutate faultmatrix layers ci-time
+.PHONY: check test deps vet cross lint lint-examples cyclo race examples rules apicheck demo bench storm storm-fleet fuzz mutate faultmatrix layers ci-time
+
+## check: the fast loop, under a minute on a warm cache: gofmt (fails on
+## any file it would change), go vet, and race-enabled short tests of the
+## root package and the idempotency packages (-short skips the tests that
+## wait seconds of real time; make test runs them)
+check:
+	@echo "gofmt -l"
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+		if [ -n "$$out" ]; then echo "not formatted (run gofmt -w):"; echo "$$out"; exit 1; fi
+	@echo "go vet (. ./idempotency/...)"
+	@$(GO) vet . ./idempotency/...
+	@echo "go test -race -short (. ./idempotency/...)"
+	@$(GO) test -race -short . ./idempotency/...
+
 
 ## test: go vet (for this platform, then cross-compiled), staticcheck,
 ## gocyclo and race-enabled tests of every module, then the example modules
-## without -race, then the Prometheus rules
-test: deps vet cross lint cyclo race examples rules
+## without -race, then the Prometheus rules and the API check
+test: deps vet cross lint cyclo race examples rules apicheck
 
 ## deps: programs the tests start: redis-server, redis-cli (Cluster set-up)
-## and redis-sentinel (contrib/redisretry, the fleet storm). Installs the
-## Debian packages with apt-get where it can; otherwise says how. The
-## packages' own services are stopped and disabled: the tests start their
-## own servers on free ports.
+## and redis-sentinel (contrib/redisretry, the fleet storm), and promtool
+## (make rules). Installs the Debian packages with apt-get where it can;
+## otherwise says how (promtool is then built from the Go module proxy).
+## The packages' own services are stopped and disabled: the tests start
+## their own servers on free ports.
 REDIS_PROGRAMS := redis-server redis-cli redis-sentinel
 deps:
-	@missing=; for p in $(REDIS_PROGRAMS); do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=; for p in $(REDIS_PROGRAMS) promtool; do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then SUDO=; \
 		elif command -v apt-get >/dev/null 2>&1 && command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
-		else echo "not on PATH:$$missing, and cannot be installed here: install the redis-server, redis-tools and redis-sentinel packages (on macOS brew install redis)" >&2; exit 1; fi; \
-		echo "installing redis-server redis-tools redis-sentinel (missing:$$missing)"; \
-		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y redis-server redis-tools redis-sentinel || exit 1; \
-		for s in redis-server redis-sentinel; do ($$SUDO systemctl disable --now $$s || $$SUDO service $$s stop) >/dev/null 2>&1 || true; done; \
+		elif [ "$$missing" = " promtool" ]; then exit 0; \
+		else echo "not on PATH:$$missing, and cannot be installed here: install the redis-server, redis-tools and redis-sentinel packages (on macOS brew install redis prometheus)" >&2; exit 1; fi; \
+		echo "installing redis-server redis-tools redis-sentinel prometheus (missing:$$missing)"; \
+		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends redis-server redis-tools redis-sentinel prometheus || exit 1; \
+		for s in redis-server redis-sentinel prometheus; do ($$SUDO systemctl disable --now $$s || $$SUDO service $$s stop) >/dev/null 2>&1 || true; done; \
 		for p in $(REDIS_PROGRAMS); do command -v $$p >/dev/null 2>&1 || { echo "$$p still not on PATH after installing the Debian packages" >&2; exit 1; }; done; \
 	fi
 
 vet:
 	@for m in $(MODULES); do echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...) || exit 1; done
 
-## cross: go vet of every module, example modules included, compiled for
-## each of CROSS_GOOS, so that files for other platforms (classify_windows.go)
-## keep building and their tests keep compiling
+## cross: every module for each of CROSS_GOOS, so that files for other
+## platforms (classify_windows.go) keep building and their tests keep
+## compiling. The released modules are vetted, which type-checks them and
+## compiles their dependencies for that platform. bench and the example
+## modules hold no platform-specific file, and vetting them would compile
+## every SDK (Kubernetes' API types above all) and the plotting library
+## once more per platform, minutes from a cold cache: for them
+## `go list -deps -test` checks that each of their packages (named one by
+## one, so that one without files for the platform is an error, not
+## skipped) and of their dependencies, tests included, has files for the
+## platform and that every import resolves; make vet and make examples vet
+## their code for this platform.
 CROSS_GOOS := windows darwin
 cross:
-	@for os in $(CROSS_GOOS); do for m in $(MODULES) $(EXAMPLE_MODULES); do echo "GOOS=$$os go vet ($$m)"; (cd $$m && GOOS=$$os $(GO) vet ./...) || exit 1; done; done
+	@for os in $(CROSS_GOOS); do \
+		for m in $(RELEASE_MODULES); do echo "GOOS=$$os go vet ($$m)"; (cd $$m && GOOS=$$os $(GO) vet ./...) || exit 1; done; \
+		for m in bench $(EXAMPLE_MODULES); do echo "GOOS=$$os go list -deps -test ($$m)"; \
+			(cd $$m && GOOS=$$os $(GO) list -e -deps -test -f '{{if .Error}}{{.ImportPath}}: {{.Error}}{{end}}{{range .DepsErrors}}{{.}}{{end}}' $$($(GO) list ./...) | sort -u | grep . && exit 1 || true) || exit 1; done; \
+	done
 
 lint:
 	@for m in $(MODULES); do echo "staticcheck ($$m)"; (cd $$m && $(STATICCHECK) ./...) || exit 1; done
@@ -74,13 +113,25 @@ race: deps
 
 ## rules: promtool checks promretry's recording and alerting rules and
 ## runs their unit tests
-rules:
+rules: deps
 	@echo "promtool check rules, test rules (contrib/promretry/rules)"
 	@cd contrib/promretry/rules && $(PROMTOOL) check rules httpretry.rules.yml && $(PROMTOOL) test rules httpretry.rules.test.yml
 
-## examples: go vet, staticcheck and go test (no -race) of the example modules
+## apicheck: each released module's exported API against its last tag
+## (contrib/redisretry/v0.1.0 for contrib/redisretry); fails on an
+## incompatible change; a module not yet tagged has an API that is all new
+apicheck:
+	@bash scripts/apicheck.sh "$(APIDIFF)" $(RELEASE_MODULES)
+
+## examples: go vet and go test (no -race) of the example modules
 examples:
-	@for m in $(EXAMPLE_MODULES); do echo "go vet, staticcheck, go test ($$m)"; (cd $$m && $(GO) vet ./... && $(STATICCHECK) ./... && $(GO) test -count=1 ./...) || exit 1; done
+	@for m in $(EXAMPLE_MODULES); do echo "go vet, go test ($$m)"; (cd $$m && $(GO) vet ./... && $(GO) test -count=1 ./...) || exit 1; done
+
+## lint-examples: staticcheck of the example modules, a step of its own in
+## CI (.ci/run) after make test: staticcheck analyses every SDK the
+## examples import, minutes from a cold cache
+lint-examples:
+	@for m in $(EXAMPLE_MODULES); do echo "staticcheck ($$m)"; (cd $$m && $(STATICCHECK) ./...) || exit 1; done
 
 ## demo: a local flaky server and a client whose retries show in the output
 demo:

@@ -156,7 +156,7 @@ func TestFreshBodyClosedWhenRetryStops(t *testing.T) {
 		want   StopReason
 	}{
 		{"retry_after_exceeds_deadline", httptestutil.Step{Status: 503, RetryAfter: "3600"}, Unlimited, RetryAfterExceedsDeadline},
-		{"budget_exhausted", httptestutil.Step{Status: 503}, NewBudget(0, 0), BudgetExhausted},
+		{"budget_exhausted", httptestutil.Step{Status: 503}, NewTokenBucket(0, 0), BudgetExhausted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

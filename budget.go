@@ -54,7 +54,7 @@ const maxTokens = 4_611_686_018_427 // math.MaxInt64 / tokenUnit / 2: room to ad
 // admits at most capacity + floor(N·perRequest) retries; starting from
 // empty, exactly floor(N·perRequest).
 //
-// Create one with [NewBudget]; the zero value holds no tokens and gains
+// Create one with [NewTokenBucket]; the zero value holds no tokens and gains
 // none, so it admits no retry. A TokenBucket is safe for simultaneous use by
 // multiple goroutines and never blocks: it is a single atomic counter.
 //
@@ -67,7 +67,7 @@ type TokenBucket struct {
 	perRequest int64        // in tokenUnit
 }
 
-// NewBudget returns a [TokenBucket] holding capacity tokens that gains
+// NewTokenBucket returns a [TokenBucket] holding capacity tokens that gains
 // perRequest tokens per Deposit, never holding more than capacity, and
 // spends one token per successful Withdraw. The bucket starts full.
 //
@@ -78,14 +78,21 @@ type TokenBucket struct {
 // (no replenishment); one larger than capacity fills the bucket on every
 // deposit.
 //
-// For example, NewBudget(20, 0.1) allows a burst of 20 retries and then
-// about one retry for every ten operations: roughly 10% extra traffic
-// during a sustained outage.
-func NewBudget(capacity, perRequest float64) *TokenBucket {
+// For example, NewTokenBucket(20, 0.1), the default budget, allows a
+// burst of 20 retries and then about one retry for every ten operations:
+// roughly 10% extra traffic during a sustained outage.
+func NewTokenBucket(capacity, perRequest float64) *TokenBucket {
 	b := &TokenBucket{capacity: toUnits(capacity)}
 	b.perRequest = min(toUnits(perRequest), b.capacity)
 	b.tokens.Store(b.capacity)
 	return b
+}
+
+// NewBudget is [NewTokenBucket], under the name earlier versions gave it;
+// it stays so that code written for them keeps compiling. New code calls
+// NewTokenBucket, whose name says what it returns.
+func NewBudget(capacity, perRequest float64) *TokenBucket {
+	return NewTokenBucket(capacity, perRequest)
 }
 
 // toUnits converts a token count to fixed-point units, mapping NaN and

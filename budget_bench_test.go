@@ -22,7 +22,7 @@ var budgetLoads = []struct {
 func BenchmarkBudgetSerial(b *testing.B) {
 	for _, l := range budgetLoads {
 		b.Run(l.name, func(b *testing.B) {
-			bucket := NewBudget(20, 0.1)
+			bucket := NewTokenBucket(20, 0.1)
 			b.ReportAllocs()
 			for b.Loop() {
 				l.op(bucket)
@@ -38,7 +38,7 @@ func BenchmarkBudgetSerial(b *testing.B) {
 func BenchmarkBudgetParallel(b *testing.B) {
 	for _, l := range budgetLoads {
 		b.Run(l.name, func(b *testing.B) {
-			bucket := NewBudget(20, 0.1)
+			bucket := NewTokenBucket(20, 0.1)
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {

@@ -27,13 +27,13 @@ func TestTokenBucketBurstThenTenth(t *testing.T) {
 	t.Parallel()
 	// A bucket of capacity 20 that starts full and gains one token per ten
 	// initial requests. From full it admits exactly 20 retries.
-	b := NewBudget(20, 0.1)
+	b := NewTokenBucket(20, 0.1)
 	if got := withdrawAll(t, b); got != 20 {
 		t.Fatalf("retries admitted from a full bucket = %d; want 20", got)
 	}
 	// From a drained bucket, N deposits admit exactly floor(N/10).
 	for _, n := range []int{0, 9, 10, 11, 19, 20, 99, 100, 101, 199} {
-		b := NewBudget(20, 0.1)
+		b := NewTokenBucket(20, 0.1)
 		withdrawAll(t, b)
 		for range n {
 			b.Deposit()
@@ -48,7 +48,7 @@ func TestTokenBucketAtMostCapacityPlusDeposits(t *testing.T) {
 	t.Parallel()
 	// With N deposits interleaved from full, at most C + floor(N·r)
 	// retries; overflow at the cap makes it fewer.
-	b := NewBudget(20, 0.1)
+	b := NewTokenBucket(20, 0.1)
 	admitted := 0
 	const n = 1000
 	for i := range n {
@@ -63,7 +63,7 @@ func TestTokenBucketAtMostCapacityPlusDeposits(t *testing.T) {
 	}
 	// Deposits into a full bucket are lost: 200 deposits into a full
 	// bucket, then draining, gives only the capacity.
-	full := NewBudget(20, 0.1)
+	full := NewTokenBucket(20, 0.1)
 	for range 200 {
 		full.Deposit()
 	}
@@ -72,7 +72,7 @@ func TestTokenBucketAtMostCapacityPlusDeposits(t *testing.T) {
 	}
 }
 
-func TestNewBudgetBadInput(t *testing.T) {
+func TestNewTokenBucketBadInput(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name          string
@@ -92,7 +92,7 @@ func TestNewBudgetBadInput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			b := NewBudget(tt.capacity, tt.per)
+			b := NewTokenBucket(tt.capacity, tt.per)
 			for range tt.deposits {
 				b.Deposit()
 			}
@@ -109,7 +109,7 @@ func TestNewBudgetBadInput(t *testing.T) {
 		})
 	}
 	// A rate above capacity refills a drained bucket in one deposit.
-	b := NewBudget(3, 10)
+	b := NewTokenBucket(3, 10)
 	withdrawAll(t, b)
 	b.Deposit()
 	if got := withdrawAll(t, b); got != 3 {
@@ -130,7 +130,7 @@ func TestTokenBucketConcurrent(t *testing.T) {
 	t.Parallel()
 	// 8 goroutines × 1000 deposits at 0.1 from empty must admit exactly
 	// 800 retries in all, however the operations interleave.
-	b := NewBudget(1000, 0.1)
+	b := NewTokenBucket(1000, 0.1)
 	withdrawAll(t, b)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -176,7 +176,7 @@ func TestMaxTokensLeavesRoom(t *testing.T) {
 	}
 	// The largest bucket, with the largest rate, refills without
 	// wrapping around.
-	b := NewBudget(math.Inf(1), math.Inf(1))
+	b := NewTokenBucket(math.Inf(1), math.Inf(1))
 	full := b.Tokens()
 	if full < maxTokens*0.999999 || full > maxTokens*1.000001 {
 		t.Fatalf("Tokens() = %v; want about %d", full, maxTokens)
@@ -198,7 +198,7 @@ func TestMaxTokensLeavesRoom(t *testing.T) {
 // decision without a token: the same outcome.
 func TestBudgetTokenNotSpentWithoutRetry(t *testing.T) {
 	t.Parallel()
-	budget := NewBudget(1, 0)
+	budget := NewTokenBucket(1, 0)
 	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		// A body that never ends: the drain gives up after drainTimeout.
 		return &http.Response{StatusCode: 503, Header: http.Header{}, Body: &stallBody{closed: make(chan struct{})},
@@ -232,4 +232,12 @@ func (b *stallBody) Read([]byte) (int, error) {
 func (b *stallBody) Close() error {
 	b.closeOnce.Do(func() { close(b.closed) })
 	return nil
+}
+
+func TestNewBudgetIsNewTokenBucket(t *testing.T) {
+	old, b := NewBudget(7, 0.25), NewTokenBucket(7, 0.25)
+	if old.capacity != b.capacity || old.perRequest != b.perRequest || old.tokens.Load() != b.tokens.Load() {
+		t.Errorf("NewBudget(7, 0.25) = %d/%d/%d tokens; NewTokenBucket(7, 0.25) = %d/%d/%d",
+			old.capacity, old.perRequest, old.tokens.Load(), b.capacity, b.perRequest, b.tokens.Load())
+	}
 }

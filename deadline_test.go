@@ -24,6 +24,9 @@ import (
 // shortened so that the retry starts with exactly MinAttemptTime left,
 // and it must start.
 func TestPlannedWaitSurvivesRealTimers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs 1s of real time")
+	}
 	t.Parallel()
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -147,9 +147,9 @@ func ExampleParseRetryAfter() {
 	// 0s false
 }
 
-func ExampleNewBudget() {
+func ExampleNewTokenBucket() {
 	// A burst of two retries, then one retry for every ten operations.
-	b := httpretry.NewBudget(2, 0.1)
+	b := httpretry.NewTokenBucket(2, 0.1)
 	fmt.Println(b.Withdraw(context.Background()), b.Withdraw(context.Background()), b.Withdraw(context.Background()))
 	for range 10 {
 		b.Deposit()

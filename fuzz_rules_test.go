@@ -46,9 +46,9 @@ func (r *fzRules) facts(n int, c *fzCall) readmeFacts {
 	}
 	switch sc.budget {
 	case 1:
-		f.tokens = 1 - (n - 1) // NewBudget(1, 0): one token, never replenished
+		f.tokens = 1 - (n - 1) // NewTokenBucket(1, 0): one token, never replenished
 	case 2:
-		f.tokens = 0 // NewBudget(0, 0)
+		f.tokens = 0 // NewTokenBucket(0, 0)
 	}
 	// Every error the fuzz Base returns is in docs/rules.md's transient list:
 	// refused, reset, the server closing the connection, a timeout.

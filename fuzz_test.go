@@ -281,7 +281,7 @@ type fzScenario struct {
 	maxDelay       time.Duration
 	maxRetryAfter  time.Duration
 	jitterQuarters int // Jitter returns window·jitterQuarters/4
-	budget         int // 0: Unlimited; 1: NewBudget(1, 0); 2: NewBudget(0, 0)
+	budget         int // 0: Unlimited; 1: NewTokenBucket(1, 0); 2: NewTokenBucket(0, 0)
 	bufferResponse int64
 	method         string
 	steps          []fzStep
@@ -519,9 +519,9 @@ func fzRun(t *testing.T, sc fzScenario) {
 	var budget Budget = Unlimited
 	switch sc.budget {
 	case 1:
-		budget = NewBudget(1, 0)
+		budget = NewTokenBucket(1, 0)
 	case 2:
-		budget = NewBudget(0, 0)
+		budget = NewTokenBucket(0, 0)
 	}
 	tr := &Transport{
 		Base:           base,

@@ -131,7 +131,7 @@ func TestLoad(t *testing.T) {
 	base.MaxIdleConnsPerHost = loadGoroutines // one idle connection per goroutine
 	defer base.CloseIdleConnections()
 
-	budget := &loadBudget{b: NewBudget(loadCapacity, loadPerRequest)}
+	budget := &loadBudget{b: NewTokenBucket(loadCapacity, loadPerRequest)}
 	var mu sync.Mutex
 	attempts := make(map[string]int) // by path, from OnAttempt
 	tr := &Transport{

@@ -129,7 +129,7 @@ func TestBudgetAcrossOperations(t *testing.T) {
 	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503})
 	// One token and no replenishment: the first operation retries once,
 	// every later one stops after its first attempt.
-	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 3, Budget: NewBudget(1, 0), Jitter: noJitter}
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 3, Budget: NewTokenBucket(1, 0), Jitter: noJitter}
 	var reasons []StopReason
 	for range 3 {
 		var o Outcome
@@ -156,7 +156,7 @@ func TestDefaultBudgetIsPrivateAndLimits(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503})
 	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 2, Jitter: noJitter}
-	// NewBudget(20, 0.1): 30 failing operations deposit 3 tokens, but the
+	// NewTokenBucket(20, 0.1): 30 failing operations deposit 3 tokens, but the
 	// first deposit finds the bucket full and is lost (bucket overflow can
 	// make the actual number smaller): 20 + floor(2.9).
 	retried := 0
@@ -231,7 +231,7 @@ func TestCancelDuringWait(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503, Body: "busy"})
 	ctx, cancel := context.WithCancel(context.Background())
-	budget := NewBudget(2, 0)
+	budget := NewTokenBucket(2, 0)
 	tr := &Transport{Base: base, Clock: fc, Jitter: waits(time.Second), Budget: budget}
 	ch := start(tr, newRequest(t, ctx, "GET", "http://api.test/", nil))
 	if err := fc.BlockUntilContext(context.Background(), 1); err != nil {
@@ -333,7 +333,7 @@ func TestResponseAfterCallerLeft(t *testing.T) {
 		return response(r, 503, "busy"), nil
 	})
 	var log attemptLog
-	budget := NewBudget(5, 0)
+	budget := NewTokenBucket(5, 0)
 	tr := &Transport{Base: base, Jitter: waits(time.Second), OnAttempt: log.onAttempt, Budget: budget}
 	defer func() {
 		if budget.Tokens() != 5 {
@@ -485,7 +485,7 @@ func TestEffectiveBudgetIsTheDefaultInUse(t *testing.T) {
 	if tr.EffectiveBudget() != Budget(b) {
 		t.Error("EffectiveBudget returned a different budget the second time")
 	}
-	own := NewBudget(5, 0)
+	own := NewTokenBucket(5, 0)
 	if got := (&Transport{Budget: own}).EffectiveBudget(); got != Budget(own) {
 		t.Errorf("EffectiveBudget() = %v; want the Transport's own Budget", got)
 	}

@@ -30,6 +30,12 @@ const (
 	DefaultMaxDelay       = 5 * time.Second
 	DefaultMaxRetryAfter  = 30 * time.Second
 	DefaultBufferRequest  = 1 << 20 // 1 MiB
+
+	// DefaultBudgetCapacity and DefaultBudgetPerRequest size the budget a
+	// Transport with a nil Budget creates for itself:
+	// NewTokenBucket(DefaultBudgetCapacity, DefaultBudgetPerRequest).
+	DefaultBudgetCapacity   = 20
+	DefaultBudgetPerRequest = 0.1
 )
 
 // Transport is an [http.RoundTripper] that retries transient failures of
@@ -146,7 +152,8 @@ type Transport struct {
 	NewIdempotencyKey func() string
 
 	// Budget limits retries across all the operations of this Transport.
-	// If nil, the Transport creates NewBudget(20, 0.1) on first use,
+	// If nil, the Transport creates NewTokenBucket([DefaultBudgetCapacity],
+	// [DefaultBudgetPerRequest]), 20 and 0.1, on first use,
 	// private to this Transport. Use [Unlimited] to disable the limit.
 	Budget Budget
 
@@ -230,9 +237,39 @@ func (t *Transport) base() http.RoundTripper {
 
 // EffectiveBudget returns the budget t's operations use: its Budget, or,
 // when that is nil, the default budget t creates for itself
-// (NewBudget(20, 0.1), private to t), created now if no operation has
+// (NewTokenBucket(DefaultBudgetCapacity, DefaultBudgetPerRequest), private
+// to t), created now if no operation has
 // yet. Metrics read it to show the budget that is actually in force.
 func (t *Transport) EffectiveBudget() Budget { return t.budget() }
+
+// Clone returns a new Transport with t's settings, for code that adds to
+// a Transport (an adapter chaining its hooks) without changing one that
+// may already be in use. Where t's Base or Budget is nil, the clone shares
+// the default t uses (created now if no operation has yet): one
+// connection pool and one retry budget for t and its clones, as if they
+// were one Transport.
+func (t *Transport) Clone() *Transport {
+	c := &Transport{
+		Base: t.Base, MaxAttempts: t.MaxAttempts, Timeout: t.Timeout,
+		AttemptTimeout: t.AttemptTimeout, MinAttemptTime: t.MinAttemptTime,
+		BaseDelay: t.BaseDelay, MaxDelay: t.MaxDelay, MaxRetryAfter: t.MaxRetryAfter,
+		BufferRequest: t.BufferRequest, BufferResponse: t.BufferResponse,
+		IdleTimeout: t.IdleTimeout, Transient: t.Transient, Idempotent: t.Idempotent,
+		NewIdempotencyKey: t.NewIdempotencyKey, Budget: t.Budget, Jitter: t.Jitter,
+		Clock: t.Clock, Logger: t.Logger, OnAttempt: t.OnAttempt,
+		OnAttemptStart: t.OnAttemptStart, DialTrace: t.DialTrace, OnDone: t.OnDone,
+		Propagate: t.Propagate,
+	}
+	if t.Base == nil {
+		t.base()
+		c.defaultBase.Store(t.defaultBase.Load())
+	}
+	if t.Budget == nil {
+		t.budget()
+		c.defaultBudget.Store(t.defaultBudget.Load())
+	}
+	return c
+}
 
 func (t *Transport) budget() Budget {
 	if t.Budget != nil {
@@ -241,7 +278,7 @@ func (t *Transport) budget() Budget {
 	if b := t.defaultBudget.Load(); b != nil {
 		return b
 	}
-	t.defaultBudget.CompareAndSwap(nil, NewBudget(20, 0.1))
+	t.defaultBudget.CompareAndSwap(nil, NewTokenBucket(DefaultBudgetCapacity, DefaultBudgetPerRequest))
 	return t.defaultBudget.Load()
 }
 

@@ -43,7 +43,7 @@ func TestDefaults(t *testing.T) {
 			t.Error("default Base is not kept")
 		}
 		if b, ok := tr.budget().(*TokenBucket); !ok || b.Tokens() != 20 || b.perRequest != tokenUnit/10 {
-			t.Errorf("budget() = %#v; want NewBudget(20, 0.1)", tr.budget())
+			t.Errorf("budget() = %#v; want NewTokenBucket(20, 0.1)", tr.budget())
 		}
 	}
 	if got := (&Transport{}).bufferRequest(); got != 1<<20 {

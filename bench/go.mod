@@ -2,6 +2,9 @@ module github.com/httpretry/httpretry/bench
 
 go 1.26.0
 
+// Builds and tests in this repository use the modules of the working
+// tree; a program that requires this module gets the versions required
+// below (replace applies only here). See docs/RELEASING.md.
 replace github.com/httpretry/httpretry => ../
 
 replace github.com/httpretry/httpretry/contrib/redisretry => ../contrib/redisretry
@@ -11,8 +14,8 @@ require (
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/hashicorp/go-cleanhttp v0.5.2
 	github.com/hashicorp/go-retryablehttp v0.7.8
-	github.com/httpretry/httpretry v0.0.0-00010101000000-000000000000
-	github.com/httpretry/httpretry/contrib/redisretry v0.0.0-00010101000000-000000000000
+	github.com/httpretry/httpretry v0.1.0
+	github.com/httpretry/httpretry/contrib/redisretry v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	gonum.org/v1/plot v0.17.0
 )

@@ -213,6 +213,9 @@ func (w *statusWriter) WriteHeader(code int) {
 // writing, as Go handlers do. Nothing is recorded: the client's retry
 // places the order (once), and never gets an empty 200 replayed.
 func TestAbandonedRequestIsNeverReplayedAsEmptySuccess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs 4s of real time")
+	}
 	for _, h2 := range []bool{false, true} {
 		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2.0"}[h2], func(t *testing.T) {
 			var runs, orders atomic.Int32
@@ -383,6 +386,9 @@ func TestAbandonedAfterFlushIsNeverReplayedAsEmptySuccess(t *testing.T) {
 // client never sees the 499. It is not recorded: the client's retry places
 // the order (once), and is never replayed the 499.
 func TestClientClosedRequestIsNotRecorded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs 4s of real time")
+	}
 	for _, h2 := range []bool{false, true} {
 		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2.0"}[h2], func(t *testing.T) {
 			var runs, orders atomic.Int32

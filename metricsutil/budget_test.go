@@ -45,7 +45,7 @@ func TestReadBudget(t *testing.T) {
 		state    string
 		hasState bool
 	}{
-		{"token bucket", httpretry.NewBudget(7, 0.1), true, 7, nil, "", false},
+		{"token bucket", httpretry.NewTokenBucket(7, 0.1), true, 7, nil, "", false},
 		{"shared, in Redis", &sharedBudget{tokens: 12.5, state: 0}, true, 12.5, nil, "shared", true},
 		{"shared, fallen back", &sharedBudget{tokens: 3, state: 1}, true, 3, nil, "local", true},
 		{"shared, unreadable", &sharedBudget{err: unreachable, state: 1}, true, 0, unreachable, "local", true},

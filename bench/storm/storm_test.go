@@ -88,7 +88,7 @@ func TestAccounting(t *testing.T) {
 	pols := append(policies(),
 		countingPolicy("counted-naive", &naiveSent, func(b http.RoundTripper) http.RoundTripper { return &naive{base: b, attempts: 3} }),
 		countingPolicy("counted-httpretry", &retrySent, func(b http.RoundTripper) http.RoundTripper {
-			return &httpretry.Transport{Base: b, Budget: httpretry.NewBudget(5, 0.1)}
+			return &httpretry.Transport{Base: b, Budget: httpretry.NewTokenBucket(5, 0.1)}
 		}),
 	)
 	sent := map[string]*atomic.Int64{"counted-naive": &naiveSent, "counted-httpretry": &retrySent}

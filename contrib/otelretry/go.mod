@@ -2,10 +2,13 @@ module github.com/httpretry/httpretry/contrib/otelretry
 
 go 1.26.0
 
+// Builds and tests in this repository use the modules of the working
+// tree; a program that requires this module gets the versions required
+// below (replace applies only here). See docs/RELEASING.md.
 replace github.com/httpretry/httpretry => ../..
 
 require (
-	github.com/httpretry/httpretry v0.0.0
+	github.com/httpretry/httpretry v0.1.0
 	github.com/jonboulle/clockwork v0.5.0
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
 	go.opentelemetry.io/otel v1.47.0

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/httpretry/httpretry/internal/labels"
+	"github.com/httpretry/httpretry/metricsutil/labels"
 	"go.opentelemetry.io/otel/attribute"
 )
 

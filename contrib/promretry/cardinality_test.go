@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/httpretry/httpretry"
-	"github.com/httpretry/httpretry/internal/labels"
 	"github.com/httpretry/httpretry/metricsutil"
+	"github.com/httpretry/httpretry/metricsutil/labels"
 )
 
 // TestCardinality sends 10,000 operations to 1,000 distinct paths (with

@@ -2,10 +2,13 @@ module github.com/httpretry/httpretry/contrib/promretry
 
 go 1.26.0
 
+// Builds and tests in this repository use the modules of the working
+// tree; a program that requires this module gets the versions required
+// below (replace applies only here). See docs/RELEASING.md.
 replace github.com/httpretry/httpretry => ../..
 
 require (
-	github.com/httpretry/httpretry v0.0.0-00010101000000-000000000000
+	github.com/httpretry/httpretry v0.1.0
 	github.com/jonboulle/clockwork v0.5.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3

@@ -2,7 +2,7 @@ package promretry
 
 import (
 	"github.com/httpretry/httpretry/idempotency"
-	"github.com/httpretry/httpretry/internal/labels"
+	"github.com/httpretry/httpretry/metricsutil/labels"
 )
 
 // The kinds of event [Collector.IdempotencyEvent] counts: what a server's

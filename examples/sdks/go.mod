@@ -2,6 +2,9 @@ module github.com/httpretry/httpretry/examples/sdks
 
 go 1.26.0
 
+// Builds and tests in this repository use the modules of the working
+// tree; a program that requires this module gets the versions required
+// below (replace applies only here). See docs/RELEASING.md.
 replace github.com/httpretry/httpretry => ../..
 
 require (
@@ -9,7 +12,7 @@ require (
 	github.com/elastic/elastic-transport-go/v8 v8.9.0
 	github.com/elastic/go-elasticsearch/v8 v8.19.7
 	github.com/go-resty/resty/v2 v2.17.2
-	github.com/httpretry/httpretry v0.0.0-00010101000000-000000000000
+	github.com/httpretry/httpretry v0.1.0
 	github.com/minio/minio-go/v7 v7.4.1
 	github.com/sashabaranov/go-openai v1.43.0
 	go.uber.org/goleak v1.3.0

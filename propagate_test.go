@@ -65,7 +65,7 @@ func TestNestedTransportsRetryOnce(t *testing.T) {
 
 func TestInnerLayerLeavesBudgetAlone(t *testing.T) {
 	t.Parallel()
-	innerBudget := NewBudget(5, 1)
+	innerBudget := NewTokenBucket(5, 1)
 	withdrawAll(t, innerBudget)
 	inner := &Transport{Base: httptestutil.NewTransport(nil, httptestutil.Step{Status: 503}), Budget: innerBudget, Jitter: noJitter}
 	outer := &Transport{Base: inner, Jitter: noJitter}
@@ -295,6 +295,9 @@ func TestPropagateOnRequestWithoutHeader(t *testing.T) {
 // 700ms dial and AttemptTimeout 1.5s, the next service is told at most
 // 800ms, not the 1.5s left when the attempt began.
 func TestPropagatedTimeoutIsWhatTheCallerWillWait(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs 2s of real time")
+	}
 	const dialDelay, attemptTimeout = 700 * time.Millisecond, 1500 * time.Millisecond
 	for _, p := range protocols {
 		t.Run(p.name, func(t *testing.T) {

@@ -7,6 +7,10 @@
 // made-up method or a stop reason added by a later version, to the last
 // entry of its table. Method, route, outcome and stop reason never carry
 // a query string, userinfo, header or body.
+//
+// The package is exported, not internal, because the adapters are
+// modules of their own: a package under internal/ cannot be imported
+// across a module boundary.
 package labels
 
 import (

@@ -1,4 +1,4 @@
-// Command sdk shows httpretry under a third-party style SDK that accepts an
+// Command wrapsdk shows httpretry under a third-party style SDK that accepts an
 // [*http.Client] but knows nothing about retries.
 //
 // BooksClient stands for any SDK client: it builds requests, decodes JSON
@@ -12,7 +12,7 @@
 // successful lookup takes two attempts; a missing book gets 404, which is
 // final and reaches the SDK after one attempt.
 //
-//	go run ./examples/sdk
+//	go run ./examples/wrapsdk
 package main
 
 import (
