@@ -640,7 +640,14 @@ func TestHiddenRetriesBounded(t *testing.T) {
 			_, err := (&http.Client{Transport: tr}).Do(newRequest(t, WithOutcome(context.Background(), &o), "GET", url, nil))
 			elapsed := time.Since(began)
 			var e *Error
-			if !errors.As(err, &e) || e.Reason != tt.wantReason || e.Attempts != tt.wantAttempts {
+			if !errors.As(err, &e) {
+				t.Fatalf("err = %v; want a *httpretry.Error", err)
+			}
+			// On a busy machine attempts and timers run late, so the time
+			// left may no longer hold another attempt: the rules then stop
+			// with deadline_exhausted, after fewer attempts.
+			late := e.Reason == DeadlineExhausted && e.Attempts < tt.wantAttempts
+			if !late && (e.Reason != tt.wantReason || e.Attempts != tt.wantAttempts) {
 				t.Fatalf("err = %v; want %s after %d attempts", err, tt.wantReason, tt.wantAttempts)
 			}
 			hiddenSlack := slack(t)
