@@ -60,17 +60,17 @@ func (op *operation) logRetry(d decision) {
 }
 
 // log writes one record about the last attempt. It carries the request's
-// method, host and path only: the query string, userinfo, headers and
-// bodies may hold secrets and never reach a log. Errors appear as a class
-// from a small fixed set, since their text can quote a URL.
+// method, host and, when LogRoute names one, its route only: the path,
+// the query string, userinfo, headers and bodies may hold secrets and
+// never reach a log. Errors appear as a class from a small fixed set,
+// since their text can quote a URL.
 func (op *operation) log(level slog.Level, msg string, wait time.Duration, reason StopReason) {
 	attrs := make([]slog.Attr, 0, 9)
-	attrs = append(attrs,
-		slog.String("method", op.method()),
-		slog.String("host", op.host()),
-		slog.String("path", op.path()),
-		slog.Int("attempt", op.attempts),
-	)
+	attrs = append(attrs, slog.String("method", op.method()), slog.String("host", op.host()))
+	if op.t.LogRoute != nil {
+		attrs = append(attrs, slog.String("route", op.t.LogRoute(op.req)))
+	}
+	attrs = append(attrs, slog.Int("attempt", op.attempts))
 	if op.err != nil {
 		attrs = append(attrs, slog.String("error", ErrorClass(op.err)))
 	} else {
@@ -94,13 +94,6 @@ func (op *operation) host() string {
 		return u.Host
 	}
 	return op.req.Host
-}
-
-func (op *operation) path() string {
-	if u := op.req.URL; u != nil {
-		return u.Path
-	}
-	return ""
 }
 
 func (op *operation) method() string {

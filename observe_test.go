@@ -52,7 +52,8 @@ func TestLoggerRecordsDecisions(t *testing.T) {
 		httptestutil.Step{Status: 503},
 	)
 	h := &captureHandler{}
-	tr := &Transport{Base: base, Clock: fc, Timeout: 10 * time.Second, Jitter: waits(20*ms, 30*ms), Logger: slog.New(h)}
+	tr := &Transport{Base: base, Clock: fc, Timeout: 10 * time.Second, Jitter: waits(20*ms, 30*ms), Logger: slog.New(h),
+		LogRoute: func(*http.Request) string { return "/books/{id}" }}
 	ch := start(tr, newRequest(t, context.Background(), "GET", "http://api.test/books/b1?token=s3cret", nil))
 	advance(t, fc, 2, 20*ms)
 	advance(t, fc, 2, 30*ms)
@@ -65,9 +66,9 @@ func TestLoggerRecordsDecisions(t *testing.T) {
 		t.Fatalf("got %d records; want 2 retries and 1 stop", len(h.records))
 	}
 	want := []map[string]string{
-		{"method": "GET", "host": "api.test", "path": "/books/b1", "attempt": "1", "status": "503", "wait": "20ms", "time_left": "10s"},
-		{"method": "GET", "host": "api.test", "path": "/books/b1", "attempt": "2", "error": "connection_reset", "wait": "30ms", "time_left": "9.98s"},
-		{"method": "GET", "host": "api.test", "path": "/books/b1", "attempt": "3", "status": "503", "time_left": "9.95s", "reason": "attempts_exhausted"},
+		{"method": "GET", "host": "api.test", "route": "/books/{id}", "attempt": "1", "status": "503", "wait": "20ms", "time_left": "10s"},
+		{"method": "GET", "host": "api.test", "route": "/books/{id}", "attempt": "2", "error": "connection_reset", "wait": "30ms", "time_left": "9.98s"},
+		{"method": "GET", "host": "api.test", "route": "/books/{id}", "attempt": "3", "status": "503", "time_left": "9.95s", "reason": "attempts_exhausted"},
 	}
 	for i, w := range want {
 		got := attrs(h.records[i])
@@ -116,7 +117,8 @@ func TestNoSecretsAnywhere(t *testing.T) {
 			var log attemptLog
 			var sink strings.Builder
 			tr := &Transport{Base: httptestutil.NewTransport(fc, tc.steps...), Clock: fc, Jitter: noJitter,
-				Logger: slog.New(slog.NewTextHandler(&sink, nil)), OnAttempt: log.onAttempt, OnDone: log.onDone}
+				Logger: slog.New(slog.NewTextHandler(&sink, nil)), OnAttempt: log.onAttempt, OnDone: log.onDone,
+				LogRoute: func(*http.Request) string { return "/v1/books" }}
 			tr.Logger = slog.New(multiHandler{h, tr.Logger.Handler()})
 			req := newRequest(t, context.Background(), "GET", "https://alice:hunter2@api.test/v1/books?api_key=s3cr3t-token", nil)
 			req.Header.Set("Authorization", "Bearer abc.def")
@@ -148,8 +150,8 @@ func TestNoSecretsAnywhere(t *testing.T) {
 					t.Errorf("secret %q leaked in:\n%s", s, all)
 				}
 			}
-			if !strings.Contains(sink.String(), "path=/v1/books") {
-				t.Errorf("log lacks the path: %s", sink.String())
+			if !strings.Contains(sink.String(), "route=/v1/books") {
+				t.Errorf("log lacks the route LogRoute names: %s", sink.String())
 			}
 		})
 	}
@@ -305,7 +307,8 @@ func TestNoSecretsOverLoopback(t *testing.T) {
 				fmt.Fprintf(&hooks, format+"\n", args...)
 			}
 			tr := &Transport{Base: base, Timeout: 3 * time.Second, AttemptTimeout: 500 * ms, BaseDelay: ms, Jitter: noJitter,
-				Logger: slog.New(slog.NewJSONHandler(&lockedWriter{w: &logs}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+				Logger:   slog.New(slog.NewJSONHandler(&lockedWriter{w: &logs}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+				LogRoute: func(*http.Request) string { return "books" },
 				OnAttempt: func(r *http.Request, a Attempt) {
 					record("attempt %+v %v", a, a.Err)
 				},
@@ -357,8 +360,11 @@ func TestNoSecretsOverLoopback(t *testing.T) {
 			// Only a first-attempt final stop (the HTTP/2 stream reset,
 			// see TestFaultMatrix) leaves no log record.
 			logged := o.Reason != Final || o.Attempts > 1
-			if logged && !strings.Contains(logs.String(), `"path":"/v1/books"`) || !strings.Contains(hooks.String(), "done") {
-				t.Errorf("logs %q, hooks %q; want records carrying the path", logs.String(), hooks.String())
+			if logged && !strings.Contains(logs.String(), `"route":"books"`) || !strings.Contains(hooks.String(), "done") {
+				t.Errorf("logs %q, hooks %q; want records carrying the route", logs.String(), hooks.String())
+			}
+			if strings.Contains(logs.String(), "/v1/books") {
+				t.Errorf("logs %q carry the path; want the route LogRoute names only", logs.String())
 			}
 		})
 	}
@@ -426,5 +432,28 @@ func TestOnAttemptStartPrecedesEachAttempt(t *testing.T) {
 	want := []string{"start 1 api.test", "end 1 503", "start 2 api.test", "end 2 200"}
 	if fmt.Sprint(events) != fmt.Sprint(want) {
 		t.Errorf("hooks ran as %q; want %q", events, want)
+	}
+}
+
+// TestLogsNeverCarryThePath: a path can carry identifiers and tokens, so
+// without LogRoute a record names no route at all, and never the path.
+func TestLogsNeverCarryThePath(t *testing.T) {
+	t.Parallel()
+	var sink bytes.Buffer
+	base := httptestutil.NewTransport(nil, httptestutil.Step{Status: 503}, httptestutil.Step{Status: 503}, httptestutil.Step{Status: 503})
+	tr := &Transport{Base: base, Jitter: noJitter, BaseDelay: ms, Logger: slog.New(slog.NewJSONHandler(&sink, nil))}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/reset/tok-7f3a9c/alice@example.com", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBody(t, resp)
+	out := sink.String()
+	if n := strings.Count(out, "\n"); n != 3 {
+		t.Fatalf("%d records; want 2 retries and 1 stop: %s", n, out)
+	}
+	for _, secret := range []string{"tok-7f3a9c", "alice", "/reset", `"route"`, `"path"`} {
+		if strings.Contains(out, secret) {
+			t.Errorf("logs carry %q: %s", secret, out)
+		}
 	}
 }

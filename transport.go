@@ -166,10 +166,17 @@ type Transport struct {
 	Clock clockwork.Clock
 
 	// Logger, if set, receives one record per retry decision and per stop
-	// other than [Final], carrying method, host, path, attempt, status or
-	// error class, wait, time left and reason; never query strings,
-	// userinfo, headers or bodies. If nil, nothing is logged.
+	// other than [Final], carrying method, host, the route LogRoute names,
+	// attempt, status or error class, wait, time left and reason; never
+	// the path, query strings, userinfo, headers or bodies. If nil,
+	// nothing is logged.
 	Logger *slog.Logger
+
+	// LogRoute, if set, names the request's route for Logger's records:
+	// a bounded name such as the path's template ("/users/{id}"), never
+	// the path itself, which can carry identifiers and tokens. It must
+	// not modify req. If nil, records carry no route.
+	LogRoute func(req *http.Request) string
 
 	// OnAttempt, if set, is called after every attempt, with Wait set
 	// when another attempt follows. req is the caller's request. It runs
@@ -256,7 +263,7 @@ func (t *Transport) Clone() *Transport {
 		BufferRequest: t.BufferRequest, BufferResponse: t.BufferResponse,
 		IdleTimeout: t.IdleTimeout, Transient: t.Transient, Idempotent: t.Idempotent,
 		NewIdempotencyKey: t.NewIdempotencyKey, Budget: t.Budget, Jitter: t.Jitter,
-		Clock: t.Clock, Logger: t.Logger, OnAttempt: t.OnAttempt,
+		Clock: t.Clock, Logger: t.Logger, LogRoute: t.LogRoute, OnAttempt: t.OnAttempt,
 		OnAttemptStart: t.OnAttemptStart, DialTrace: t.DialTrace, OnDone: t.OnDone,
 		Propagate: t.Propagate,
 	}
