@@ -228,27 +228,7 @@ func TestAbandonedRequestIsNeverReplayedAsEmptySuccess(t *testing.T) {
 				w.WriteHeader(http.StatusCreated)
 				io.WriteString(w, "placed")
 			})
-			srv := httptest.NewUnstartedServer(idempotency.Handler(next, memory(), idempotency.Options{RequireKey: true}))
-			srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-			if h2 {
-				srv.EnableHTTP2 = true
-				srv.StartTLS()
-			} else {
-				srv.Start()
-			}
-			base := srv.Client().Transport.(*http.Transport)
-			t.Cleanup(func() {
-				base.CloseIdleConnections()
-				srv.Close()
-			})
-			client := &http.Client{Transport: &httpretry.Transport{
-				Base:              base,
-				MaxAttempts:       10,
-				AttemptTimeout:    2 * time.Second,
-				Timeout:           60 * time.Second,
-				Budget:            httpretry.Unlimited,
-				NewIdempotencyKey: httpretry.RandomKey,
-			}}
+			srv, client := orderServer(t, h2, next)
 			resp, err := client.Post(srv.URL+"/orders", "text/plain", strings.NewReader("1 espresso machine"))
 			if err != nil {
 				// Allowed, if the order was not placed twice.
@@ -402,27 +382,7 @@ func TestClientClosedRequestIsNotRecorded(t *testing.T) {
 				w.WriteHeader(http.StatusCreated)
 				io.WriteString(w, "placed")
 			})
-			srv := httptest.NewUnstartedServer(idempotency.Handler(next, memory(), idempotency.Options{RequireKey: true}))
-			srv.Config.ErrorLog = log.New(io.Discard, "", 0)
-			if h2 {
-				srv.EnableHTTP2 = true
-				srv.StartTLS()
-			} else {
-				srv.Start()
-			}
-			base := srv.Client().Transport.(*http.Transport)
-			t.Cleanup(func() {
-				base.CloseIdleConnections()
-				srv.Close()
-			})
-			client := &http.Client{Transport: &httpretry.Transport{
-				Base:              base,
-				MaxAttempts:       10,
-				AttemptTimeout:    2 * time.Second,
-				Timeout:           60 * time.Second,
-				Budget:            httpretry.Unlimited,
-				NewIdempotencyKey: httpretry.RandomKey,
-			}}
+			srv, client := orderServer(t, h2, next)
 			resp, err := client.Post(srv.URL+"/orders", "text/plain", strings.NewReader("1 espresso machine"))
 			if err != nil {
 				t.Fatal(err)
@@ -437,4 +397,32 @@ func TestClientClosedRequestIsNotRecorded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// orderServer serves next behind a Handler that requires a key, over
+// HTTP/2 (TLS) or HTTP/1.1 on loopback, and returns it with a client whose
+// attempts end after 2s and are retried under one generated key.
+func orderServer(t *testing.T, h2 bool, next http.Handler) (*httptest.Server, *http.Client) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(idempotency.Handler(next, memory(), idempotency.Options{RequireKey: true}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	if h2 {
+		srv.EnableHTTP2 = true
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
+	base := srv.Client().Transport.(*http.Transport)
+	t.Cleanup(func() {
+		base.CloseIdleConnections()
+		srv.Close()
+	})
+	return srv, &http.Client{Transport: &httpretry.Transport{
+		Base:              base,
+		MaxAttempts:       10,
+		AttemptTimeout:    2 * time.Second,
+		Timeout:           60 * time.Second,
+		Budget:            httpretry.Unlimited,
+		NewIdempotencyKey: httpretry.RandomKey,
+	}}
 }
