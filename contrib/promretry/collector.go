@@ -34,7 +34,7 @@ type Options struct {
 	// 2, …, MaxAttempts. 0 (or negative) means DefaultAttemptBuckets
 	// (10), which covers any Transport allowing up to 10 attempts: the
 	// buckets are fixed when New registers them, before
-	// [Collector.Instrument] sees a Transport. Set it for a Transport
+	// [Collector.Instrumented] sees a Transport. Set it for a Transport
 	// allowing more (its operations past the last bucket count only in
 	// +Inf), or to the Transport's MaxAttempts for fewer series. At most
 	// 100.
@@ -45,7 +45,7 @@ type Options struct {
 	// It must have a Tokens method: Tokens() float64, as
 	// [*httpretry.TokenBucket] has, or Tokens(context.Context) (float64,
 	// error), as contrib/redisretry's Budget has; New fails otherwise. If
-	// nil, [Collector.Instrument] reports the budget of the first
+	// nil, [Collector.Instrumented] reports the budget of the first
 	// Transport it instruments (its Budget, or the default one it
 	// creates for itself).
 	Budget any
@@ -57,7 +57,7 @@ type Options struct {
 	// If false, classic buckets only.
 	NativeHistograms bool
 
-	// DialPhases, if set, makes [Collector.Instrument] set the
+	// DialPhases, if set, makes [Collector.Instrumented] set the
 	// Transport's DialTrace, so that the dns, connect and tls phases are
 	// recorded. They cost about ten allocations per attempt on a new
 	// connection. If false, only the conn_wait and first_byte phases are.
@@ -74,8 +74,8 @@ type Options struct {
 // Collector records the operations and attempts of [httpretry.Transport]s
 // as Prometheus metrics, and the events of an idempotency middleware.
 //
-// Create one per registry with [New] and install it on a Transport with
-// [Collector.Instrument] before the Transport's first use. Every label
+// Create one per registry with [New] and get an instrumented copy of a
+// Transport with [Collector.Instrumented]. Every label
 // value comes from a fixed table or from the capped route label, so the
 // number of series is bounded however many requests and paths there are
 // (the package documentation gives the figures). Recording a success
@@ -236,17 +236,44 @@ func register(reg prometheus.Registerer, collectors []prometheus.Collector) erro
 	return nil
 }
 
-// Instrument installs c on t: after this, t's OnAttemptStart, OnAttempt
-// and OnDone record every attempt and operation, after calling the hooks
-// t already had; with Options.DialPhases it also sets t.DialTrace. When
-// the Collector observes no budget yet, it observes t's.
-// Call it before t's first use, since a Transport's fields must not change
-// afterwards, and only once per Transport, or everything counts twice.
-// A nil t is ignored.
+// Instrumented returns a new Transport with t's settings whose
+// OnAttemptStart, OnAttempt and OnDone record every attempt and operation
+// in c, after calling the hooks t had; with Options.DialPhases its
+// DialTrace is set. t itself is left unchanged, so it may already be in
+// use, and each call returns a Transport that counts once: instrumenting
+// one Transport twice gives two Transports, not doubled counts. The new
+// Transport shares t's connection pool and retry budget, its default ones
+// included ([httpretry.Transport.Clone]). When the Collector observes no
+// budget yet, it observes that one. A nil t gives nil.
+//
+//	client := &http.Client{Transport: metrics.Instrumented(t)}
+func (c *Collector) Instrumented(t *httpretry.Transport) *httpretry.Transport {
+	if t == nil {
+		return nil
+	}
+	it := t.Clone()
+	c.install(it)
+	return it
+}
+
+// Instrument installs c on t, changing t's OnAttemptStart, OnAttempt and
+// OnDone (and DialTrace) as [Collector.Instrumented] sets them on its
+// copy. It must run before t's first use, since a Transport's fields must
+// not change afterwards, and only once per Transport, or everything
+// counts twice. A nil t is ignored.
+//
+// Deprecated: Instrument changes the Transport it is given. Use
+// [Collector.Instrumented], which returns an instrumented copy and leaves
+// t alone: replace metrics.Instrument(t) with t = metrics.Instrumented(t).
 func (c *Collector) Instrument(t *httpretry.Transport) {
 	if t == nil {
 		return
 	}
+	c.install(t)
+}
+
+// install sets t's hooks to record in c, after the hooks t had.
+func (c *Collector) install(t *httpretry.Transport) {
 	prevStart, prevAttempt, prevDone := t.OnAttemptStart, t.OnAttempt, t.OnDone
 	if c.dialPhases {
 		t.DialTrace = true

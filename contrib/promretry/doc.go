@@ -2,16 +2,15 @@
 // [httpretry.Transport]s as Prometheus metrics, with a label set bounded
 // by construction.
 //
-// Most programs create one [Collector] per registry and install it on the
-// Transport before its first use:
+// Most programs create one [Collector] per registry and use an
+// instrumented copy of their Transport:
 //
 //	metrics, err := promretry.New(reg, promretry.Options{
 //		Route: func(r *http.Request) string { return routeTemplate(r) }, // e.g. "/books/{id}"
 //	})
 //	if err != nil { … }
 //	t := &httpretry.Transport{Base: http.DefaultTransport}
-//	metrics.Instrument(t) // chains with OnAttempt and OnDone already set
-//	client := &http.Client{Transport: t}
+//	client := &http.Client{Transport: metrics.Instrumented(t)} // t unchanged; its hooks run first
 //
 // # Metrics
 //

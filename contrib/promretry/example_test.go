@@ -34,8 +34,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	t := &httpretry.Transport{Jitter: func(time.Duration) time.Duration { return 0 }}
-	metrics.Instrument(t) // before the first request
+	t := metrics.Instrumented(&httpretry.Transport{Jitter: func(time.Duration) time.Duration { return 0 }})
 	defer t.CloseIdleConnections()
 
 	resp, err := (&http.Client{Transport: t}).Get(srv.URL + "/books/b1")

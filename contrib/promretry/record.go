@@ -73,7 +73,7 @@ func (c *Collector) newRouteMetrics(name string) *routeMetrics {
 
 // OnAttemptStart records that an attempt was sent: the started counter
 // and the in-flight gauge, which OnAttempt lowers again. It has the
-// signature of [httpretry.Transport.OnAttemptStart]; [Collector.Instrument]
+// signature of [httpretry.Transport.OnAttemptStart]; [Collector.Instrumented]
 // installs it, chained with any hook already set.
 func (c *Collector) OnAttemptStart(req *http.Request, number int) {
 	r, _ := c.routeOf(req)
@@ -88,7 +88,7 @@ func (c *Collector) OnAttemptStart(req *http.Request, number int) {
 // follows split by cause, and the connection phases that happened. It lowers
 // the in-flight gauge, so install it together with
 // [Collector.OnAttemptStart]. It has the signature of
-// [httpretry.Transport.OnAttempt]; [Collector.Instrument] installs it,
+// [httpretry.Transport.OnAttempt]; [Collector.Instrumented] installs it,
 // chained with any hook already set.
 func (c *Collector) OnAttempt(req *http.Request, a httpretry.Attempt) {
 	r, _ := c.routeOf(req)
@@ -141,7 +141,7 @@ func (c *Collector) observePhases(a httpretry.Attempt) {
 
 // OnDone records one operation: its outcome class and stop reason, its
 // attempts, its time spent waiting and its duration. It has the signature
-// of [httpretry.Transport.OnDone]; [Collector.Instrument] installs it,
+// of [httpretry.Transport.OnDone]; [Collector.Instrumented] installs it,
 // chained with any hook already set.
 func (c *Collector) OnDone(req *http.Request, o httpretry.Outcome) {
 	r, overflowed := c.routeOf(req)

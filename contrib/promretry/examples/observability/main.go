@@ -125,8 +125,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		BaseDelay: 25 * time.Millisecond, MaxDelay: 250 * time.Millisecond,
 		Budget: budget, NewIdempotencyKey: httpretry.RandomKey,
 	}
-	metrics.Instrument(t) // before the first request
-	client := &http.Client{Transport: t}
+	client := &http.Client{Transport: metrics.Instrumented(t)}
 
 	fmt.Fprintf(out, "service at %s, metrics at %s\n", svc.URL, metricsURL)
 	for _, p := range phases {
