@@ -3,15 +3,15 @@
 // operation through a TracerProvider, with the attempts' own spans (from
 // otelhttp) nested under it.
 //
-// Most programs need one call, before the Transport's first use:
+// Most programs need one call:
 //
 //	tr := &httpretry.Transport{Base: otelhttp.NewTransport(otelretry.Attempts(http.DefaultTransport))}
 //	rt, err := otelretry.Instrument(tr, otelretry.Options{Route: routeTemplate})
 //	client := &http.Client{Transport: rt}
 //
-// [Instrument] installs [Metrics] as the Transport's hooks (after any the
-// Transport already has) and returns a [Transport] that starts each
-// operation's span before the first attempt. [Attempts], placed inside
+// [Instrument] leaves tr unchanged: it returns a [Transport] that starts
+// each operation's span before the first attempt, around a copy of tr
+// whose hooks record [Metrics] after running any tr already has. [Attempts], placed inside
 // otelhttp, sets http.request.resend_count on each retry's client span.
 // For metrics alone, set the Transport's OnAttempt and OnDone to the
 // methods of [NewMetrics]' result.

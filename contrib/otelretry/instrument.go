@@ -13,19 +13,21 @@ import (
 //	rt, err := otelretry.Instrument(tr, otelretry.Options{Route: routeOf})
 //	client := &http.Client{Transport: rt}
 //
-// It creates [Metrics] and chains their hooks (OnAttemptStart, OnAttempt,
-// OnDone), and the OnAttempt hook of
-// the returned [Transport], after the OnAttempt and OnDone hooks t
-// already has (those run first). The returned Transport wraps t and must
-// be the RoundTripper the client uses: it starts each operation's span.
+// It creates [Metrics] and returns a [Transport] that wraps a copy of t
+// ([httpretry.Transport.Clone]: t's settings, sharing its connection pool
+// and retry budget, its default ones included) whose OnAttemptStart,
+// OnAttempt and OnDone call the hooks t had first, then record the
+// metrics and the retry events. The returned Transport must be the
+// RoundTripper the client uses: it starts each operation's span.
 //
-// Options left unset are taken from t: MaxAttempts, and Budget: the
-// budget t's operations use, its default one included
+// Instrument never changes t, so t may already be in use, and each call
+// counts once: instrumenting one Transport twice gives two RoundTrippers,
+// not doubled counts. Options left unset are taken from t: MaxAttempts,
+// and Budget: the budget t's operations use
 // ([httpretry.Transport.EffectiveBudget]).
 //
-// Instrument changes t's fields, so it must be called before t's first
-// use. For metrics without traces, create [NewMetrics] and set t's hooks
-// to its methods instead.
+// For metrics without traces, create [NewMetrics] and set a Transport's
+// hooks to its methods instead.
 func Instrument(t *httpretry.Transport, opts Options) (*Transport, error) {
 	if t == nil {
 		return nil, errors.New("otelretry: Instrument: nil Transport")
@@ -35,10 +37,11 @@ func Instrument(t *httpretry.Transport, opts Options) (*Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := Wrap(t, opts)
-	t.OnAttemptStart = chainStart(t.OnAttemptStart, m.OnAttemptStart)
-	t.OnAttempt = chainAttempt(t.OnAttempt, m.OnAttempt, w.OnAttempt)
-	t.OnDone = chainDone(t.OnDone, m.OnDone)
+	it := t.Clone()
+	w := Wrap(it, opts)
+	it.OnAttemptStart = chainStart(it.OnAttemptStart, m.OnAttemptStart)
+	it.OnAttempt = chainAttempt(it.OnAttempt, m.OnAttempt, w.OnAttempt)
+	it.OnDone = chainDone(it.OnDone, m.OnDone)
 	return w, nil
 }
 

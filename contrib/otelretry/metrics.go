@@ -16,8 +16,8 @@ import (
 
 // Metrics records httpretry operations and attempts as OpenTelemetry
 // metrics. Its OnAttempt and OnDone methods are the Transport's hooks of
-// the same names; [Instrument] installs them, chained after any hooks the
-// Transport already has. The instruments:
+// the same names; [Instrument] installs them on its copy of the
+// Transport, chained after any hooks the Transport already has. The instruments:
 //
 //	httpretry.client.operations               counter   {operation}  method, route, outcome, stop_reason
 //	httpretry.client.attempts                 counter   {attempt}    method, route, attempt.kind, attempt.result, error.type
