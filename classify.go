@@ -55,7 +55,9 @@ const StatusOverloaded = 529
 // aborted (on Windows, by their Winsock codes too), an unexpected EOF or the server closing the connection (an
 // HTTP/2 server's GOAWAY followed by the close included), an HTTP/2 stream
 // reset with INTERNAL_ERROR or REFUSED_STREAM, network
-// timeouts, and a per-attempt timeout ([ErrAttemptTimeout]).
+// timeouts, a DNS lookup that timed out or failed temporarily, a
+// per-attempt timeout ([ErrAttemptTimeout]) and a response gone quiet
+// ([ErrIdleTimeout]).
 //
 // Everything else is final, in particular the caller's context ending, TLS
 // certificate errors, malformed URLs and unsupported schemes, DNS names
@@ -158,24 +160,40 @@ func transientError(err error) bool {
 // is its bundled http2GoAwayError, golang.org/x/net/http2's GoAwayError
 // says the same): their text is the only way to recognise them.
 func serverClosed(msg string) bool {
-	return strings.Contains(msg, "server closed idle connection") ||
-		strings.Contains(msg, "transport connection broken") ||
-		strings.Contains(msg, "server sent GOAWAY and closed the connection")
+	for _, text := range serverClosedTexts {
+		if strings.Contains(msg, text) {
+			return true
+		}
+	}
+	return false
+}
+
+// serverClosedTexts are the texts of net/http's errors for a server that
+// closed the connection under the request (see serverClosed).
+var serverClosedTexts = [...]string{
+	"server closed idle connection",
+	"transport connection broken",
+	"server sent GOAWAY and closed the connection",
 }
 
 // connectionLost reports a connection refused, reset, aborted or closed
 // under the request or its response. The system's own codes for these,
 // where they differ from the POSIX ones (Winsock's), are in osConnErrors.
 func connectionLost(err error) bool {
-	for _, target := range [...]error{
-		syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED,
-		syscall.EPIPE, io.ErrUnexpectedEOF, io.EOF,
-	} {
+	for _, target := range lostConnectionErrors {
 		if errors.Is(err, target) {
 			return true
 		}
 	}
 	return osConnErrorClass(err) != ""
+}
+
+// lostConnectionErrors are the errors, found with errors.Is, of a
+// connection refused, reset, aborted or closed under the request or its
+// response.
+var lostConnectionErrors = [...]error{
+	syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED,
+	syscall.EPIPE, io.ErrUnexpectedEOF, io.EOF,
 }
 
 // errorClassOf pairs an error, found with errors.Is, with its ErrorClass
