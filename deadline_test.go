@@ -50,12 +50,12 @@ func TestPlannedWaitSurvivesRealTimers(t *testing.T) {
 	resp, err := tr.RoundTrip(newRequest(t, WithOutcome(context.Background(), &o), "GET", srv.URL, nil))
 	// The retry must start: the planned wait is never thrown away, unless
 	// the timer woke more than half MinAttemptTime after the planned start
-	// (1.4s: exactly MinAttemptTime left), which the README answers with
+	// (1.4s: exactly MinAttemptTime left), which docs/rules.md answers with
 	// deadline_exhausted. Only a machine too busy to run a timer on time
 	// does that, and then the operation ended that late.
 	planned := tr.Timeout - DefaultMinAttemptTime
 	if o.Attempts == 1 && o.Reason == DeadlineExhausted && o.Elapsed > planned+DefaultMinAttemptTime/2 {
-		t.Logf("the timer woke %v after the planned start: %s, as the README allows", o.Elapsed-planned, o.Reason)
+		t.Logf("the timer woke %v after the planned start: %s, as docs/rules.md allows", o.Elapsed-planned, o.Reason)
 		return
 	}
 	if o.Attempts != 2 || hits.Load() != 2 {

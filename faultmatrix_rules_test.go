@@ -30,11 +30,11 @@ type fmFacts struct {
 	// an attempt that never had a connection without a dial error (a
 	// time limit during the dial) taken as provably unsent, though the
 	// Transport may not be able to tell.
-	forRetry readmeFacts
+	forRetry rulesFacts
 	// forStop is at the bounds most favourable to a stop: the least time
 	// left (it decided just before RoundTrip returned), and only a dial
 	// error taken as proof that nothing was sent.
-	forStop readmeFacts
+	forStop rulesFacts
 }
 
 // fmAllowed returns the stops docs/rules.md's table allows after an attempt
@@ -42,7 +42,7 @@ type fmFacts struct {
 // first that surely holds. mustStop reports whether one surely held; when
 // none did, a retry was allowed too.
 func fmAllowed(f fmFacts) (allowed []StopReason, mustStop bool) {
-	for _, s := range readmeStops {
+	for _, s := range rulesStops {
 		if s.when(f.forRetry) {
 			return append(allowed, s.reason), true
 		}
@@ -59,15 +59,15 @@ func fmAllowed(f fmFacts) (allowed []StopReason, mustStop bool) {
 func (c fmCell) facts(r fmResult, k int) fmFacts {
 	call, a := r.calls[k], r.attempts[k]
 	first := r.calls[0].start
-	f := readmeFacts{
+	f := rulesFacts{
 		n:             k + 1,
 		maxAttempts:   fmMaxAttempts,
 		failed:        a.Err != nil,
-		backoff:       readmeWindow(fmBaseDelay, fmMaxDelay, k), // fmJitter draws the whole window
+		backoff:       rulesWindow(fmBaseDelay, fmMaxDelay, k), // fmJitter draws the whole window
 		hasDeadline:   true,
 		minAttempt:    fmMinAttemptTime,
 		maxRetryAfter: fmMaxRetryAfter,
-		tokens:        readmeUnlimited,
+		tokens:        rulesUnlimited,
 	}
 	neverLeft := !call.leftClient()
 	var op *net.OpError
@@ -79,9 +79,9 @@ func (c fmCell) facts(r fmResult, k int) fmFacts {
 		f.transient = IsTransient(nil, a.Err)
 		f.repeatable = c.method.idempotent() || dialError
 	} else {
-		f.transient = readmeTransientResponse(a.Status, call.header, c.method.key)
-		f.repeatable = c.method.idempotent() || readmeVouches(a.Status, call.header)
-		if readmeHonoursRetryAfter(a.Status) {
+		f.transient = rulesTransientResponse(a.Status, call.header, c.method.key)
+		f.repeatable = c.method.idempotent() || rulesVouches(a.Status, call.header)
+		if rulesHonoursRetryAfter(a.Status) {
 			f.serverDelay, f.hasServerDelay = ParseRetryAfter(call.header, call.end)
 		}
 	}
@@ -167,7 +167,7 @@ func (c fmCell) checkKeyless(r fmResult, fail func(string, ...any)) {
 	allowed := 1
 	for k := 1; k < len(r.calls); k++ {
 		prev, a := r.calls[k-1], r.attempts[k-1]
-		vouched := a.Err == nil && readmeVouches(a.Status, prev.header)
+		vouched := a.Err == nil && rulesVouches(a.Status, prev.header)
 		if vouched {
 			allowed++
 		}

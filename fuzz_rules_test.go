@@ -28,9 +28,9 @@ type fzRules struct {
 
 // facts reads what attempt n (from 1) met from the fuzzer's script and
 // the fake clock.
-func (r *fzRules) facts(n int, c *fzCall) readmeFacts {
+func (r *fzRules) facts(n int, c *fzCall) rulesFacts {
 	sc := r.sc
-	f := readmeFacts{
+	f := rulesFacts{
 		n:           n,
 		maxAttempts: sc.maxAttempts,
 		failed:      c.err != nil || r.bufFails(c),
@@ -39,10 +39,10 @@ func (r *fzRules) facts(n int, c *fzCall) readmeFacts {
 		hasDeadline: r.hasDeadline,
 		left:        r.deadline.Sub(c.end),
 		minAttempt:  r.minAttempt,
-		backoff: readmeWindow(durationOr(sc.baseDelay, DefaultBaseDelay), durationOr(sc.maxDelay, DefaultMaxDelay), n-1) /
+		backoff: rulesWindow(durationOr(sc.baseDelay, DefaultBaseDelay), durationOr(sc.maxDelay, DefaultMaxDelay), n-1) /
 			4 * time.Duration(sc.jitterQuarters),
 		maxRetryAfter: durationOr(sc.maxRetryAfter, DefaultMaxRetryAfter),
-		tokens:        readmeUnlimited,
+		tokens:        rulesUnlimited,
 	}
 	switch sc.budget {
 	case 1:
@@ -59,9 +59,9 @@ func (r *fzRules) facts(n int, c *fzCall) readmeFacts {
 		return f
 	}
 	status, h := c.resp.StatusCode, c.resp.Header
-	f.transient = readmeTransientResponse(status, h, sc.method == "POST+key")
-	f.repeatable = f.repeatable || readmeVouches(status, h)
-	if readmeHonoursRetryAfter(status) && c.step.ra.ok {
+	f.transient = rulesTransientResponse(status, h, sc.method == "POST+key")
+	f.repeatable = f.repeatable || rulesVouches(status, h)
+	if rulesHonoursRetryAfter(status) && c.step.ra.ok {
 		f.serverDelay, f.hasServerDelay = c.step.ra.delay, true
 	}
 	return f
@@ -75,7 +75,7 @@ func fzCheckRules(t *testing.T, r fzRules, desc string) {
 	t.Helper()
 	for k, c := range r.calls {
 		f := r.facts(k+1, c)
-		holds := readmeFirstStop(f)
+		holds := rulesFirstStop(f)
 		if k+1 == len(r.calls) {
 			if holds != r.o.Reason {
 				t.Errorf("after the last attempt (%d) the first row of docs/rules.md's table that holds is %q; the Transport stopped with %q\n%s",
@@ -96,7 +96,7 @@ func fzCheckRules(t *testing.T, r fzRules, desc string) {
 // S, "S + Jitter(window): the server's delay is a minimum, and only the
 // jitter part is shortened when time is short"; and no retry starts with
 // less than MinAttemptTime left.
-func fzCheckWait(t *testing.T, f readmeFacts, w time.Duration, desc string) {
+func fzCheckWait(t *testing.T, f rulesFacts, w time.Duration, desc string) {
 	t.Helper()
 	if f.hasDeadline && w > f.left-f.minAttempt {
 		t.Errorf("after attempt %d: a wait of %v leaves less than MinAttemptTime %v of the %v left\n%s", f.n, w, f.minAttempt, f.left, desc)

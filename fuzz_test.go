@@ -649,7 +649,7 @@ driver:
 	// Retry-After is a minimum.
 	for k := 0; k+1 < len(calls); k++ {
 		c := calls[k]
-		if c.resp == nil || bufFails(c) || !readmeHonoursRetryAfter(c.resp.StatusCode) || !c.step.ra.ok {
+		if c.resp == nil || bufFails(c) || !rulesHonoursRetryAfter(c.resp.StatusCode) || !c.step.ra.ok {
 			continue
 		}
 		if gap := calls[k+1].start.Sub(c.end); gap < c.step.ra.delay || attempts[k].Wait < c.step.ra.delay {
@@ -659,7 +659,7 @@ driver:
 	// Only a dial error, or the server's explicit word on an error
 	// response, lets a POST without a key go again.
 	for k := 1; keyless && k < len(calls); k++ {
-		if prev := calls[k-1]; !prev.dialError() && !(prev.resp != nil && !bufFails(prev) && readmeVouches(prev.resp.StatusCode, prev.resp.Header)) {
+		if prev := calls[k-1]; !prev.dialError() && !(prev.resp != nil && !bufFails(prev) && rulesVouches(prev.resp.StatusCode, prev.resp.Header)) {
 			t.Errorf("POST without a key sent again (attempt %d) after %v\n%s", k+1, fzWhat(prev), desc)
 		}
 	}

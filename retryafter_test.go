@@ -207,17 +207,17 @@ func TestServerDelayHonouredPerStatus(t *testing.T) {
 	}
 }
 
-// TestReadmeOverflowingRetryAfterStopsTooLong keeps docs/rules.md's account
+// TestRulesOverflowingRetryAfterStopsTooLong keeps docs/rules.md's account
 // of an overflowing Retry-After true: the Transport (TestRetryAfterTooLong)
 // stops with retry_after_too_long, so the rules must say so and must not
 // call the value ignored.
-func TestReadmeOverflowingRetryAfterStopsTooLong(t *testing.T) {
-	readme, err := os.ReadFile(rulesDoc)
+func TestRulesOverflowingRetryAfterStopsTooLong(t *testing.T) {
+	doc, err := os.ReadFile(rulesDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The paragraph that says how the server's delay is read.
-	text := strings.Join(strings.Fields(string(readme)), " ")
+	text := strings.Join(strings.Fields(string(doc)), " ")
 	i := strings.Index(text, "The server's delay is `Retry-After-Ms`")
 	if i < 0 {
 		t.Fatal(rulesDoc + ": the paragraph on the server's delay is missing")

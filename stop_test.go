@@ -360,7 +360,7 @@ func TestResponseAfterCallerLeft(t *testing.T) {
 func TestStopReasonsDocumented(t *testing.T) {
 	t.Parallel()
 	want := StopReasons()
-	if got := readmeStopTable(t); !slices.Equal(got, want) {
+	if got := rulesStopTable(t); !slices.Equal(got, want) {
 		t.Errorf("docs/rules.md's \"Stop reasons\" table lists %v; want StopReasons, %v", got, want)
 	}
 	if got := readmeBriefStops(t); !slices.Equal(got, want) {
@@ -375,15 +375,15 @@ func TestStopReasonsDocumented(t *testing.T) {
 // the "Stop reasons" table and how the server's delay is read.
 const rulesDoc = "docs/rules.md"
 
-// readmeStopTable returns the reasons of docs/rules.md's "Stop reasons"
+// rulesStopTable returns the reasons of docs/rules.md's "Stop reasons"
 // table, row by row: the first cell of each row, a backquoted word.
-func readmeStopTable(t *testing.T) []StopReason {
+func rulesStopTable(t *testing.T) []StopReason {
 	t.Helper()
-	readme, err := os.ReadFile(rulesDoc)
+	doc, err := os.ReadFile(rulesDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## Stop reasons\n")
+	_, section, ok := strings.Cut(string(doc), "\n## Stop reasons\n")
 	if !ok {
 		t.Fatal(`docs/rules.md has no "## Stop reasons" section`)
 	}

@@ -16,10 +16,10 @@ import (
 // code's own lists (StopReasons, IsTransient) wherever the two can be
 // compared value by value.
 
-// readmeServerWord returns what a server's should-retry headers say:
+// rulesServerWord returns what a server's should-retry headers say:
 // "true", "false", or "" when neither holds either word. X-Should-Retry
 // is read first; any other value is ignored.
-func readmeServerWord(h http.Header) string {
+func rulesServerWord(h http.Header) string {
 	for _, name := range []string{"X-Should-Retry", "Stripe-Should-Retry"} {
 		switch v := strings.TrimSpace(h.Get(name)); {
 		case strings.EqualFold(v, "true"):
@@ -31,15 +31,15 @@ func readmeServerWord(h http.Header) string {
 	return ""
 }
 
-// readmeTransientResponse is "What counts as transient" for a response:
+// rulesTransientResponse is "What counts as transient" for a response:
 // 408, 429, 500, 502, 503, 504, 529, and 409 for a request with an
 // idempotency key when the response carries Retry-After (or
 // Retry-After-Ms) and is not "Idempotent-Replayed: true"; on an error
 // response (4xx, 5xx) the server's own word comes first; a success is
 // never retried.
-func readmeTransientResponse(status int, h http.Header, keyed bool) bool {
+func rulesTransientResponse(status int, h http.Header, keyed bool) bool {
 	if status >= 400 {
-		switch readmeServerWord(h) {
+		switch rulesServerWord(h) {
 		case "true":
 			return true
 		case "false":
@@ -56,16 +56,16 @@ func readmeTransientResponse(status int, h http.Header, keyed bool) bool {
 	return false
 }
 
-// readmeVouches reports whether an error response carries the server's
+// rulesVouches reports whether an error response carries the server's
 // explicit word that another attempt is safe: the only thing besides a
 // dial error that lets a POST without a key go again.
-func readmeVouches(status int, h http.Header) bool {
-	return status >= 400 && readmeServerWord(h) == "true"
+func rulesVouches(status int, h http.Header) bool {
+	return status >= 400 && rulesServerWord(h) == "true"
 }
 
-// readmeHonoursRetryAfter lists the statuses whose Retry-After (or
+// rulesHonoursRetryAfter lists the statuses whose Retry-After (or
 // Retry-After-Ms) is a minimum wait: 409, 429, 503 and 529.
-func readmeHonoursRetryAfter(status int) bool {
+func rulesHonoursRetryAfter(status int) bool {
 	switch status {
 	case 409, 429, 503, 529:
 		return true
@@ -73,9 +73,9 @@ func readmeHonoursRetryAfter(status int) bool {
 	return false
 }
 
-// readmeWindow is the backoff window of retry r (0 for the first retry):
+// rulesWindow is the backoff window of retry r (0 for the first retry):
 // min(MaxDelay, BaseDelay·2^r).
-func readmeWindow(base, ceiling time.Duration, r int) time.Duration {
+func rulesWindow(base, ceiling time.Duration, r int) time.Duration {
 	w := base
 	for range r {
 		if w >= ceiling {
@@ -86,12 +86,12 @@ func readmeWindow(base, ceiling time.Duration, r int) time.Duration {
 	return min(w, ceiling)
 }
 
-// readmeFacts is what one attempt met, in the words of docs/rules.md's
+// rulesFacts is what one attempt met, in the words of docs/rules.md's
 // "Stop reasons" table. A test that knows a fact only within bounds (the
-// fault matrix, on real sockets) judges with two readmeFacts: one at the
+// fault matrix, on real sockets) judges with two rulesFacts: one at the
 // bounds most favourable to a retry, one at those most favourable to a
 // stop.
-type readmeFacts struct {
+type rulesFacts struct {
 	n           int  // the attempt's number, from 1
 	maxAttempts int  // MaxAttempts, resolved
 	failed      bool // it ended in an error: no response, or a body BufferResponse found broken
@@ -115,61 +115,61 @@ type readmeFacts struct {
 	tokens         int           // budget tokens left for this retry
 }
 
-// readmeUnlimited is the tokens of an Unlimited budget.
-const readmeUnlimited = 1 << 30
+// rulesUnlimited is the tokens of an Unlimited budget.
+const rulesUnlimited = 1 << 30
 
 // minWait is the part of a retry's wait that is never shortened: the
 // server's delay when it gave one ("the server's delay is a minimum, and
 // only the jitter part is shortened when time is short"), else the whole
 // draw.
-func (f readmeFacts) minWait() time.Duration {
+func (f rulesFacts) minWait() time.Duration {
 	if f.hasServerDelay {
 		return f.serverDelay
 	}
 	return f.backoff
 }
 
-// readmeStop is one row of docs/rules.md's "Stop reasons" table: a reason
+// rulesStop is one row of docs/rules.md's "Stop reasons" table: a reason
 // and, as a predicate on what an attempt met, the sentence that says
 // when it holds.
-type readmeStop struct {
+type rulesStop struct {
 	reason StopReason
-	when   func(readmeFacts) bool
+	when   func(rulesFacts) bool
 }
 
-// readmeStops is docs/rules.md's "Stop reasons" table, row by row, in its
+// rulesStops is docs/rules.md's "Stop reasons" table, row by row, in its
 // order.
-var readmeStops = []readmeStop{
+var rulesStops = []rulesStop{
 	// "the caller's context has ended and the attempt ended in an error
 	// or a transient response"
-	{Canceled, func(f readmeFacts) bool { return f.callerEnded && (f.failed || f.transient) }},
+	{Canceled, func(f rulesFacts) bool { return f.callerEnded && (f.failed || f.transient) }},
 	// "success, or a failure that is not transient"
-	{Final, func(f readmeFacts) bool { return !f.transient }},
+	{Final, func(f rulesFacts) bool { return !f.transient }},
 	// "the last of MaxAttempts failed"
-	{AttemptsExhausted, func(f readmeFacts) bool { return f.n >= f.maxAttempts }},
+	{AttemptsExhausted, func(f rulesFacts) bool { return f.n >= f.maxAttempts }},
 	// "the request is not safe to repeat, the failure does not prove it
 	// never left, and the server did not say X-Should-Retry: true"
-	{NotIdempotent, func(f readmeFacts) bool { return !f.repeatable }},
+	{NotIdempotent, func(f rulesFacts) bool { return !f.repeatable }},
 	// "the body cannot be sent again"
-	{BodyNotRewindable, func(f readmeFacts) bool { return !f.rewindable }},
+	{BodyNotRewindable, func(f rulesFacts) bool { return !f.rewindable }},
 	// "Retry-After + MinAttemptTime is past the deadline"
-	{RetryAfterExceedsDeadline, func(f readmeFacts) bool {
+	{RetryAfterExceedsDeadline, func(f rulesFacts) bool {
 		return f.hasServerDelay && f.hasDeadline && f.serverDelay > f.left-f.minAttempt
 	}},
 	// "Retry-After > MaxRetryAfter"
-	{RetryAfterTooLong, func(f readmeFacts) bool { return f.hasServerDelay && f.serverDelay > f.maxRetryAfter }},
+	{RetryAfterTooLong, func(f rulesFacts) bool { return f.hasServerDelay && f.serverDelay > f.maxRetryAfter }},
 	// "the wait + MinAttemptTime is past the deadline", the wait being at
 	// least its part that is never shortened
-	{DeadlineExhausted, func(f readmeFacts) bool { return f.hasDeadline && f.minWait() > f.left-f.minAttempt }},
+	{DeadlineExhausted, func(f rulesFacts) bool { return f.hasDeadline && f.minWait() > f.left-f.minAttempt }},
 	// "the budget has no token for this retry"
-	{BudgetExhausted, func(f readmeFacts) bool { return f.tokens <= 0 }},
+	{BudgetExhausted, func(f rulesFacts) bool { return f.tokens <= 0 }},
 }
 
-// readmeFirstStop returns the first row of the table whose sentence
+// rulesFirstStop returns the first row of the table whose sentence
 // holds, or "" when none does: "After each attempt the Transport checks,
 // in this order, and stops at the first that holds."
-func readmeFirstStop(f readmeFacts) StopReason {
-	for _, s := range readmeStops {
+func rulesFirstStop(f rulesFacts) StopReason {
+	for _, s := range rulesStops {
 		if s.when(f) {
 			return s.reason
 		}
@@ -177,12 +177,12 @@ func readmeFirstStop(f readmeFacts) StopReason {
 	return ""
 }
 
-// TestReadmeStopsInDecisionOrder: the oracle's table has one row per
+// TestRulesOracleStopsInDecisionOrder: the oracle's table has one row per
 // reason of StopReasons, in its order.
-func TestReadmeStopsInDecisionOrder(t *testing.T) {
+func TestRulesOracleStopsInDecisionOrder(t *testing.T) {
 	t.Parallel()
 	var got []StopReason
-	for _, s := range readmeStops {
+	for _, s := range rulesStops {
 		got = append(got, s.reason)
 	}
 	if want := StopReasons(); !slices.Equal(got, want) {
@@ -190,11 +190,11 @@ func TestReadmeStopsInDecisionOrder(t *testing.T) {
 	}
 }
 
-// readmeResponseCases returns a response of every status from 100 to 599
+// rulesResponseCases returns a response of every status from 100 to 599
 // to a request with and without an idempotency key, with each word of the
 // server's should-retry headers, and what the oracle is told of it: its
 // status, header and whether the request had a key.
-func readmeResponseCases(yield func(resp *http.Response, keyed bool) bool) {
+func rulesResponseCases(yield func(resp *http.Response, keyed bool) bool) {
 	words := []http.Header{
 		{},
 		{"X-Should-Retry": {"true"}},
@@ -220,31 +220,31 @@ func readmeResponseCases(yield func(resp *http.Response, keyed bool) bool) {
 	}
 }
 
-// TestReadmeTransientMatchesIsTransient: for every status from 100 to
+// TestRulesOracleTransientMatchesIsTransient: for every status from 100 to
 // 599, with and without an idempotency key, with and without the
 // server's word either way, the oracle's "What counts as transient" and
 // IsTransient agree, and so do the oracle's and the Transport's reading of
 // the server's word that another attempt is safe.
-func TestReadmeTransientMatchesIsTransient(t *testing.T) {
+func TestRulesOracleTransientMatchesIsTransient(t *testing.T) {
 	t.Parallel()
-	for resp, keyed := range readmeResponseCases {
+	for resp, keyed := range rulesResponseCases {
 		status, h := resp.StatusCode, resp.Header
-		if got, want := IsTransient(resp, nil), readmeTransientResponse(status, h, keyed); got != want {
+		if got, want := IsTransient(resp, nil), rulesTransientResponse(status, h, keyed); got != want {
 			t.Errorf("status %d, header %v, request header %v: IsTransient = %v; docs/rules.md's rule says %v", status, h, resp.Request.Header, got, want)
 		}
-		if got, want := serverVouches(resp), readmeVouches(status, h); got != want {
+		if got, want := serverVouches(resp), rulesVouches(status, h); got != want {
 			t.Errorf("status %d, header %v: serverVouches = %v; docs/rules.md's rule says %v", status, h, got, want)
 		}
 	}
 }
 
-// TestReadmeHonoursRetryAfterMatches: for every status from 100 to 599,
+// TestRulesOracleHonoursRetryAfterMatches: for every status from 100 to 599,
 // the oracle's list of statuses whose Retry-After is a minimum is the
 // Transport's.
-func TestReadmeHonoursRetryAfterMatches(t *testing.T) {
+func TestRulesOracleHonoursRetryAfterMatches(t *testing.T) {
 	t.Parallel()
 	for status := 100; status <= 599; status++ {
-		if got, want := honoursRetryAfter(status), readmeHonoursRetryAfter(status); got != want {
+		if got, want := honoursRetryAfter(status), rulesHonoursRetryAfter(status); got != want {
 			t.Errorf("status %d: honoursRetryAfter = %v; docs/rules.md's rule says %v", status, got, want)
 		}
 	}
