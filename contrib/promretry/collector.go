@@ -244,7 +244,9 @@ func register(reg prometheus.Registerer, collectors []prometheus.Collector) erro
 // one Transport twice gives two Transports, not doubled counts. The new
 // Transport shares t's connection pool and retry budget, its default ones
 // included ([httpretry.Transport.Clone]). When the Collector observes no
-// budget yet, it observes that one. A nil t gives nil.
+// budget yet, it observes that one. A Transport that Instrumented
+// returned already records: instrumenting it again counts twice. A nil t
+// gives nil.
 //
 //	client := &http.Client{Transport: metrics.Instrumented(t)}
 func (c *Collector) Instrumented(t *httpretry.Transport) *httpretry.Transport {
