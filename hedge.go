@@ -92,9 +92,11 @@ func (op *operation) runHedged() (*http.Response, error) {
 			op.hedgeAfterDelay(timer)
 		case <-ctxDone:
 			// The attempts end with the operation's context, except
-			// losers left to finish, which do not inherit it.
+			// those that may be left to finish, which do not inherit it.
 			ctxDone = nil
-			op.cancelFlight()
+			if op.finishLosers > 0 {
+				op.cancelFlight()
+			}
 		}
 	}
 }
@@ -287,14 +289,13 @@ func (op *operation) settle() {
 		return
 	}
 	op.losers += len(op.flight)
-	for _, a := range op.flight {
-		a.canceled = true
-		op.attempt = *a
-		op.attempt.lastElapsed = op.clock.Since(a.lastStart)
-		op.attempt.trace = nil // still in use by the attempt
-		op.onAttempt(decision{})
-	}
 	if op.finishLosers > 0 {
+		for _, a := range op.flight {
+			// Only what was settled before its goroutine started: the
+			// rest of a is still being written.
+			op.reportLoser(&attempt{number: a.number, hedge: a.hedge, lastStart: a.lastStart,
+				lastElapsed: op.clock.Since(a.lastStart)})
+		}
 		go collectLosers(op.settled, op.flight, op.results, op.finishLosers)
 		op.flight = nil
 		return
@@ -303,9 +304,18 @@ func (op *operation) settle() {
 	for range op.flight {
 		a := <-op.results
 		op.learnLoser(a)
+		op.reportLoser(a)
 		releaseLoser(a)
 	}
 	op.flight = op.flight[:0]
+}
+
+// reportLoser reports a losing attempt to OnAttempt, and releases its
+// trace.
+func (op *operation) reportLoser(a *attempt) {
+	op.attempt = *a
+	op.canceled = true
+	op.onAttempt(decision{})
 }
 
 // collectLosers waits for losers left to finish, for at most grace, then
@@ -321,19 +331,19 @@ func collectLosers(op *operation, losers []*attempt, results <-chan *attempt, gr
 		a := <-results
 		op.learnLoser(a)
 		releaseLoser(a)
+		if a.trace != nil {
+			a.trace.release()
+		}
 	}
 }
 
 // releaseLoser drains and closes a loser's response and releases its
-// context and trace.
+// context.
 func releaseLoser(a *attempt) {
 	if a.resp != nil {
 		drain(a.resp)
 	}
 	a.end()
-	if a.trace != nil {
-		a.trace.release()
-	}
 }
 
 // learnLoser records a loser's latency: an answer when it had one that

@@ -113,19 +113,19 @@ func (d *latencyDist) record(s *latencySet, lat time.Duration, censored bool) {
 	d.ring[d.next] = sample(lat, censored)
 	d.next = (d.next + 1) % latencyWindow
 	d.n = min(d.n+1, latencyWindow)
+	d.held.Store(int64(d.n))
 	d.fresh++
 	if d.fresh < max(1, d.n/64) {
 		return
 	}
 	d.fresh = 0
-	d.held.Store(int64(d.n))
 	sorted := d.sorted[:d.n]
 	copy(sorted, d.ring[:d.n])
 	slices.Sort(sorted)
 	if s.hedgeQ > 0 {
 		d.hedgeAt.Store(int64(kmQuantile(sorted, s.hedgeQ)))
 	}
-	if l := s.learn; l != nil && d.n >= l.minSamples() {
+	if l := s.learn; l != nil {
 		d.limitAt.Store(int64(learnedLimit(l, kmQuantile(sorted, l.quantile()))))
 	}
 }
@@ -180,8 +180,12 @@ func (d *latencyDist) hedgeDelay(h *Hedging) (time.Duration, bool) {
 	return max(time.Duration(d.hedgeAt.Load()), h.minDelay()), true
 }
 
-// attemptLimit is the learned attempt limit, 0 when none is learned yet.
-func (d *latencyDist) attemptLimit() time.Duration {
+// attemptLimit is the learned attempt limit, 0 when none is learned yet:
+// fewer than l's MinSamples latencies are held.
+func (d *latencyDist) attemptLimit(l *LearnedTimeout) time.Duration {
+	if d.held.Load() < int64(l.minSamples()) {
+		return 0
+	}
 	return time.Duration(d.limitAt.Load())
 }
 
