@@ -374,11 +374,16 @@ func (a *attempt) complete(op *operation, req *http.Request, resp *http.Response
 		unsent, a.gotConn = a.trace.end()
 		a.unsent = unsent && err != nil
 	}
+	a.setResult(resp, err)
+	return resp, err
+}
+
+// setResult records what the attempt produced.
+func (a *attempt) setResult(resp *http.Response, err error) {
 	a.status, a.err = 0, err
 	if resp != nil {
 		a.status = resp.StatusCode
 	}
-	return resp, err
 }
 
 // endAttempt releases the last attempt's context and idle watch.

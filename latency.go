@@ -72,12 +72,13 @@ func (s *latencySet) lookup(key string) *latencyDist {
 // latencyDist is one key's recent latencies and what is derived from them.
 // Recording takes its lock; reading the derived delay and limit does not.
 type latencyDist struct {
-	mu     sync.Mutex // protects ring, n, next, fresh and sorted
-	ring   [latencyWindow]uint64
-	sorted [latencyWindow]uint64
-	n      int // samples held, at most latencyWindow
-	next   int // where the next sample goes in ring
-	fresh  int // samples recorded since the quantiles were last computed
+	mu        sync.Mutex // protects ring, n, next and fresh
+	computing sync.Mutex // protects sorted; held while the quantiles are computed
+	ring      [latencyWindow]uint64
+	sorted    [latencyWindow]uint64
+	n         int // samples held, at most latencyWindow
+	next      int // where the next sample goes in ring
+	fresh     int // samples recorded since the quantiles were last computed
 
 	held    atomic.Int64 // n, for readers without the lock
 	hedgeAt atomic.Int64 // the hedge quantile, in nanoseconds
@@ -105,22 +106,27 @@ func sample(d time.Duration, censored bool) uint64 {
 }
 
 // record adds a latency and, every so often, recomputes the quantiles:
-// after every sample while few are held, after every 32 once the window is
-// full, so that the cost of sorting is spread over the samples.
+// after every sample while few are held, then after every n/16 (128 once
+// the window is full), so that the cost of sorting, about 50µs for a full
+// window, is spread over the samples. The sort runs outside the lock
+// that recording takes, and is skipped when another is under way.
 func (d *latencyDist) record(s *latencySet, lat time.Duration, censored bool) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.ring[d.next] = sample(lat, censored)
 	d.next = (d.next + 1) % latencyWindow
 	d.n = min(d.n+1, latencyWindow)
 	d.held.Store(int64(d.n))
 	d.fresh++
-	if d.fresh < max(1, d.n/64) {
+	due := d.fresh >= max(1, d.n/16)
+	if !due || !d.computing.TryLock() {
+		d.mu.Unlock()
 		return
 	}
 	d.fresh = 0
 	sorted := d.sorted[:d.n]
 	copy(sorted, d.ring[:d.n])
+	d.mu.Unlock()
+	defer d.computing.Unlock()
 	slices.Sort(sorted)
 	if s.hedgeQ > 0 {
 		d.hedgeAt.Store(int64(kmQuantile(sorted, s.hedgeQ)))
