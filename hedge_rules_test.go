@@ -65,9 +65,9 @@ func TestMayStartHedge(t *testing.T) {
 func TestHedgeSafe(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name                                            string
+		name                                           string
 		idempotent, keyed, byMethod, dedup, rewindable bool
-		want                                            bool
+		want                                           bool
 	}{
 		{"GET", true, false, true, false, true, true},
 		{"GET with a key", true, true, true, false, true, true},
