@@ -274,6 +274,38 @@ func TestHedgeInProgressConflictWinsNothing(t *testing.T) {
 	if o.Winner != 1 || o.Reason != Final || o.Hedges != 2 {
 		t.Errorf("outcome = %+v; want attempt 1 to win, final, 2 hedges", o)
 	}
+	// Each attempt read a whole body of its own, with the same key.
+	for i, r := range base.Requests() {
+		if string(r.Body) != `{"n":1}` || r.Header.Get(IdempotencyKeyHeader) != "k1" {
+			t.Errorf("attempt %d sent body %q, key %q; want the whole body and key k1", i+1, r.Body, r.Header.Get(IdempotencyKeyHeader))
+		}
+	}
+}
+
+// TestHedgeCallerCancelEndsEveryAttempt: the caller leaving during a
+// hedge ends both attempts; RoundTrip returns the caller's error once
+// they have ended.
+func TestHedgeCallerCancelEndsEveryAttempt(t *testing.T) {
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc,
+		httptestutil.Step{Action: httptestutil.Hang},
+		httptestutil.Step{Action: httptestutil.Hang},
+	)
+	tr := &Transport{Base: base, Clock: fc, Hedging: &Hedging{Delay: 10 * ms}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var o Outcome
+	ch := start(tr, newRequest(t, WithOutcome(ctx, &o), "GET", "https://api.example/items", nil))
+	advanceAt(t, fc, base, 1, 1, 10*ms)
+	advanceAt(t, fc, base, 2, 1, 0)
+	cancel()
+	r := await(t, ch)
+	if !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("error = %v; want context.Canceled", r.err)
+	}
+	if o.Reason != Canceled || o.Attempts != 2 || o.Hedges != 1 || o.LosersCanceled != 1 {
+		t.Errorf("outcome = %+v; want canceled after 2 attempts, 1 hedge, 1 loser", o)
+	}
 }
 
 // TestHedgeNeverForKeyedPostWithoutDeduplication: a POST with an
