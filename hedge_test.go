@@ -87,7 +87,7 @@ func TestHedgeStartsAtDelayAndFirstAnswerWins(t *testing.T) {
 	if got, want := starts.starts(), []time.Duration{0, 10 * ms, 20 * ms}; !equalDurations(got, want) {
 		t.Errorf("attempts started at %v; want %v", got, want)
 	}
-	want := Outcome{Attempts: 3, Reason: Final, Status: 200, Elapsed: 25 * ms, Hedges: 2, LosersCanceled: 2, Winner: 3}
+	want := Outcome{Attempts: 3, Reason: Final, Status: 200, Elapsed: 25 * ms, Hedges: 2, LosersCanceled: 2, Winner: 3, HedgeWon: true}
 	if o != want {
 		t.Errorf("outcome = %+v; want %+v", o, want)
 	}
@@ -203,7 +203,7 @@ func TestHedgeNonFatalAnswerStartsNextAtOnce(t *testing.T) {
 	if got, want := starts.starts(), []time.Duration{0, 10 * ms, 12 * ms}; !equalDurations(got, want) {
 		t.Errorf("attempts started at %v; want %v", got, want)
 	}
-	want := Outcome{Attempts: 3, Reason: Final, Status: 200, Elapsed: 15 * ms, Hedges: 2, LosersCanceled: 1, Winner: 3}
+	want := Outcome{Attempts: 3, Reason: Final, Status: 200, Elapsed: 15 * ms, Hedges: 2, LosersCanceled: 1, Winner: 3, HedgeWon: true}
 	if o != want {
 		t.Errorf("outcome = %+v; want %+v", o, want)
 	}
@@ -271,7 +271,7 @@ func TestHedgeInProgressConflictWinsNothing(t *testing.T) {
 	if got, want := starts.starts(), []time.Duration{0, 10 * ms, 20 * ms}; !equalDurations(got, want) {
 		t.Errorf("attempts started at %v; want %v", got, want)
 	}
-	if o.Winner != 1 || o.Reason != Final || o.Hedges != 2 {
+	if o.Winner != 1 || o.HedgeWon || o.Reason != Final || o.Hedges != 2 {
 		t.Errorf("outcome = %+v; want attempt 1 to win, final, 2 hedges", o)
 	}
 	// Each attempt read a whole body of its own, with the same key.
