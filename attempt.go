@@ -80,6 +80,7 @@ type attempt struct {
 	idle          *idleWatch
 	trace         *connTrace
 	tracker       *readTracker // its view of the operation's onceBody
+	panicked      *panicValue  // what Base panicked with, on a hedged attempt's goroutine
 }
 
 func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {

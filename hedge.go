@@ -14,6 +14,9 @@ import (
 // hedge delay passing, lets the pure rules of decide.go say what follows,
 // and settles the losers once one attempt wins.
 
+// panicValue holds what an attempt's goroutine recovered, even nil.
+type panicValue struct{ v any }
+
 // hedged is what a hedged operation adds to an operation: its attempts in
 // flight and what it reports.
 type hedged struct {
@@ -132,8 +135,15 @@ func (op *operation) launch(hedge bool) bool {
 }
 
 // run sends the attempt and hands it to the loop when it ends. It writes
-// only to a.
+// only to a. A panic of Base is handed over too, for the loop to raise on
+// the caller's goroutine, as a sequential attempt would.
 func (a *attempt) run(op *operation, base http.RoundTripper, done chan<- *attempt) {
+	defer func() {
+		if p := recover(); p != nil {
+			a.panicked = &panicValue{p}
+			done <- a
+		}
+	}()
 	resp, err := base.RoundTrip(a.req)
 	resp, err = normalize(base, a.req, resp, err)
 	a.resp, a.err = a.complete(op, a.req, resp, err)
@@ -147,6 +157,11 @@ func (a *attempt) run(op *operation, base http.RoundTripper, done chan<- *attemp
 // after a wait. end says the operation is over, with resp and err.
 func (op *operation) ended(a *attempt, timer clockwork.Timer) (resp *http.Response, err error, end bool) {
 	op.remove(a)
+	if a.panicked != nil {
+		a.end()
+		op.settle()
+		panic(a.panicked.v)
+	}
 	op.attempt = *a
 	op.learn(a, a.resp, a.err)
 	var r facts

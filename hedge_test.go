@@ -419,3 +419,40 @@ func TestLearnedAttemptTimeoutCutsSlowAttempt(t *testing.T) {
 		t.Errorf("learned limit = %v; want 130ms", got)
 	}
 }
+
+// TestHedgeBasePanicRaisedOnCallersGoroutine: a Base that panics on a
+// hedge's goroutine does not crash the process: the panic is raised again
+// by RoundTrip, after the first attempt has been canceled and has ended.
+func TestHedgeBasePanicRaisedOnCallersGoroutine(t *testing.T) {
+	fc := clockwork.NewFakeClock()
+	var hits atomic.Int32
+	ended := make(chan struct{})
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if hits.Add(1) == 1 {
+			<-req.Context().Done()
+			close(ended)
+			return nil, req.Context().Err()
+		}
+		panic("base broke")
+	})
+	tr := &Transport{Base: base, Clock: fc, Hedging: &Hedging{Delay: 10 * ms}}
+	got := make(chan any, 1)
+	go func() {
+		defer func() { got <- recover() }()
+		tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example/items", nil))
+	}()
+	advanceAt(t, fc, hitCount{&hits}, 1, 1, 10*ms)
+	select {
+	case p := <-got:
+		if p != "base broke" {
+			t.Errorf("recovered %v; want the Base's panic", p)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("RoundTrip neither returned nor panicked")
+	}
+	select {
+	case <-ended:
+	default:
+		t.Error("RoundTrip panicked before the first attempt ended")
+	}
+}
