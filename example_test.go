@@ -233,10 +233,10 @@ func ExampleHedging() {
 
 // Offset gives each identity the same slot in a period on every run.
 func ExampleOffset() {
-	period := time.Hour
-	fmt.Println(httpretry.Offset("pod-1", period).Round(time.Second))
-	fmt.Println(httpretry.Offset("pod-1", period) == httpretry.Offset("pod-1", period))
+	for _, pod := range []string{"pod-1", "pod-3"} {
+		fmt.Println(pod, httpretry.Offset(pod, time.Hour).Round(time.Second))
+	}
 	// Output:
-	// 53m36s
-	// true
+	// pod-1 53m36s
+	// pod-3 36m11s
 }
