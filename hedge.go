@@ -269,13 +269,15 @@ func (op *operation) withdrawHedge() bool {
 	return true
 }
 
-// mayHedge applies the rule of mayStartHedge to the operation now.
+// mayHedge applies the rule of mayStartHedge to the operation now. An
+// operation whose context has ended starts nothing more: it counts as
+// refused.
 func (op *operation) mayHedge() bool {
 	left, bounded := time.Duration(0), op.hasDeadline
 	if bounded {
 		left = op.deadline.Sub(op.clock.Now())
 	}
-	return mayStartHedge(op.policy, op.attempts, op.refusedOnce, left, bounded)
+	return mayStartHedge(op.policy, op.attempts, op.refusedOnce || done(op.ctx), left, bounded)
 }
 
 // remove takes a out of the attempts in flight.
