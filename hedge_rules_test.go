@@ -196,6 +196,14 @@ func TestLatencyKeysBounded(t *testing.T) {
 	if len(s.keys) != 2 {
 		t.Errorf("keys = %d; want 2", len(s.keys))
 	}
+	// Reading a key's delay adds no key.
+	tr2 := &Transport{Hedging: &Hedging{}}
+	for i := range 100 {
+		tr2.HedgeDelay(fmt.Sprint("k", i))
+	}
+	if n := len(tr2.latencies().keys); n != 0 {
+		t.Errorf("HedgeDelay added %d keys; want 0", n)
+	}
 }
 
 // TestExtraLoadCap: the cap starts with a burst of 10 hedges and then

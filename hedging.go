@@ -161,11 +161,11 @@ func (t *Transport) HedgeDelay(key string) (time.Duration, bool) {
 	if h.Delay > 0 {
 		return h.Delay, true
 	}
-	l := t.latencies()
-	if l == nil {
+	d := t.latencies().find(key)
+	if d == nil {
 		return 0, false
 	}
-	return l.lookup(key).hedgeDelay(h)
+	return d.hedgeDelay(h)
 }
 
 func (h *Hedging) maxExtraLoad() float64 {

@@ -48,6 +48,20 @@ func (t *Transport) latencies() *latencySet {
 	return t.latencySet.Load()
 }
 
+// find returns key's distribution without adding one: the shared one for
+// a key past the bound that has been seen, nil for a key never seen.
+func (s *latencySet) find(key string) *latencyDist {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if d := s.keys[key]; d != nil {
+		return d
+	}
+	if len(s.keys) >= s.max && s.other.held.Load() > 0 {
+		return s.other
+	}
+	return nil
+}
+
 // lookup returns key's distribution, adding it while there is room.
 func (s *latencySet) lookup(key string) *latencyDist {
 	s.mu.RLock()
