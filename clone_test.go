@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/jonboulle/clockwork"
 )
@@ -29,6 +30,10 @@ func TestCloneCopiesEveryField(t *testing.T) {
 			f.Set(reflect.ValueOf(clockwork.Clock(clockwork.NewFakeClock())))
 		case "Logger":
 			f.Set(reflect.ValueOf(slog.New(slog.DiscardHandler)))
+		case "Hedging":
+			f.Set(reflect.ValueOf(&Hedging{Delay: time.Millisecond}))
+		case "LearnAttemptTimeout":
+			f.Set(reflect.ValueOf(&LearnedTimeout{Factor: 2}))
 		default:
 			switch f.Kind() {
 			case reflect.Int, reflect.Int64:

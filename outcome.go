@@ -54,6 +54,13 @@ type Attempt struct {
 	// TLSHandshake is the time spent in the TLS handshake; measured only
 	// with [Transport.DialTrace].
 	TLSHandshake time.Duration
+	// Hedge is set when the attempt was a hedge: sent while an earlier
+	// attempt of the operation was still running (see [Hedging]).
+	Hedge bool
+	// Canceled is set when the attempt lost to another one and was
+	// canceled (or, with [Hedging.FinishLosers], left to finish).
+	Canceled bool
+
 	// FirstByte is the time from sending the attempt until the first byte
 	// of the response arrived.
 	FirstByte time.Duration
@@ -103,6 +110,25 @@ type Outcome struct {
 	// request body that could not be sent again: its ContentLength when
 	// known, else the bytes read from it. 0 for every other reason.
 	BodySize int64
+
+	// Hedges is the number of hedges sent: attempts started while an
+	// earlier one was still running. They count in Attempts.
+	Hedges int
+	// HedgesRefused is the number of hedges not sent because the Budget or
+	// the extra-load cap ([Hedging.MaxExtraLoad]) refused them.
+	HedgesRefused int
+	// LosersCanceled is the number of attempts still running when another
+	// won, canceled (or, with [Hedging.FinishLosers], left to finish and
+	// then drained).
+	LosersCanceled int
+	// Winner is, for a hedged operation, the number of the attempt whose
+	// response was returned (1 for the initial attempt); 0 when the
+	// operation ended without one or was not hedged (its response is then
+	// always the last attempt's, number Attempts).
+	Winner int
+	// HedgeWon is set when the returned response was a hedge's: the
+	// hedges sent bought the answer, rather than only adding load.
+	HedgeWon bool
 }
 
 // ErrOutcomeUnknown is matched by [errors.Is] on the error of a request that
@@ -207,7 +233,11 @@ func outcomeFrom(ctx context.Context) *Outcome {
 func (op *operation) finish(resp *http.Response, reason StopReason) (*http.Response, error) {
 	if resp != nil {
 		if op.observed() {
-			op.report(op.outcome(reason))
+			o := op.outcome(reason)
+			if op.hedging {
+				o.Winner, o.HedgeWon = op.number, op.hedge
+			}
+			op.report(o)
 		}
 		op.release(resp)
 		return resp, nil
@@ -273,6 +303,10 @@ func (op *operation) outcome(reason StopReason) Outcome {
 		Status:   op.status,
 		Err:      op.err,
 		Waited:   op.waited,
+
+		Hedges:         op.hedges,
+		HedgesRefused:  op.refused,
+		LosersCanceled: op.losers,
 	}
 	if op.stopErr != nil {
 		o.Err = op.stopErr

@@ -216,6 +216,22 @@ type Transport struct {
 	// retry on its own. If false, no header is added.
 	Propagate bool
 
+	// Hedging, if set, sends hedged requests: another attempt when the
+	// first has not answered after a delay, the first answer that ends
+	// the operation winning (see [Hedging]). If nil, attempts are only
+	// ever sequential, and the success path is unchanged.
+	Hedging *Hedging
+
+	// LearnAttemptTimeout, if set, derives each attempt's time limit from
+	// the latencies observed for its key (see [LearnedTimeout]), within
+	// AttemptTimeout when that is set. If nil, AttemptTimeout alone
+	// bounds attempts.
+	LearnAttemptTimeout *LearnedTimeout
+
+	// latencySet holds the latencies recorded for Hedging and
+	// LearnAttemptTimeout, created on first use.
+	latencySet atomic.Pointer[latencySet]
+
 	// defaultBase and defaultBudget hold the defaults created on first
 	// use when Base or Budget is nil.
 	defaultBase   atomic.Pointer[http.Transport]
@@ -265,7 +281,11 @@ func (t *Transport) Clone() *Transport {
 		NewIdempotencyKey: t.NewIdempotencyKey, Budget: t.Budget, Jitter: t.Jitter,
 		Clock: t.Clock, Logger: t.Logger, LogRoute: t.LogRoute, OnAttempt: t.OnAttempt,
 		OnAttemptStart: t.OnAttemptStart, DialTrace: t.DialTrace, OnDone: t.OnDone,
-		Propagate: t.Propagate,
+		Propagate: t.Propagate, Hedging: t.Hedging, LearnAttemptTimeout: t.LearnAttemptTimeout,
+	}
+	// The clone learns from, and adds to, t's latencies.
+	if s := t.latencies(); s != nil {
+		c.latencySet.Store(s)
 	}
 	if t.Base == nil {
 		t.base()
