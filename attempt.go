@@ -57,6 +57,9 @@ type operation struct {
 	waited  time.Duration
 	wakeAt  time.Time // when the next attempt is planned to start
 	stopErr error     // the error that ended the operation, when not err
+
+	dest   *throttleState // the destination's, when a Throttle is set
+	budget Budget         // the retry budget, the host's own with BudgetPerHost
 }
 
 // attempt is the state of one attempt: its context and what releases it,
@@ -99,6 +102,7 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 	}
 	for {
 		resp, err := op.send()
+		op.recordAttempt(resp, err)
 		d := op.decide(resp, err)
 		op.onAttempt(d)
 		if d.stop != "" {
@@ -107,7 +111,7 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 		op.logRetry(d)
 		op.discard(resp)
 		if reason := op.wait(); reason != "" {
-			op.t.budget().Refund()
+			op.budget.Refund()
 			return op.finish(nil, reason)
 		}
 	}
@@ -117,7 +121,7 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 // and deposits into the budget. An error ends the operation before any
 // attempt.
 func (op *operation) begin() error {
-	t := op.t
+	op.budget = op.t.budgetFor(op.req)
 	op.callerCtx = op.req.Context()
 	op.ctx = op.callerCtx
 	op.out = outcomeFrom(op.callerCtx)
@@ -128,6 +132,9 @@ func (op *operation) begin() error {
 		op.policy.maxAttempts = 1
 	}
 	op.setDeadline()
+	if err := op.throttle(); err != nil {
+		return err
+	}
 	if !owned && op.policy.maxAttempts > 1 && marksOwnership(op.base) {
 		// Only a Transport that can retry takes ownership: a one-attempt
 		// wrapper (for a deadline, or hooks) leaves it to the layer below.
@@ -138,7 +145,7 @@ func (op *operation) begin() error {
 	}
 	op.setHedging(owned)
 	if !owned {
-		t.budget().Deposit()
+		op.budget.Deposit()
 	}
 	return nil
 }
@@ -432,7 +439,7 @@ func (op *operation) decide(resp *http.Response, err error) decision {
 	if d.stop != "" {
 		return d
 	}
-	if !op.t.budget().Withdraw(op.ctx) {
+	if !op.budget.Withdraw(op.ctx) {
 		return stopWith(BudgetExhausted)
 	}
 	op.wakeAt = now.Add(d.wait)

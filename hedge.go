@@ -163,6 +163,7 @@ func (op *operation) ended(a *attempt, timer clockwork.Timer) (resp *http.Respon
 		panic(a.panicked.v)
 	}
 	op.attempt = *a
+	op.recordAttempt(a.resp, a.err)
 	op.learn(a, a.resp, a.err)
 	var r facts
 	op.gather(&r, a.resp, a.err)
@@ -206,7 +207,7 @@ func (op *operation) retryHedged(a *attempt, timer clockwork.Timer) (*http.Respo
 	op.logRetry(d)
 	op.discard(a.resp)
 	if reason := op.wait(); reason != "" {
-		op.t.budget().Refund()
+		op.budget.Refund()
 		resp, err := op.finish(nil, reason)
 		return resp, err, true
 	}
@@ -247,7 +248,7 @@ func (op *operation) hedgeNow(timer clockwork.Timer) {
 	}
 	if !op.launch(true) {
 		// No body for it: as good as refused.
-		op.t.budget().Refund()
+		op.budget.Refund()
 		op.dist.refundExtra()
 		op.refusedOnce = true
 		return
@@ -262,7 +263,7 @@ func (op *operation) withdrawHedge() bool {
 	if !op.dist.withdrawExtra() {
 		return false
 	}
-	if !op.t.budget().Withdraw(op.ctx) {
+	if !op.budget.Withdraw(op.ctx) {
 		op.dist.refundExtra()
 		return false
 	}

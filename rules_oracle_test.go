@@ -140,6 +140,9 @@ type rulesStop struct {
 // rulesStops is docs/rules.md's "Stop reasons" table, row by row, in its
 // order.
 var rulesStops = []rulesStop{
+	// "before the first attempt: the Throttle refused the operation";
+	// never after an attempt
+	{Throttled, func(f rulesFacts) bool { return f.n == 0 }},
 	// "the caller's context has ended and the attempt ended in an error
 	// or a transient response"
 	{Canceled, func(f rulesFacts) bool { return f.callerEnded && (f.failed || f.transient) }},
