@@ -64,6 +64,8 @@ type operation struct {
 	waited  time.Duration
 	wakeAt  time.Time // when the next attempt is planned to start
 	stopErr error     // the error that ended the operation, when not err
+
+	dest *throttleState // the destination's, when a Throttle is set
 }
 
 func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
@@ -79,6 +81,7 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 	}
 	for {
 		resp, err := op.send()
+		op.recordAttempt(resp, err)
 		d := op.decide(resp, err)
 		op.onAttempt(d)
 		if d.stop != "" {
@@ -108,6 +111,9 @@ func (op *operation) begin() error {
 		op.policy.maxAttempts = 1
 	}
 	op.setDeadline()
+	if err := op.throttle(); err != nil {
+		return err
+	}
 	if !owned && op.policy.maxAttempts > 1 && marksOwnership(op.base) {
 		// Only a Transport that can retry takes ownership: a one-attempt
 		// wrapper (for a deadline, or hooks) leaves it to the layer below.

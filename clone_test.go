@@ -27,6 +27,8 @@ func TestCloneCopiesEveryField(t *testing.T) {
 			f.Set(reflect.ValueOf(Budget(NewTokenBucket(3, 0.5))))
 		case "Clock":
 			f.Set(reflect.ValueOf(clockwork.Clock(clockwork.NewFakeClock())))
+		case "Throttle":
+			f.Set(reflect.ValueOf(&Throttle{K: 3}))
 		case "Logger":
 			f.Set(reflect.ValueOf(slog.New(slog.DiscardHandler)))
 		default:

@@ -47,6 +47,10 @@ var stopHolds = map[StopReason]func(r *facts){
 func TestNextStopOrder(t *testing.T) {
 	t.Parallel()
 	order := StopReasons()
+	if order[0] != Throttled {
+		t.Fatalf("the first stop reason is %s; the throttle is asked before the first attempt, before every rule next decides", order[0])
+	}
+	order = order[1:] // next decides after an attempt
 	if last := order[len(order)-1]; last != BudgetExhausted {
 		t.Fatalf("the last stop reason is %s; the budget must be asked last, after every rule next decides", last)
 	}

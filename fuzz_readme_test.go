@@ -140,6 +140,9 @@ type readmeStop struct {
 // readmeStops is docs/rules.md's "Stop reasons" table, row by row, in its
 // order.
 var readmeStops = []readmeStop{
+	// "before the first attempt: the Throttle refused the operation";
+	// never after an attempt
+	{Throttled, func(f readmeFacts) bool { return f.n == 0 }},
 	// "the caller's context has ended and the attempt ended in an error
 	// or a transient response"
 	{Canceled, func(f readmeFacts) bool { return f.callerEnded && (f.failed || f.transient) }},

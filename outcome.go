@@ -255,6 +255,8 @@ func (op *operation) fail(err error) (*http.Response, error) {
 	reason := Final
 	if op.callerEnded() {
 		reason = Canceled
+	} else if errors.Is(err, ErrThrottled) {
+		reason = Throttled
 	} else if done(op.ctx) {
 		reason = DeadlineExhausted
 	}

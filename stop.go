@@ -5,11 +5,18 @@ package httpretry
 type StopReason string
 
 // The reasons an operation stops, in the order the Transport checks them
-// ([StopReasons]). After each attempt it stops with the first that holds;
+// ([StopReasons]). Before the first attempt it asks its [Throttle], if it
+// has one, and stops with [Throttled] when refused. After each attempt
+// it stops with the first of the others that holds;
 // when none does, it retries. A retry that was allowed can still stop
 // during its wait: [Canceled] when the caller's context ends, else
 // [DeadlineExhausted] when the wait ended with too little time left.
 const (
+	// Throttled: the Transport's [Throttle] refused the operation before
+	// its first attempt, because the destination has been signalling
+	// overload or said its rate-limit quota is spent. No attempt was
+	// made; the error matches [ErrThrottled].
+	Throttled StopReason = "throttled"
 	// Canceled: the caller's context ended (canceled, or its deadline
 	// passed) and the attempt ended in an error or in a transient
 	// response; or the caller's context ended during a wait.
@@ -45,12 +52,13 @@ const (
 )
 
 // StopReasons returns every [StopReason], in the order the Transport
-// checks them after an attempt. It is the one list of the stop rules:
+// checks them: [Throttled] before the first attempt, the others after
+// each attempt. It is the one list of the stop rules:
 // metric adapters register their label values from it, and the
 // "Stop reasons" table of docs/rules.md is tested against it.
 func StopReasons() []StopReason {
 	return []StopReason{
-		Canceled, Final, AttemptsExhausted, NotIdempotent, BodyNotRewindable,
+		Throttled, Canceled, Final, AttemptsExhausted, NotIdempotent, BodyNotRewindable,
 		RetryAfterExceedsDeadline, RetryAfterTooLong, DeadlineExhausted,
 		BudgetExhausted,
 	}

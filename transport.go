@@ -216,6 +216,13 @@ type Transport struct {
 	// retry on its own. If false, no header is added.
 	Propagate bool
 
+	// Throttle, if set, refuses some operations before their first
+	// attempt while their destination signals overload or says its
+	// rate-limit quota is spent; see [Throttle]. A refused operation
+	// makes no attempt and stops with [Throttled]. If nil, every
+	// operation makes its first attempt.
+	Throttle *Throttle
+
 	// defaultBase and defaultBudget hold the defaults created on first
 	// use when Base or Budget is nil.
 	defaultBase   atomic.Pointer[http.Transport]
@@ -265,7 +272,7 @@ func (t *Transport) Clone() *Transport {
 		NewIdempotencyKey: t.NewIdempotencyKey, Budget: t.Budget, Jitter: t.Jitter,
 		Clock: t.Clock, Logger: t.Logger, LogRoute: t.LogRoute, OnAttempt: t.OnAttempt,
 		OnAttemptStart: t.OnAttemptStart, DialTrace: t.DialTrace, OnDone: t.OnDone,
-		Propagate: t.Propagate,
+		Propagate: t.Propagate, Throttle: t.Throttle,
 	}
 	if t.Base == nil {
 		t.base()

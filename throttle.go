@@ -1,0 +1,402 @@
+package httpretry
+
+import (
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// Defaults for the zero values of Throttle's fields.
+const (
+	DefaultThrottleK         = 2
+	DefaultThrottleMaxReject = 0.9
+	DefaultThrottleWindow    = time.Second
+	DefaultThrottleMinRate   = 5 // requests per second
+)
+
+// ErrThrottled matches (with [errors.Is]) the error of an operation that a
+// [Throttle] refused before its first attempt: the destination has been
+// signalling overload, or its rate-limit quota is spent
+// ([ErrQuotaExhausted] matches it too). Such an operation made no attempt
+// and stops with [Throttled].
+var ErrThrottled = errors.New("httpretry: refused locally: the destination is overloaded")
+
+// Throttle refuses some operations before their first attempt while their
+// destination signals overload, so that an outage does not keep the
+// server busy with work it will refuse: client-side adaptive throttling.
+// Over a sliding window, per destination, it counts the attempts sent
+// (requests, the refused operations included) and those the server
+// accepted (accepts), and refuses a new operation with probability
+//
+//	p = min(MaxReject, max(0, (requests − K·accepts) / (requests + 1)))
+//
+// so that the server sees at most about K times what it accepts. An
+// attempt is accepted unless the server signalled overload: a 429, 503 or
+// 529 response, a 5xx carrying "X-Should-Retry: false", an attempt that
+// timed out, or a refused connection. Any other response, a 4xx included,
+// is accepted; an attempt the caller's own context ended counts for
+// neither. A refused operation fails at once, never blocks, and returns
+// an [*Error] with Reason [Throttled] that matches [ErrThrottled].
+//
+// It also paces by the quota a server announces (see [ParseRateLimit]):
+// once a response says a destination's quota is spent, new operations to
+// it are refused with [ErrQuotaExhausted] until the quota's reset, or,
+// with WaitQuota, held until then.
+//
+// The zero value is ready to use: K 2, at most 90% refused, a window of
+// one second in ten buckets, no refusal below 5 requests per second,
+// destinations keyed by host, at most [DefaultMaxDestinations] of them.
+// Set Transport.Throttle to a *Throttle to turn it on; transports that
+// share one Throttle share its counts. A Throttle is safe for concurrent
+// use by multiple goroutines; its fields must not be changed after its
+// first use, and it must not be copied after its first use.
+type Throttle struct {
+	// K is how many requests per accepted one the destination may see
+	// before the throttle refuses any. 0 (or less) means 2.
+	K float64
+
+	// MaxReject caps the probability of a refusal, so that some traffic
+	// always reaches the server to see it heal. 0 (or less) means 0.9;
+	// values above 1 mean 1.
+	MaxReject float64
+
+	// Window is how far back the counts reach: they sit in ten buckets of
+	// Window/10 each, and the oldest is dropped as time moves on, so a
+	// healed server is trusted again within about 1.6·Window. 0 (or less)
+	// means one second.
+	Window time.Duration
+
+	// MinRate is the request rate per second, over the window, below
+	// which the throttle never refuses: a few failures of a destination
+	// called rarely say little. 0 means 5; a negative value means no
+	// minimum.
+	MinRate float64
+
+	// Key names a request's destination. It must return a short, bounded
+	// name (never a path or a query): each distinct key holds a few
+	// hundred bytes of state. If nil, the request URL's host.
+	Key func(req *http.Request) string
+
+	// MaxKeys bounds the destinations held; past it, one is forgotten to
+	// make room. 0 (or less) means [DefaultMaxDestinations].
+	MaxKeys int
+
+	// IgnoreQuota turns quota pacing off: the rate-limit headers of
+	// responses are not read.
+	IgnoreQuota bool
+
+	// WaitQuota holds an operation whose destination's quota is spent
+	// until the quota resets, instead of refusing it, when the reset
+	// comes soon enough: no later than the Transport's MaxRetryAfter, and
+	// with MinAttemptTime left before the operation's deadline.
+	WaitQuota bool
+
+	// Rand draws a number in [0, 1) for each decision of an operation
+	// that may be refused. If nil, math/rand/v2's Float64. Tests set it.
+	Rand func() float64
+
+	dests destinations[throttleState]
+}
+
+// throttleBuckets is how many buckets the window is cut into.
+const throttleBuckets = 10
+
+func (th *Throttle) k() float64 {
+	if th.K <= 0 {
+		return DefaultThrottleK
+	}
+	return th.K
+}
+
+func (th *Throttle) maxReject() float64 {
+	if th.MaxReject <= 0 {
+		return DefaultThrottleMaxReject
+	}
+	return min(th.MaxReject, 1)
+}
+
+func (th *Throttle) window() time.Duration {
+	return durationOr(th.Window, DefaultThrottleWindow)
+}
+
+// minRequests is the least number of requests in the window for which
+// the throttle refuses any.
+func (th *Throttle) minRequests() float64 {
+	rate := th.MinRate
+	if rate == 0 {
+		rate = DefaultThrottleMinRate
+	}
+	return max(rate, 0) * th.window().Seconds()
+}
+
+func (th *Throttle) rand() float64 {
+	if th.Rand != nil {
+		return th.Rand()
+	}
+	return rand.Float64()
+}
+
+// key names req's destination.
+func (th *Throttle) key(req *http.Request) string {
+	if th.Key != nil {
+		return th.Key(req)
+	}
+	if req.URL == nil {
+		return ""
+	}
+	return req.URL.Host
+}
+
+// dest returns the state of req's destination.
+func (th *Throttle) dest(req *http.Request) *throttleState {
+	return th.dests.get(th.key(req), th.MaxKeys, initThrottleState)
+}
+
+func initThrottleState(s *throttleState) { s.quota.probe.Store(true) }
+
+// rejectProbability is the probability with which the throttle refuses
+// an operation, given the requests and accepts counted in the window: the
+// SRE form (requests − k·accepts)/(requests + 1), clamped into
+// [0, maxReject], and 0 when fewer than minRequests were counted.
+func rejectProbability(requests, accepts, k, maxReject, minRequests float64) float64 {
+	if requests < minRequests || requests <= 0 {
+		return 0
+	}
+	p := (requests - k*accepts) / (requests + 1)
+	return min(max(p, 0), maxReject)
+}
+
+// overloadSignal reports whether an attempt's result says the server is
+// overloaded: a 429, 503 or 529; a 5xx with "X-Should-Retry: false"; an
+// attempt timeout; a refused connection. Everything else, a 4xx included,
+// is an accept.
+func overloadSignal(resp *http.Response, err error) bool {
+	if err != nil {
+		switch ErrorClass(err) {
+		case "attempt_timeout", "idle_timeout", "timeout", "connection_refused":
+			return true
+		}
+		return false
+	}
+	switch s := resp.StatusCode; {
+	case s == http.StatusTooManyRequests, s == http.StatusServiceUnavailable, s == StatusOverloaded:
+		return true
+	case s >= 500:
+		v, ok := resp.Header["X-Should-Retry"]
+		return ok && len(v) > 0 && strings.EqualFold(strings.TrimSpace(v[0]), "false")
+	}
+	return false
+}
+
+// throttleState is one destination's counts. While the destination has
+// signalled nothing within the window (cold), accepted attempts are only
+// counted in pending, without reading the clock; the first overload
+// signal folds them into the window, spread evenly over the time since
+// the last fold, and makes the state hot: from then on every decision
+// reads the clock and works on the window under mu, until a window has
+// passed without a signal or a refusal.
+type throttleState struct {
+	hot     atomic.Bool
+	pending atomic.Int64 // accepted attempts not yet in w
+	quota   quotaState
+
+	mu         sync.Mutex // protects the fields below
+	w          window
+	lastFold   time.Time
+	lastSignal time.Time // the last overload signal or refusal
+}
+
+// admit decides whether an operation to s's destination may start now.
+// It returns ErrQuotaExhausted, with the time the quota resets, when the
+// destination said its quota is spent; ErrThrottled when the throttle
+// refuses it; nil when it may start.
+func (th *Throttle) admit(s *throttleState, clock clockwork.Clock) (time.Time, error) {
+	if !th.IgnoreQuota && s.quota.until.Load() != 0 {
+		if reset, ok := s.quota.admit(clock.Now()); !ok {
+			return reset, ErrQuotaExhausted
+		}
+	}
+	if !s.hot.Load() {
+		return time.Time{}, nil
+	}
+	r := th.rand()
+	now := clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sync(th, now)
+	req, acc := s.w.sums()
+	if r >= rejectProbability(req, acc, th.k(), th.maxReject(), th.minRequests()) {
+		return time.Time{}, nil
+	}
+	// A refusal counts as a request: the SRE form needs it to keep
+	// refusing while nothing is accepted.
+	s.w.add(1, 0)
+	s.lastSignal = now
+	return time.Time{}, ErrThrottled
+}
+
+// pendingFold is how many accepts a cold destination counts before they
+// are folded into its window with a clock reading, so that a burst after
+// a long quiet spell is not spread thin over the quiet time.
+const pendingFold = 64
+
+// record counts an attempt's result, accepted or an overload signal,
+// and reads what its response says of the quota. An attempt the caller's
+// own context ended is not recorded at all.
+func (th *Throttle) record(s *throttleState, resp *http.Response, err error, clock clockwork.Clock) {
+	if resp != nil && !th.IgnoreQuota && s.quota.wants(resp) {
+		s.quota.observe(resp, clock.Now())
+	}
+	signal := overloadSignal(resp, err)
+	pended := false
+	if !signal && !s.hot.Load() {
+		if s.pending.Add(1) < pendingFold {
+			return
+		}
+		pended = true
+	}
+	now := clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if signal {
+		s.hot.Store(true)
+		s.lastSignal = now
+	}
+	s.sync(th, now)
+	switch {
+	case signal:
+		s.w.add(1, 0)
+	case !pended:
+		s.w.add(1, 1)
+	}
+}
+
+// sync moves s's window to now and folds the pending accepts into it;
+// it turns s cold once a window has passed since the last signal. s.mu
+// must be held.
+func (s *throttleState) sync(th *Throttle, now time.Time) {
+	width := th.window() / throttleBuckets
+	s.w.advance(now, width)
+	if n := s.pending.Swap(0); n > 0 {
+		elapsed := now.Sub(s.lastFold)
+		if s.lastFold.IsZero() {
+			// Counted since the destination was first seen, a time
+			// not kept: as if just now.
+			elapsed = width
+		}
+		s.w.spread(float64(n), elapsed, width)
+	}
+	s.lastFold = now
+	if now.Sub(s.lastSignal) >= th.window() {
+		s.hot.Store(false)
+	}
+}
+
+// window is a ring of buckets of equal width, the newest at head, each
+// counting the requests and accepts of its time.
+type window struct {
+	b     [throttleBuckets]struct{ req, acc float64 }
+	head  int
+	start time.Time // when the head bucket began; zero before the first use
+}
+
+// advance makes the head bucket the one holding now, clearing the buckets
+// it passes.
+func (w *window) advance(now time.Time, width time.Duration) {
+	if w.start.IsZero() {
+		w.start = now
+		return
+	}
+	n := now.Sub(w.start) / width
+	if n <= 0 {
+		return
+	}
+	if n >= throttleBuckets {
+		w.b = [throttleBuckets]struct{ req, acc float64 }{}
+		w.head = 0
+		w.start = now
+		return
+	}
+	for range n {
+		w.head = (w.head + 1) % throttleBuckets
+		w.b[w.head].req, w.b[w.head].acc = 0, 0
+	}
+	w.start = w.start.Add(n * width)
+}
+
+// add counts requests and accepts in the head bucket.
+func (w *window) add(req, acc float64) {
+	w.b[w.head].req += req
+	w.b[w.head].acc += acc
+}
+
+// spread counts n accepted requests made evenly over the last elapsed:
+// the part that falls within the window, spread over the buckets it
+// covers, up to the head.
+func (w *window) spread(n float64, elapsed, width time.Duration) {
+	span := width * throttleBuckets
+	if elapsed > span {
+		n *= float64(span) / float64(elapsed)
+		elapsed = span
+	}
+	k := min(max(int((elapsed+width-1)/width), 1), throttleBuckets)
+	for i := range k {
+		j := (w.head - i + throttleBuckets) % throttleBuckets
+		w.b[j].req += n / float64(k)
+		w.b[j].acc += n / float64(k)
+	}
+}
+
+// sums returns the requests and accepts in the window.
+func (w *window) sums() (req, acc float64) {
+	for _, b := range w.b {
+		req += b.req
+		acc += b.acc
+	}
+	return req, acc
+}
+
+// throttle asks the Transport's Throttle whether the operation may start,
+// before its first attempt. With WaitQuota, an operation whose quota is
+// spent waits for the reset when it comes within MaxRetryAfter and leaves
+// MinAttemptTime before the deadline, and is then asked again, once.
+func (op *operation) throttle() error {
+	th := op.t.Throttle
+	if th == nil {
+		return nil
+	}
+	op.dest = th.dest(op.req)
+	reset, err := th.admit(op.dest, op.clock)
+	if err != ErrQuotaExhausted || !th.WaitQuota {
+		return err
+	}
+	now := op.clock.Now()
+	d := reset.Sub(now)
+	if d > op.policy.maxRetryAfter || (op.hasDeadline && op.deadline.Sub(reset) < op.policy.minAttemptTime) {
+		return err
+	}
+	timer := op.clock.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.Chan():
+	case <-op.ctx.Done():
+		return err
+	}
+	op.waited += op.clock.Since(now)
+	_, err = th.admit(op.dest, op.clock)
+	return err
+}
+
+// recordAttempt tells the Throttle how the attempt that just ended went.
+func (op *operation) recordAttempt(resp *http.Response, err error) {
+	if op.dest == nil || (err != nil && op.callerEnded()) {
+		return
+	}
+	op.t.Throttle.record(op.dest, resp, err, op.clock)
+}
