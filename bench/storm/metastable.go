@@ -305,7 +305,10 @@ func settledFrom(good, arrived []int64, from, w int, want float64) (int, bool) {
 		}
 		first = i
 	}
-	return first, first >= 0
+	if first < 0 {
+		return 0, false
+	}
+	return first, true
 }
 
 // goodputAt returns successes per second by the 100ms bucket of their

@@ -1,12 +1,20 @@
 package main
 
-import "github.com/httpretry/httpretry"
+import (
+	"errors"
+
+	"github.com/httpretry/httpretry"
+)
 
 // throttleDesc says how the throttle policy is configured.
-const throttleDesc = "PLACEHOLDER until the feature is merged: httpretry defaults"
+const throttleDesc = "httpretry defaults with Throttle: &httpretry.Throttle{} (K 2, at most 90% refused, a 1 s window, " +
+	"no refusal below 5 requests per second, per host, quota pacing from rate-limit headers)"
 
-// withThrottle turns on the throttle, per-host budgets and quota pacing.
-func withThrottle(t *httpretry.Transport) *httpretry.Transport { return t }
+// withThrottle turns on the throttle, with its defaults.
+func withThrottle(t *httpretry.Transport) *httpretry.Transport {
+	t.Throttle = &httpretry.Throttle{}
+	return t
+}
 
 // throttledErr reports whether err is httpretry's throttle refusal.
-func throttledErr(err error) bool { return false }
+func throttledErr(err error) bool { return errors.Is(err, httpretry.ErrThrottled) }
