@@ -16,7 +16,7 @@ import (
 const (
 	DefaultThrottleK         = 2
 	DefaultThrottleMaxReject = 0.9
-	DefaultThrottleWindow    = time.Second
+	DefaultThrottleWindow    = 800 * time.Millisecond
 	DefaultThrottleMinRate   = 5 // requests per second
 )
 
@@ -50,7 +50,7 @@ var ErrThrottled = errors.New("httpretry: refused locally: the destination is ov
 // with WaitQuota, held until then.
 //
 // The zero value is ready to use: K 2, at most 90% refused, a window of
-// one second in ten buckets, no refusal below 5 requests per second,
+// 800ms in ten buckets, no refusal below 5 requests per second,
 // destinations keyed by host, at most [DefaultMaxDestinations] of them.
 // Set Transport.Throttle to a *Throttle to turn it on; transports that
 // share one Throttle share its counts. A Throttle is safe for concurrent
@@ -68,8 +68,10 @@ type Throttle struct {
 
 	// Window is how far back the counts reach: they sit in ten buckets of
 	// Window/10 each, and the oldest is dropped as time moves on, so a
-	// healed server is trusted again within about 1.6·Window. 0 (or less)
-	// means one second.
+	// healed server is trusted again within about two windows: the
+	// admitted share grows by a factor of e every Window/K. 0 (or less)
+	// means 800ms, with which 95% are admitted again within 2s of a
+	// server healing after a long outage.
 	Window time.Duration
 
 	// MinRate is the request rate per second, over the window, below

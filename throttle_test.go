@@ -1,0 +1,341 @@
+package httpretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+func TestRejectProbability(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name                string
+		req, acc, k, max, m float64
+		want                float64
+	}{
+		{"nothing counted", 0, 0, 2, 0.9, 0, 0},
+		{"all accepted", 100, 100, 2, 0.9, 0, 0},
+		{"half accepted, K 2: none refused", 100, 50, 2, 0.9, 0, 0},
+		{"a third accepted, K 2", 99, 33, 2, 1, 0, 33.0 / 100},
+		{"none accepted, uncapped", 9, 0, 2, 1, 0, 0.9},
+		{"none accepted, capped", 1000, 0, 2, 0.9, 0, 0.9},
+		{"a quarter accepted, K 1.1", 100, 25, 1.1, 0.9, 0, (100 - 27.5) / 101},
+		{"below the minimum rate", 4, 0, 2, 0.9, 5, 0},
+		{"at the minimum rate", 5, 0, 2, 0.9, 5, 5.0 / 6},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := rejectProbability(tt.req, tt.acc, tt.k, tt.max, tt.m)
+			if math.Abs(got-tt.want) > 1e-12 {
+				t.Errorf("rejectProbability(%v, %v, K %v, max %v, min %v) = %v; want %v", tt.req, tt.acc, tt.k, tt.max, tt.m, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestOverloadSignal(t *testing.T) {
+	t.Parallel()
+	resp := func(status int, h http.Header) *http.Response { return &http.Response{StatusCode: status, Header: h} }
+	tests := []struct {
+		name string
+		resp *http.Response
+		err  error
+		want bool
+	}{
+		{"200", resp(200, nil), nil, false},
+		{"404 is accepted", resp(404, nil), nil, false},
+		{"400 with X-Should-Retry false is accepted", resp(400, http.Header{"X-Should-Retry": {"false"}}), nil, false},
+		{"500 is accepted", resp(500, nil), nil, false},
+		{"429", resp(429, nil), nil, true},
+		{"503", resp(503, nil), nil, true},
+		{"529", resp(529, nil), nil, true},
+		{"500 with X-Should-Retry false", resp(500, http.Header{"X-Should-Retry": {" False"}}), nil, true},
+		{"502 with X-Should-Retry true", resp(502, http.Header{"X-Should-Retry": {"true"}}), nil, false},
+		{"refused", nil, &netOpError{syscall.ECONNREFUSED}, true},
+		{"reset is accepted", nil, &netOpError{syscall.ECONNRESET}, false},
+		{"attempt timeout", nil, &attemptTimeoutError{err: context.DeadlineExceeded}, true},
+		{"idle timeout", nil, fmt.Errorf("x: %w", ErrIdleTimeout), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := overloadSignal(tt.resp, tt.err); got != tt.want {
+				t.Errorf("overloadSignal = %v; want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// netOpError is a dial error carrying errno, as net returns one.
+type netOpError struct{ errno syscall.Errno }
+
+func (e *netOpError) Error() string { return "dial tcp: " + e.errno.Error() }
+func (e *netOpError) Unwrap() error { return e.errno }
+
+// throttleAt counts n results into th's state for key "k" at fc's time,
+// accepted or not.
+func throttleAt(th *Throttle, s *throttleState, fc clockwork.Clock, n int, accepted bool) {
+	status := 503
+	if accepted {
+		status = 200
+	}
+	for range n {
+		th.record(s, &http.Response{StatusCode: status, Header: http.Header{}}, nil, fc)
+	}
+}
+
+// TestThrottleRefusesWithTheSREProbability: after 30 attempts of which 10
+// were accepted, K 2, the probability is (30 − 20)/31: a draw just below
+// it is refused, one at it is admitted; the refusal counts as a request.
+func TestThrottleRefusesWithTheSREProbability(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	var r float64
+	th := &Throttle{MinRate: -1, Rand: func() float64 { return r }}
+	s := th.dests.get("k", 0, initThrottleState)
+	throttleAt(th, s, fc, 10, true)
+	throttleAt(th, s, fc, 20, false)
+	p := 10.0 / 31
+	r = p
+	if _, err := th.admit(s, fc); err != nil {
+		t.Fatalf("draw %v at p: %v; want admitted", r, err)
+	}
+	r = math.Nextafter(p, 0)
+	if _, err := th.admit(s, fc); !errors.Is(err, ErrThrottled) {
+		t.Fatalf("draw %v below p: %v; want ErrThrottled", r, err)
+	}
+	req, acc := s.w.sums()
+	if req != 31 || acc != 10 {
+		t.Errorf("window holds %v requests, %v accepts; want 31 and 10 (the refusal counted)", req, acc)
+	}
+	// p is now (31 − 20)/32.
+	r = math.Nextafter(11.0/32, 0)
+	if _, err := th.admit(s, fc); !errors.Is(err, ErrThrottled) {
+		t.Errorf("second draw %v: %v; want ErrThrottled", r, err)
+	}
+}
+
+// TestThrottleCapsRefusals: with nothing accepted, MaxReject caps the
+// probability: a draw at the cap is admitted.
+func TestThrottleCapsRefusals(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	var r float64
+	th := &Throttle{Rand: func() float64 { return r }}
+	s := th.dests.get("k", 0, initThrottleState)
+	throttleAt(th, s, fc, 1000, false)
+	r = DefaultThrottleMaxReject
+	if _, err := th.admit(s, fc); err != nil {
+		t.Errorf("draw at the cap 0.9: %v; want admitted", err)
+	}
+	r = math.Nextafter(DefaultThrottleMaxReject, 0)
+	if _, err := th.admit(s, fc); !errors.Is(err, ErrThrottled) {
+		t.Errorf("draw below the cap: %v; want ErrThrottled", err)
+	}
+}
+
+// TestThrottleMinRate: below MinRate requests per second over the window
+// nothing is refused, whatever the failures.
+func TestThrottleMinRate(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	th := &Throttle{MinRate: 5, Window: time.Second, Rand: func() float64 { return 0 }}
+	s := th.dests.get("k", 0, initThrottleState)
+	throttleAt(th, s, fc, 4, false)
+	if _, err := th.admit(s, fc); err != nil {
+		t.Fatalf("after 4 failures in a 1s window: %v; want admitted below 5/s", err)
+	}
+	throttleAt(th, s, fc, 1, false)
+	if _, err := th.admit(s, fc); !errors.Is(err, ErrThrottled) {
+		t.Errorf("after 5 failures: %v; want ErrThrottled", err)
+	}
+}
+
+// TestThrottleWindowRollsOver: counts leave the window bucket by bucket:
+// failures of 900ms ago still count, of 1s ago no longer.
+func TestThrottleWindowRollsOver(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	th := &Throttle{MinRate: -1, Window: time.Second, Rand: func() float64 { return 0 }}
+	s := th.dests.get("k", 0, initThrottleState)
+	throttleAt(th, s, fc, 10, false) // bucket 0
+	fc.Advance(500 * time.Millisecond)
+	throttleAt(th, s, fc, 5, false) // bucket 5
+	fc.Advance(400 * time.Millisecond)
+	s.mu.Lock()
+	s.sync(th, fc.Now())
+	req, _ := s.w.sums()
+	s.mu.Unlock()
+	if req != 15 {
+		t.Errorf("at 900ms the window holds %v requests; want 15", req)
+	}
+	fc.Advance(100 * time.Millisecond)
+	s.mu.Lock()
+	s.sync(th, fc.Now())
+	req, _ = s.w.sums()
+	s.mu.Unlock()
+	if req != 5 {
+		t.Errorf("at 1s the window holds %v requests; want the 5 of 500ms", req)
+	}
+	fc.Advance(time.Second)
+	if _, err := th.admit(s, fc); err != nil {
+		t.Errorf("a window after the last failure: %v; want admitted", err)
+	}
+	if s.hot.Load() {
+		t.Error("a window after the last signal the destination is still hot: every decision reads the clock")
+	}
+}
+
+// TestThrottleCreditsQuietAccepts: accepts counted without the clock,
+// before any failure, count in the window when failures start, so a
+// healthy destination is not refused for its first failures.
+func TestThrottleCreditsQuietAccepts(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	th := &Throttle{Rand: func() float64 { return 0 }}
+	s := th.dests.get("k", 0, initThrottleState)
+	fc.Advance(time.Second)
+	for range 10 { // 100 accepts a second
+		throttleAt(th, s, fc, 10, true)
+		fc.Advance(100 * time.Millisecond)
+	}
+	throttleAt(th, s, fc, 20, false)
+	if _, err := th.admit(s, fc); err != nil {
+		t.Errorf("after a second of 100 accepts, 20 failures: %v; want admitted", err)
+	}
+	req, acc := s.w.sums()
+	if acc < 90 || req < acc+20 {
+		t.Errorf("window: %v requests, %v accepts; want the second's ~100 accepts credited", req, acc)
+	}
+}
+
+// evenDraws returns a fixed sequence of draws spread evenly over [0, 1)
+// at every scale (the golden-ratio sequence), so that a simulation's
+// result depends on no seed and any stretch of draws samples [0, 1)
+// evenly.
+func evenDraws() func() float64 {
+	x := 0.0
+	return func() float64 {
+		x += 0.6180339887498949
+		x -= math.Floor(x)
+		return x
+	}
+}
+
+// throttleSim drives th at rate operations a second, in 10ms steps, with a
+// server that accepts while healthy(now); each admitted operation makes
+// one attempt. It returns the fraction of operations admitted in each
+// 100ms.
+func throttleSim(th *Throttle, fc *clockwork.FakeClock, rate int, d time.Duration, healthy func(time.Duration) bool) []float64 {
+	s := th.dests.get("k", 0, initThrottleState)
+	const step = 10 * time.Millisecond
+	per := rate * int(step) / int(time.Second)
+	var out []float64
+	admitted, total := 0, 0
+	for t := time.Duration(0); t < d; t += step {
+		for range per {
+			total++
+			if _, err := th.admit(s, fc); err != nil {
+				continue
+			}
+			admitted++
+			throttleAt(th, s, fc, 1, healthy(t))
+		}
+		fc.Advance(step)
+		if (t+step)%(100*time.Millisecond) == 0 {
+			out = append(out, float64(admitted)/float64(total))
+			admitted, total = 0, 0
+		}
+	}
+	return out
+}
+
+// TestThrottleOutageAndRecovery: 1000 operations a second, a 10s outage,
+// then healthy. During the outage at most the cap's 10% reaches the
+// server (the first window's refusals build up); after healing, the
+// admitted fraction is back to 95% within 2 s with the default Window,
+// and all are admitted in the healthy phase.
+func TestThrottleOutageAndRecovery(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	th := &Throttle{Rand: evenDraws()}
+	healthy := func(t time.Duration) bool { return t < 2*time.Second || t >= 12*time.Second }
+	admitted := throttleSim(th, fc, 1000, 20*time.Second, healthy)
+	outage := 0.0
+	for _, a := range admitted[30:120] { // 3s to 12s: the first second builds the counts
+		outage += a
+	}
+	if outage /= 90; outage > 0.11 {
+		t.Errorf("during the outage %.3f of operations reached the server; want at most 0.11", outage)
+	}
+	recovered := -1
+	for j := 120; j < len(admitted); j++ {
+		if admitted[j] >= 0.95 {
+			recovered = j - 120 + 1
+			break
+		}
+	}
+	if recovered < 0 || recovered > 20 {
+		t.Fatalf("admitted fraction per 100ms after healing: %v; want ≥ 0.95 within 2s", admitted[120:])
+	}
+	t.Logf("recovered to ≥95%% admitted within %dms of healing", recovered*100)
+	for j := 0; j < 20; j++ {
+		if admitted[j] != 1 {
+			t.Errorf("healthy phase, at %dms: %.3f admitted; want all", j*100, admitted[j])
+		}
+	}
+}
+
+// TestThrottleBrownout: a server that can accept a fixed number of
+// requests a second. At half the offered load, K 2 refuses nothing: the
+// server sees twice what it accepts. At a third, the throttle settles
+// where the server sees about K times what it accepts.
+func TestThrottleBrownout(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		capacity float64 // accepted per 10ms step, of 10 offered
+		min, max float64
+	}{{5, 0.99, 1}, {10.0 / 3, 0.6, 0.73}} {
+		fc := clockwork.NewFakeClock()
+		th := &Throttle{Rand: evenDraws()}
+		var stepAt time.Duration
+		used := 0
+		server := func(now time.Duration) bool {
+			if now != stepAt {
+				stepAt, used = now, 0
+			}
+			used++
+			return float64(used) <= tt.capacity
+		}
+		admitted := throttleSim(th, fc, 1000, 10*time.Second, server)
+		var sum float64
+		for _, a := range admitted[20:] {
+			sum += a
+		}
+		if avg := sum / float64(len(admitted)-20); avg < tt.min || avg > tt.max {
+			t.Errorf("capacity %v of 10: %.3f admitted; want within [%v, %v]", tt.capacity, avg, tt.min, tt.max)
+		}
+	}
+}
+
+// TestThrottleKeysBounded: a Throttle holds at most MaxKeys destinations.
+func TestThrottleKeysBounded(t *testing.T) {
+	t.Parallel()
+	th := &Throttle{MaxKeys: 8}
+	for i := range 100 {
+		req := httptest.NewRequest("GET", fmt.Sprintf("http://h%d.test/", i), nil)
+		th.dest(req)
+	}
+	if n := th.dests.len(); n != 8 {
+		t.Errorf("%d destinations held; want MaxKeys, 8", n)
+	}
+}
