@@ -200,7 +200,7 @@ func runThrottle(ctx context.Context, c tconfig) *tresults {
 	}{
 		{"throttle-outage", []string{keySingle, keyBudget, keyThrottle, keyFailsafe}, 1, c.outageSchedule(), &res.outage},
 		{"throttle-brownout", []string{keySingle, keyBudget, keyThrottle, keyFailsafe}, 1, c.brownoutSchedule(), &res.brownout},
-		{"throttle-fleet", []string{keyBudget, keyThrottle}, c.fleet, c.outageSchedule(), &res.fleet},
+		{"throttle-fleet", []string{keyBudget, keyThrottle, keyNoMin}, c.fleet, c.outageSchedule(), &res.fleet},
 	}
 	for _, sc := range shedding {
 		if !has(sc.name) {

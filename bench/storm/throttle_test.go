@@ -289,8 +289,8 @@ func TestThrottleLines(t *testing.T) {
 		met[x.name] = x.met
 	}
 	for name, want := range map[string]bool{
-		"outage: server load during the outage ≤ 0.25× offered":                   true,
-		"outage: ≥ 95% of single attempt's goodput within 2 s of healing":         true,
+		"outage: server load during the outage ≤ 0.25× offered":                     true,
+		"outage: ≥ 95% of single attempt's goodput within 2 s of healing":           true,
 		"metastable: the throttle returns to full goodput within 10 s, no operator": true,
 	} {
 		if got, ok := met[name]; !ok || got != want {

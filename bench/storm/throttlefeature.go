@@ -16,5 +16,12 @@ func withThrottle(t *httpretry.Transport) *httpretry.Transport {
 	return t
 }
 
+// withThrottleNoMin turns on the throttle with no minimum request rate:
+// it refuses however few requests a process sends.
+func withThrottleNoMin(t *httpretry.Transport) *httpretry.Transport {
+	t.Throttle = &httpretry.Throttle{MinRate: -1}
+	return t
+}
+
 // throttledErr reports whether err is httpretry's throttle refusal.
 func throttledErr(err error) bool { return errors.Is(err, httpretry.ErrThrottled) }

@@ -24,6 +24,7 @@ const (
 	keyBudget   = "httpretry"          // today's defaults: a retry budget, no throttle
 	keyThrottle = "httpretry-throttle" // the throttle, per-host budgets and quota pacing
 	keyFailsafe = "failsafe-throttler" // the peer
+	keyNoMin    = "httpretry-throttle-nomin"
 )
 
 // throttlePolicy returns the policy with key, its attempts bounded by
@@ -60,6 +61,12 @@ func throttlePolicy(key string, attemptTimeout time.Duration) policy {
 			desc: throttleDesc,
 			new: pooled(func(b http.RoundTripper) http.RoundTripper {
 				return withThrottle(&httpretry.Transport{Base: b, AttemptTimeout: attemptTimeout})
+			})}
+	case keyNoMin:
+		return policy{key: key, name: "throttle, MinRate off", ours: true,
+			desc: "the throttle policy with Throttle.MinRate -1: no request rate below which it never refuses",
+			new: pooled(func(b http.RoundTripper) http.RoundTripper {
+				return withThrottleNoMin(&httpretry.Transport{Base: b, AttemptTimeout: attemptTimeout})
 			})}
 	case keyFailsafe:
 		return policy{key: key, name: "failsafe-go throttler",

@@ -159,8 +159,11 @@ func throttleLines(res *tresults) ([]string, []target) {
 	if t := findT(res.fleet, keyThrottle); t != nil && findT(res.outage, keySingle) != nil {
 		m := measureOutage(t, findT(res.outage, keySingle))
 		var others []string
-		if b := findT(res.fleet, keyBudget); b != nil {
-			others = append(others, fmt.Sprintf("budget only: load %.2fx", measureOutage(b, findT(res.outage, keySingle)).load))
+		for _, r := range res.fleet {
+			if r.policy.key != keyThrottle {
+				o := measureOutage(r, findT(res.outage, keySingle))
+				others = append(others, fmt.Sprintf("%s: load %.2fx, recovery %s", r.policy.name, o.load, recoveryText(o.recovery, o.recovered)))
+			}
 		}
 		lines = append(lines, outageLine(fmt.Sprintf("fleet: P=%d outage", t.processes), m, others))
 		ts = append(ts, outageTargets(fmt.Sprintf("fleet P=%d", t.processes), m)...)
@@ -341,7 +344,7 @@ func throttleReport(res *tresults) string {
 		outageTable(&b, res.fleet)
 	}
 	b.WriteString("## Policies\n\n")
-	for _, k := range []string{keySingle, keyNaive, keyBudget, keyThrottle, keyFailsafe} {
+	for _, k := range []string{keySingle, keyNaive, keyBudget, keyThrottle, keyNoMin, keyFailsafe} {
 		p := throttlePolicy(k, 0)
 		fmt.Fprintf(&b, "- **%s**: %s.\n", p.name, p.desc)
 	}
