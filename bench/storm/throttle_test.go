@@ -303,13 +303,14 @@ func TestThrottleLines(t *testing.T) {
 // configuration on loopback and checks the printed lines and the files.
 func TestThrottleScenariosShort(t *testing.T) {
 	if testing.Short() {
-		t.Skip("about 25 s of real time")
+		t.Skip("about 30 s of real time")
 	}
 	goroutines := runtime.NumGoroutine()
 	c := defaultTConfig(config{rate: 100, capacity: 20, service: 5 * time.Millisecond, deadline: time.Second, seed: 1, log: io.Discard})
-	c.healthy, c.outage, c.brownout, c.fleet = 500*time.Millisecond, time.Second, 500*time.Millisecond, 5
-	c.meta.healthy, c.meta.trigger, c.meta.after = 500*time.Millisecond, 500*time.Millisecond, 1500*time.Millisecond
-	c.quota.dur = 2500 * time.Millisecond
+	c.healthy, c.outage, c.brownout, c.fleet = 300*time.Millisecond, 500*time.Millisecond, 300*time.Millisecond, 5
+	c.meta.healthy, c.meta.trigger, c.meta.after = 300*time.Millisecond, 300*time.Millisecond, 1200*time.Millisecond
+	c.meta.attemptTimeout, c.meta.deadline = 200*time.Millisecond, 600*time.Millisecond
+	c.quota.dur = 2100 * time.Millisecond
 	c.scenarios = throttleScenarios
 	res := runThrottle(context.Background(), c)
 	res.command = "go run ./storm -test"
