@@ -196,6 +196,7 @@ throttle:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime 30s .
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRetryAfterMs$$' -fuzztime 30s .
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRateLimit$$' -fuzztime 30s .
 	$(GO) test -run '^$$' -fuzz '^FuzzTransport$$' -fuzztime 30s .
 
 ## mutate: mutation testing of the root package (slow, about 20 min; not

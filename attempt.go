@@ -65,7 +65,8 @@ type operation struct {
 	wakeAt  time.Time // when the next attempt is planned to start
 	stopErr error     // the error that ended the operation, when not err
 
-	dest *throttleState // the destination's, when a Throttle is set
+	dest   *throttleState // the destination's, when a Throttle is set
+	budget Budget         // the retry budget, the host's own with BudgetPerHost
 }
 
 func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
@@ -90,7 +91,7 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 		op.logRetry(d)
 		op.discard(resp)
 		if reason := op.wait(); reason != "" {
-			op.t.budget().Refund()
+			op.budget.Refund()
 			return op.finish(nil, reason)
 		}
 	}
@@ -100,7 +101,7 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 // and deposits into the budget. An error ends the operation before any
 // attempt.
 func (op *operation) begin() error {
-	t := op.t
+	op.budget = op.t.budgetFor(op.req)
 	op.callerCtx = op.req.Context()
 	op.ctx = op.callerCtx
 	op.out = outcomeFrom(op.callerCtx)
@@ -123,7 +124,7 @@ func (op *operation) begin() error {
 		return err
 	}
 	if !owned {
-		t.budget().Deposit()
+		op.budget.Deposit()
 	}
 	return nil
 }
@@ -375,7 +376,7 @@ func (op *operation) decide(resp *http.Response, err error) decision {
 	if d.stop != "" {
 		return d
 	}
-	if !op.t.budget().Withdraw(op.ctx) {
+	if !op.budget.Withdraw(op.ctx) {
 		return stopWith(BudgetExhausted)
 	}
 	op.wakeAt = now.Add(d.wait)

@@ -62,6 +62,9 @@ func BenchmarkRoundTrip(b *testing.B) {
 		{"http.Transport/timeout_and_attempt_timeout", "mem://api.test/books/b1", func() http.RoundTripper {
 			return &Transport{Base: newMemTransport(), Timeout: 2 * time.Second, AttemptTimeout: time.Second}
 		}},
+		{"http.Transport/throttle", "mem://api.test/books/b1", func() http.RoundTripper {
+			return &Transport{Base: newMemTransport(), Throttle: &Throttle{}}
+		}},
 		{"http.Transport/on_attempt", "mem://api.test/books/b1", func() http.RoundTripper {
 			return &Transport{Base: newMemTransport(), OnAttempt: func(*http.Request, Attempt) {}}
 		}},

@@ -21,13 +21,12 @@ func (quotaExhaustedError) Error() string {
 // Is makes ErrQuotaExhausted match ErrThrottled.
 func (quotaExhaustedError) Is(target error) bool { return target == ErrThrottled }
 
-// quotaState is what a destination last said of its quota. Until a
-// response has carried rate-limit headers, only a destination's first
-// response and its 429s are read (probe), so that a destination that
-// sends none costs nothing per request.
+// quotaState is what a destination last said of its quota. A
+// destination's first response is read; after that, every response while
+// the last one read carried rate-limit headers, and every 429: a
+// destination that sends none costs nothing per request.
 type quotaState struct {
-	probe atomic.Bool  // read the next response's headers
-	watch atomic.Bool  // the destination sends rate-limit headers: read every response
+	read  atomic.Bool  // read the next response's headers
 	until atomic.Int64 // when the known quota resets, in Unix nanoseconds; 0 when none is known
 	left  atomic.Int64 // requests the quota admits before until
 }
@@ -58,25 +57,26 @@ func (q *quotaState) admit(now time.Time) (time.Time, bool) {
 
 // wants reports whether resp's headers should be read for the quota.
 func (q *quotaState) wants(resp *http.Response) bool {
-	return q.watch.Load() || resp.StatusCode == http.StatusTooManyRequests || q.probe.Load()
+	return q.read.Load() || resp.StatusCode == http.StatusTooManyRequests
 }
 
 // observe reads what resp says of the quota. A 429 without rate-limit
 // headers but with a valid Retry-After says the quota is spent until
 // then.
 func (q *quotaState) observe(resp *http.Response, now time.Time) {
-	q.probe.Store(false)
 	rl, ok := ParseRateLimit(resp.Header, now)
-	if ok {
-		q.watch.Store(true)
-	} else if resp.StatusCode == http.StatusTooManyRequests {
+	if q.read.Load() != ok {
+		q.read.Store(ok)
+	}
+	if !ok {
+		if resp.StatusCode != http.StatusTooManyRequests {
+			return
+		}
 		d, ok := ParseRetryAfter(resp.Header, now)
 		if !ok {
 			return
 		}
 		rl = RateLimit{Remaining: 0, Reset: min(d, maxRateLimitReset), HasReset: true}
-	} else {
-		return
 	}
 	q.set(quotaUpdate(rl, resp.StatusCode, q.until.Load(), q.left.Load(), now))
 }

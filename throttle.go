@@ -160,7 +160,7 @@ func (th *Throttle) dest(req *http.Request) *throttleState {
 	return th.dests.get(th.key(req), th.MaxKeys, initThrottleState)
 }
 
-func initThrottleState(s *throttleState) { s.quota.probe.Store(true) }
+func initThrottleState(s *throttleState) { s.quota.read.Store(true) }
 
 // rejectProbability is the probability with which the throttle refuses
 // an operation, given the requests and accepts counted in the window: the

@@ -89,7 +89,6 @@ func TestThrottledOperationFailsAtOnce(t *testing.T) {
 	}
 }
 
-
 // TestThrottlePerHost: one host failing makes the throttle refuse its
 // operations only; another host's are all sent.
 func TestThrottlePerHost(t *testing.T) {

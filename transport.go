@@ -157,6 +157,16 @@ type Transport struct {
 	// private to this Transport. Use [Unlimited] to disable the limit.
 	Budget Budget
 
+	// BudgetPerHost, when set and Budget is nil, gives each destination
+	// host its own default budget (20 tokens plus 0.1 per operation)
+	// instead of one for every host: a failing host then drains its own
+	// and never refuses the retries of a healthy one. At most
+	// [DefaultMaxDestinations] hosts are kept; one forgotten to make room
+	// starts again full. [Transport.EffectiveBudget] still returns the
+	// budget the hosts would share. If false, or Budget is set, one
+	// budget serves every host.
+	BudgetPerHost bool
+
 	// Jitter draws the wait for a backoff window. A result below 0 or above
 	// the window is clamped into [0, window]. If nil, [FullJitter].
 	Jitter func(window time.Duration) time.Duration
@@ -227,6 +237,7 @@ type Transport struct {
 	// use when Base or Budget is nil.
 	defaultBase   atomic.Pointer[http.Transport]
 	defaultBudget atomic.Pointer[TokenBucket]
+	hostBudgets   atomic.Pointer[destinations[hostBudget]]
 }
 
 // fullJitter is FullJitter, as a variable so that a test can count its
@@ -272,7 +283,7 @@ func (t *Transport) Clone() *Transport {
 		NewIdempotencyKey: t.NewIdempotencyKey, Budget: t.Budget, Jitter: t.Jitter,
 		Clock: t.Clock, Logger: t.Logger, LogRoute: t.LogRoute, OnAttempt: t.OnAttempt,
 		OnAttemptStart: t.OnAttemptStart, DialTrace: t.DialTrace, OnDone: t.OnDone,
-		Propagate: t.Propagate, Throttle: t.Throttle,
+		Propagate: t.Propagate, Throttle: t.Throttle, BudgetPerHost: t.BudgetPerHost,
 	}
 	if t.Base == nil {
 		t.base()
@@ -281,6 +292,7 @@ func (t *Transport) Clone() *Transport {
 	if t.Budget == nil {
 		t.budget()
 		c.defaultBudget.Store(t.defaultBudget.Load())
+		c.hostBudgets.Store(t.hostBudgetTable())
 	}
 	return c
 }

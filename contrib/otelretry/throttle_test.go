@@ -1,0 +1,51 @@
+package otelretry
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/httpretry/httpretry"
+	"github.com/httpretry/httpretry/httptestutil"
+	"github.com/jonboulle/clockwork"
+)
+
+// TestMetricsThrottled: operations a Throttle refuses are counted as
+// operations with stop_reason throttled and outcome error, and make no
+// attempt: 4 attempts reach the failing server (below the throttle's
+// minimum rate), the other 6 operations are refused.
+func TestMetricsThrottled(t *testing.T) {
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503})
+	budget := httpretry.NewTokenBucket(1, 0)
+	m, metrics := newMetrics(t, Options{Budget: budget})
+	tr := hook(&httpretry.Transport{Base: base, Clock: fc, MaxAttempts: 1, Budget: budget,
+		Throttle: &httpretry.Throttle{Rand: func() float64 { return 0 }}}, m)
+	refused := 0
+	for range 10 {
+		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://api.test/books/1", nil))
+		if err == nil {
+			resp.Body.Close()
+			continue
+		}
+		if !errors.Is(err, httpretry.ErrThrottled) {
+			t.Fatalf("err = %v; want ErrThrottled", err)
+		}
+		refused++
+	}
+	if refused != 6 {
+		t.Fatalf("%d refused; want 6", refused)
+	}
+	lines := metrics()
+	want := []string{
+		"httpretry.client.operations{" + get + ",httpretry.outcome=error,httpretry.stop_reason=throttled," + route + "} 6",
+		"httpretry.client.operations{" + get + ",httpretry.outcome=error_response,httpretry.stop_reason=attempts_exhausted," + route + "} 4",
+		"httpretry.client.attempts.started{" + get + ",httpretry.attempt.kind=initial," + route + "} 4",
+	}
+	for _, w := range want {
+		if !slices.Contains(lines, w) {
+			t.Errorf("missing %s\nin:\n%s", w, strings.Join(lines, "\n"))
+		}
+	}
+}

@@ -1,0 +1,118 @@
+package httpretry
+
+import (
+	"net/http"
+	"testing"
+	"time"
+)
+
+func TestParseRateLimit(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	type want struct {
+		ok        bool
+		remaining int64
+		reset     time.Duration
+		hasReset  bool
+	}
+	tests := []struct {
+		name string
+		h    http.Header
+		want want
+	}{
+		{"none", http.Header{}, want{}},
+		{"structured, spent", http.Header{"Ratelimit": {`"default";r=0;t=30`}}, want{true, 0, 30 * time.Second, true}},
+		{"structured, token name, spaces", http.Header{"Ratelimit": {` default ; r=7 ; t=2 `}}, want{true, 7, 2 * time.Second, true}},
+		{"structured, two policies: the least remaining", http.Header{"Ratelimit": {`"hour";r=500;t=3000, "second";r=0;t=1`}}, want{true, 0, time.Second, true}},
+		{"structured, equal remaining: the longest reset", http.Header{"Ratelimit": {`"a";r=0;t=1, "b";r=0;t=9`}}, want{true, 0, 9 * time.Second, true}},
+		{"structured, comma in a name", http.Header{"Ratelimit": {`"a,b";r=3;t=4`}}, want{true, 3, 4 * time.Second, true}},
+		{"structured, no t: the policy's window", http.Header{"Ratelimit": {`"default";r=0`}, "Ratelimit-Policy": {`"default";q=100;w=60`}}, want{true, 0, time.Minute, true}},
+		{"structured, no t, no policy", http.Header{"Ratelimit": {`"default";r=0`}}, want{true, 0, 0, false}},
+		{"structured, partition key ignored", http.Header{"Ratelimit": {`"default";r=5;t=10;pk=:cHJvamVjdC0xMjM=:`}}, want{true, 5, 10 * time.Second, true}},
+		{"structured, negative r", http.Header{"Ratelimit": {`"default";r=-1;t=10`}}, want{}},
+		{"structured, 16 digits", http.Header{"Ratelimit": {`"default";r=1234567890123456;t=10`}}, want{}},
+		{"structured, 15 digits reset clamped to a day", http.Header{"Ratelimit": {`"default";r=0;t=999999999999999`}}, want{true, 0, 24 * time.Hour, true}},
+		{"dictionary form", http.Header{"Ratelimit": {`limit=100, remaining=0, reset=30`}}, want{true, 0, 30 * time.Second, true}},
+		{"separate fields", http.Header{"Ratelimit-Remaining": {"0"}, "Ratelimit-Reset": {"12"}}, want{true, 0, 12 * time.Second, true}},
+		{"separate fields, bad reset", http.Header{"Ratelimit-Remaining": {"3"}, "Ratelimit-Reset": {"1.5"}}, want{true, 3, 0, false}},
+		{"x- fields, seconds", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"45"}}, want{true, 0, 45 * time.Second, true}},
+		{"x- fields, epoch", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"1796300420"}}, want{true, 0, time.Unix(1796300420, 0).Sub(now), true}},
+		{"x- fields, epoch against Date", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"1796300420"},
+			"Date": {time.Unix(1796300400, 0).UTC().Format(http.TimeFormat)}}, want{true, 0, 20 * time.Second, true}},
+		{"x- fields, epoch past", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"1000000000"}}, want{true, 0, 0, true}},
+		{"x- fields, just under the epoch threshold: a delay clamped to a day", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"999999999"}}, want{true, 0, 24 * time.Hour, true}},
+		{"x- fields, signed", http.Header{"X-Ratelimit-Remaining": {"+1"}}, want{}},
+		{"invalid structured falls back to x- fields", http.Header{"Ratelimit": {`garbage`}, "X-Ratelimit-Remaining": {"4"}}, want{true, 4, 0, false}},
+		{"empty", http.Header{"Ratelimit": {""}, "X-Ratelimit-Remaining": {""}}, want{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rl, ok := ParseRateLimit(tt.h, now)
+			got := want{ok, rl.Remaining, rl.Reset, rl.HasReset}
+			if got != tt.want {
+				t.Errorf("ParseRateLimit(%v) = %+v; want %+v", tt.h, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestQuotaUpdate(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	at := func(d time.Duration) int64 { return now.Add(d).UnixNano() }
+	tests := []struct {
+		name        string
+		rl          RateLimit
+		status      int
+		until, left int64
+		wantUntil   int64
+		wantLeft    int64
+		wantOK      bool
+	}{
+		{"no reset: not kept", RateLimit{Remaining: 0}, 200, 0, 0, 0, 0, false},
+		{"first quota", RateLimit{Remaining: 40, Reset: 10 * time.Second, HasReset: true}, 200, 0, 0, at(10 * time.Second), 40, true},
+		{"same window: the smaller local count", RateLimit{Remaining: 40, Reset: 10 * time.Second, HasReset: true}, 200, at(10*time.Second + 500*time.Millisecond), 30, at(10*time.Second + 500*time.Millisecond), 30, true},
+		{"same window: the smaller server count", RateLimit{Remaining: 20, Reset: 10 * time.Second, HasReset: true}, 200, at(10 * time.Second), 30, at(10 * time.Second), 20, true},
+		{"new window: the server's count", RateLimit{Remaining: 100, Reset: 60 * time.Second, HasReset: true}, 200, at(time.Second), 0, at(60 * time.Second), 100, true},
+		{"a 429 spends it", RateLimit{Remaining: 5, Reset: 3 * time.Second, HasReset: true}, 429, 0, 0, at(3 * time.Second), 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			u, l, ok := quotaUpdate(tt.rl, tt.status, tt.until, tt.left, now)
+			if u != tt.wantUntil || l != tt.wantLeft || ok != tt.wantOK {
+				t.Errorf("quotaUpdate = (%d, %d, %v); want (%d, %d, %v)", u, l, ok, tt.wantUntil, tt.wantLeft, tt.wantOK)
+			}
+		})
+	}
+}
+
+func FuzzParseRateLimit(f *testing.F) {
+	for _, s := range []string{`"default";r=0;t=30`, `a;r=1;t=2, "b,c";r=0`, `limit=1, remaining=0, reset=9`, `"x`, `;;;`, `"default";r=999999999999999;t=999999999999999`} {
+		f.Add(s, `"default";q=100;w=60`, "0", "1796300420")
+	}
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, rl, policy, remaining, reset string) {
+		h := http.Header{"Ratelimit": {rl}, "Ratelimit-Policy": {policy}}
+		got, ok := ParseRateLimit(h, now)
+		checkRateLimit(t, got, ok)
+		h = http.Header{"X-Ratelimit-Remaining": {remaining}, "X-Ratelimit-Reset": {reset}}
+		got, ok = ParseRateLimit(h, now)
+		checkRateLimit(t, got, ok)
+	})
+}
+
+// checkRateLimit checks the bounds every parse keeps.
+func checkRateLimit(t *testing.T, rl RateLimit, ok bool) {
+	t.Helper()
+	if !ok && rl != (RateLimit{}) {
+		t.Errorf("not ok, but %+v", rl)
+	}
+	if rl.Remaining < 0 || rl.Remaining > maxSFInteger {
+		t.Errorf("remaining %d out of [0, %d]", rl.Remaining, int64(maxSFInteger))
+	}
+	if rl.Reset < 0 || rl.Reset > maxRateLimitReset || (!rl.HasReset && rl.Reset != 0) {
+		t.Errorf("reset %v (has %v) out of [0, %v]", rl.Reset, rl.HasReset, maxRateLimitReset)
+	}
+}
