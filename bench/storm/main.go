@@ -142,14 +142,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		return fail("-clients: %v", err)
 	}
 	for s := range strings.SplitSeq(*scen, ",") {
-		switch {
-		case slices.Contains(allScenarios, s):
-			cfg.scenarios = append(cfg.scenarios, s)
-		case s == "throttle":
-			cfg.throttle = append(cfg.throttle, throttleScenarios...)
-		case slices.Contains(throttleScenarios, s):
-			cfg.throttle = append(cfg.throttle, s)
-		default:
+		if !cfg.addScenario(s) {
 			return fail("-scenarios: unknown %q (have %s, and throttle for all of %s)", s, strings.Join(allScenarios, ","), strings.Join(throttleScenarios, ","))
 		}
 	}

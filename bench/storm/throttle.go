@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -24,6 +25,23 @@ import (
 //
 // Every policy of a scenario gets the same arrivals.
 var throttleScenarios = []string{"throttle-outage", "throttle-brownout", "metastable", "two-hosts", "quota", "throttle-fleet"}
+
+// addScenario adds the scenario named s to c: a scenario of the storm,
+// one of the throttle's, or "throttle" for all of these. It returns
+// false for an unknown name.
+func (c *config) addScenario(s string) bool {
+	switch {
+	case slices.Contains(allScenarios, s):
+		c.scenarios = append(c.scenarios, s)
+	case s == "throttle":
+		c.throttle = append(c.throttle, throttleScenarios...)
+	case slices.Contains(throttleScenarios, s):
+		c.throttle = append(c.throttle, s)
+	default:
+		return false
+	}
+	return true
+}
 
 // opHeader carries the operation's index, the same on every attempt.
 const opHeader = "X-Storm-Op"
@@ -183,14 +201,7 @@ func runThrottle(ctx context.Context, c tconfig) *tresults {
 		fmt.Fprintf(c.log, "[%6.1fs] ", time.Since(res.started).Seconds())
 		fmt.Fprintf(c.log, format+"\n", a...)
 	}
-	has := func(s string) bool {
-		for _, x := range c.scenarios {
-			if x == s {
-				return true
-			}
-		}
-		return false
-	}
+	has := func(s string) bool { return slices.Contains(c.scenarios, s) }
 	shedding := []struct {
 		name string
 		keys []string
@@ -215,10 +226,19 @@ func runThrottle(ctx context.Context, c tconfig) *tresults {
 			*sc.dst = append(*sc.dst, runShedding(ctx, c, sc.name, sc.ph, arr, p, sc.n))
 		}
 	}
+	runOthers(ctx, c, res, has, progress)
+	res.wall = time.Since(res.started)
+	progress("done")
+	return res
+}
+
+// runOthers runs the scenarios with servers of their own: metastable,
+// two-hosts and quota.
+func runOthers(ctx context.Context, c tconfig, res *tresults, has func(string) bool, progress func(string, ...any)) {
 	if has("metastable") {
 		for _, p := range throttlePolicies(c.meta.attemptTimeout, keySingle, keyNaive, keyBudget, keyThrottle, keyFailsafe) {
 			if ctx.Err() != nil {
-				return res
+				return
 			}
 			progress("metastable: %s", p.name)
 			res.meta = append(res.meta, runMetastable(ctx, c, p))
@@ -228,7 +248,7 @@ func runThrottle(ctx context.Context, c tconfig) *tresults {
 		for _, p := range throttlePolicies(0, keyBudget, keyThrottle) {
 			for _, down := range []bool{false, true} {
 				if ctx.Err() != nil {
-					return res
+					return
 				}
 				progress("two-hosts: %s, other host down: %v", p.name, down)
 				res.hosts = append(res.hosts, runHosts(ctx, c, p, down))
@@ -239,16 +259,13 @@ func runThrottle(ctx context.Context, c tconfig) *tresults {
 		for _, hdr := range []quotaHeaders{ietfHeaders, xHeaders} {
 			for _, p := range throttlePolicies(0, keyBudget, keyThrottle) {
 				if ctx.Err() != nil {
-					return res
+					return
 				}
 				progress("quota: %s, %s headers", p.name, hdr)
 				res.quota = append(res.quota, runQuota(ctx, c, p, hdr))
 			}
 		}
 	}
-	res.wall = time.Since(res.started)
-	progress("done")
-	return res
 }
 
 // outageSchedule is healthy, every request 503, healthy again.

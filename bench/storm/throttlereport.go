@@ -129,20 +129,9 @@ func throttleLines(res *tresults) ([]string, []target) {
 		lines = append(lines, outageLine("throttle: outage", m, others))
 		ts = append(ts, outageTargets("outage", m)...)
 	}
-	if s, t := findT(res.brownout, keySingle), findT(res.brownout, keyThrottle); s != nil && t != nil {
-		g, h := brownoutMeasure(t)
-		sg, _ := brownoutMeasure(s)
-		var others []string
-		for _, r := range res.brownout {
-			if r.policy.key != keyThrottle {
-				og, oh := brownoutMeasure(r)
-				others = append(others, fmt.Sprintf("%s: %.1f/s, %.2f hits per accepted", r.policy.name, og, oh))
-			}
-		}
-		lines = append(lines, withOthers(fmt.Sprintf("brownout: goodput %.1f/s vs single attempt's %.1f/s, %.2f hits per accepted request", g, sg, h), others))
-		ts = append(ts,
-			target{name: "brownout: goodput ≥ single attempt's", measured: fmt.Sprintf("%.1f/s vs %.1f/s", g, sg), met: g >= sg},
-			target{name: "brownout: server hits per accepted request ≤ 2", measured: fmt.Sprintf("%.2f", h), met: h <= maxHitsPerAccepted})
+	if l, t, ok := brownoutLine(res.brownout); ok {
+		lines = append(lines, l)
+		ts = append(ts, t...)
 	}
 	if l, t, ok := metastableLine(res.meta); ok {
 		lines = append(lines, l)
@@ -169,6 +158,28 @@ func throttleLines(res *tresults) ([]string, []target) {
 		ts = append(ts, outageTargets(fmt.Sprintf("fleet P=%d", t.processes), m)...)
 	}
 	return lines, ts
+}
+
+// brownoutLine reports the brownout runs.
+func brownoutLine(runs []*trun) (string, []target, bool) {
+	s, t := findT(runs, keySingle), findT(runs, keyThrottle)
+	if s == nil || t == nil {
+		return "", nil, false
+	}
+	g, h := brownoutMeasure(t)
+	sg, _ := brownoutMeasure(s)
+	var others []string
+	for _, r := range runs {
+		if r.policy.key != keyThrottle {
+			og, oh := brownoutMeasure(r)
+			others = append(others, fmt.Sprintf("%s: %.1f/s, %.2f hits per accepted", r.policy.name, og, oh))
+		}
+	}
+	l := withOthers(fmt.Sprintf("brownout: goodput %.1f/s vs single attempt's %.1f/s, %.2f hits per accepted request", g, sg, h), others)
+	return l, []target{
+		{name: "brownout: goodput ≥ single attempt's", measured: fmt.Sprintf("%.1f/s vs %.1f/s", g, sg), met: g >= sg},
+		{name: "brownout: server hits per accepted request ≤ 2", measured: fmt.Sprintf("%.2f", h), met: h <= maxHitsPerAccepted},
+	}, true
 }
 
 // outageTargets checks the outage's four targets.
