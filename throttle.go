@@ -217,8 +217,18 @@ type throttleState struct {
 // admit decides whether an operation to s's destination may start now.
 // It returns ErrQuotaExhausted, with the time the quota resets, when the
 // destination said its quota is spent; ErrThrottled when the throttle
-// refuses it; nil when it may start.
+// refuses it; nil when it may start. A destination with no known quota
+// that has signalled nothing for a window is admitted without a clock
+// reading or a lock.
 func (th *Throttle) admit(s *throttleState, clock clockwork.Clock) (time.Time, error) {
+	if s.quota.until.Load() == 0 && !s.hot.Load() {
+		return time.Time{}, nil
+	}
+	return th.decide(s, clock)
+}
+
+// decide is admit for a destination that has a known quota or is hot.
+func (th *Throttle) decide(s *throttleState, clock clockwork.Clock) (time.Time, error) {
 	if !th.IgnoreQuota && s.quota.until.Load() != 0 {
 		if reset, ok := s.quota.admit(clock.Now()); !ok {
 			return reset, ErrQuotaExhausted
@@ -249,19 +259,37 @@ func (th *Throttle) admit(s *throttleState, clock clockwork.Clock) (time.Time, e
 const pendingFold = 64
 
 // record counts an attempt's result, accepted or an overload signal,
-// and reads what its response says of the quota. An attempt the caller's
-// own context ended is not recorded at all.
+// and reads what its response says of the quota. A response below 429
+// from a cold destination whose headers are not read is only counted.
 func (th *Throttle) record(s *throttleState, resp *http.Response, err error, clock clockwork.Clock) {
+	if err == nil && resp.StatusCode < http.StatusTooManyRequests && !s.hot.Load() && !s.quota.read.Load() {
+		th.count(s, clock)
+		return
+	}
+	th.recordSlow(s, resp, err, clock)
+}
+
+// count counts an accept of a cold destination, folding the pending
+// accepts into its window every pendingFold.
+func (th *Throttle) count(s *throttleState, clock clockwork.Clock) {
+	if s.pending.Add(1) < pendingFold {
+		return
+	}
+	now := clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sync(th, now)
+}
+
+// recordSlow is record for any other result.
+func (th *Throttle) recordSlow(s *throttleState, resp *http.Response, err error, clock clockwork.Clock) {
 	if resp != nil && !th.IgnoreQuota && s.quota.wants(resp) {
 		s.quota.observe(resp, clock.Now())
 	}
 	signal := overloadSignal(resp, err)
-	pended := false
 	if !signal && !s.hot.Load() {
-		if s.pending.Add(1) < pendingFold {
-			return
-		}
-		pended = true
+		th.count(s, clock)
+		return
 	}
 	now := clock.Now()
 	s.mu.Lock()
@@ -271,10 +299,9 @@ func (th *Throttle) record(s *throttleState, resp *http.Response, err error, clo
 		s.lastSignal = now
 	}
 	s.sync(th, now)
-	switch {
-	case signal:
+	if signal {
 		s.w.add(1, 0)
-	case !pended:
+	} else {
 		s.w.add(1, 1)
 	}
 }
