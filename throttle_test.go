@@ -7,6 +7,8 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -337,5 +339,51 @@ func TestThrottleKeysBounded(t *testing.T) {
 	}
 	if n := th.dests.len(); n != 8 {
 		t.Errorf("%d destinations held; want MaxKeys, 8", n)
+	}
+}
+
+// TestThrottleConcurrent: many goroutines deciding and recording for two
+// destinations at once (run it with -race): the counts stay consistent,
+// the healthy destination is never refused, and the failing one is.
+func TestThrottleConcurrent(t *testing.T) {
+	t.Parallel()
+	th := &Throttle{}
+	up := httptest.NewRequest("GET", "http://up.test/", nil)
+	down := httptest.NewRequest("GET", "http://down.test/", nil)
+	ok := &http.Response{StatusCode: 200, Header: http.Header{}}
+	busy := &http.Response{StatusCode: 503, Header: http.Header{}}
+	var wg sync.WaitGroup
+	var upRefused, downRefused atomic.Int64
+	for range 8 {
+		wg.Go(func() {
+			for range 2000 {
+				s := th.dest(up)
+				if _, err := th.admit(s, realClock); err != nil {
+					upRefused.Add(1)
+				} else {
+					th.record(s, ok, nil, realClock)
+				}
+				s = th.dest(down)
+				if _, err := th.admit(s, realClock); err != nil {
+					downRefused.Add(1)
+				} else {
+					th.record(s, busy, nil, realClock)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := upRefused.Load(); n != 0 {
+		t.Errorf("the healthy destination was refused %d times; want never", n)
+	}
+	if n := downRefused.Load(); n < 8000 {
+		t.Errorf("the failing destination was refused %d of 16000 times; want most", n)
+	}
+	s := th.dest(down)
+	s.mu.Lock()
+	req, acc := s.w.sums()
+	s.mu.Unlock()
+	if acc != 0 || req > 16000 {
+		t.Errorf("failing destination's window: %v requests, %v accepts; want no accepts, at most 16000 requests", req, acc)
 	}
 }
