@@ -34,7 +34,7 @@ figure_header = echo "\# $(1), $$(date -u +%Y-%m-%d), commit $$(git rev-parse --
 # concurrency, and the SDKs build far slower under the race detector.
 EXAMPLE_MODULES := examples/sdks
 
-.PHONY: check test deps vet cross lint lint-examples cyclo race examples rules apicheck demo bench storm storm-fleet fuzz mutate faultmatrix layers ci-time
+.PHONY: check test deps vet cross lint lint-examples cyclo race examples rules apicheck demo bench storm storm-fleet throttle fuzz mutate faultmatrix layers ci-time
 
 ## check: the fast loop, under a minute on a warm cache: gofmt (fails on
 ## any file it would change), go vet, and race-enabled short tests of the
@@ -183,6 +183,14 @@ storm: deps
 ## storm-fleet: only the fleet scenario, printed; writes no files
 storm-fleet: deps
 	cd bench && $(GO) run ./storm -scenarios fleet -out ""
+
+## throttle: the overload scenarios of the storm simulator (outage,
+## brownout, metastable overload, two hosts, quota, fleet) for the
+## throttle, per-host budgets and quota pacing; prints one line per
+## scenario and writes docs/storm/throttle.md, throttle-outage.svg and
+## metastable.svg (about 6 min)
+throttle:
+	cd bench && $(GO) run ./storm -scenarios throttle -out ../docs/storm
 
 ## fuzz: a bounded fuzzing run of each target (the seed corpus runs in make test)
 fuzz:

@@ -53,6 +53,7 @@ type config struct {
 	noRedis   bool     // leave out the fleet's shared budget in Redis
 	clients   []int    // contention sizes
 	scenarios []string // which to run
+	throttle  []string // which throttle scenarios to run (throttle.go)
 	policies  []policy
 	out       string    // output directory; "" writes no files
 	log       io.Writer // progress
@@ -67,6 +68,15 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if len(cfg.throttle) > 0 {
+		if err := throttleMain(ctx, cfg, os.Args[1:]); err != nil {
+			fmt.Fprintln(os.Stderr, "storm:", err)
+			os.Exit(1)
+		}
+	}
+	if len(cfg.scenarios) == 0 {
+		return
+	}
 	res := runAll(ctx, cfg)
 	res.command = strings.Join(append([]string{"go run ./storm"}, os.Args[1:]...), " ")
 	if res.err != nil {
@@ -132,10 +142,9 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		return fail("-clients: %v", err)
 	}
 	for s := range strings.SplitSeq(*scen, ",") {
-		if !slices.Contains(allScenarios, s) {
-			return fail("-scenarios: unknown %q (have %s)", s, strings.Join(allScenarios, ","))
+		if !cfg.addScenario(s) {
+			return fail("-scenarios: unknown %q (have %s, and throttle for all of %s)", s, strings.Join(allScenarios, ","), strings.Join(throttleScenarios, ","))
 		}
-		cfg.scenarios = append(cfg.scenarios, s)
 	}
 	for k := range strings.SplitSeq(*pols, ",") {
 		i := slices.Index(keys, k)

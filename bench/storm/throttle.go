@@ -1,0 +1,295 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// The throttle scenarios measure what a client-side throttle, per-host
+// budgets and quota pacing do where a retry budget alone cannot help:
+//
+//   - throttle-outage: every request 503 for 10 s, between healthy phases;
+//   - throttle-brownout: capacity half of the offered load;
+//   - metastable: a server whose queue keeps abandoned work, tipped over
+//     by a 5 s capacity drop (metastable.go);
+//   - two-hosts: one client, two hosts, one of them down (hosts.go);
+//   - quota: a server that states its quota in headers (quota.go);
+//   - throttle-fleet: the outage over P processes, a throttle each.
+//
+// Every policy of a scenario gets the same arrivals.
+var throttleScenarios = []string{"throttle-outage", "throttle-brownout", "metastable", "two-hosts", "quota", "throttle-fleet"}
+
+// addScenario adds the scenario named s to c: a scenario of the storm,
+// one of the throttle's, or "throttle" for all of these. It returns
+// false for an unknown name.
+func (c *config) addScenario(s string) bool {
+	switch {
+	case slices.Contains(allScenarios, s):
+		c.scenarios = append(c.scenarios, s)
+	case s == "throttle":
+		c.throttle = append(c.throttle, throttleScenarios...)
+	case slices.Contains(throttleScenarios, s):
+		c.throttle = append(c.throttle, s)
+	default:
+		return false
+	}
+	return true
+}
+
+// opHeader carries the operation's index, the same on every attempt.
+const opHeader = "X-Storm-Op"
+
+// tconfig is the throttle scenarios' settings.
+type tconfig struct {
+	rate     float64       // λ, operations per second
+	capacity int           // C of the shedding server
+	service  time.Duration // S of the shedding server
+	deadline time.Duration // per operation
+	seed     uint64
+
+	healthy  time.Duration // before and after the outage and brownout
+	outage   time.Duration // the outage's length
+	brownout time.Duration // the brownout's length; capacity is half the offered load
+	fleet    int           // processes in throttle-fleet
+	hostFail int           // two-hosts: 1 in hostFail operations to the healthy host fail their first attempt
+	meta     metaConfig
+	quota    quotaConfig
+
+	scenarios []string
+	log       io.Writer
+}
+
+// defaultTConfig returns the settings of make throttle, from the storm
+// command's shared ones.
+func defaultTConfig(c config) tconfig {
+	return tconfig{
+		rate: c.rate, capacity: c.capacity, service: c.service, deadline: c.deadline, seed: c.seed,
+		healthy: 4 * time.Second, outage: 10 * time.Second, brownout: 4 * time.Second,
+		fleet: 100, hostFail: 20,
+		meta:  defaultMetaConfig(),
+		quota: quotaConfig{limit: 100, window: time.Second, rate: 300, dur: 6 * time.Second, service: 2 * time.Millisecond},
+		log:   c.log,
+	}
+}
+
+// tresults is everything the throttle scenarios measured.
+type tresults struct {
+	cfg      tconfig
+	outage   []*trun
+	brownout []*trun
+	fleet    []*trun
+	meta     []*metaRun
+	hosts    []*hostsRun
+	quota    []*quotaRun
+	started  time.Time
+	wall     time.Duration
+	command  string
+}
+
+// trun is one policy's pass through a scenario on the shedding server,
+// with which operations a throttle refused without sending them.
+type trun struct {
+	*run
+	local []bool // by operation
+}
+
+// top is one operation of the throttle scenarios.
+type top struct {
+	opResult
+	host  int  // index of the destination
+	local bool // refused by a throttle: never reached a server
+}
+
+// dest is where one operation goes.
+type dest struct {
+	client *http.Client
+	url    string
+	host   int
+}
+
+// driveTo runs the open-loop load from start: every arrival starts one
+// GET at its time, to the destination pick names, with its own deadline.
+// It returns when every operation has ended.
+func driveTo(ctx context.Context, start time.Time, arr []arrival, deadline time.Duration, pick func(i int) dest) []top {
+	out := make([]top, len(arr))
+	var wg sync.WaitGroup
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	n := 0
+	for i, a := range arr {
+		if d := time.Until(start.Add(a.at)); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		n++
+		d := pick(i)
+		wg.Go(func() { out[i] = send(ctx, d, start, i, a.phase, deadline) })
+	}
+	wg.Wait()
+	return out[:n]
+}
+
+// send makes operation i and reads its response.
+func send(ctx context.Context, d dest, start time.Time, i, phase int, deadline time.Duration) top {
+	t0 := time.Now()
+	o := top{opResult: opResult{phase: phase, start: t0.Sub(start)}, host: d.host}
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.url+"/item", nil)
+	if err != nil {
+		panic(err) // a URL of a server of this command: cannot happen
+	}
+	req.Header.Set(phaseHeader, strconv.Itoa(phase))
+	req.Header.Set(opHeader, strconv.Itoa(i))
+	resp, err := d.client.Do(req)
+	if err != nil {
+		o.err = true
+		o.local = refusedLocally(err)
+	} else {
+		_, rerr := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		o.status = resp.StatusCode
+		o.ok = rerr == nil && resp.StatusCode == http.StatusOK
+	}
+	o.latency = time.Since(t0)
+	o.ok = o.ok && o.latency <= deadline
+	return o
+}
+
+// runShedding passes policy p, over n processes, through phases on a
+// fresh shedding server (server.go).
+func runShedding(ctx context.Context, c tconfig, scenario string, phases []phase, arr []arrival, p policy, n int) *trun {
+	runtime.GC()
+	srv := newServer(phases, c.capacity, c.service, total(phases)+c.deadline+time.Second)
+	f := newFleet(p, n)
+	ops := driveTo(ctx, srv.start, arr, c.deadline, func(i int) dest {
+		return dest{client: f.client(i), url: srv.url()}
+	})
+	wall := time.Since(srv.start)
+	f.closeIdle()
+	srv.close()
+	r := &trun{run: &run{
+		scenario: scenario, policy: p, processes: n, phases: phases, deadline: c.deadline,
+		hits: srv.hits.Load(), hitsByPhase: timeline(srv.byPhase), hitsAt: timeline(srv.hitsAt),
+		connsAt: timeline(srv.connsAt), conns: srv.conns.Load(), shed: srv.shed.Load(), down: srv.down.Load(), wall: wall,
+	}}
+	for _, o := range ops {
+		r.ops = append(r.ops, o.opResult)
+		r.local = append(r.local, o.local)
+	}
+	return r
+}
+
+// runThrottle runs the throttle scenarios of c, one run after another.
+func runThrottle(ctx context.Context, c tconfig) *tresults {
+	res := &tresults{cfg: c, started: time.Now()}
+	progress := func(format string, a ...any) {
+		fmt.Fprintf(c.log, "[%6.1fs] ", time.Since(res.started).Seconds())
+		fmt.Fprintf(c.log, format+"\n", a...)
+	}
+	has := func(s string) bool { return slices.Contains(c.scenarios, s) }
+	shedding := []struct {
+		name string
+		keys []string
+		n    int
+		ph   []phase
+		dst  *[]*trun
+	}{
+		{"throttle-outage", []string{keySingle, keyBudget, keyThrottle, keyFailsafe}, 1, c.outageSchedule(), &res.outage},
+		{"throttle-brownout", []string{keySingle, keyBudget, keyThrottle, keyFailsafe}, 1, c.brownoutSchedule(), &res.brownout},
+		{"throttle-fleet", []string{keyBudget, keyThrottle, keyNoMin}, c.fleet, c.outageSchedule(), &res.fleet},
+	}
+	for _, sc := range shedding {
+		if !has(sc.name) {
+			continue
+		}
+		arr := arrivals(c.seed, c.rate, sc.ph)
+		for _, p := range throttlePolicies(0, sc.keys...) {
+			if ctx.Err() != nil {
+				return res
+			}
+			progress("%s: %s in %s, %d operations", sc.name, p.name, plural(sc.n, "process", "processes"), len(arr))
+			*sc.dst = append(*sc.dst, runShedding(ctx, c, sc.name, sc.ph, arr, p, sc.n))
+		}
+	}
+	runOthers(ctx, c, res, has, progress)
+	res.wall = time.Since(res.started)
+	progress("done")
+	return res
+}
+
+// runOthers runs the scenarios with servers of their own: metastable,
+// two-hosts and quota.
+func runOthers(ctx context.Context, c tconfig, res *tresults, has func(string) bool, progress func(string, ...any)) {
+	if has("metastable") {
+		for _, p := range throttlePolicies(c.meta.attemptTimeout, keySingle, keyNaive, keyBudget, keyThrottle, keyFailsafe) {
+			if ctx.Err() != nil {
+				return
+			}
+			progress("metastable: %s", p.name)
+			res.meta = append(res.meta, runMetastable(ctx, c, p))
+		}
+	}
+	if has("two-hosts") {
+		for _, p := range throttlePolicies(0, keyBudget, keyThrottle) {
+			for _, down := range []bool{false, true} {
+				if ctx.Err() != nil {
+					return
+				}
+				progress("two-hosts: %s, other host down: %v", p.name, down)
+				res.hosts = append(res.hosts, runHosts(ctx, c, p, down))
+			}
+		}
+	}
+	if has("quota") {
+		for _, hdr := range []quotaHeaders{ietfHeaders, xHeaders} {
+			for _, p := range throttlePolicies(0, keyBudget, keyThrottle) {
+				if ctx.Err() != nil {
+					return
+				}
+				progress("quota: %s, %s headers", p.name, hdr)
+				res.quota = append(res.quota, runQuota(ctx, c, p, hdr))
+			}
+		}
+	}
+}
+
+// outageSchedule is healthy, every request 503, healthy again.
+func (c tconfig) outageSchedule() []phase {
+	return []phase{
+		{name: "healthy", dur: c.healthy},
+		{name: "outage", dur: c.outage, mode: outage},
+		{name: "recovery", dur: c.healthy},
+	}
+}
+
+// brownoutSchedule is healthy, capacity half the offered load, healthy
+// again.
+func (c tconfig) brownoutSchedule() []phase {
+	return []phase{
+		{name: "healthy", dur: c.healthy},
+		{name: "brownout", dur: c.brownout, mode: brownout, capacity: c.brownoutFraction()},
+		{name: "recovery", dur: c.healthy},
+	}
+}
+
+// brownoutFraction is the fraction of C that serves half the offered
+// load: C' = λ·S/2.
+func (c tconfig) brownoutFraction() float64 {
+	want := c.rate * c.service.Seconds() / 2
+	return min(1, max(want, 1)/float64(c.capacity))
+}

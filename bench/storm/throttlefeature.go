@@ -1,0 +1,30 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/httpretry/httpretry"
+)
+
+// throttleDesc says how the throttle policy is configured.
+const throttleDesc = "httpretry defaults with Throttle: &httpretry.Throttle{} (its zero value: K 2, at most 90% refused, " +
+	"a short sliding window, no refusal below 5 requests per second, per host, quota pacing from rate-limit headers) and BudgetPerHost: true"
+
+// withThrottle turns on the throttle, with its defaults, and a retry
+// budget per host.
+func withThrottle(t *httpretry.Transport) *httpretry.Transport {
+	t.Throttle = &httpretry.Throttle{}
+	t.BudgetPerHost = true
+	return t
+}
+
+// withThrottleNoMin turns on the throttle with no minimum request rate:
+// it refuses however few requests a process sends.
+func withThrottleNoMin(t *httpretry.Transport) *httpretry.Transport {
+	t.Throttle = &httpretry.Throttle{MinRate: -1}
+	t.BudgetPerHost = true
+	return t
+}
+
+// throttledErr reports whether err is httpretry's throttle refusal.
+func throttledErr(err error) bool { return errors.Is(err, httpretry.ErrThrottled) }
