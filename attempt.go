@@ -45,11 +45,29 @@ type operation struct {
 	body       bodyKind
 	ownsBody   bool          // the caller's body is still ours to close
 	once       *onceBody     // the body of a bodyOnce operation
-	tracker    *readTracker  // the last attempt's view of once
 	nextBody   io.ReadCloser // body obtained for the next attempt, not yet sent
 
-	// The last attempt.
-	attempts      int
+	attempts int // attempts started
+	// attempt is the last attempt: the one in flight, the one that just
+	// ended, or, for a hedged operation, the one being reported.
+	attempt
+
+	hedged // the attempts in flight of a hedged operation, and its counts
+
+	waited  time.Duration
+	wakeAt  time.Time // when the next attempt is planned to start
+	stopErr error     // the error that ended the operation, when not err
+}
+
+// attempt is the state of one attempt: its context and what releases it,
+// its trace and idle watch, when it was sent and what it produced. The
+// sequential loop keeps one in its operation; a hedged operation has
+// several in flight, each on its own goroutine until it ends.
+type attempt struct {
+	number        int           // its position in the operation, 1 for the first
+	hedge         bool          // sent while an earlier attempt was still running
+	req           *http.Request // the request sent, the attempt's own copy
+	resp          *http.Response
 	lastStart     time.Time     // when it was sent
 	lastElapsed   time.Duration // how long it took
 	status        int           // its status, 0 if it ended in an error
@@ -57,13 +75,11 @@ type operation struct {
 	unsent        bool          // it provably never left the client
 	gotConn       bool          // the trace saw it get a connection: it may have been sent
 	buffered      bool          // its response body is held in memory
+	canceled      bool          // it lost to another attempt
 	cancelAttempt context.CancelFunc
 	idle          *idleWatch
 	trace         *connTrace
-
-	waited  time.Duration
-	wakeAt  time.Time // when the next attempt is planned to start
-	stopErr error     // the error that ended the operation, when not err
+	tracker       *readTracker // its view of the operation's onceBody
 }
 
 func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
@@ -76,6 +92,9 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 	defer op.cleanup()
 	if err := op.begin(); err != nil {
 		return op.fail(err)
+	}
+	if op.hedging {
+		return op.runHedged()
 	}
 	for {
 		resp, err := op.send()
@@ -116,6 +135,7 @@ func (op *operation) begin() error {
 	if err := op.prepare(); err != nil {
 		return err
 	}
+	op.setHedging(owned)
 	if !owned {
 		t.budget().Deposit()
 	}
@@ -127,7 +147,7 @@ func (op *operation) begin() error {
 func (op *operation) setDeadline() {
 	t := op.t
 	op.timed = op.out != nil || t.OnAttempt != nil || t.OnDone != nil ||
-		t.Timeout > 0 || t.AttemptTimeout > 0 || t.Propagate
+		t.Timeout > 0 || t.AttemptTimeout > 0 || t.Propagate || t.learns()
 	if d, ok := op.callerCtx.Deadline(); ok {
 		op.deadline, op.hasDeadline, op.timed = d, true, true
 		op.callerDeadline = d
@@ -165,6 +185,7 @@ func (op *operation) cleanup() {
 // non-nil, and a resp has a Body.
 func (op *operation) send() (*http.Response, error) {
 	op.attempts++
+	op.number = op.attempts
 	if op.timed {
 		op.lastStart = op.clock.Now()
 	}
@@ -175,13 +196,12 @@ func (op *operation) send() (*http.Response, error) {
 	op.ownsBody = false // Base owns whatever body it was handed
 	resp, err := op.base.RoundTrip(req)
 	resp, err = normalize(op.base, req, resp, err)
-	resp, err = op.complete(req, resp, err)
-	op.status, op.err = 0, err
-	if resp != nil {
-		op.status = resp.StatusCode
-	}
+	resp, err = op.attempt.complete(op, req, resp, err)
 	if op.timed {
 		op.lastElapsed = op.clock.Since(op.lastStart)
+	}
+	if op.dist != nil {
+		op.learn(&op.attempt, resp, err)
 	}
 	return resp, err
 }
@@ -217,13 +237,18 @@ func (op *operation) attemptContext() (ctx context.Context, derived bool, limit 
 	ctx, derived = op.ctx, op.derived
 	limit, bounded = op.deadline, op.hasDeadline
 	op.cancelAttempt, op.idle, op.trace = nil, nil, nil
-	if t.AttemptTimeout > 0 {
-		d := op.lastStart.Add(t.AttemptTimeout)
-		if op.hasDeadline && op.deadline.Before(d) {
-			d = op.deadline
-		}
+	if op.hedging && op.finishLosers > 0 {
+		// A loser may run on after the winner's body is closed, which
+		// ends the operation's context: its own limit is the deadline.
+		ctx = context.WithoutCancel(ctx)
+	}
+	if d, ok := op.attemptLimit(); ok {
 		ctx, op.cancelAttempt = op.withDeadline(ctx, d)
 		limit, bounded, derived = d, true, true
+	} else if op.hedging {
+		// Every attempt of a hedged operation can be canceled alone.
+		ctx, op.cancelAttempt = context.WithCancel(ctx)
+		derived = true
 	}
 	if t.IdleTimeout > 0 {
 		ctx, op.idle = watchIdle(ctx, op.clock, t.IdleTimeout)
@@ -242,6 +267,27 @@ func (op *operation) attemptContext() (ctx context.Context, derived bool, limit 
 		ctx = op.idle.traced(ctx)
 	}
 	return ctx, derived, limit, bounded
+}
+
+// attemptLimit is the attempt's deadline, if it has one: the earliest of
+// its start plus AttemptTimeout, its start plus the learned limit, and the
+// operation's deadline when either applies (or when a hedged loser must
+// keep the deadline it no longer inherits).
+func (op *operation) attemptLimit() (time.Time, bool) {
+	limit := op.t.AttemptTimeout
+	if op.dist != nil && op.t.LearnAttemptTimeout != nil {
+		if l := op.dist.attemptLimit(); l > 0 && (limit <= 0 || l < limit) {
+			limit = l
+		}
+	}
+	if limit <= 0 {
+		return op.deadline, op.hasDeadline && op.hedging && op.finishLosers > 0
+	}
+	d := op.lastStart.Add(limit)
+	if op.hasDeadline && op.deadline.Before(d) {
+		d = op.deadline
+	}
+	return d, true
 }
 
 // attachBody gives the attempt's own request its body: the one GetBody
@@ -286,29 +332,33 @@ func normalize(base http.RoundTripper, req *http.Request, resp *http.Response, e
 // body under the idle watch, reads it when the attempt includes the body
 // (BufferResponse), and tells an attempt the Transport's own limits ended
 // from one the caller ended.
-func (op *operation) complete(req *http.Request, resp *http.Response, err error) (*http.Response, error) {
-	if op.idle != nil {
+//
+// It runs on the attempt's own goroutine when the operation is hedged: it
+// writes only to a, and reads only what the operation settled before its
+// first attempt.
+func (a *attempt) complete(op *operation, req *http.Request, resp *http.Response, err error) (*http.Response, error) {
+	if a.idle != nil {
 		if resp == nil {
-			err = op.idle.wrap(err)
+			err = a.idle.wrap(err)
 		} else {
-			op.idle.headers()
+			a.idle.headers()
 			// A switched protocol has no response left to go quiet:
 			// its body is not watched, and the attempt's context
 			// lives until it is closed. An empty body (a 204, a
 			// HEAD) has nothing to wait for: it stays http.NoBody,
 			// and the attempt is released before RoundTrip returns.
 			if resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != http.NoBody {
-				resp.Body = &idleBody{rc: resp.Body, w: op.idle}
+				resp.Body = &idleBody{rc: resp.Body, w: a.idle}
 			}
 		}
 	}
-	op.buffered = false
+	a.buffered = false
 	if err == nil && op.bufferable(req, resp) {
 		buffered, berr := bufferResponse(resp, op.t.BufferResponse)
 		if berr != nil {
 			resp, err = nil, berr
 		}
-		op.buffered = buffered
+		a.buffered = buffered
 	}
 	if err != nil && !op.callerEnded() && !errors.Is(err, ErrIdleTimeout) && done(req.Context()) {
 		// A context the Transport derived ended the attempt, not the
@@ -316,24 +366,31 @@ func (op *operation) complete(req *http.Request, resp *http.Response, err error)
 		err = &attemptTimeoutError{err: err}
 	}
 	if err != nil {
-		op.endAttempt()
+		a.end()
 	}
-	op.unsent, op.gotConn = false, false
-	if op.trace != nil {
+	a.unsent, a.gotConn = false, false
+	if a.trace != nil {
 		var unsent bool
-		unsent, op.gotConn = op.trace.end()
-		op.unsent = unsent && err != nil
+		unsent, a.gotConn = a.trace.end()
+		a.unsent = unsent && err != nil
+	}
+	a.status, a.err = 0, err
+	if resp != nil {
+		a.status = resp.StatusCode
 	}
 	return resp, err
 }
 
-// endAttempt releases the attempt's context and idle watch.
-func (op *operation) endAttempt() {
-	if op.idle != nil {
-		op.idle.stop()
+// endAttempt releases the last attempt's context and idle watch.
+func (op *operation) endAttempt() { op.attempt.end() }
+
+// end releases the attempt's context and idle watch.
+func (a *attempt) end() {
+	if a.idle != nil {
+		a.idle.stop()
 	}
-	if op.cancelAttempt != nil {
-		op.cancelAttempt()
+	if a.cancelAttempt != nil {
+		a.cancelAttempt()
 	}
 }
 

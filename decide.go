@@ -147,3 +147,99 @@ func lateWakeup(minAttemptTime time.Duration) time.Duration {
 func startable(left, minAttemptTime time.Duration) bool {
 	return left >= minAttemptTime-lateWakeup(minAttemptTime)
 }
+
+// The hedging rules. A hedged operation has several attempts in flight;
+// when one ends, these say whether its answer is the operation's, whether
+// the next attempt starts at once, or whether the others are waited for.
+
+// hedgeFacts is what the hedging rules know when an attempt of a hedged
+// operation ends.
+type hedgeFacts struct {
+	// stop is what eligible says of the attempt alone: "" when another
+	// attempt could help.
+	stop StopReason
+	// inFlight is the number of attempts still running besides it.
+	inFlight int
+	// inProgress is set when the answer says that a duplicate of the
+	// request is still being processed (an idempotency layer's 409):
+	// another attempt now would get the same answer.
+	inProgress bool
+	// mayStart is what mayStartHedge says now.
+	mayStart bool
+}
+
+// hedgeAction is what follows the end of an attempt of a hedged operation.
+type hedgeAction uint8
+
+const (
+	// hedgeWin: the attempt's answer (or error) is the operation's; the
+	// others lose.
+	hedgeWin hedgeAction = iota
+	// hedgeKeep: wait for the attempts in flight.
+	hedgeKeep
+	// hedgeNow: start the next attempt at once, as for a non-fatal answer
+	// (503, 529, a connection error): waiting out the delay would only
+	// leave fewer attempts running.
+	hedgeNow
+	// hedgeRetry: nothing is in flight and another attempt could help: go
+	// on as the sequential loop does, with a wait and a retry.
+	hedgeRetry
+)
+
+// afterAttempt decides what follows the end of an attempt of a hedged
+// operation. An answer that ends the operation (Final), or the caller
+// leaving (Canceled), wins at once. A failure that another attempt could
+// resolve never ends the attempts still running: it starts the next one
+// at once when one may start, unless its answer says a duplicate is in
+// progress. With nothing left in flight, the retry rules decide.
+func afterAttempt(f hedgeFacts) hedgeAction {
+	switch {
+	case f.stop == Final || f.stop == Canceled:
+		return hedgeWin
+	case f.inFlight == 0 && f.stop != "":
+		return hedgeWin
+	case f.inFlight == 0:
+		return hedgeRetry
+	case f.stop == "" && f.mayStart && !f.inProgress:
+		return hedgeNow
+	}
+	return hedgeKeep
+}
+
+// mayStartHedge reports whether another attempt may be sent beside those
+// in flight: fewer than MaxAttempts started, no hedge refused yet (a
+// refusal stops hedging, never the attempts running), and at least
+// MinAttemptTime left before the deadline when there is one.
+func mayStartHedge(p policy, started int, refused bool, left time.Duration, bounded bool) bool {
+	return started < p.maxAttempts && !refused && (!bounded || left >= p.minAttemptTime)
+}
+
+// hedgeSafe reports whether concurrent copies of a request may be sent.
+// It must be safe to repeat (idempotent) and its body must be one every
+// attempt can have its own copy of (rewindable: none, or GetBody). A
+// request that is safe only by its idempotency key (keyed, not
+// idempotent by its method or its context's mark) is hedged only when
+// the server deduplicates concurrent duplicates: a key protects against
+// a duplicate that arrives after the first ended, not one that runs
+// beside it.
+func hedgeSafe(idempotent, keyed, byMethod, deduplicates, rewindable bool) bool {
+	if !idempotent || !rewindable {
+		return false
+	}
+	return !keyed || byMethod || deduplicates
+}
+
+// latencySample says whether an attempt that ended on its own is a latency
+// sample, and whether it is censored: an answer that ends an operation is
+// one; an attempt cut by its time limit is one of at least that long; a
+// failure (a 503, a refused connection) is none, since fast failures
+// would pull the estimate down.
+func latencySample(answered, timedOut bool) (record, censored bool) {
+	switch {
+	case answered:
+		return true, false
+	case timedOut:
+		return true, true
+	}
+	return false, false
+}

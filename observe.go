@@ -15,7 +15,9 @@ func (op *operation) onAttempt(d decision) {
 		return
 	}
 	a := Attempt{
-		Number:     op.attempts,
+		Number:     op.number,
+		Hedge:      op.hedge,
+		Canceled:   op.canceled,
 		Status:     op.status,
 		Err:        op.err,
 		Duration:   op.lastElapsed,
@@ -70,7 +72,7 @@ func (op *operation) log(level slog.Level, msg string, wait time.Duration, reaso
 	if op.t.LogRoute != nil {
 		attrs = append(attrs, slog.String("route", op.t.LogRoute(op.req)))
 	}
-	attrs = append(attrs, slog.Int("attempt", op.attempts))
+	attrs = append(attrs, slog.Int("attempt", op.number))
 	if op.err != nil {
 		attrs = append(attrs, slog.String("error", ErrorClass(op.err)))
 	} else {

@@ -121,8 +121,10 @@ type Outcome struct {
 	// won, canceled (or, with [Hedging.FinishLosers], left to finish and
 	// then drained).
 	LosersCanceled int
-	// Winner is the number of the attempt whose response was returned (1
-	// for the initial attempt), 0 when the operation ended without one.
+	// Winner is, for a hedged operation, the number of the attempt whose
+	// response was returned (1 for the initial attempt); 0 when the
+	// operation ended without one or was not hedged (its response is then
+	// always the last attempt's, number Attempts).
 	Winner int
 }
 
@@ -229,7 +231,9 @@ func (op *operation) finish(resp *http.Response, reason StopReason) (*http.Respo
 	if resp != nil {
 		if op.observed() {
 			o := op.outcome(reason)
-			o.Winner = op.attempts
+			if op.hedging {
+				o.Winner = op.number
+			}
 			op.report(o)
 		}
 		op.release(resp)
@@ -296,6 +300,10 @@ func (op *operation) outcome(reason StopReason) Outcome {
 		Status:   op.status,
 		Err:      op.err,
 		Waited:   op.waited,
+
+		Hedges:         op.hedges,
+		HedgesRefused:  op.refused,
+		LosersCanceled: op.losers,
 	}
 	if op.stopErr != nil {
 		o.Err = op.stopErr

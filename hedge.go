@@ -1,0 +1,377 @@
+package httpretry
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// This file holds the loop of a hedged operation: attempts run on their own
+// goroutines, the loop waits for the first of an attempt ending or the
+// hedge delay passing, lets the pure rules of decide.go say what follows,
+// and settles the losers once one attempt wins.
+
+// hedged is what a hedged operation adds to an operation: its attempts in
+// flight and what it reports.
+type hedged struct {
+	hedging      bool          // the operation is hedged
+	dist         *latencyDist  // the latencies of the request's key; nil when not learned
+	delay        time.Duration // the hedge delay, fixed for the operation
+	finishLosers time.Duration // Hedging.FinishLosers
+	flight       []*attempt    // the attempts in flight
+	launched     time.Time     // when the last attempt started
+	results      chan *attempt // where attempts go when they end
+	refusedOnce  bool          // a hedge was refused: no new one is sent
+	hedges       int           // hedges sent
+	refused      int           // hedges refused
+	losers       int           // attempts that lost
+	// settled is a copy of the operation as it was settled before its
+	// first attempt, for the attempts' goroutines, which only read it:
+	// handing them the operation itself would move every operation, hedged
+	// or not, from the stack to the heap.
+	settled *operation
+}
+
+// setHedging settles whether the operation learns latencies and whether it
+// is hedged, after its request template is settled.
+func (op *operation) setHedging(owned bool) {
+	t := op.t
+	if !t.learns() {
+		return
+	}
+	op.dist = t.latencies().lookup(t.latencyKey(op.req))
+	h := t.Hedging
+	if h == nil || owned || op.policy.maxAttempts < 2 {
+		return
+	}
+	safe := hedgeSafe(op.idempotent, hasIdempotencyKey(op.tmpl.Header),
+		idempotentMethod(op.tmpl), h.Deduplicates, op.body == bodyNone || op.body == bodyGetBody)
+	if !safe {
+		return
+	}
+	op.dist.depositExtra(h.maxExtraLoad())
+	delay, ok := h.Delay, h.Delay > 0
+	if !ok {
+		delay, ok = op.dist.hedgeDelay(h)
+	}
+	op.hedging, op.delay, op.finishLosers = ok, delay, h.FinishLosers
+}
+
+// idempotentMethod reports whether req is safe to repeat by its method, or
+// by its context's mark, rather than by an idempotency key.
+func idempotentMethod(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions,
+		http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return markedIdempotent(req.Context())
+}
+
+// runHedged runs a hedged operation to its end.
+func (op *operation) runHedged() (*http.Response, error) {
+	op.flight = make([]*attempt, 0, op.policy.maxAttempts)
+	op.results = make(chan *attempt, op.policy.maxAttempts)
+	op.settled = new(operation)
+	*op.settled = *op
+	op.launch(false)
+	timer := op.clock.NewTimer(op.delay)
+	defer timer.Stop()
+	ctxDone := op.ctx.Done()
+	for {
+		select {
+		case a := <-op.results:
+			resp, err, end := op.ended(a, timer)
+			if end {
+				return resp, err
+			}
+		case <-timer.Chan():
+			op.hedgeAfterDelay(timer)
+		case <-ctxDone:
+			// The attempts end with the operation's context, except
+			// losers left to finish, which do not inherit it.
+			ctxDone = nil
+			op.cancelFlight()
+		}
+	}
+}
+
+// launch starts an attempt on its own goroutine. A hedge goes to
+// Hedging.Base when set. It reports false when no body could be made for
+// it.
+func (op *operation) launch(hedge bool) bool {
+	if op.attempts > 0 && op.body == bodyGetBody && op.nextBody == nil && !op.getBody() {
+		return false
+	}
+	op.attempts++
+	op.launched = op.clock.Now()
+	op.attempt = attempt{number: op.attempts, hedge: hedge, lastStart: op.launched}
+	if op.t.OnAttemptStart != nil {
+		op.t.OnAttemptStart(op.req, op.attempts)
+	}
+	req := op.attemptRequest()
+	op.ownsBody = false // Base owns whatever body it was handed
+	a := new(attempt)
+	*a = op.attempt
+	a.req = req
+	base := op.base
+	if hedge {
+		op.hedges++
+		if hb := op.t.Hedging.Base; hb != nil {
+			base = hb
+		}
+	}
+	op.flight = append(op.flight, a)
+	go a.run(op.settled, base, op.results)
+	return true
+}
+
+// run sends the attempt and hands it to the loop when it ends. It writes
+// only to a.
+func (a *attempt) run(op *operation, base http.RoundTripper, done chan<- *attempt) {
+	resp, err := base.RoundTrip(a.req)
+	resp, err = normalize(base, a.req, resp, err)
+	a.resp, a.err = a.complete(op, a.req, resp, err)
+	a.lastElapsed = op.clock.Since(a.lastStart)
+	done <- a
+}
+
+// ended handles an attempt that ended: it wins, it leaves the others
+// running (and may start the next at once), or, when it was the last in
+// flight, the operation goes on as a sequential one would, with a retry
+// after a wait. end says the operation is over, with resp and err.
+func (op *operation) ended(a *attempt, timer clockwork.Timer) (resp *http.Response, err error, end bool) {
+	op.remove(a)
+	op.attempt = *a
+	op.learn(a, a.resp, a.err)
+	var r facts
+	op.gather(&r, a.resp, a.err)
+	stop := eligible(&op.policy, &r)
+	f := hedgeFacts{stop: stop, inFlight: len(op.flight), inProgress: a.resp != nil && a.resp.StatusCode == http.StatusConflict && keyInProgress(a.resp), mayStart: op.mayHedge()}
+	switch afterAttempt(f) {
+	case hedgeWin:
+		return op.win(a, stop)
+	case hedgeNow:
+		op.onAttempt(decision{})
+		op.discard(a.resp)
+		op.hedgeNow(timer)
+	case hedgeKeep:
+		op.onAttempt(decision{})
+		op.discard(a.resp)
+	case hedgeRetry:
+		return op.retryHedged(a, timer)
+	}
+	return nil, nil, false
+}
+
+// win returns the winner's answer once the losers are settled.
+func (op *operation) win(a *attempt, stop StopReason) (*http.Response, error, bool) {
+	op.onAttempt(decision{})
+	op.settle()
+	op.attempt = *a
+	resp, err := op.finish(a.resp, stop)
+	return resp, err, true
+}
+
+// retryHedged goes on after the last attempt in flight failed, as the
+// sequential loop does: decide, wait, and send a retry, which may be
+// hedged in turn.
+func (op *operation) retryHedged(a *attempt, timer clockwork.Timer) (*http.Response, error, bool) {
+	d := op.decide(a.resp, a.err)
+	op.onAttempt(d)
+	if d.stop != "" {
+		resp, err := op.finish(a.resp, d.stop)
+		return resp, err, true
+	}
+	op.logRetry(d)
+	op.discard(a.resp)
+	if reason := op.wait(); reason != "" {
+		op.t.budget().Refund()
+		resp, err := op.finish(nil, reason)
+		return resp, err, true
+	}
+	if !op.launch(false) {
+		resp, err := op.finish(nil, BodyNotRewindable)
+		return resp, err, true
+	}
+	timer.Reset(op.delay)
+	return nil, nil, false
+}
+
+// hedgeAfterDelay starts a hedge when the delay passed with no answer.
+// A timer that fired for an earlier attempt (a retry started since) is
+// set again for the time the delay still has to run.
+func (op *operation) hedgeAfterDelay(timer clockwork.Timer) {
+	if len(op.flight) == 0 {
+		return
+	}
+	if rest := op.delay - op.clock.Since(op.launched); rest > 0 {
+		timer.Reset(rest)
+		return
+	}
+	op.hedgeNow(timer)
+}
+
+// hedgeNow sends a hedge if the extra-load cap and the budget allow it,
+// and restarts the delay from it. A refused hedge ends hedging for the
+// operation, never the attempts in flight.
+func (op *operation) hedgeNow(timer clockwork.Timer) {
+	if !op.mayHedge() {
+		return
+	}
+	if !op.withdrawHedge() {
+		op.refused++
+		op.refusedOnce = true
+		op.logHedge("httpretry: hedge refused", slog.LevelWarn, op.attempts+1)
+		return
+	}
+	if !op.launch(true) {
+		// No body for it: as good as refused.
+		op.t.budget().Refund()
+		op.dist.refundExtra()
+		op.refusedOnce = true
+		return
+	}
+	op.logHedge("httpretry: hedge", slog.LevelInfo, op.attempts)
+	timer.Reset(op.delay)
+}
+
+// withdrawHedge takes a token from the extra-load cap and one from the
+// budget, both or neither.
+func (op *operation) withdrawHedge() bool {
+	if !op.dist.withdrawExtra() {
+		return false
+	}
+	if !op.t.budget().Withdraw(op.ctx) {
+		op.dist.refundExtra()
+		return false
+	}
+	return true
+}
+
+// mayHedge applies the rule of mayStartHedge to the operation now.
+func (op *operation) mayHedge() bool {
+	left, bounded := time.Duration(0), op.hasDeadline
+	if bounded {
+		left = op.deadline.Sub(op.clock.Now())
+	}
+	return mayStartHedge(op.policy, op.attempts, op.refusedOnce, left, bounded)
+}
+
+// remove takes a out of the attempts in flight.
+func (op *operation) remove(a *attempt) {
+	for i, f := range op.flight {
+		if f == a {
+			op.flight = append(op.flight[:i], op.flight[i+1:]...)
+			return
+		}
+	}
+}
+
+// cancelFlight cancels every attempt in flight.
+func (op *operation) cancelFlight() {
+	for _, a := range op.flight {
+		a.cancelAttempt()
+	}
+}
+
+// settle ends the losers: each is canceled, waited for, reported and its
+// response drained and closed, so that the winner is returned only once
+// nothing else of the operation runs. With FinishLosers they are left to
+// finish for that long instead, on a goroutine of their own.
+func (op *operation) settle() {
+	if len(op.flight) == 0 {
+		return
+	}
+	op.losers += len(op.flight)
+	for _, a := range op.flight {
+		a.canceled = true
+		op.attempt = *a
+		op.attempt.lastElapsed = op.clock.Since(a.lastStart)
+		op.attempt.trace = nil // still in use by the attempt
+		op.onAttempt(decision{})
+	}
+	if op.finishLosers > 0 {
+		go collectLosers(op.settled, op.flight, op.results, op.finishLosers)
+		op.flight = nil
+		return
+	}
+	op.cancelFlight()
+	for range op.flight {
+		a := <-op.results
+		op.learnLoser(a)
+		releaseLoser(a)
+	}
+	op.flight = op.flight[:0]
+}
+
+// collectLosers waits for losers left to finish, for at most grace, then
+// cancels those still running.
+func collectLosers(op *operation, losers []*attempt, results <-chan *attempt, grace time.Duration) {
+	timer := op.clock.AfterFunc(grace, func() {
+		for _, a := range losers {
+			a.cancelAttempt()
+		}
+	})
+	defer timer.Stop()
+	for range losers {
+		a := <-results
+		op.learnLoser(a)
+		releaseLoser(a)
+	}
+}
+
+// releaseLoser drains and closes a loser's response and releases its
+// context and trace.
+func releaseLoser(a *attempt) {
+	if a.resp != nil {
+		drain(a.resp)
+	}
+	a.end()
+	if a.trace != nil {
+		a.trace.release()
+	}
+}
+
+// learnLoser records a loser's latency: an answer when it had one that
+// would have ended the operation, else at least the time it ran.
+func (op *operation) learnLoser(a *attempt) {
+	if op.dist == nil {
+		return
+	}
+	answered := a.err == nil && !op.t.transient(a.resp, a.err)
+	op.dist.record(op.t.latencies(), a.lastElapsed, !answered)
+}
+
+// learn records the latency of an attempt that ended on its own, as the
+// rule of latencySample says.
+func (op *operation) learn(a *attempt, resp *http.Response, err error) {
+	if op.dist == nil {
+		return
+	}
+	answered := err == nil && !op.t.transient(resp, err)
+	if record, censored := latencySample(answered, errors.Is(err, ErrAttemptTimeout)); record {
+		op.dist.record(op.t.latencies(), a.lastElapsed, censored)
+	}
+}
+
+// logHedge records a hedge sent or refused, naming the hedge's attempt
+// number and the delay after which it was due.
+func (op *operation) logHedge(msg string, level slog.Level, number int) {
+	if op.t.Logger == nil {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 6)
+	attrs = append(attrs, slog.String("method", op.method()), slog.String("host", op.host()))
+	if op.t.LogRoute != nil {
+		attrs = append(attrs, slog.String("route", op.t.LogRoute(op.req)))
+	}
+	attrs = append(attrs, slog.Int("attempt", number), slog.Duration("delay", op.delay))
+	if op.hasDeadline {
+		attrs = append(attrs, slog.Duration("time_left", op.deadline.Sub(op.clock.Now())))
+	}
+	op.t.Logger.LogAttrs(op.callerCtx, level, msg, attrs...)
+}
