@@ -39,6 +39,7 @@ func Instrument(t *httpretry.Transport, opts Options) (*Transport, error) {
 	t.OnAttemptStart = chainStart(t.OnAttemptStart, m.OnAttemptStart)
 	t.OnAttempt = chainAttempt(t.OnAttempt, m.OnAttempt, w.OnAttempt)
 	t.OnDone = chainDone(t.OnDone, m.OnDone)
+	m.ObserveHedgeDelay(t)
 	return w, nil
 }
 

@@ -105,24 +105,29 @@ func TestHedgeMetricsFromARealHedgedRun(t *testing.T) {
 	base.CloseIdleConnections()
 	srv.Close() // waits for the losers' handlers: the server's counts are final
 
-	// Every first attempt was held, so every operation sent one hedge,
-	// which won, and its first attempt was canceled.
-	if got := srv.requests.Load(); got != 2*ops {
-		t.Errorf("server saw %d requests, want %d: one hedge per operation", got, 2*ops)
+	// Every first attempt was held, so every operation sent a hedge,
+	// which won, and its first attempt was canceled. A busy machine may
+	// keep a hedge from answering within the delay too, and a second
+	// hedge then goes out, to be canceled, perhaps before it reached the
+	// server: the server sees at most the hedges and losers the Outcomes
+	// report, and the metrics count exactly those.
+	sent, canceled := hedges.Load(), losers.Load()
+	if got := srv.requests.Load() - ops; got < ops || got > sent {
+		t.Errorf("server saw %d hedges; want from %d to the %d the Outcomes report", got, ops, sent)
 	}
-	if got := srv.canceled.Load(); got != ops {
-		t.Errorf("server saw %d requests canceled, want %d", got, ops)
+	if got := srv.canceled.Load(); got < ops || got > canceled {
+		t.Errorf("server saw %d requests canceled; want from %d to the %d the Outcomes report", got, ops, canceled)
 	}
-	if hedges.Load() != ops || won.Load() != ops || losers.Load() != ops || refused.Load() != 0 {
-		t.Errorf("Outcomes: %d hedges, %d won, %d losers canceled, %d refused; want %d, %d, %d, 0",
-			hedges.Load(), won.Load(), losers.Load(), refused.Load(), ops, ops, ops)
+	if won.Load() != ops || refused.Load() != 0 || canceled != sent {
+		t.Errorf("Outcomes: %d hedges, %d won, %d losers canceled, %d refused; want %d won, 0 refused, a loser per hedge",
+			sent, won.Load(), canceled, refused.Load(), ops)
 	}
 	host := srv.Listener.Addr().String()
 	all := samples(scrape(t, reg))
 	series := fmt.Sprintf(`{method="GET",route=%q}`, host)
-	checkFamily(t, all, "httpretry_hedges_total", map[string]float64{"httpretry_hedges_total" + series: ops})
+	checkFamily(t, all, "httpretry_hedges_total", map[string]float64{"httpretry_hedges_total" + series: float64(sent)})
 	checkFamily(t, all, "httpretry_hedges_won_total", map[string]float64{"httpretry_hedges_won_total" + series: ops})
-	checkFamily(t, all, "httpretry_hedge_losers_canceled_total", map[string]float64{"httpretry_hedge_losers_canceled_total" + series: ops})
+	checkFamily(t, all, "httpretry_hedge_losers_canceled_total", map[string]float64{"httpretry_hedge_losers_canceled_total" + series: float64(canceled)})
 	checkFamily(t, all, "httpretry_hedges_refused_total", map[string]float64{})
 	checkFamily(t, all, "httpretry_hedge_delay_seconds", map[string]float64{
 		fmt.Sprintf(`httpretry_hedge_delay_seconds{route=%q}`, host): 0.02,
