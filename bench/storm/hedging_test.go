@@ -27,14 +27,15 @@ func slowFirst(seed uint64, n int) (slow, rescued []int) {
 	return slow, rescued
 }
 
-// TestHedgingHarnessRealRun passes a single attempt and hedgedhttp (one
-// hedge after a fixed 10 ms) through two seconds of the independent
-// scenario on a real loopback server, and checks the counts the targets
-// rest on: every operation started once, the server's requests and
-// cancellations, the slow operations that a hedge rescues.
+// TestHedgingHarnessRealRun passes a single attempt, hedgedhttp (one
+// hedge after a fixed 10 ms) and httpretry's adaptive delay through two
+// seconds of the independent scenario on a real loopback server, and
+// checks the counts the targets rest on: every operation started once,
+// the server's requests and cancellations, the slow operations that a
+// hedge rescues, the adaptive delay sampled through the run.
 func TestHedgingHarnessRealRun(t *testing.T) {
 	if testing.Short() {
-		t.Skip("real time: about 6 s")
+		t.Skip("real time: about 9 s")
 	}
 	cfg := hedgeConfig{duration: 2 * time.Second, rate: 200, seed: 3, deadline: 3 * time.Second, fixed: 10 * time.Millisecond, slots: 8, log: io.Discard}
 	arr := arrivals(cfg.seed, cfg.rate, []phase{{dur: cfg.duration}})
@@ -93,6 +94,19 @@ func TestHedgingHarnessRealRun(t *testing.T) {
 	}
 	if fast == 0 {
 		t.Errorf("hedgedhttp: none of the %d operations a hedge rescues took less than 900ms", len(rescued))
+	}
+
+	// The adaptive delay is sampled every 100ms through the run: none
+	// while fewer than 100 latencies are known (20 operations arrive in
+	// the first 100ms), then a delay.
+	adaptive := runHedge(context.Background(), cfg, "independent", indep, cfg.slots, pick("adaptive"))
+	if n := len(adaptive.delays); n < int(cfg.duration/delayEvery)-2 {
+		t.Errorf("adaptive: %d delay samples in %v, want one per %v", n, cfg.duration, delayEvery)
+	} else if adaptive.delays[0] != 0 || adaptive.delays[n-1] <= 0 {
+		t.Errorf("adaptive: delay %v at the start and %v at the end; want none, then one", adaptive.delays[0], adaptive.delays[n-1])
+	}
+	if adaptive.ops != len(arr) || adaptive.hits < int64(len(arr)) {
+		t.Errorf("adaptive: ops %d, hits %d; want %d, at least as many", adaptive.ops, adaptive.hits, len(arr))
 	}
 
 	res := &hedgeResults{cfg: cfg, command: "go run ./storm -scenarios hedging", independent: []*hedgeRun{single, hedged}}
