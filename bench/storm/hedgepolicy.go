@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/cristalhq/hedgedhttp"
@@ -20,10 +21,36 @@ type hedgePolicy struct {
 	name string // for tables and charts
 	desc string // how it is configured
 	ours bool
-	// new returns a fresh client, a function that closes its idle
-	// connections, and one that reports the current hedge delay for
-	// the server at url (nil when the policy has no adaptive delay).
-	new func() (c *http.Client, closeIdle func(), delay func(serverURL string) time.Duration)
+	// new returns a fresh client.
+	new func() hedgeClient
+}
+
+// hedgeClient is one run's client of a policy.
+type hedgeClient struct {
+	c         *http.Client
+	closeIdle func() // closes its idle connections
+	// delay reports the current hedge delay for the server at serverURL;
+	// nil when the policy has no adaptive delay.
+	delay func(serverURL string) time.Duration
+	// refused counts the hedges httpretry's Outcomes report refused; nil
+	// for a peer.
+	refused *atomic.Int64
+}
+
+// peerClient is the client of a policy that is not httpretry.
+func peerClient(rt http.RoundTripper, base *http.Transport) hedgeClient {
+	return hedgeClient{c: &http.Client{Transport: rt}, closeIdle: base.CloseIdleConnections}
+}
+
+// ourClient is the client of an httpretry policy: it counts the hedges
+// refused, and reads the adaptive delay when adaptive is set.
+func ourClient(t *httpretry.Transport, base *http.Transport, adaptive bool) hedgeClient {
+	hc := hedgeClient{c: &http.Client{Transport: t}, closeIdle: base.CloseIdleConnections, refused: new(atomic.Int64)}
+	t.OnDone = func(_ *http.Request, o httpretry.Outcome) { hc.refused.Add(int64(o.HedgesRefused)) }
+	if adaptive {
+		hc.delay = func(u string) time.Duration { return hedgeDelay(t, u) }
+	}
+	return hc
 }
 
 // hedgePolicies returns the policies of the independent and correlated
@@ -33,18 +60,18 @@ func hedgePolicies(fixed time.Duration) []hedgePolicy {
 		{
 			key: "single", name: "single attempt",
 			desc: "plain pooled transport, no retries, no hedges",
-			new: func() (*http.Client, func(), func(string) time.Duration) {
+			new: func() hedgeClient {
 				base := cleanhttp.DefaultPooledTransport()
-				return &http.Client{Transport: base}, base.CloseIdleConnections, nil
+				return peerClient(base, base)
 			},
 		},
 		{
 			key: "retries", name: "httpretry retries only",
 			desc: "&httpretry.Transport{Base: base}: the defaults, no hedging",
 			ours: true,
-			new: func() (*http.Client, func(), func(string) time.Duration) {
+			new: func() hedgeClient {
 				base := cleanhttp.DefaultPooledTransport()
-				return &http.Client{Transport: &httpretry.Transport{Base: base}}, base.CloseIdleConnections, nil
+				return ourClient(&httpretry.Transport{Base: base}, base, false)
 			},
 		},
 		fixedPolicy(fixed),
@@ -52,31 +79,30 @@ func hedgePolicies(fixed time.Duration) []hedgePolicy {
 			key: "adaptive", name: "httpretry adaptive",
 			desc: "&httpretry.Transport{Base: base, Hedging: &httpretry.Hedging{}}: the zero-config adaptive delay",
 			ours: true,
-			new: func() (*http.Client, func(), func(string) time.Duration) {
+			new: func() hedgeClient {
 				base := cleanhttp.DefaultPooledTransport()
-				t := &httpretry.Transport{Base: base, Hedging: &httpretry.Hedging{}}
-				return &http.Client{Transport: t}, base.CloseIdleConnections, func(u string) time.Duration { return hedgeDelay(t, u) }
+				return ourClient(&httpretry.Transport{Base: base, Hedging: &httpretry.Hedging{}}, base, true)
 			},
 		},
 		{
 			key: "failsafe", name: "failsafe-go hedgepolicy",
 			desc: "failsafehttp round tripper with hedgepolicy.NewWithDelayQuantile(0.95, 1000, 100): one hedge after the p95 of recent executions, after 100 of them",
-			new: func() (*http.Client, func(), func(string) time.Duration) {
+			new: func() hedgeClient {
 				base := cleanhttp.DefaultPooledTransport()
 				hp := hedgepolicy.NewWithDelayQuantile[*http.Response](0.95, 1000, 100)
-				return &http.Client{Transport: failsafehttp.NewRoundTripper(base, hp)}, base.CloseIdleConnections, nil
+				return peerClient(failsafehttp.NewRoundTripper(base, hp), base)
 			},
 		},
 		{
 			key: "hedgedhttp", name: "cristalhq/hedgedhttp",
 			desc: fmt.Sprintf("hedgedhttp.NewRoundTripper(%v, 2, base): one hedge after a fixed %v", fixed, fixed),
-			new: func() (*http.Client, func(), func(string) time.Duration) {
+			new: func() hedgeClient {
 				base := cleanhttp.DefaultPooledTransport()
 				rt, err := hedgedhttp.NewRoundTripper(fixed, 2, base)
 				if err != nil {
 					panic(err) // only for a nil transport or a negative count: a bug here
 				}
-				return &http.Client{Transport: rt}, base.CloseIdleConnections, nil
+				return peerClient(rt, base)
 			},
 		},
 	}
@@ -88,10 +114,9 @@ func fixedPolicy(d time.Duration) hedgePolicy {
 		key: "fixed", name: "httpretry fixed " + fmtDelay(d),
 		desc: fmt.Sprintf("&httpretry.Transport{Base: base, Hedging: &httpretry.Hedging{Delay: %v}}", d),
 		ours: true,
-		new: func() (*http.Client, func(), func(string) time.Duration) {
+		new: func() hedgeClient {
 			base := cleanhttp.DefaultPooledTransport()
-			t := &httpretry.Transport{Base: base, Hedging: &httpretry.Hedging{Delay: d}}
-			return &http.Client{Transport: t}, base.CloseIdleConnections, nil
+			return ourClient(&httpretry.Transport{Base: base, Hedging: &httpretry.Hedging{Delay: d}}, base, false)
 		},
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -14,7 +15,7 @@ func hedgeReport(res *hedgeResults) string {
 	fmt.Fprintf(&b, "## Hedging: %.0f ops/s for %v per run, the same seeded arrivals (seed %d) for every policy, deadline %v per operation\n\n",
 		c.rate, c.duration, c.seed, c.deadline)
 	fmt.Fprintf(&b, "Command: `%s`. Latency is the caller's, until the body was read; extra requests are server requests beyond one per operation; "+
-		"canceled attempts are requests whose caller gave up before the server answered; connections are those the server accepted.\n\n", res.command)
+		"canceled attempts are requests whose caller gave up before the server answered; connections are those the server accepted; hedges refused are those httpretry's Outcomes report refused by the budget or the extra-load cap.\n\n", res.command)
 	fmt.Fprintf(&b, "### Independent slowness: 5 ms, 1%% of attempts 1 s\n\n")
 	tailTable(&b, res.independent)
 	fmt.Fprintf(&b, "\n### Correlated slowness: 5 ms for %v, every request 300 ms for %v, then %d slots of mean %v (%.0f%% of capacity)\n\n",
@@ -35,8 +36,8 @@ func hedgeReport(res *hedgeResults) string {
 
 // tailTable writes one row per run.
 func tailTable(b *strings.Builder, runs []*hedgeRun) {
-	b.WriteString("| policy | ops | failed | p50 ms | p99 ms | p99.9 ms | max ms | extra requests | canceled attempts | connections |\n")
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| policy | ops | failed | p50 ms | p99 ms | p99.9 ms | max ms | extra requests | canceled attempts | connections | hedges refused |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range runs {
 		if r == nil {
 			continue
@@ -48,8 +49,12 @@ func tailTable(b *strings.Builder, runs []*hedgeRun) {
 
 // tailCells are a run's measured columns, separated by " | ".
 func tailCells(t tail) string {
-	return fmt.Sprintf("%s | %s | %s | %s | %.1f%% | %d | %d",
-		msCell(t.p50), msCell(t.p99), msCell(t.p999), msCell(t.max), t.extra, t.canceled, t.conns)
+	refused := "—"
+	if t.refused >= 0 {
+		refused = strconv.FormatInt(t.refused, 10)
+	}
+	return fmt.Sprintf("%s | %s | %s | %s | %.1f%% | %d | %d | %s",
+		msCell(t.p50), msCell(t.p99), msCell(t.p999), msCell(t.max), t.extra, t.canceled, t.conns, refused)
 }
 
 // hedgeLines returns one line per target, from the runs there are.

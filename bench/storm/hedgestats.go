@@ -18,6 +18,7 @@ type hedgeRun struct {
 	hits     int64           // requests the server received: attempts and hedges
 	canceled int64           // of which the server saw canceled before it answered
 	conns    int64           // connections the server accepted
+	refused  int64           // hedges httpretry's Outcomes report refused; -1 for a peer
 	// delays samples the adaptive hedge delay every delayEvery, from the
 	// start of the run; nil for a policy without one.
 	delays []time.Duration
@@ -33,6 +34,7 @@ type tail struct {
 	max              time.Duration
 	extra            float64 // server requests beyond one per operation, in % of operations
 	canceled, conns  int64
+	refused          int64 // -1: not known (a peer)
 	failed           int
 	hits             int64
 	policyKey, label string
@@ -53,7 +55,7 @@ func (r *hedgeRun) summary() tail {
 	slices.Sort(d)
 	t := tail{
 		n: len(d), p50: rank(d, 0.50), p99: rank(d, 0.99), p999: rank(d, 0.999),
-		canceled: r.canceled, conns: r.conns, failed: r.failed, hits: r.hits,
+		canceled: r.canceled, conns: r.conns, refused: r.refused, failed: r.failed, hits: r.hits,
 		policyKey: r.policy.key, label: r.policy.name,
 	}
 	if len(d) > 0 {

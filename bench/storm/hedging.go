@@ -183,15 +183,18 @@ func runHedge(ctx context.Context, cfg hedgeConfig, scenario string, p latencyPr
 	fmt.Fprintf(cfg.log, "storm: hedging %s, %s\n", scenario, pol.name)
 	arr := arrivals(cfg.seed, cfg.rate, []phase{{name: scenario, dur: cfg.duration}})
 	srv := newHedgeServer(p, cfg.seed, len(arr), slots)
-	c, closeIdle, delay := pol.new()
-	r := &hedgeRun{scenario: scenario, policy: pol}
+	hc := pol.new()
+	r := &hedgeRun{scenario: scenario, policy: pol, refused: -1}
 	stopSampling := func() {}
-	if delay != nil {
-		stopSampling = sampleDelays(srv.start, func() time.Duration { return delay(srv.url()) }, &r.delays)
+	if hc.delay != nil {
+		stopSampling = sampleDelays(srv.start, func() time.Duration { return hc.delay(srv.url()) }, &r.delays)
 	}
-	lat, ok := driveHedged(ctx, c, srv, arr, cfg.deadline)
+	lat, ok := driveHedged(ctx, hc.c, srv, arr, cfg.deadline)
 	stopSampling()
-	closeIdle()
+	hc.closeIdle()
+	if hc.refused != nil {
+		r.refused = hc.refused.Load()
+	}
 	srv.close() // waits for the handlers, so the counts are final
 	r.ops, r.lat = len(lat), lat
 	for _, good := range ok {
