@@ -130,14 +130,13 @@ func parseHedgeFlags(args []string, errOut io.Writer) (hedgeConfig, error) {
 
 // hedgeResults are every run of the hedging scenarios.
 type hedgeResults struct {
-	cfg                       hedgeConfig
-	command                   string
-	independent, correlated   []*hedgeRun
-	sweep                     []*hedgeRun // fixed delays over the independent server
-	sweepDelays               []time.Duration
-	shift                     *hedgeRun // the adaptive delay across the 5 ms -> 50 ms shift
-	shiftAt                   time.Duration
-	independentP, correlatedP []hedgePolicy
+	cfg                     hedgeConfig
+	command                 string
+	independent, correlated []*hedgeRun
+	sweep                   []*hedgeRun // fixed delays over the independent server
+	sweepDelays             []time.Duration
+	shift                   *hedgeRun // the adaptive delay across the 5 ms -> 50 ms shift
+	shiftAt                 time.Duration
 }
 
 // runHedging runs every scenario, one run at a time.
