@@ -80,6 +80,7 @@ type attempt struct {
 	idle          *idleWatch
 	trace         *connTrace
 	tracker       *readTracker // its view of the operation's onceBody
+	panicked      *panicValue  // what Base panicked with, on a hedged attempt's goroutine
 }
 
 func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
@@ -276,7 +277,7 @@ func (op *operation) attemptContext() (ctx context.Context, derived bool, limit 
 func (op *operation) attemptLimit() (time.Time, bool) {
 	limit := op.t.AttemptTimeout
 	if op.dist != nil && op.t.LearnAttemptTimeout != nil {
-		if l := op.dist.attemptLimit(); l > 0 && (limit <= 0 || l < limit) {
+		if l := op.dist.attemptLimit(op.t.LearnAttemptTimeout); l > 0 && (limit <= 0 || l < limit) {
 			limit = l
 		}
 	}
@@ -374,11 +375,16 @@ func (a *attempt) complete(op *operation, req *http.Request, resp *http.Response
 		unsent, a.gotConn = a.trace.end()
 		a.unsent = unsent && err != nil
 	}
+	a.setResult(resp, err)
+	return resp, err
+}
+
+// setResult records what the attempt produced.
+func (a *attempt) setResult(resp *http.Response, err error) {
 	a.status, a.err = 0, err
 	if resp != nil {
 		a.status = resp.StatusCode
 	}
-	return resp, err
 }
 
 // endAttempt releases the last attempt's context and idle watch.

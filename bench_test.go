@@ -68,6 +68,18 @@ func BenchmarkRoundTrip(b *testing.B) {
 		{"http.Transport/idle_timeout", "mem://api.test/books/b1", func() http.RoundTripper {
 			return &Transport{Base: newMemTransport(), IdleTimeout: time.Second}
 		}},
+		// Hedging on, no hedge fired: the answer comes long before the
+		// delay (fixed 1s; adaptive, at its 1ms floor over in-memory
+		// answers).
+		{"http.Transport/hedging_fixed", "mem://api.test/books/b1", func() http.RoundTripper {
+			return &Transport{Base: newMemTransport(), Hedging: &Hedging{Delay: time.Second}}
+		}},
+		{"http.Transport/hedging_adaptive", "mem://api.test/books/b1", func() http.RoundTripper {
+			return &Transport{Base: newMemTransport(), Hedging: &Hedging{}}
+		}},
+		{"http.Transport/learned_attempt_timeout", "mem://api.test/books/b1", func() http.RoundTripper {
+			return &Transport{Base: newMemTransport(), LearnAttemptTimeout: &LearnedTimeout{}}
+		}},
 		{"other/bare", "http://api.test/books/b1", func() http.RoundTripper { return newStaticBase() }},
 		{"other/default", "http://api.test/books/b1", func() http.RoundTripper { return &Transport{Base: newStaticBase()} }},
 	}
@@ -140,6 +152,13 @@ func TestSuccessPathAllocations(t *testing.T) {
 		// request copy; DNS and connect timings cost more, when asked for.
 		{"hooks over http.Transport", &Transport{Base: newMemTransport(), OnAttempt: func(*http.Request, Attempt) {}, OnDone: func(*http.Request, Outcome) {}}, "mem://api.test/", 2},
 		{"hooks and DialTrace over http.Transport", &Transport{Base: newMemTransport(), OnAttempt: func(*http.Request, Attempt) {}, DialTrace: true}, "mem://api.test/", 6},
+		// A hedged operation runs its attempt on a goroutine of its own,
+		// with a channel, a timer, a cancelable context and a copy of the
+		// request, even when no hedge fires.
+		{"hedging, no hedge fired", &Transport{Base: newMemTransport(), Hedging: &Hedging{Delay: time.Second}}, "mem://api.test/", 14},
+		// Latencies are recorded without allocating; the learned limit
+		// costs what AttemptTimeout does.
+		{"learned attempt timeout", &Transport{Base: newMemTransport(), LearnAttemptTimeout: &LearnedTimeout{}}, "mem://api.test/", 8},
 	} {
 		if raceEnabled && c.tr.OnAttempt != nil {
 			continue // the connection trace comes from a sync.Pool

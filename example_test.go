@@ -193,3 +193,50 @@ func ExampleError() {
 	// attempts: 1
 	// reason: not_idempotent
 }
+
+// A hedged read: the first attempt is stuck, so after 20ms the Transport
+// sends a hedge, which answers; the stuck one is canceled before Do
+// returns. (Propagate numbers the attempts for the server.)
+func ExampleHedging() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(httpretry.AttemptHeader) == "1" {
+			<-r.Context().Done() // stuck until the hedge wins
+			return
+		}
+		fmt.Fprint(w, "hello")
+	}))
+	defer srv.Close()
+
+	client := &http.Client{Timeout: 5 * time.Second}
+	client.Transport = &httpretry.Transport{
+		Base:      client.Transport,
+		Hedging:   &httpretry.Hedging{Delay: 20 * time.Millisecond}, // or &httpretry.Hedging{}: adaptive
+		Propagate: true,
+	}
+	defer client.CloseIdleConnections()
+
+	var o httpretry.Outcome
+	req, _ := http.NewRequestWithContext(httpretry.WithOutcome(context.Background(), &o), http.MethodGet, srv.URL, nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(string(body))
+	fmt.Printf("attempts %d, hedges %d, won by a hedge: %v, losers canceled %d\n", o.Attempts, o.Hedges, o.HedgeWon, o.LosersCanceled)
+	// Output:
+	// hello
+	// attempts 2, hedges 1, won by a hedge: true, losers canceled 1
+}
+
+// Offset gives each identity the same slot in a period on every run.
+func ExampleOffset() {
+	for _, pod := range []string{"pod-1", "pod-3"} {
+		fmt.Println(pod, httpretry.Offset(pod, time.Hour).Round(time.Second))
+	}
+	// Output:
+	// pod-1 53m36s
+	// pod-3 36m11s
+}

@@ -14,6 +14,9 @@ import (
 // hedge delay passing, lets the pure rules of decide.go say what follows,
 // and settles the losers once one attempt wins.
 
+// panicValue holds what an attempt's goroutine recovered, even nil.
+type panicValue struct{ v any }
+
 // hedged is what a hedged operation adds to an operation: its attempts in
 // flight and what it reports.
 type hedged struct {
@@ -92,9 +95,11 @@ func (op *operation) runHedged() (*http.Response, error) {
 			op.hedgeAfterDelay(timer)
 		case <-ctxDone:
 			// The attempts end with the operation's context, except
-			// losers left to finish, which do not inherit it.
+			// those that may be left to finish, which do not inherit it.
 			ctxDone = nil
-			op.cancelFlight()
+			if op.finishLosers > 0 {
+				op.cancelFlight()
+			}
 		}
 	}
 }
@@ -130,8 +135,15 @@ func (op *operation) launch(hedge bool) bool {
 }
 
 // run sends the attempt and hands it to the loop when it ends. It writes
-// only to a.
+// only to a. A panic of Base is handed over too, for the loop to raise on
+// the caller's goroutine, as a sequential attempt would.
 func (a *attempt) run(op *operation, base http.RoundTripper, done chan<- *attempt) {
+	defer func() {
+		if p := recover(); p != nil {
+			a.panicked = &panicValue{p}
+			done <- a
+		}
+	}()
 	resp, err := base.RoundTrip(a.req)
 	resp, err = normalize(base, a.req, resp, err)
 	a.resp, a.err = a.complete(op, a.req, resp, err)
@@ -145,6 +157,11 @@ func (a *attempt) run(op *operation, base http.RoundTripper, done chan<- *attemp
 // after a wait. end says the operation is over, with resp and err.
 func (op *operation) ended(a *attempt, timer clockwork.Timer) (resp *http.Response, err error, end bool) {
 	op.remove(a)
+	if a.panicked != nil {
+		a.end()
+		op.settle()
+		panic(a.panicked.v)
+	}
 	op.attempt = *a
 	op.learn(a, a.resp, a.err)
 	var r facts
@@ -252,13 +269,15 @@ func (op *operation) withdrawHedge() bool {
 	return true
 }
 
-// mayHedge applies the rule of mayStartHedge to the operation now.
+// mayHedge applies the rule of mayStartHedge to the operation now. An
+// operation whose context has ended starts nothing more: it counts as
+// refused.
 func (op *operation) mayHedge() bool {
 	left, bounded := time.Duration(0), op.hasDeadline
 	if bounded {
 		left = op.deadline.Sub(op.clock.Now())
 	}
-	return mayStartHedge(op.policy, op.attempts, op.refusedOnce, left, bounded)
+	return mayStartHedge(op.policy, op.attempts, op.refusedOnce || done(op.ctx), left, bounded)
 }
 
 // remove takes a out of the attempts in flight.
@@ -287,14 +306,13 @@ func (op *operation) settle() {
 		return
 	}
 	op.losers += len(op.flight)
-	for _, a := range op.flight {
-		a.canceled = true
-		op.attempt = *a
-		op.attempt.lastElapsed = op.clock.Since(a.lastStart)
-		op.attempt.trace = nil // still in use by the attempt
-		op.onAttempt(decision{})
-	}
 	if op.finishLosers > 0 {
+		for _, a := range op.flight {
+			// Only what was settled before its goroutine started: the
+			// rest of a is still being written.
+			op.reportLoser(&attempt{number: a.number, hedge: a.hedge, lastStart: a.lastStart,
+				lastElapsed: op.clock.Since(a.lastStart)})
+		}
 		go collectLosers(op.settled, op.flight, op.results, op.finishLosers)
 		op.flight = nil
 		return
@@ -303,9 +321,18 @@ func (op *operation) settle() {
 	for range op.flight {
 		a := <-op.results
 		op.learnLoser(a)
+		op.reportLoser(a)
 		releaseLoser(a)
 	}
 	op.flight = op.flight[:0]
+}
+
+// reportLoser reports a losing attempt to OnAttempt, and releases its
+// trace.
+func (op *operation) reportLoser(a *attempt) {
+	op.attempt = *a
+	op.canceled = true
+	op.onAttempt(decision{})
 }
 
 // collectLosers waits for losers left to finish, for at most grace, then
@@ -321,19 +348,19 @@ func collectLosers(op *operation, losers []*attempt, results <-chan *attempt, gr
 		a := <-results
 		op.learnLoser(a)
 		releaseLoser(a)
+		if a.trace != nil {
+			a.trace.release()
+		}
 	}
 }
 
 // releaseLoser drains and closes a loser's response and releases its
-// context and trace.
+// context.
 func releaseLoser(a *attempt) {
 	if a.resp != nil {
 		drain(a.resp)
 	}
 	a.end()
-	if a.trace != nil {
-		a.trace.release()
-	}
 }
 
 // learnLoser records a loser's latency: an answer when it had one that

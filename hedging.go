@@ -60,9 +60,10 @@ type Hedging struct {
 	// known.
 	Delay time.Duration
 
-	// MaxExtraLoad is the share of operations that may send a hedge, and
-	// sets the adaptive delay's quantile (1 − MaxExtraLoad). Hedges
-	// beyond this share (after a burst of 10) are refused, as are hedges
+	// MaxExtraLoad is the share of operations that may send a hedge, with
+	// a fixed Delay as with the adaptive one, and sets the adaptive
+	// delay's quantile (1 − MaxExtraLoad). Hedges beyond this share, per
+	// Key and after a burst of 10, are refused, as are hedges
 	// the Budget refuses; a refused hedge is reported in
 	// [Outcome.HedgesRefused] and never ends an attempt already running.
 	// 0 (or a value outside (0, 1)) means 0.02.
@@ -160,11 +161,11 @@ func (t *Transport) HedgeDelay(key string) (time.Duration, bool) {
 	if h.Delay > 0 {
 		return h.Delay, true
 	}
-	l := t.latencies()
-	if l == nil {
+	d := t.latencies().find(key)
+	if d == nil {
 		return 0, false
 	}
-	return l.lookup(key).hedgeDelay(h)
+	return d.hedgeDelay(h)
 }
 
 func (h *Hedging) maxExtraLoad() float64 {

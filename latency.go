@@ -48,6 +48,20 @@ func (t *Transport) latencies() *latencySet {
 	return t.latencySet.Load()
 }
 
+// find returns key's distribution without adding one: the shared one for
+// a key past the bound that has been seen, nil for a key never seen.
+func (s *latencySet) find(key string) *latencyDist {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if d := s.keys[key]; d != nil {
+		return d
+	}
+	if len(s.keys) >= s.max && s.other.held.Load() > 0 {
+		return s.other
+	}
+	return nil
+}
+
 // lookup returns key's distribution, adding it while there is room.
 func (s *latencySet) lookup(key string) *latencyDist {
 	s.mu.RLock()
@@ -72,12 +86,13 @@ func (s *latencySet) lookup(key string) *latencyDist {
 // latencyDist is one key's recent latencies and what is derived from them.
 // Recording takes its lock; reading the derived delay and limit does not.
 type latencyDist struct {
-	mu     sync.Mutex // protects ring, n, next, fresh and sorted
-	ring   [latencyWindow]uint64
-	sorted [latencyWindow]uint64
-	n      int // samples held, at most latencyWindow
-	next   int // where the next sample goes in ring
-	fresh  int // samples recorded since the quantiles were last computed
+	mu        sync.Mutex // protects ring, n, next and fresh
+	computing sync.Mutex // protects sorted; held while the quantiles are computed
+	ring      [latencyWindow]uint64
+	sorted    [latencyWindow]uint64
+	n         int // samples held, at most latencyWindow
+	next      int // where the next sample goes in ring
+	fresh     int // samples recorded since the quantiles were last computed
 
 	held    atomic.Int64 // n, for readers without the lock
 	hedgeAt atomic.Int64 // the hedge quantile, in nanoseconds
@@ -105,27 +120,32 @@ func sample(d time.Duration, censored bool) uint64 {
 }
 
 // record adds a latency and, every so often, recomputes the quantiles:
-// after every sample while few are held, after every 32 once the window is
-// full, so that the cost of sorting is spread over the samples.
+// after every sample while few are held, then after every n/16 (128 once
+// the window is full), so that the cost of sorting, about 50µs for a full
+// window, is spread over the samples. The sort runs outside the lock
+// that recording takes, and is skipped when another is under way.
 func (d *latencyDist) record(s *latencySet, lat time.Duration, censored bool) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.ring[d.next] = sample(lat, censored)
 	d.next = (d.next + 1) % latencyWindow
 	d.n = min(d.n+1, latencyWindow)
+	d.held.Store(int64(d.n))
 	d.fresh++
-	if d.fresh < max(1, d.n/64) {
+	due := d.fresh >= max(1, d.n/16)
+	if !due || !d.computing.TryLock() {
+		d.mu.Unlock()
 		return
 	}
 	d.fresh = 0
-	d.held.Store(int64(d.n))
 	sorted := d.sorted[:d.n]
 	copy(sorted, d.ring[:d.n])
+	d.mu.Unlock()
+	defer d.computing.Unlock()
 	slices.Sort(sorted)
 	if s.hedgeQ > 0 {
 		d.hedgeAt.Store(int64(kmQuantile(sorted, s.hedgeQ)))
 	}
-	if l := s.learn; l != nil && d.n >= l.minSamples() {
+	if l := s.learn; l != nil {
 		d.limitAt.Store(int64(learnedLimit(l, kmQuantile(sorted, l.quantile()))))
 	}
 }
@@ -180,8 +200,12 @@ func (d *latencyDist) hedgeDelay(h *Hedging) (time.Duration, bool) {
 	return max(time.Duration(d.hedgeAt.Load()), h.minDelay()), true
 }
 
-// attemptLimit is the learned attempt limit, 0 when none is learned yet.
-func (d *latencyDist) attemptLimit() time.Duration {
+// attemptLimit is the learned attempt limit, 0 when none is learned yet:
+// fewer than l's MinSamples latencies are held.
+func (d *latencyDist) attemptLimit(l *LearnedTimeout) time.Duration {
+	if d.held.Load() < int64(l.minSamples()) {
+		return 0
+	}
 	return time.Duration(d.limitAt.Load())
 }
 

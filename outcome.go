@@ -126,6 +126,9 @@ type Outcome struct {
 	// operation ended without one or was not hedged (its response is then
 	// always the last attempt's, number Attempts).
 	Winner int
+	// HedgeWon is set when the returned response was a hedge's: the
+	// hedges sent bought the answer, rather than only adding load.
+	HedgeWon bool
 }
 
 // ErrOutcomeUnknown is matched by [errors.Is] on the error of a request that
@@ -232,7 +235,7 @@ func (op *operation) finish(resp *http.Response, reason StopReason) (*http.Respo
 		if op.observed() {
 			o := op.outcome(reason)
 			if op.hedging {
-				o.Winner = op.number
+				o.Winner, o.HedgeWon = op.number, op.hedge
 			}
 			op.report(o)
 		}
