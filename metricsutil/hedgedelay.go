@@ -118,12 +118,11 @@ func (h *HedgeDelays) Each(f func(key string, delay time.Duration)) {
 }
 
 // HedgeCounts returns what an operation's outcome says about its hedges,
-// for counters: the hedges sent, 1 if the response returned came from an
-// attempt other than the first of an operation that sent hedges (a hedge
-// won), the losers canceled, and the hedges refused. An operation that
-// did not hedge returns zeros.
+// for counters: the hedges sent, 1 if the response returned was a hedge's
+// ([httpretry.Outcome.HedgeWon]), the losers canceled, and the hedges
+// refused. An operation that did not hedge returns zeros.
 func HedgeCounts(o httpretry.Outcome) (sent, won, canceled, refused int) {
-	if o.Hedges > 0 && o.Winner > 1 {
+	if o.HedgeWon {
 		won = 1
 	}
 	return o.Hedges, won, o.LosersCanceled, o.HedgesRefused

@@ -18,7 +18,8 @@ func TestHedgeCounts(t *testing.T) {
 		sent, won, canceled, refused int
 	}{
 		{"not hedged", httpretry.Outcome{Attempts: 2}, 0, 0, 0, 0},
-		{"a hedge won", httpretry.Outcome{Attempts: 2, Hedges: 1, Winner: 2, LosersCanceled: 1}, 1, 1, 1, 0},
+		{"a hedge won", httpretry.Outcome{Attempts: 2, Hedges: 1, Winner: 2, HedgeWon: true, LosersCanceled: 1}, 1, 1, 1, 0},
+		{"a retry won while a hedge ran", httpretry.Outcome{Attempts: 3, Hedges: 1, Winner: 2, LosersCanceled: 1}, 1, 0, 1, 0},
 		{"the first attempt won", httpretry.Outcome{Attempts: 2, Hedges: 1, Winner: 1, LosersCanceled: 1}, 1, 0, 1, 0},
 		{"refused, then the first won", httpretry.Outcome{Attempts: 1, HedgesRefused: 1, Winner: 1}, 0, 0, 0, 1},
 		{"a retry after a failure, no hedge", httpretry.Outcome{Attempts: 2, Winner: 2}, 0, 0, 0, 0},

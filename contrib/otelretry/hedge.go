@@ -36,7 +36,7 @@ func newHedgeInstruments(meter metric.Meter, maxKeys int) (*hedgeInstruments, er
 		metric.WithDescription("Hedges sent: attempts started while an earlier attempt of the operation was still running."))
 	h.won, errs[1] = meter.Int64Counter("httpretry.client.hedges.won",
 		metric.WithUnit("{operation}"),
-		metric.WithDescription("Hedged operations whose response came from an attempt other than the first."))
+		metric.WithDescription("Hedged operations whose response was a hedge's."))
 	h.canceled, errs[2] = meter.Int64Counter("httpretry.client.hedges.losers_canceled",
 		metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts still running when another attempt of the operation won, canceled (or left to finish and drained)."))

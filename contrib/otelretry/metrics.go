@@ -37,7 +37,7 @@ import (
 //	httpretry.server.idempotency.events       counter   {event}      idempotency.event
 //	httpretry.client.route.overflows          counter   {operation}  (none): operations counted as route "other" past MaxRoutes
 //	httpretry.client.hedges                   counter   {attempt}    method, route: hedges sent
-//	httpretry.client.hedges.won               counter   {operation}  method, route: hedged operations won by an attempt other than the first
+//	httpretry.client.hedges.won               counter   {operation}  method, route: operations whose response was a hedge's
 //	httpretry.client.hedges.losers_canceled   counter   {attempt}    method, route: attempts canceled (or left to finish) when another won
 //	httpretry.client.hedges.refused           counter   {attempt}    method, route: hedges the budget or the extra-load cap refused
 //	httpretry.client.hedge.delay              gauge     s            httpretry.hedge.key: the delay after which a request would be hedged now

@@ -26,7 +26,7 @@ func newHedgeMetrics(constLabels prometheus.Labels, maxRoutes int) *hedgeMetrics
 		sent: counter("httpretry_hedges_total",
 			"Hedges sent: attempts started while an earlier attempt of the operation was still running."),
 		won: counter("httpretry_hedges_won_total",
-			"Hedged operations whose response came from an attempt other than the first."),
+			"Hedged operations whose response was a hedge's."),
 		canceled: counter("httpretry_hedge_losers_canceled_total",
 			"Attempts still running when another attempt of the operation won, canceled (or left to finish and drained)."),
 		refused: counter("httpretry_hedges_refused_total",

@@ -96,7 +96,7 @@ func TestHedgeMetricsFromARealHedgedRun(t *testing.T) {
 			hedges.Add(int64(o.Hedges))
 			losers.Add(int64(o.LosersCanceled))
 			refused.Add(int64(o.HedgesRefused))
-			if o.Winner > 1 {
+			if o.HedgeWon {
 				won.Add(1)
 			}
 		}}
