@@ -17,7 +17,7 @@ import (
 // TestAdaptiveHedgeOfSlowRequestAfterLateBurst shows why the zero-config
 // adaptive delay misses the independent-slowness target on a busy
 // machine. Operations arrive every 5 ms: 200 answered in 5 ms (the delay
-// learns its p98), then a burst of 40 answered in 60 ms, as a GC pause or
+// learns its p98), then a burst of 40 answered in 300 ms, as a GC pause or
 // a busy core makes them, with the 16th of them one whose first attempt
 // takes a second and whose hedge would be answered in 5 ms, then fast
 // ones again.
@@ -59,7 +59,7 @@ func TestAdaptiveHedgeOfSlowRequestAfterLateBurst(t *testing.T) {
 			d = time.Second
 		case op == slowOp:
 		case op >= warm && op < warm+late:
-			d = 60 * time.Millisecond
+			d = 300 * time.Millisecond
 		}
 		select {
 		case <-time.After(d):
