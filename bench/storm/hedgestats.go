@@ -121,6 +121,9 @@ func independentLine(single, adaptive tail, peers []tail) string {
 		factor = float64(single.p999) / float64(adaptive.p999)
 	}
 	p50 := pctChange(adaptive.p50, single.p50)
+	if math.Abs(p50) < 0.5 {
+		p50 = 0 // printed as +0%, never -0%
+	}
 	met := factor >= 50 && adaptive.extra <= 2 && math.Abs(p50) <= 5
 	bestPeer := ""
 	for _, p := range peers {

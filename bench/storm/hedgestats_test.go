@@ -157,6 +157,11 @@ func TestTargetLines(t *testing.T) {
 			"hedging: independent p99.9 single 1003 ms, adaptive 14 ms (72x), extra 2.5%, p50 +0%; target NOT met",
 		},
 		{
+			"independent: a median a hair faster is +0%",
+			independentLine(single, tail{p50: 4990 * time.Microsecond, p999: 14 * msec, extra: 1}, nil),
+			"hedging: independent p99.9 single 1003 ms, adaptive 14 ms (72x), extra 1.0%, p50 +0%; target met",
+		},
+		{
 			"independent: median too slow",
 			independentLine(single, tail{p50: 5300 * time.Microsecond, p999: 14 * msec, extra: 1}, nil),
 			"hedging: independent p99.9 single 1003 ms, adaptive 14 ms (72x), extra 1.0%, p50 +6%; target NOT met",
