@@ -34,7 +34,7 @@ figure_header = echo "\# $(1), $$(date -u +%Y-%m-%d), commit $$(git rev-parse --
 # concurrency, and the SDKs build far slower under the race detector.
 EXAMPLE_MODULES := examples/sdks
 
-.PHONY: check test deps vet cross lint lint-examples cyclo race examples rules apicheck demo bench storm storm-fleet throttle fuzz mutate faultmatrix layers ci-time
+.PHONY: check test deps vet cross lint lint-examples cyclo race examples rules apicheck demo bench storm storm-fleet throttle hedge fuzz mutate faultmatrix layers ci-time
 
 ## check: the fast loop, under a minute on a warm cache: gofmt (fails on
 ## any file it would change), go vet, and race-enabled short tests of the
@@ -179,6 +179,15 @@ bench:
 ## storm: the retry-storm simulator; writes docs/storm/
 storm: deps
 	cd bench && $(GO) run ./storm -out ../docs/storm
+
+## hedge: the hedging scenarios (independent and correlated slowness,
+## zero configuration), httpretry's hedging beside failsafe-go and
+## hedgedhttp on the same arrivals; writes docs/storm/hedging.txt and
+## docs/storm/hedging.svg and prints one line per target (about 7 min)
+hedge:
+	@{ $(call figure_header,make hedge); (cd bench && $(GO) run ./storm -scenarios hedging -out ../docs/storm); } > docs/storm/hedging.txt.tmp; \
+	rc=$$?; if [ $$rc -ne 0 ]; then rm -f docs/storm/hedging.txt.tmp; exit $$rc; fi; \
+	mv docs/storm/hedging.txt.tmp docs/storm/hedging.txt; grep '^hedging:' docs/storm/hedging.txt
 
 ## storm-fleet: only the fleet scenario, printed; writes no files
 storm-fleet: deps

@@ -11,6 +11,7 @@ replace github.com/httpretry/httpretry/contrib/redisretry => ../contrib/redisret
 
 require (
 	github.com/PuerkitoBio/rehttp v1.4.0
+	github.com/cristalhq/hedgedhttp v0.9.2
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/hashicorp/go-cleanhttp v0.5.2
 	github.com/hashicorp/go-retryablehttp v0.7.8

@@ -23,6 +23,7 @@
 //	go run ./storm -out ../docs/storm
 //	go run ./storm -phase 1s -scenarios outage -policies single,httpretry
 //	go run ./storm -scenarios fleet -out ""
+//	go run ./storm -scenarios hedging -short -out ""
 package main
 
 import (
@@ -62,6 +63,9 @@ type config struct {
 var allScenarios = []string{"outage", "brownout", "contention", "fleet"}
 
 func main() {
+	if hedgingRequested(os.Args[1:]) {
+		os.Exit(hedgingMain(os.Args[1:], os.Stdout, os.Stderr)) // flags of its own: hedging.go
+	}
 	cfg, err := parseFlags(os.Args[1:], os.Stderr)
 	if err != nil {
 		os.Exit(2)

@@ -42,6 +42,7 @@ func Instrument(t *httpretry.Transport, opts Options) (*Transport, error) {
 	it.OnAttemptStart = chainStart(it.OnAttemptStart, m.OnAttemptStart)
 	it.OnAttempt = chainAttempt(it.OnAttempt, m.OnAttempt, w.OnAttempt)
 	it.OnDone = chainDone(it.OnDone, m.OnDone)
+	m.ObserveHedgeDelay(it)
 	return w, nil
 }
 

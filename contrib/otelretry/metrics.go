@@ -36,6 +36,11 @@ import (
 //	httpretry.client.budget.state_changes     counter   {change}     budget.state
 //	httpretry.server.idempotency.events       counter   {event}      idempotency.event
 //	httpretry.client.route.overflows          counter   {operation}  (none): operations counted as route "other" past MaxRoutes
+//	httpretry.client.hedges                   counter   {attempt}    method, route: hedges sent
+//	httpretry.client.hedges.won               counter   {operation}  method, route: operations whose response was a hedge's
+//	httpretry.client.hedges.losers_canceled   counter   {attempt}    method, route: attempts canceled (or left to finish) when another won
+//	httpretry.client.hedges.refused           counter   {attempt}    method, route: hedges the budget or the extra-load cap refused
+//	httpretry.client.hedge.delay              gauge     s            httpretry.hedge.key: the delay after which a request would be hedged now
 //
 // The attempt result is one of success, 4xx (other than 429), 429, 5xx
 // (other than 529), 529, timeout, idle_timeout, connection_error,
@@ -78,6 +83,7 @@ type Metrics struct {
 	budgetStateChanges metric.Int64Counter
 	routeOverflows     metric.Int64Counter
 	budgetReg          metric.Registration // nil without a budget
+	hedges             *hedgeInstruments   // hedge.go
 }
 
 // NewMetrics creates the instruments on opts.MeterProvider's meter. It
@@ -154,7 +160,9 @@ func NewMetrics(opts Options) (*Metrics, error) {
 	m.budgetStateChanges, errs[14] = meter.Int64Counter("httpretry.client.budget.state_changes",
 		metric.WithUnit("{change}"),
 		metric.WithDescription("Changes of a shared retry budget between its shared bucket and its local fallback, by the new state."))
-	if err := errors.Join(errs[:]...); err != nil {
+	var hedgeErr error
+	m.hedges, hedgeErr = newHedgeInstruments(meter, opts.maxRoutes())
+	if err := errors.Join(append(errs[:], hedgeErr)...); err != nil {
 		return nil, fmt.Errorf("otelretry: creating instruments: %w", err)
 	}
 	return m, nil
@@ -201,14 +209,18 @@ func (m *Metrics) BudgetStateChange(state string) {
 	m.budgetStateChanges.Add(context.Background(), 1, budgetStateOpts[metricsutil.StateIndex(state)]...)
 }
 
-// Close stops observing the budget. The counters and histograms stay
+// Close stops observing the budget and the hedge delays. The counters and histograms stay
 // usable; Close only matters to a program that creates and drops many
 // Metrics on one MeterProvider.
 func (m *Metrics) Close() error {
-	if m.budgetReg == nil {
-		return nil
+	var errs []error
+	if m.hedges.reg != nil {
+		errs = append(errs, m.hedges.reg.Unregister())
 	}
-	return m.budgetReg.Unregister()
+	if m.budgetReg != nil {
+		errs = append(errs, m.budgetReg.Unregister())
+	}
+	return errors.Join(errs...)
 }
 
 // series returns the series of req's method and route, and whether the
@@ -274,6 +286,7 @@ func (m *Metrics) OnDone(req *http.Request, o httpretry.Outcome) {
 	m.operationAttempts.Record(ctx, int64(o.Attempts), rs.operationAttempts...)
 	m.operationWait.Record(ctx, o.Waited.Seconds(), rs.operationWait...)
 	m.operationDuration.Record(ctx, o.Elapsed.Seconds(), m.operationDurationOpts(rs, o, outcome)...)
+	m.recordHedges(ctx, req, ms, o)
 }
 
 // attemptDurationOpts returns the options of attempt a's duration, whose

@@ -92,8 +92,8 @@ func TestCardinality(t *testing.T) {
 
 // TestMaxSamplesAsDocumented pins the README's figure to the label design.
 func TestMaxSamplesAsDocumented(t *testing.T) {
-	if got := maxSamples(DefaultMaxRoutes + 1); got != 135_429 {
-		t.Errorf("at most %d samples with the defaults; the README says 135,429", got)
+	if got := maxSamples(DefaultMaxRoutes + 1); got != 139_569 {
+		t.Errorf("at most %d samples with the defaults; the README says 139,569", got)
 	}
 }
 
@@ -113,8 +113,10 @@ func maxSamples(routes int) int {
 		(DefaultAttemptBuckets + 1 + 2) + waitSamples + // attempts and wait histograms
 		labels.NumOutcomes*durationSamples + // operation duration
 		labels.NumConns*labels.NumResults*durationSamples + // attempt duration
-		labels.NumWaitCauses*waitSamples // retry waits
+		labels.NumWaitCauses*waitSamples + // retry waits
+		4*labels.NumMethods // hedges sent, won, losers canceled, refused
 	// Phases, idempotency events, the two budget gauges, the budget
-	// state changes and the route overflows.
-	return routes*perRoute + labels.NumPhases*phaseSamples + labels.NumEvents + 2 + len(metricsutil.States) + 1
+	// state changes, the route overflows, and the hedge delay gauge of at
+	// most as many latency keys as route values are kept.
+	return routes*perRoute + labels.NumPhases*phaseSamples + labels.NumEvents + 2 + len(metricsutil.States) + 1 + (routes - 1)
 }

@@ -105,6 +105,7 @@ type Collector struct {
 	budgetStates    *prometheus.CounterVec
 	routeOverflows  prometheus.Counter
 	budget          *budgetCollector
+	hedges          *hedgeMetrics // hedge.go
 
 	stateChanges      [len(metricsutil.States)]slot[prometheus.Counter]
 	phaseObservers    [labels.NumPhases]slot[prometheus.Observer]
@@ -136,11 +137,13 @@ func New(reg prometheus.Registerer, opts Options) (*Collector, error) {
 		maxAttempts = DefaultAttemptBuckets
 	}
 	c.defineMetrics(opts, maxAttempts)
+	c.hedges = newHedgeMetrics(opts.ConstLabels, maxRoutes)
 	collectors := []prometheus.Collector{
 		c.operations, c.attempts, c.started, c.inFlight, c.retryWait, c.successes, c.timeouts,
 		c.opAttempts, c.opWait, c.opDuration, c.attemptDuration,
 		c.phases, c.idempotency, c.budgetStates, c.budget, c.routeOverflows,
 	}
+	collectors = append(collectors, c.hedges.collectors()...)
 	if opts.Budget != nil {
 		r, ok := metricsutil.ReadBudget(opts.Budget)
 		if !ok {
@@ -283,6 +286,7 @@ func (c *Collector) install(t *httpretry.Transport) {
 	if r, ok := metricsutil.TransportBudget(t); ok {
 		c.budget.observe(r)
 	}
+	c.hedges.delays.Watch(t)
 	t.OnAttemptStart = func(req *http.Request, n int) {
 		if prevStart != nil {
 			prevStart(req, n)

@@ -31,6 +31,11 @@
 //	httpretry_budget_state_changes_total{state}              counter: [Collector.BudgetStateChange]
 //	httpretry_idempotency_events_total{kind}                 counter: [Collector.IdempotencyEvent]
 //	httpretry_route_overflows_total                          counter: operations counted as route "other" past MaxRoutes
+//	httpretry_hedges_total{method,route}                     counter: hedges sent
+//	httpretry_hedges_won_total{method,route}                 counter: operations whose response was a hedge's
+//	httpretry_hedge_losers_canceled_total{method,route}      counter: attempts canceled (or left to finish) when another won
+//	httpretry_hedges_refused_total{method,route}             counter: hedges the budget or the extra-load cap refused
+//	httpretry_hedge_delay_seconds{route}                     gauge: the current hedge delay, by latency key (Hedging.Key)
 //
 // # Labels
 //

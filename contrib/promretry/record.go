@@ -160,6 +160,7 @@ func (c *Collector) OnDone(req *http.Request, o httpretry.Outcome) {
 	r.opAttempts.Observe(float64(o.Attempts))
 	r.opWait.Observe(o.Waited.Seconds())
 	observer(&r.opDuration[out], c.opDuration, r.name, labels.Outcomes[out]).Observe(o.Elapsed.Seconds())
+	c.hedges.record(req, methodNames[m], r.name, o)
 }
 
 // operationIndex is the index in routeMetrics.operations of the series
