@@ -27,7 +27,8 @@ type hedged struct {
 	flight       []*attempt    // the attempts in flight
 	launched     time.Time     // when the last attempt started
 	results      chan *attempt // where attempts go when they end
-	refusedOnce  bool          // a hedge was refused: no new one is sent
+	refusedOnce  bool          // the Budget refused a hedge: no new one is sent
+	capped       bool          // the extra-load cap refused the pending hedge: asked again after the delay
 	hedges       int           // hedges sent
 	refused      int           // hedges refused
 	losers       int           // attempts that lost
@@ -55,7 +56,7 @@ func (op *operation) setHedging(owned bool) {
 	if !safe {
 		return
 	}
-	op.dist.depositExtra(h.maxExtraLoad())
+	op.dist.depositExtra(hedgeHeadroom * h.maxExtraLoad())
 	delay, ok := h.Delay, h.Delay > 0
 	if !ok {
 		delay, ok = op.dist.hedgeDelay(h)
@@ -234,18 +235,28 @@ func (op *operation) hedgeAfterDelay(timer clockwork.Timer) {
 }
 
 // hedgeNow sends a hedge if the extra-load cap and the budget allow it,
-// and restarts the delay from it. A refused hedge ends hedging for the
-// operation, never the attempts in flight.
+// and restarts the delay from it. A hedge the cap refuses is asked for
+// again after the delay, as the cap refills with every operation; one
+// the Budget refuses ends hedging for the operation. Neither ends the
+// attempts in flight.
 func (op *operation) hedgeNow(timer clockwork.Timer) {
 	if !op.mayHedge() {
 		return
 	}
-	if !op.withdrawHedge() {
-		op.refused++
+	switch op.withdrawHedge() {
+	case hedgeCapped:
+		if !op.capped {
+			op.refuseHedge()
+		}
+		op.capped = true
+		timer.Reset(op.delay)
+		return
+	case hedgeOverBudget:
+		op.refuseHedge()
 		op.refusedOnce = true
-		op.logHedge("httpretry: hedge refused", slog.LevelWarn, op.attempts+1)
 		return
 	}
+	op.capped = false
 	if !op.launch(true) {
 		// No body for it: as good as refused.
 		op.budget.Refund()
@@ -257,17 +268,30 @@ func (op *operation) hedgeNow(timer clockwork.Timer) {
 	timer.Reset(op.delay)
 }
 
+// refuseHedge counts and logs a refused hedge.
+func (op *operation) refuseHedge() {
+	op.refused++
+	op.logHedge("httpretry: hedge refused", slog.LevelWarn, op.attempts+1)
+}
+
+// What withdrawHedge found.
+const (
+	hedgeGranted    = iota
+	hedgeCapped     // the extra-load cap had no token
+	hedgeOverBudget // the Budget refused its token
+)
+
 // withdrawHedge takes a token from the extra-load cap and one from the
 // budget, both or neither.
-func (op *operation) withdrawHedge() bool {
+func (op *operation) withdrawHedge() int {
 	if !op.dist.withdrawExtra() {
-		return false
+		return hedgeCapped
 	}
 	if !op.budget.Withdraw(op.ctx) {
 		op.dist.refundExtra()
-		return false
+		return hedgeOverBudget
 	}
-	return true
+	return hedgeGranted
 }
 
 // mayHedge applies the rule of mayStartHedge to the operation now. An

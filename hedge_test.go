@@ -456,3 +456,42 @@ func TestHedgeBasePanicRaisedOnCallersGoroutine(t *testing.T) {
 		t.Error("RoundTrip panicked before the first attempt ended")
 	}
 }
+
+// TestHedgeCappedIsSentOnceTheCapRefills: the extra-load cap is empty when
+// the delay passes at 10ms, so the hedge waits, counted once as refused;
+// a token comes back (another operation's share), and at 20ms the hedge is
+// sent and wins. A cap that refuses does not end hedging for the operation.
+func TestHedgeCappedIsSentOnceTheCapRefills(t *testing.T) {
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc,
+		httptestutil.Step{Body: "slow", Delay: time.Second},
+		httptestutil.Step{Body: "hedge", Delay: 2 * ms},
+	)
+	starts := newStartLog(fc)
+	tr := &Transport{Base: base, Clock: fc, Hedging: &Hedging{Delay: 10 * ms}, OnAttemptStart: starts.onStart}
+	d := tr.latencies().lookup("api.example")
+	for d.withdrawExtra() {
+	}
+	var o Outcome
+	ch := start(tr, newRequest(t, WithOutcome(context.Background(), &o), "GET", "https://api.example/items", nil))
+	advanceAt(t, fc, base, 1, 2, 10*ms) // the delay passes: the cap is empty
+	advance(t, fc, 2, 5*ms)
+	d.depositExtra(1)
+	advance(t, fc, 2, 5*ms) // asked again at 20ms: sent
+	advanceAt(t, fc, base, 2, 3, 2*ms)
+	r := await(t, ch)
+	if r.err != nil {
+		t.Fatalf("RoundTrip error: %v", r.err)
+	}
+	if got := readBody(t, r.resp); got != "hedge" {
+		t.Errorf("body = %q; want the hedge's", got)
+	}
+	if got, want := starts.starts(), []time.Duration{0, 20 * ms}; !equalDurations(got, want) {
+		t.Errorf("attempts started at %v; want %v", got, want)
+	}
+	want := Outcome{Attempts: 2, Reason: Final, Status: 200, Elapsed: 22 * ms, Hedges: 1, HedgesRefused: 1,
+		LosersCanceled: 1, Winner: 2, HedgeWon: true}
+	if o != want {
+		t.Errorf("outcome = %+v; want %+v", o, want)
+	}
+}

@@ -25,6 +25,11 @@ const (
 	// may send in a burst: the extra-load cap is a bucket of this many
 	// tokens that every operation adds MaxExtraLoad of a token to.
 	hedgeBurst = 10
+	// hedgeHeadroom is how far above the MaxExtraLoad share the cap
+	// refills: the adaptive delay asks for hedges at about that share,
+	// and late answers bunched together (a pause, a busy core) must not
+	// find the cap empty.
+	hedgeHeadroom = 2
 )
 
 // Hedging turns on hedged requests for a [Transport]: when an attempt of a
@@ -60,12 +65,15 @@ type Hedging struct {
 	// known.
 	Delay time.Duration
 
-	// MaxExtraLoad is the share of operations that may send a hedge, with
-	// a fixed Delay as with the adaptive one, and sets the adaptive
-	// delay's quantile (1 − MaxExtraLoad). Hedges beyond this share, per
-	// Key and after a burst of 10, are refused, as are hedges
-	// the Budget refuses; a refused hedge is reported in
-	// [Outcome.HedgesRefused] and never ends an attempt already running.
+	// MaxExtraLoad is the share of operations expected to send a hedge:
+	// it sets the adaptive delay's quantile (1 − MaxExtraLoad), so that
+	// about this share of operations outlast it. The cap on hedges, per
+	// Key, refills at twice this share with a burst of 10, with a fixed
+	// Delay as with the adaptive one: a hedge beyond it waits, and is
+	// asked for again after the delay while its operation runs. A hedge
+	// the Budget refuses ends hedging for its operation. A refused hedge
+	// is reported in [Outcome.HedgesRefused] and never ends an attempt
+	// already running.
 	// 0 (or a value outside (0, 1)) means 0.02.
 	MaxExtraLoad float64
 

@@ -43,8 +43,6 @@ func (c *config) addScenario(s string) bool {
 	return true
 }
 
-// opHeader carries the operation's index, the same on every attempt.
-const opHeader = "X-Storm-Op"
 
 // tconfig is the throttle scenarios' settings.
 type tconfig struct {
