@@ -8,10 +8,12 @@
 //	client.Transport = &httpretry.Transport{Base: client.Transport, Budget: b}
 //
 // The success path makes no Redis call: deposits are counted in memory
-// and sent in batches. Each retry costs one round trip (a Lua script that
-// adds the pending deposits and takes one token). When Redis fails or is
-// slow, the budget falls back to a local bucket and goes back when Redis
-// answers again.
+// and sent in batches. A retry costs at most one round trip (a Lua script
+// that adds the pending deposits and takes tokens), and usually none
+// during an outage: a refusal is remembered for a short time and a grant
+// leases several tokens (see lease.go and [Options.RefusalMemory]). When
+// Redis fails or is slow, the budget falls back to a local bucket and goes
+// back when Redis answers again.
 package redisretry
 
 import (
@@ -66,6 +68,22 @@ type Options struct {
 	// means 5s.
 	MaxProbeInterval time.Duration
 
+	// RefusalMemory is how long a refusal of the shared bucket (or the
+	// grant of its last whole token) is remembered: meanwhile Withdraw
+	// refuses without a Redis call, unless the process's own deposits
+	// made since add up to a whole token, which it then spends. Each
+	// refusal is remembered for a time drawn between half of it and all
+	// of it. 0 means 250ms; negative means none (every Withdraw that holds
+	// no leased token asks Redis).
+	RefusalMemory time.Duration
+
+	// MaxLease is the most tokens one Withdraw takes from Redis: it asks
+	// for the bucket's share per process (tokens/FleetSize, as of the
+	// last reply), spends one and keeps the rest for the next Withdraws
+	// until the next flush returns them. 0 means 8; negative means 1 (no
+	// lease).
+	MaxLease int
+
 	// OnStateChange, if set, is called once for every change between
 	// [Shared] and [Local], never per request. It must not block and must
 	// not call the Budget. Calls are serialized.
@@ -115,6 +133,13 @@ type Budget struct {
 	deposits atomic.Int64 // deposits not yet sent
 	refunds  atomic.Int64 // refunds not yet sent
 
+	// The local answers of lease.go.
+	now          func() time.Time
+	leased       atomic.Int64 // units taken from Redis and not yet spent
+	credit       atomic.Int64 // units deposited while a refusal was remembered
+	lastTokens   atomic.Int64 // units in the bucket after the last Withdraw
+	refusedUntil atomic.Int64 // Unix nanoseconds when the remembered refusal ends
+
 	mu sync.Mutex // serializes state changes and their reports
 
 	callMu   sync.Mutex     // protects closed and the Add of calls
@@ -143,6 +168,11 @@ type Budget struct {
 // tag (the Budget keeps short-lived keys beside key, in its Redis Cluster
 // slot) or more than one Options.
 func NewBudget(rdb redis.UniversalClient, key string, capacity, perRequest float64, opts ...Options) (*Budget, error) {
+	return openBudget(rdb, key, capacity, perRequest, time.Now, opts...)
+}
+
+// openBudget is NewBudget with the clock that times remembered refusals.
+func openBudget(rdb redis.UniversalClient, key string, capacity, perRequest float64, now func() time.Time, opts ...Options) (*Budget, error) {
 	switch {
 	case rdb == nil:
 		return nil, errors.New("redisretry: nil Redis client")
@@ -167,10 +197,12 @@ func NewBudget(rdb redis.UniversalClient, key string, capacity, perRequest float
 		capacity:    min(toUnits(capacity), maxUnits),
 		perRequest:  toUnits(perRequest),
 		opts:        o,
+		now:         now,
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 	}
 	b.perRequest = min(b.perRequest, b.capacity)
+	b.lastTokens.Store(b.capacity) // a new key is a full bucket
 	b.local = httpretry.NewBudget(capacity/float64(b.fleetSize()), perRequest)
 	go b.run()
 	return b, nil
@@ -228,22 +260,34 @@ func (b *Budget) Deposit() {
 	}
 }
 
-// Withdraw takes one token for a retry: in one Redis round trip it adds
-// the pending deposits and refunds, up to capacity, then takes a token if
-// a whole one is left. It returns by ctx's deadline and within
-// CallTimeout; if Redis fails or does not answer in time it switches to
-// the local bucket and withdraws there. It reports false, without a
-// call, when ctx has already ended.
+// Withdraw takes one token for a retry. It spends a leased token, or,
+// while a refusal is remembered, refuses or spends a whole token of the
+// process's credit, without a Redis call (see lease.go). Otherwise, in
+// one Redis round trip, it adds the pending deposits, refunds and credit,
+// up to capacity, then takes a lease of whole tokens, at least one, if
+// one is left. It returns by ctx's deadline and within CallTimeout; if
+// Redis fails or does not answer in time it switches to the local bucket
+// and withdraws there. It reports false, without a call, when ctx has
+// already ended.
 func (b *Budget) Withdraw(ctx context.Context) bool {
 	if b.state.Load() != int32(Shared) {
 		return b.withdrawLocal(ctx)
 	}
+	if granted, ok := b.withdrawLocally(); ok {
+		return granted
+	}
 	if ended(ctx) {
 		return false
 	}
-	granted, _, err := b.eval(ctx, b.takePending(), tokenUnit)
+	add := min(b.takeHeld(false)+b.takePending(), b.capacity)
+	want := leaseWant(b.lastTokens.Load(), b.fleetSize(), b.maxLease())
+	n, left, err := b.evalN(ctx, add, want)
 	if err == nil {
-		return granted
+		b.remember(n, left)
+		if n > 1 {
+			b.leased.Add((n - 1) * tokenUnit)
+		}
+		return n > 0
 	}
 	if ended(ctx) {
 		// The caller left or ran out of time: no verdict on Redis, and no
@@ -267,9 +311,12 @@ func (b *Budget) Refund() {
 	b.refunds.Add(1)
 }
 
-// Flush sends the pending deposits and refunds to Redis now, in one round
-// trip, bounded by ctx and CallTimeout. The background goroutine does this
-// every FlushInterval; tests and shutdown paths call it directly. It does
+// Flush sends the pending deposits and refunds to Redis now, with the
+// leased tokens not spent, in one round trip, bounded by ctx and
+// CallTimeout. While a refusal is remembered the deposits stay in the
+// process as credit instead (see lease.go); the first Flush after the
+// memory ends sends them. The background goroutine flushes every
+// FlushInterval; tests and shutdown paths call Flush directly. It does
 // nothing in the local state. With ctx already ended it sends nothing,
 // keeps the counts for the next flush and returns ctx's error. A failure
 // switches to the local bucket and is returned, and the counts it carried
@@ -283,7 +330,13 @@ func (b *Budget) Flush(ctx context.Context) error {
 		// Nothing is sent, so the counts stay for the next flush.
 		return ctx.Err()
 	}
-	add := b.takePending()
+	return b.flush(ctx, false)
+}
+
+// flush is Flush; with all, it sends the credit even while a refusal is
+// remembered, as Close does.
+func (b *Budget) flush(ctx context.Context, all bool) error {
+	add := min(b.takeHeld(all)+b.takePending(), b.capacity)
 	if add == 0 {
 		return nil
 	}
@@ -321,7 +374,8 @@ func (b *Budget) State() State {
 	return Local
 }
 
-// Close sends the pending deposits and refunds (bounded by CallTimeout),
+// Close sends the pending deposits and refunds, the credit and the leased
+// tokens not spent (bounded by CallTimeout),
 // stops the background goroutine and waits for the Redis calls in flight,
 // which end by their deadline on a client with ContextTimeoutEnabled and
 // by its ReadTimeout otherwise. It does not close rdb. Afterwards the
@@ -333,7 +387,9 @@ func (b *Budget) Close() error {
 		close(b.stop)
 		<-b.done
 		ctx, cancel := context.WithTimeout(context.Background(), b.callTimeout())
-		err = b.Flush(ctx)
+		if b.state.Load() == int32(Shared) && !ended(ctx) {
+			err = b.flush(ctx, true)
+		}
 		cancel()
 		b.mu.Lock()
 		b.state.Store(stateClosed)

@@ -57,6 +57,14 @@ func newBudget(t *testing.T, rdb redis.UniversalClient, key string, capacity, pe
 	return b
 }
 
+// perCall returns o with neither leases nor remembered refusals: a
+// Budget that asks Redis on every Withdraw, whose calls a test examines
+// one by one.
+func perCall(o Options) Options {
+	o.MaxLease, o.RefusalMemory = -1, -1
+	return o
+}
+
 // drain withdraws until b refuses and returns how many it granted.
 func drain(t *testing.T, b *Budget) int {
 	t.Helper()
