@@ -1,0 +1,277 @@
+package redisretry
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/httpretry/httpretry/contrib/redisretry/internal/redistest"
+	"github.com/jonboulle/clockwork"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestLeaseWant(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		tokens    int64 // units
+		fleetSize int
+		maxLease  int
+		want      int64
+	}{
+		{"full bucket, one process: up to the bound", 20 * tokenUnit, 1, 8, 8},
+		{"the share per process", 20 * tokenUnit, 10, 8, 2},
+		{"a share under one token asks one", 20 * tokenUnit, 100, 8, 1},
+		{"empty bucket asks one", 0, 10, 8, 1},
+		{"fractions round down", 29*tokenUnit + 999_999, 10, 8, 2},
+		{"no lease", 1000 * tokenUnit, 1, 1, 1},
+		{"a non-positive bound is one", 1000 * tokenUnit, 1, -3, 1},
+		{"a non-positive fleet is one process", 5 * tokenUnit, 0, 8, 5},
+		{"the largest bucket", math.MaxInt64, 1, 8, 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := leaseWant(tt.tokens, tt.fleetSize, tt.maxLease); got != tt.want {
+				t.Errorf("leaseWant(%d, %d, %d) = %d; want %d", tt.tokens, tt.fleetSize, tt.maxLease, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRefusedBy(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name           string
+		granted, after int64
+		want           bool
+	}{
+		{"refused", 0, 999_999, true},
+		{"refused, bucket emptied by others", 0, 0, true},
+		{"granted the last whole token", 1, 500_000, true},
+		{"granted a lease that emptied the bucket", 3, 0, true},
+		{"granted, a whole token left", 1, tokenUnit, false},
+		{"granted, plenty left", 4, 16 * tokenUnit, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := refusedBy(tt.granted, tt.after); got != tt.want {
+				t.Errorf("refusedBy(%d, %d) = %v; want %v", tt.granted, tt.after, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRefusalEndAndHolds(t *testing.T) {
+	t.Parallel()
+	const mem = 200 * time.Millisecond
+	now := int64(1_000_000_000_000)
+	ends := []struct {
+		name string
+		r    float64
+		want time.Duration
+	}{
+		{"shortest draw: half the memory", 0, mem / 2},
+		{"middle draw", 0.5, 3 * mem / 4},
+		{"longest draw: just under the memory", 0.999999, mem - 100*time.Nanosecond},
+	}
+	for _, tt := range ends {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := time.Duration(refusalEnd(now, mem, tt.r) - now); got != tt.want {
+				t.Errorf("refusalEnd - now = %v; want %v", got, tt.want)
+			}
+		})
+	}
+	holds := []struct {
+		name  string
+		until int64
+		want  bool
+	}{
+		{"ends later", now + int64(mem/2), true},
+		{"ends a full memory later", now + int64(mem), true},
+		{"ends now", now, false},
+		{"ended", now - 1, false},
+		{"never remembered", 0, false},
+		{"the clock went back: ends past the bound", now + int64(mem) + 1, false},
+	}
+	for _, tt := range holds {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := refusalHolds(now, tt.until, mem); got != tt.want {
+				t.Errorf("refusalHolds(now, now%+d, %v) = %v; want %v", tt.until-now, mem, got, tt.want)
+			}
+		})
+	}
+}
+
+// clockedBudget returns a Budget on a fake clock whose client counts its
+// commands, and both, closed when t ends.
+func clockedBudget(t *testing.T, key string, capacity, perRequest float64, o Options) (*Budget, *clockwork.FakeClock, *counter) {
+	t.Helper()
+	_, rdb := server(t)
+	// A connection set up and the script loaded: what is counted is the
+	// Budget's own calls.
+	if err := bucketScript.Load(context.Background(), rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := &counter{}
+	rdb.AddHook(c)
+	clk := clockwork.NewFakeClock()
+	b, err := openBudget(rdb, key, capacity, perRequest, clk.Now, o)
+	if err != nil {
+		t.Fatalf("openBudget: %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b, clk, c
+}
+
+// calls returns the commands c counted since the last call of calls.
+func (c *counter) calls() int64 { return c.n.Swap(0) }
+
+func TestRefusalRememberedForItsMemory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const mem = time.Second
+	b, clk, c := clockedBudget(t, "refusal-memory", 2, 0, Options{FleetSize: 1, RefusalMemory: mem, FlushInterval: time.Hour, CallTimeout: patient})
+	if n := drain(t, b); n != 2 {
+		t.Fatalf("drained %d; want 2", n)
+	}
+	// One lease of both tokens, then the refusal is remembered: the grant
+	// left less than a token.
+	if got := c.calls(); got != 1 {
+		t.Fatalf("draining made %d calls; want 1 (the lease)", got)
+	}
+	for range 100 {
+		if b.Withdraw(ctx) {
+			t.Fatal("Withdraw granted from an empty bucket")
+		}
+	}
+	if got := c.calls(); got != 0 {
+		t.Fatalf("%d calls while the refusal is remembered; want 0", got)
+	}
+	// Before the shortest draw ends, still remembered.
+	clk.Advance(mem/2 - time.Millisecond)
+	if b.Withdraw(ctx) || c.calls() != 0 {
+		t.Fatal("the refusal was forgotten before half its memory")
+	}
+	// After the longest, Redis is asked again, once, and refuses again.
+	clk.Advance(mem/2 + time.Millisecond)
+	if b.Withdraw(ctx) {
+		t.Fatal("Withdraw granted from an empty bucket")
+	}
+	if b.Withdraw(ctx) {
+		t.Fatal("Withdraw granted from an empty bucket")
+	}
+	if got := c.calls(); got != 1 {
+		t.Fatalf("%d calls after the memory ended; want 1", got)
+	}
+}
+
+func TestCreditPaysOwnRetriesWhileRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const mem = time.Second
+	b, clk, c := clockedBudget(t, "credit", 1, 0.1, Options{RefusalMemory: mem, FlushInterval: time.Hour, CallTimeout: patient})
+	drain(t, b)
+	c.calls()
+	// Ten deposits while the refusal is remembered are one token of
+	// credit: one retry, without a call, and no more.
+	for range 10 {
+		b.Deposit()
+	}
+	if !b.Withdraw(ctx) {
+		t.Fatal("a whole token of credit refused")
+	}
+	if b.Withdraw(ctx) {
+		t.Fatal("granted past the credit")
+	}
+	// Five more stay in the process: a flush sends nothing.
+	for range 5 {
+		b.Deposit()
+	}
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.calls(); got != 0 {
+		t.Fatalf("%d calls while refused; want 0", got)
+	}
+	// Once the memory ends, the next flush sends the half token.
+	clk.Advance(mem)
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.calls(); got != 1 {
+		t.Fatalf("the flush after the memory made %d calls; want 1", got)
+	}
+	if got := tokens(t, b); got != 0.5 {
+		t.Fatalf("tokens = %v; want 0.5: the credit not spent, sent once", got)
+	}
+}
+
+func TestLeaseSpentOnceAndReturned(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, _, c := clockedBudget(t, "lease", 20, 0, Options{FleetSize: 2, MaxLease: 8, FlushInterval: time.Hour, CallTimeout: patient})
+	// A full bucket of 20 over a fleet of 2: a lease of 8 (the bound).
+	for i := range 3 {
+		if !b.Withdraw(ctx) {
+			t.Fatalf("Withdraw %d refused", i)
+		}
+	}
+	if got := c.calls(); got != 1 {
+		t.Fatalf("three Withdraws made %d calls; want 1", got)
+	}
+	if got := tokens(t, b); got != 12 {
+		t.Fatalf("tokens = %v; want 12: one lease of 8", got)
+	}
+	// The flush returns the 5 leased tokens not spent, once.
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := tokens(t, b); got != 17 {
+		t.Fatalf("tokens = %v; want 17: 20 less the 3 spent", got)
+	}
+	// The next lease is the share of what the last reply reported.
+	c.calls()
+	if !b.Withdraw(ctx) {
+		t.Fatal("Withdraw refused")
+	}
+	if got := tokens(t, b); got != 11 {
+		t.Fatalf("tokens = %v; want 11: a lease of 6 (12 tokens over 2 processes)", got)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := tokens(t, newBudget(t, b.rdb, "lease", 20, 0, perCall(Options{}))); got != 16 {
+		t.Fatalf("tokens after Close = %v; want 16: the 5 leased tokens not spent returned", got)
+	}
+}
+
+// A Withdraw leasing 3 tokens whose reply is lost after Redis took them:
+// the re-sent call answers the same lease and takes nothing more.
+func TestLostReplyNeverLeasesTwice(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb, p := lossyClient(t, srv)
+	b := newBudget(t, rdb, "redelivery-lease", 6, 0, Options{FleetSize: 2, CallTimeout: patient, FlushInterval: time.Hour})
+	p.LoseNext("eval", 1)
+	if !b.Withdraw(context.Background()) {
+		t.Fatal("Withdraw refused")
+	}
+	expectLost(t, p, 1)
+	if got := tokens(t, b); got != 3 {
+		t.Fatalf("tokens = %v; want 3: one lease of 3", got)
+	}
+	for i := range 2 {
+		if !b.Withdraw(context.Background()) {
+			t.Fatalf("leased token %d refused", i)
+		}
+	}
+	if got := tokens(t, b); got != 3 {
+		t.Fatalf("tokens = %v; want 3: leased tokens spent without Redis", got)
+	}
+}
+
+var _ redis.Hook = (*counter)(nil)
