@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/httpretry/httpretry/contrib/redisretry/internal/redistest"
+	"github.com/httpretry/httpretry/contrib/redisretry/redistest"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )

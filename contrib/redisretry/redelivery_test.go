@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/httpretry/httpretry/contrib/redisretry/internal/redistest"
+	"github.com/httpretry/httpretry/contrib/redisretry/redistest"
 	"github.com/httpretry/httpretry/idempotency"
 	"github.com/redis/go-redis/v9"
 )
