@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/httpretry/httpretry/contrib/redisretry/internal/redistest"
+	"github.com/httpretry/httpretry/contrib/redisretry/redistest"
 	"github.com/jonboulle/clockwork"
 	"github.com/redis/go-redis/v9"
 )
