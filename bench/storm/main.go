@@ -78,10 +78,9 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Print(report(res))
-	for _, r := range res.fleet {
-		if r.redis != nil {
-			fmt.Println(redisLine(r))
-		}
+	for _, r := range redisRuns(res) {
+		fmt.Println(redisLine(r))
+		fmt.Println(fairnessLine(r))
 	}
 	if cfg.out != "" {
 		if err := writeOutputs(res, cfg.out); err != nil {
