@@ -140,6 +140,12 @@ type Budget struct {
 	lastTokens   atomic.Int64 // units in the bucket after the last Withdraw
 	refusedUntil atomic.Int64 // Unix nanoseconds when the remembered refusal ends
 
+	// The announcements of announce.go.
+	announce   string             // the marker key and the channel
+	stopListen context.CancelFunc // ends listen
+	listened   chan struct{}      // closed when listen has returned
+	heard      atomic.Int64       // announcements received, for tests
+
 	mu sync.Mutex // serializes state changes and their reports
 
 	callMu   sync.Mutex     // protects closed and the Add of calls
@@ -198,6 +204,8 @@ func openBudget(rdb redis.UniversalClient, key string, capacity, perRequest floa
 		perRequest:  toUnits(perRequest),
 		opts:        o,
 		now:         now,
+		announce:    announceKey(noncePrefix),
+		listened:    make(chan struct{}),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 	}
@@ -205,6 +213,16 @@ func openBudget(rdb redis.UniversalClient, key string, capacity, perRequest floa
 	b.lastTokens.Store(b.capacity) // a new key is a full bucket
 	b.local = httpretry.NewBudget(capacity/float64(b.fleetSize()), perRequest)
 	go b.run()
+	if b.announceMillis() == 0 {
+		b.stopListen = func() {}
+		close(b.listened)
+	} else {
+		// No channel yet: SSubscribe then makes no call.
+		ps := rdb.SSubscribe(context.Background())
+		var ctx context.Context
+		ctx, b.stopListen = context.WithCancel(context.Background())
+		go b.listen(ctx, ps)
+	}
 	return b, nil
 }
 
@@ -386,6 +404,8 @@ func (b *Budget) Close() error {
 	b.closeOnce.Do(func() {
 		close(b.stop)
 		<-b.done
+		b.stopListen()
+		<-b.listened
 		ctx, cancel := context.WithTimeout(context.Background(), b.callTimeout())
 		if b.state.Load() == int32(Shared) && !ended(ctx) {
 			err = b.flush(ctx, true)

@@ -121,7 +121,20 @@ func clockedBudget(t *testing.T, key string, capacity, perRequest float64, o Opt
 		t.Fatalf("openBudget: %v", err)
 	}
 	t.Cleanup(func() { b.Close() })
+	if o.RefusalMemory >= 0 {
+		subscribed(t, rdb, b, 1)
+	}
+	c.calls() // the subscription's, once
 	return b, clk, c
+}
+
+// subscribed waits until n clients subscribe to b's announcements.
+func subscribed(t *testing.T, rdb *redis.Client, b *Budget, n int64) {
+	t.Helper()
+	eventually(t, "subscribed to the announcements", func() bool {
+		got, err := rdb.PubSubShardNumSub(context.Background(), b.announce).Result()
+		return err == nil && got[b.announce] == n
+	})
 }
 
 // calls returns the commands c counted since the last call of calls.
@@ -140,6 +153,9 @@ func TestRefusalRememberedForItsMemory(t *testing.T) {
 	if got := c.calls(); got != 1 {
 		t.Fatalf("draining made %d calls; want 1 (the lease)", got)
 	}
+	// The grant of the last token was announced, and heard: the memory
+	// starts again, at the same fake time.
+	eventually(t, "the announcement heard", func() bool { return b.heard.Load() == 1 })
 	for range 100 {
 		if b.Withdraw(ctx) {
 			t.Fatal("Withdraw granted from an empty bucket")
@@ -172,6 +188,7 @@ func TestCreditPaysOwnRetriesWhileRefused(t *testing.T) {
 	const mem = time.Second
 	b, clk, c := clockedBudget(t, "credit", 1, 0.1, Options{RefusalMemory: mem, FlushInterval: time.Hour, CallTimeout: patient})
 	drain(t, b)
+	eventually(t, "the announcement heard", func() bool { return b.heard.Load() == 1 })
 	c.calls()
 	// Ten deposits while the refusal is remembered are one token of
 	// credit: one retry, without a call, and no more.
@@ -275,3 +292,37 @@ func TestLostReplyNeverLeasesTwice(t *testing.T) {
 }
 
 var _ redis.Hook = (*counter)(nil)
+
+// One process empties the bucket; the others hear it and refuse without
+// asking Redis.
+func TestRefusalAnnouncedToTheFleet(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, a := server(t)
+	b := srv.Client(t)
+	c := &counter{}
+	b.AddHook(c)
+	o := Options{FleetSize: 1, RefusalMemory: time.Minute, FlushInterval: time.Hour, CallTimeout: patient}
+	first := newBudget(t, a, "announce", 3, 0, o)
+	others := make([]*Budget, 3)
+	for i := range others {
+		others[i] = newBudget(t, b, "announce", 3, 0, o)
+	}
+	subscribed(t, a, first, 4)
+	c.calls()
+	if n := drain(t, first); n != 3 {
+		t.Fatalf("drained %d; want 3", n)
+	}
+	for i, o := range others {
+		eventually(t, "the announcement heard", func() bool { return o.heard.Load() == 1 })
+		if o.Withdraw(ctx) {
+			t.Fatalf("process %d granted a token from an empty bucket", i)
+		}
+	}
+	if got := c.calls(); got != 0 {
+		t.Errorf("the other processes made %d calls; want 0: the refusal was announced", got)
+	}
+	if got := first.heard.Load(); got != 1 {
+		t.Errorf("the first process heard %d announcements; want 1", got)
+	}
+}

@@ -22,7 +22,11 @@ import (
 // KEYS[1] the bucket, KEYS[2] the call's nonce; ARGV[1] capacity, ARGV[2]
 // units to add, ARGV[3] whole tokens to take at most (0 for a flush),
 // ARGV[4] TTL in milliseconds, ARGV[5] how long to remember the nonce, in
-// milliseconds. It returns {tokens granted, units after}.
+// milliseconds, ARGV[6] how long the marker of an announced refusal
+// lives, in milliseconds (0: never announce); KEYS[3] is the marker and
+// the channel of announce.go. A take refused, or one that leaves less
+// than a whole token, is announced unless the marker lives. It returns
+// {tokens granted, units after}.
 var bucketScript = redis.NewScript(`
 local seen = redis.call('GET', KEYS[2])
 if seen then
@@ -44,6 +48,12 @@ if granted > 0 then
   tokens = tokens - granted * 1000000
 else
   granted = 0
+end
+local announce = tonumber(ARGV[6])
+if tonumber(ARGV[3]) > 0 and tokens < 1000000 and announce > 0 then
+  if redis.call('SET', KEYS[3], '1', 'PX', announce, 'NX') then
+    redis.call('SPUBLISH', KEYS[3], '1')
+  end
 end
 local count = string.format('%d', tokens)
 redis.call('SET', KEYS[1], count, 'PX', ARGV[4])
@@ -67,9 +77,9 @@ func (b *Budget) eval(ctx context.Context, add, take int64) (granted bool, token
 // units.
 func (b *Budget) evalN(ctx context.Context, add, want int64) (granted, tokens int64, err error) {
 	res, err := do(b, ctx, func(ctx context.Context) ([]int64, error) {
-		keys := []string{b.keys[0], b.noncePrefix + b.nonces.next()}
+		keys := []string{b.keys[0], b.noncePrefix + b.nonces.next(), b.announce}
 		return bucketScript.Run(ctx, b.rdb, keys, b.capacity, add, want,
-			millis(b.ttl()), nonceTTL(b.callTimeout())).Int64Slice()
+			millis(b.ttl()), nonceTTL(b.callTimeout()), b.announceMillis()).Int64Slice()
 	})
 	if err != nil {
 		return 0, 0, b.wrap(err)
