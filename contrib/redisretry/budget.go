@@ -73,7 +73,7 @@ type Options struct {
 	// refuses without a Redis call, unless the process's own deposits
 	// made since add up to a whole token, which it then spends. Each
 	// refusal is remembered for a time drawn between half of it and all
-	// of it. 0 means 250ms; negative means none (every Withdraw that holds
+	// of it. 0 means 1s; negative means none (every Withdraw that holds
 	// no leased token asks Redis).
 	RefusalMemory time.Duration
 
@@ -136,7 +136,8 @@ type Budget struct {
 	// The local answers of lease.go.
 	now          func() time.Time
 	leased       atomic.Int64 // units taken from Redis and not yet spent
-	credit       atomic.Int64 // units deposited while a refusal was remembered
+	credit       atomic.Int64 // units deposited while the bucket was believed empty
+	creditSince  atomic.Int64 // Unix nanoseconds when the credit started, or 0
 	lastTokens   atomic.Int64 // units in the bucket after the last Withdraw
 	refusedUntil atomic.Int64 // Unix nanoseconds when the remembered refusal ends
 
@@ -297,7 +298,7 @@ func (b *Budget) Withdraw(ctx context.Context) bool {
 	if ended(ctx) {
 		return false
 	}
-	add := min(b.takeHeld(false)+b.takePending(), b.capacity)
+	add := min(b.takeHeld(true)+b.takePending(), b.capacity)
 	want := leaseWant(b.lastTokens.Load(), b.fleetSize(), b.maxLease())
 	n, left, err := b.evalN(ctx, add, want)
 	if err == nil {
@@ -331,9 +332,9 @@ func (b *Budget) Refund() {
 
 // Flush sends the pending deposits and refunds to Redis now, with the
 // leased tokens not spent, in one round trip, bounded by ctx and
-// CallTimeout. While a refusal is remembered the deposits stay in the
-// process as credit instead (see lease.go); the first Flush after the
-// memory ends sends them. The background goroutine flushes every
+// CallTimeout. While the bucket is believed empty the deposits stay in the
+// process as credit instead, up to a whole token or for a bounded time
+// (see lease.go). The background goroutine flushes every
 // FlushInterval; tests and shutdown paths call Flush directly. It does
 // nothing in the local state. With ctx already ended it sends nothing,
 // keeps the counts for the next flush and returns ctx's error. A failure
@@ -351,14 +352,17 @@ func (b *Budget) Flush(ctx context.Context) error {
 	return b.flush(ctx, false)
 }
 
-// flush is Flush; with all, it sends the credit even while a refusal is
-// remembered, as Close does.
+// flush is Flush; with all, it sends the credit whatever holdCredit says,
+// as Close does.
 func (b *Budget) flush(ctx context.Context, all bool) error {
 	add := min(b.takeHeld(all)+b.takePending(), b.capacity)
 	if add == 0 {
 		return nil
 	}
-	_, _, err := b.eval(ctx, add, 0)
+	_, left, err := b.eval(ctx, add, 0)
+	if err == nil {
+		b.lastTokens.Store(left)
+	}
 	if err != nil && !ended(ctx) {
 		b.fallBack(err)
 	}

@@ -17,8 +17,8 @@ import (
 //     processes do not ask again together. While it remembers, the
 //     deposits it makes stay in the process as credit: a bucket that
 //     cannot hold a whole token gains nothing a retry could spend by
-//     receiving them, and every whole token of credit pays for one of the
-//     process's own retries without a Redis call. When the memory ends,
+//     receiving a fraction, and every whole token of credit pays for one
+//     of the process's own retries without a Redis call. When the memory ends,
 //     the credit goes to Redis with the next flush. Closing sends it too.
 //   - A grant is leased. While the bucket holds plenty, a Withdraw takes
 //     up to MaxLease tokens at once, about the bucket's share per process
@@ -37,9 +37,21 @@ import (
 
 // Defaults for the zero values of the Options fields of this file.
 const (
-	DefaultRefusalMemory = 250 * time.Millisecond
+	DefaultRefusalMemory = time.Second
 	DefaultMaxLease      = 8
 )
+
+// maxCreditHold bounds how long credit stays in the process while the
+// bucket is believed empty.
+const maxCreditHold = 10 * time.Second
+
+// holdCredit reports whether a flush keeps the credit in the process: while
+// a refusal is remembered, or while the bucket is believed empty
+// (emptyKnown) and the credit is less than a whole token and younger than
+// maxCreditHold (age).
+func holdCredit(refusing, emptyKnown bool, credit int64, age time.Duration) bool {
+	return refusing || emptyKnown && credit < tokenUnit && age < maxCreditHold
+}
 
 // leaseWant returns how many whole tokens a Withdraw asks Redis for: the
 // bucket's share per process, tokens/fleetSize as of the last reply, at
@@ -122,7 +134,7 @@ func (b *Budget) withdrawLocally() (granted, ok bool) {
 	if !b.refusing() {
 		return false, false
 	}
-	b.credit.Add(b.takeDeposits())
+	b.addCredit(b.now().UnixNano())
 	return takeUnits(&b.credit, tokenUnit), true
 }
 
@@ -136,17 +148,34 @@ func (b *Budget) takeDeposits() int64 {
 }
 
 // takeHeld returns what the process holds and a flush should send: the
-// leased tokens always, and the credit once no refusal is remembered (or
-// always, with all, for Close). While a refusal is remembered the pending
-// deposits join the credit instead of being sent.
+// leased tokens always, and the credit unless holdCredit keeps it (or
+// always, with all, for Close and for a Withdraw that asks Redis). While
+// the credit is kept the pending deposits join it instead of being sent.
 func (b *Budget) takeHeld(all bool) int64 {
 	held := b.leased.Swap(0)
-	if !all && b.refusing() {
-		b.credit.Add(b.takeDeposits())
-		return held
+	if !all {
+		now := b.now().UnixNano()
+		b.addCredit(now)
+		var age time.Duration
+		if since := b.creditSince.Load(); since != 0 {
+			age = time.Duration(now - since)
+		}
+		if holdCredit(b.refusing(), b.lastTokens.Load() < tokenUnit, b.credit.Load(), age) {
+			return held
+		}
 	}
 	if b.credit.Load() != 0 {
 		held += b.credit.Swap(0)
 	}
+	b.creditSince.Store(0)
 	return min(held, b.capacity)
+}
+
+// addCredit moves the pending deposits to the credit, noting when the
+// credit started.
+func (b *Budget) addCredit(now int64) {
+	if add := b.takeDeposits(); add != 0 {
+		b.credit.Add(add)
+		b.creditSince.CompareAndSwap(0, now)
+	}
 }

@@ -211,24 +211,98 @@ func TestCreditPaysOwnRetriesWhileRefused(t *testing.T) {
 	if got := c.calls(); got != 0 {
 		t.Fatalf("%d calls while refused; want 0", got)
 	}
-	// Once the memory ends, the next flush sends the half token.
+	// Once the memory ends the bucket is still believed empty: half a
+	// token stays, a whole one goes.
 	clk.Advance(mem)
 	if err := b.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.calls(); got != 1 {
-		t.Fatalf("the flush after the memory made %d calls; want 1", got)
+	if got := c.calls(); got != 0 {
+		t.Fatalf("a flush of half a token into a bucket believed empty made %d calls; want 0", got)
 	}
-	if got := tokens(t, b); got != 0.5 {
-		t.Fatalf("tokens = %v; want 0.5: the credit not spent, sent once", got)
+	for range 5 {
+		b.Deposit()
+	}
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.calls(); got != 1 {
+		t.Fatalf("the flush of a whole token made %d calls; want 1", got)
+	}
+	if got := tokens(t, b); got != 1 {
+		t.Fatalf("tokens = %v; want 1: the credit not spent, sent once", got)
+	}
+	// Now the bucket is known to hold a token: deposits go out again.
+	c.calls() // the read of tokens
+	b.Deposit()
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.calls(); got != 1 {
+		t.Fatalf("a flush with the bucket not empty made %d calls; want 1", got)
+	}
+}
+
+func TestCreditHeldAtMostMaxCreditHold(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b, clk, c := clockedBudget(t, "credit-hold", 1, 0.1, Options{RefusalMemory: time.Second, FlushInterval: time.Hour, CallTimeout: patient})
+	drain(t, b)
+	eventually(t, "the announcement heard", func() bool { return b.heard.Load() == 1 })
+	c.calls() // the drain's
+	clk.Advance(time.Second)
+	b.Deposit()
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(maxCreditHold - time.Millisecond)
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.calls(); got != 0 {
+		t.Fatalf("%d calls before maxCreditHold; want 0", got)
+	}
+	clk.Advance(time.Millisecond)
+	if err := b.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.calls(); got != 1 {
+		t.Fatalf("%d calls at maxCreditHold; want 1", got)
+	}
+	if got := tokens(t, b); got != 0.1 {
+		t.Fatalf("tokens = %v; want 0.1", got)
+	}
+}
+
+func TestHoldCredit(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name                string
+		refusing, emptyKnow bool
+		credit              int64
+		age                 time.Duration
+		want                bool
+	}{
+		{"a refusal remembered holds everything", true, false, 5 * tokenUnit, time.Hour, true},
+		{"believed empty, a fraction, young", false, true, tokenUnit - 1, 0, true},
+		{"believed empty, a whole token goes", false, true, tokenUnit, 0, false},
+		{"believed empty, too old", false, true, 1, maxCreditHold, false},
+		{"bucket not empty", false, false, 1, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := holdCredit(tt.refusing, tt.emptyKnow, tt.credit, tt.age); got != tt.want {
+				t.Errorf("holdCredit(%v, %v, %d, %v) = %v; want %v", tt.refusing, tt.emptyKnow, tt.credit, tt.age, got, tt.want)
+			}
+		})
 	}
 }
 
 func TestLeaseSpentOnceAndReturned(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b, _, c := clockedBudget(t, "lease", 20, 0, Options{FleetSize: 2, MaxLease: 8, FlushInterval: time.Hour, CallTimeout: patient})
-	// A full bucket of 20 over a fleet of 2: a lease of 8 (the bound).
+	b, _, c := clockedBudget(t, "lease", 20, 0, Options{FleetSize: 4, MaxLease: 8, FlushInterval: time.Hour, CallTimeout: patient})
+	// A full bucket of 20 over a fleet of 4: a lease of 5.
 	for i := range 3 {
 		if !b.Withdraw(ctx) {
 			t.Fatalf("Withdraw %d refused", i)
@@ -237,10 +311,10 @@ func TestLeaseSpentOnceAndReturned(t *testing.T) {
 	if got := c.calls(); got != 1 {
 		t.Fatalf("three Withdraws made %d calls; want 1", got)
 	}
-	if got := tokens(t, b); got != 12 {
-		t.Fatalf("tokens = %v; want 12: one lease of 8", got)
+	if got := tokens(t, b); got != 15 {
+		t.Fatalf("tokens = %v; want 15: one lease of 5", got)
 	}
-	// The flush returns the 5 leased tokens not spent, once.
+	// The flush returns the 2 leased tokens not spent, once.
 	if err := b.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -255,14 +329,14 @@ func TestLeaseSpentOnceAndReturned(t *testing.T) {
 	if !b.Withdraw(ctx) {
 		t.Fatal("Withdraw refused")
 	}
-	if got := tokens(t, b); got != 11 {
-		t.Fatalf("tokens = %v; want 11: a lease of 6 (12 tokens over 2 processes)", got)
+	if got := tokens(t, b); got != 13 {
+		t.Fatalf("tokens = %v; want 13: a lease of 4 (17 tokens over 4 processes, as the flush reported)", got)
 	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if got := tokens(t, newBudget(t, b.rdb, "lease", 20, 0, perCall(Options{}))); got != 16 {
-		t.Fatalf("tokens after Close = %v; want 16: the 5 leased tokens not spent returned", got)
+		t.Fatalf("tokens after Close = %v; want 16: the 3 leased tokens not spent returned", got)
 	}
 }
 
