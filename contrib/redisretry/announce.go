@@ -18,7 +18,7 @@ import (
 // Redis 7 or later, in the key's Cluster slot), at most once per half
 // RefusalMemory (a marker key with that expiry), and every Budget
 // subscribed to the channel remembers the refusal as if Redis had refused
-// it. The first process to ask again after the memory ends is refused in
+// it, and believes the bucket empty, keeping its deposits as credit. The first process to ask again after the memory ends is refused in
 // turn and tells the others, so while the bucket stays empty the whole
 // fleet asks about twice per RefusalMemory, whatever its size.
 //
@@ -62,6 +62,8 @@ func (b *Budget) listen(ctx context.Context, ps *redis.PubSub) {
 			if !ok {
 				return
 			}
+			// As a reply would: the bucket is empty (less than a token).
+			b.lastTokens.Store(0)
 			b.refusedUntil.Store(refusalEnd(b.now().UnixNano(), b.refusalMemory(), rand.Float64()))
 			b.heard.Add(1)
 		}

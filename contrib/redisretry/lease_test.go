@@ -400,3 +400,30 @@ func TestRefusalAnnouncedToTheFleet(t *testing.T) {
 		t.Errorf("the first process heard %d announcements; want 1", got)
 	}
 }
+
+// A process that heard an announcement keeps its deposits, as if Redis
+// had refused it.
+func TestAnnouncementKeepsDepositsInTheProcess(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv, a := server(t)
+	b := srv.Client(t)
+	c := &counter{}
+	b.AddHook(c)
+	o := Options{FleetSize: 1, RefusalMemory: time.Minute, FlushInterval: time.Hour, CallTimeout: patient}
+	first := newBudget(t, a, "announce-credit", 1, 0.1, o)
+	other := newBudget(t, b, "announce-credit", 1, 0.1, o)
+	subscribed(t, a, first, 2)
+	c.calls()
+	drain(t, first)
+	eventually(t, "the announcement heard", func() bool { return other.heard.Load() == 1 })
+	for range 5 {
+		other.Deposit()
+	}
+	if err := other.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.calls(); got != 0 {
+		t.Errorf("the flush of half a token after the announcement made %d calls; want 0", got)
+	}
+}
