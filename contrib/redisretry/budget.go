@@ -106,7 +106,10 @@ type Options struct {
 //
 // Deposit and Refund never touch the network: they count in memory, and a
 // background goroutine sends the counts every FlushInterval, as does every
-// Withdraw, in the same round trip as its token. Deposits made within one
+// Withdraw that asks Redis, in the same round trip as its tokens. Most
+// Withdraws during an outage ask nothing: a refusal is remembered and
+// announced to the fleet, deposits wait in the process while the bucket is
+// empty, and a grant leases several tokens (see lease.go and announce.go). Deposits made within one
 // interval of a crash are lost, which only makes the budget stricter.
 // When a Redis call fails or takes longer than CallTimeout, the Budget
 // falls back to a local [httpretry.TokenBucket] of capacity/FleetSize

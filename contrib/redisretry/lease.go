@@ -14,12 +14,16 @@ import (
 //   - A refusal is remembered. When Redis refuses a token, or grants the
 //     last whole one, the Budget refuses locally for RefusalMemory, drawn
 //     anew each time between half of it and all of it so that the fleet's
-//     processes do not ask again together. While it remembers, the
-//     deposits it makes stay in the process as credit: a bucket that
-//     cannot hold a whole token gains nothing a retry could spend by
-//     receiving a fraction, and every whole token of credit pays for one
-//     of the process's own retries without a Redis call. When the memory ends,
-//     the credit goes to Redis with the next flush. Closing sends it too.
+//     processes do not ask again together (announce.go tells the rest of
+//     the fleet).
+//   - Deposits wait while the bucket is empty. While a refusal is
+//     remembered, or the last reply left less than a whole token, the
+//     deposits the process makes stay in it as credit: a bucket that
+//     cannot hold a whole token gains nothing a retry could spend from a
+//     fraction, and every whole token of credit pays for one of the
+//     process's own retries without a Redis call. The credit goes to
+//     Redis with the next Withdraw that asks, with a flush once it makes
+//     a whole token or is maxCreditHold old, and with Close.
 //   - A grant is leased. While the bucket holds plenty, a Withdraw takes
 //     up to MaxLease tokens at once, about the bucket's share per process
 //     (tokens/FleetSize), spends one, and spends the rest on the next
@@ -27,7 +31,7 @@ import (
 //     returns the tokens still leased, so a lease lives at most one
 //     interval.
 //
-// Neither ever grants a token the shared bucket did not give or the
+// None ever grants a token the shared bucket did not give or the
 // process did not deposit: the fleet's retries stay within capacity +
 // perRequest per operation. What they cost is evenness. A lease can hold
 // up to MaxLease tokens in one process while another is refused, and
@@ -45,12 +49,14 @@ const (
 // bucket is believed empty.
 const maxCreditHold = 10 * time.Second
 
-// holdCredit reports whether a flush keeps the credit in the process: while
-// a refusal is remembered, or while the bucket is believed empty
-// (emptyKnown) and the credit is less than a whole token and younger than
-// maxCreditHold (age).
+// holdCredit reports whether a flush keeps the credit in the process:
+// while a refusal is remembered or the bucket is believed empty
+// (emptyKnown), a credit of less than a whole token younger than
+// maxCreditHold (age). A whole token goes to the bucket, where any process
+// can spend it: a process whose own operations succeed refills the bucket
+// for those that fail.
 func holdCredit(refusing, emptyKnown bool, credit int64, age time.Duration) bool {
-	return refusing || emptyKnown && credit < tokenUnit && age < maxCreditHold
+	return (refusing || emptyKnown) && credit < tokenUnit && age < maxCreditHold
 }
 
 // leaseWant returns how many whole tokens a Withdraw asks Redis for: the

@@ -283,7 +283,9 @@ func TestHoldCredit(t *testing.T) {
 		age                 time.Duration
 		want                bool
 	}{
-		{"a refusal remembered holds everything", true, false, 5 * tokenUnit, time.Hour, true},
+		{"a refusal remembered holds a young fraction", true, false, tokenUnit - 1, 0, true},
+		{"a refusal remembered lets a whole token go", true, false, tokenUnit, 0, false},
+		{"a refusal remembered lets an old fraction go", true, false, 1, maxCreditHold, false},
 		{"believed empty, a fraction, young", false, true, tokenUnit - 1, 0, true},
 		{"believed empty, a whole token goes", false, true, tokenUnit, 0, false},
 		{"believed empty, too old", false, true, 1, maxCreditHold, false},
