@@ -362,10 +362,7 @@ func (b *Budget) flush(ctx context.Context, all bool) error {
 	if add == 0 {
 		return nil
 	}
-	_, left, err := b.eval(ctx, add, 0)
-	if err == nil {
-		b.lastTokens.Store(left)
-	}
+	_, _, err := b.eval(ctx, add, 0)
 	if err != nil && !ended(ctx) {
 		b.fallBack(err)
 	}

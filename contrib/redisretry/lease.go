@@ -120,10 +120,9 @@ func (b *Budget) refusing() bool {
 	return refusalHolds(b.now().UnixNano(), b.refusedUntil.Load(), b.refusalMemory())
 }
 
-// remember records the reply of a Withdraw: the tokens it left, for the
-// next lease, and a refusal when refusedBy says so.
+// remember records a refusal when the reply of a Withdraw calls for one
+// (refusedBy).
 func (b *Budget) remember(granted, tokensAfter int64) {
-	b.lastTokens.Store(tokensAfter)
 	if b.opts.RefusalMemory < 0 || !refusedBy(granted, tokensAfter) {
 		return
 	}

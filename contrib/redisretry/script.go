@@ -87,6 +87,9 @@ func (b *Budget) evalN(ctx context.Context, add, want int64) (granted, tokens in
 	if len(res) != 2 {
 		return 0, 0, fmt.Errorf("redisretry: key %q: the script returned %d values; want 2", b.keys[0], len(res))
 	}
+	// Every reply, a probe's included, says what the bucket holds: the
+	// next lease and whether deposits wait (lease.go) follow it.
+	b.lastTokens.Store(res[1])
 	return res[0], res[1], nil
 }
 
