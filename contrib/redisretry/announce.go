@@ -22,10 +22,12 @@ import (
 // turn and tells the others, so while the bucket stays empty the whole
 // fleet asks about twice per RefusalMemory, whatever its size.
 //
-// The subscription is a connection of its own per Budget, opened by the
-// background goroutine (NewBudget makes no call), and go-redis reconnects
+// The subscription is a connection of its own per Budget, opened by a
+// goroutine of its own (NewBudget makes no call), and go-redis reconnects
 // it after a failure. A Budget that misses a message only asks Redis
-// once more: messages save calls and are never needed for correctness.
+// once more: messages save calls and are never needed for correctness. On
+// a server before Redis 7 nothing is announced (the script ignores the
+// failure of SPUBLISH) and each process saves only its own calls.
 
 // announceKey returns the name of the marker key and of the channel: the
 // key's slot prefix, as the nonces use.

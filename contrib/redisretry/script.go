@@ -52,7 +52,9 @@ end
 local announce = tonumber(ARGV[6])
 if tonumber(ARGV[3]) > 0 and tokens < 1000000 and announce > 0 then
   if redis.call('SET', KEYS[3], '1', 'PX', announce, 'NX') then
-    redis.call('SPUBLISH', KEYS[3], '1')
+    -- pcall: a server before Redis 7 has no SPUBLISH, and a refusal it
+    -- cannot announce is still a refusal.
+    redis.pcall('SPUBLISH', KEYS[3], '1')
   end
 end
 local count = string.format('%d', tokens)
