@@ -429,3 +429,34 @@ func TestAnnouncementKeepsDepositsInTheProcess(t *testing.T) {
 		t.Errorf("the flush of half a token after the announcement made %d calls; want 0", got)
 	}
 }
+
+// On a Redis Cluster the announcement goes through the bucket's slot: the
+// script publishes on the sharded channel of the master that holds the
+// key, and the other processes, subscribed through their Cluster clients,
+// refuse without asking.
+func TestRefusalAnnouncedOnACluster(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cl := redistest.StartCluster(t, 3, 0)
+	a, b := cl.Client(t), cl.Client(t)
+	c := &counter{}
+	b.AddHook(c)
+	o := Options{FleetSize: 1, RefusalMemory: time.Minute, FlushInterval: time.Hour, CallTimeout: patient}
+	first := newBudget(t, a, "announce-cluster", 2, 0, o)
+	other := newBudget(t, b, "announce-cluster", 2, 0, o)
+	eventually(t, "both subscribed", func() bool {
+		got, err := a.PubSubShardNumSub(ctx, first.announce).Result()
+		return err == nil && got[first.announce] == 2
+	})
+	c.calls()
+	if n := drain(t, first); n != 2 {
+		t.Fatalf("drained %d; want 2", n)
+	}
+	eventually(t, "the announcement heard", func() bool { return other.heard.Load() == 1 })
+	if other.Withdraw(ctx) {
+		t.Fatal("granted a token from an empty bucket")
+	}
+	if got := c.calls(); got != 0 {
+		t.Errorf("the other process made %d calls; want 0", got)
+	}
+}
