@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,28 +24,34 @@ const redisPolicyKey = "httpretry-redis"
 type redisStats struct {
 	withdrawals  atomic.Int64 // Withdraw calls
 	withdrawRTs  atomic.Int64 // scripts sent by Withdraw
-	otherRTs     atomic.Int64 // the rest: flushes, probes, connection setup
+	otherRTs     atomic.Int64 // the rest: flushes, probes, connection setup, Cluster layout
 	stateChanges atomic.Int64 // reported by OnStateChange
 
-	mu    sync.Mutex      // protects added
-	added []time.Duration // per failed operation, the time spent in Withdraw
+	mu      sync.Mutex      // protects the fields below
+	added   []time.Duration // per failed operation, the time spent in Withdraw
+	sent    []time.Time     // when each command was sent
+	granted []*atomic.Int64 // per process, the retries its budget granted
 }
 
 // redisPolicy returns the policy of P processes that each have their own
 // Transport, Redis client and redisretry.NewBudget(rdb, key, 20, 0.1), all
-// on one key of the server at addr; st gathers their measurements.
-// callTimeout is the budget's CallTimeout: 0 for the default. Each
-// process's FleetSize is the fleet's size, processes, as a deployment
-// would set it: should Redis fail, the local buckets add up to one
-// capacity.
-func redisPolicy(addr, key string, processes int, st *redisStats, callTimeout time.Duration) policy {
+// on one key of target; st gathers their measurements. callTimeout is the
+// budget's CallTimeout: 0 for the default. Each process's FleetSize is the
+// fleet's size, processes, as a deployment would set it: should Redis
+// fail, the local buckets add up to one capacity, and a lease is about
+// the bucket's share per process.
+func redisPolicy(target *redisTarget, key string, processes int, st *redisStats, callTimeout time.Duration) policy {
+	where, client := "one redis-server", "redis.NewClient"
+	if target.name == "cluster" {
+		where, client = "a Redis Cluster of three masters", "redis.NewClusterClient"
+	}
 	return policy{
 		key: redisPolicyKey, name: "httpretry + redisretry", ours: true,
-		desc: "httpretry defaults with Budget: redisretry.NewBudget(rdb, key, 20, 0.1, redisretry.Options{FleetSize: P}), one key for the whole fleet, each process its own Redis client (pool of 4)",
+		desc: "httpretry defaults with Budget: redisretry.NewBudget(rdb, key, 20, 0.1, redisretry.Options{FleetSize: P}), one key for the whole fleet on " +
+			where + ", each process its own " + client + " (pool of 4)",
 		new: func() (*http.Client, func()) {
 			base := cleanhttp.DefaultPooledTransport()
-			rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 4, ContextTimeoutEnabled: true})
-			rdb.AddHook(countingHook{st})
+			rdb := target.connect(countingHook{st})
 			b, err := redisretry.NewBudget(rdb, key, 20, 0.1, redisretry.Options{
 				FleetSize:     processes,
 				CallTimeout:   callTimeout,
@@ -53,7 +60,7 @@ func redisPolicy(addr, key string, processes int, st *redisStats, callTimeout ti
 			if err != nil {
 				panic(err) // a non-nil client and a constant key: cannot happen
 			}
-			t := &httpretry.Transport{Base: base, Budget: &timedBudget{b: b, st: st}}
+			t := &httpretry.Transport{Base: base, Budget: &timedBudget{b: b, st: st, granted: st.process()}}
 			return &http.Client{Transport: &addedLatency{next: t, st: st}}, func() {
 				base.CloseIdleConnections()
 				b.Close()
@@ -61,6 +68,15 @@ func redisPolicy(addr, key string, processes int, st *redisStats, callTimeout ti
 			}
 		},
 	}
+}
+
+// process returns the grant counter of a new process.
+func (st *redisStats) process() *atomic.Int64 {
+	n := new(atomic.Int64)
+	st.mu.Lock()
+	st.granted = append(st.granted, n)
+	st.mu.Unlock()
+	return n
 }
 
 // withdrawing marks the context of a Withdraw, so that the hook can tell
@@ -72,8 +88,9 @@ type spent struct{}
 
 // timedBudget counts and times the Withdraw calls of a redisretry Budget.
 type timedBudget struct {
-	b  *redisretry.Budget
-	st *redisStats
+	b       *redisretry.Budget
+	st      *redisStats
+	granted *atomic.Int64
 }
 
 func (t *timedBudget) Deposit() { t.b.Deposit() }
@@ -83,6 +100,9 @@ func (t *timedBudget) Withdraw(ctx context.Context) bool {
 	t.st.withdrawals.Add(1)
 	start := time.Now()
 	ok := t.b.Withdraw(context.WithValue(ctx, withdrawing{}, true))
+	if ok {
+		t.granted.Add(1)
+	}
 	if acc, _ := ctx.Value(spent{}).(*atomic.Int64); acc != nil {
 		acc.Add(int64(time.Since(start)))
 	}
@@ -107,8 +127,8 @@ func (a *addedLatency) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// countingHook counts the commands a client sends: each is one round
-// trip, as redisretry sends no pipelines.
+// countingHook counts every command a client sends, a pipeline's one by
+// one, and when it was sent.
 type countingHook struct{ st *redisStats }
 
 func (countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -122,6 +142,7 @@ func (h countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		} else {
 			h.st.otherRTs.Add(1)
 		}
+		h.st.record(1)
 		return next(ctx, cmd)
 	}
 }
@@ -129,30 +150,80 @@ func (h countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		h.st.otherRTs.Add(int64(len(cmds)))
+		h.st.record(len(cmds))
 		return next(ctx, cmds)
 	}
+}
+
+// record notes n commands sent now.
+func (st *redisStats) record(n int) {
+	now := time.Now()
+	st.mu.Lock()
+	for range n {
+		st.sent = append(st.sent, now)
+	}
+	st.mu.Unlock()
 }
 
 // redisSummary is what a table shows of a redisStats.
 type redisSummary struct {
 	withdrawals, withdrawRTs, otherRTs, stateChanges int64
-	perRetry                                         float64 // Withdraw round trips per Withdraw
+	outageCommands                                   int64   // commands sent while the outage lasted
+	perFailing                                       float64 // outageCommands per operation failed in the outage
 	added                                            quantiles
+	fair                                             fairness
 }
 
-func (st *redisStats) summary() redisSummary {
+// fairness is how the retries the budget granted landed on the
+// processes: the fewest, the median and the most one process got, and
+// the mean.
+type fairness struct {
+	min, median, max int64
+	mean             float64
+}
+
+// spread returns the fairness of per-process grant counts.
+func spread(counts []int64) fairness {
+	if len(counts) == 0 {
+		return fairness{}
+	}
+	s := slices.Sorted(slices.Values(counts))
+	var sum int64
+	for _, c := range s {
+		sum += c
+	}
+	return fairness{min: s[0], median: s[len(s)/2], max: s[len(s)-1], mean: float64(sum) / float64(len(s))}
+}
+
+// summary sums up st for r, the run it measured: the outage is r's second
+// phase, timed from r's start.
+func (st *redisStats) summary(r *run) redisSummary {
 	st.mu.Lock()
 	added := append([]time.Duration(nil), st.added...)
+	from := r.start.Add(r.phases[0].dur)
+	to := from.Add(r.phases[min(1, len(r.phases)-1)].dur)
+	var inOutage int64
+	for _, at := range st.sent {
+		if !at.Before(from) && at.Before(to) {
+			inOutage++
+		}
+	}
+	counts := make([]int64, len(st.granted))
+	for i, g := range st.granted {
+		counts[i] = g.Load()
+	}
 	st.mu.Unlock()
 	s := redisSummary{
-		withdrawals:  st.withdrawals.Load(),
-		withdrawRTs:  st.withdrawRTs.Load(),
-		otherRTs:     st.otherRTs.Load(),
-		stateChanges: st.stateChanges.Load(),
-		added:        summarise(added),
+		withdrawals:    st.withdrawals.Load(),
+		withdrawRTs:    st.withdrawRTs.Load(),
+		otherRTs:       st.otherRTs.Load(),
+		stateChanges:   st.stateChanges.Load(),
+		outageCommands: inOutage,
+		added:          summarise(added),
+		fair:           spread(counts),
 	}
-	if s.withdrawals > 0 {
-		s.perRetry = float64(s.withdrawRTs) / float64(s.withdrawals)
+	if failed := r.phaseStats()[min(1, len(r.phases)-1)].failed; failed > 0 {
+		s.perFailing = float64(inOutage) / float64(failed)
 	}
 	return s
 }
@@ -161,7 +232,22 @@ func (st *redisStats) summary() redisSummary {
 func redisLine(r *run) string {
 	st := r.phaseStats()
 	f := st[min(1, len(st)-1)] // the outage phase
-	s := r.redis.summary()
-	return fmt.Sprintf("fleet-redis: P=%d amplification %.2fx, %.2f Redis round trips per retry, failing operation +%s p50 +%s p99 in the budget",
-		r.processes, f.amp, s.perRetry, ms(s.added.p50), ms(s.added.p99))
+	s := r.redis.summary(r)
+	name := "fleet-redis"
+	if r.redisOn != "" {
+		name += "-" + r.redisOn
+	}
+	return fmt.Sprintf("%s: P=%d amplification %.2fx, %.2f Redis commands per failing operation", name, r.processes, f.amp, s.perFailing)
+}
+
+// fairnessLine is the line make storm prints of how one redis fleet
+// run's retries landed on its processes.
+func fairnessLine(r *run) string {
+	f := r.redis.summary(r).fair
+	name := "fleet-redis"
+	if r.redisOn != "" {
+		name += "-" + r.redisOn
+	}
+	return fmt.Sprintf("%s fairness: P=%d retries granted per process min %d, median %d, max %d (mean %.2f)",
+		name, r.processes, f.min, f.median, f.max, f.mean)
 }

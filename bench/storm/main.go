@@ -13,10 +13,18 @@
 //   - fleet: the outage again, for httpretry's defaults spread over 1, 10
 //     and 100 simulated client processes, first with a budget each, then
 //     with one budget for the whole fleet in Redis (contrib/redisretry,
-//     against a redis-server the command starts on loopback).
+//     against a redis-server the command starts on loopback), then the
+//     largest fleet once more against a Redis Cluster of three masters it
+//     starts (contrib/redisretry/redistest).
 //
-// It prints a markdown table on stdout and progress on stderr, and writes
-// results.md, timeline.csv, contention.csv and SVG charts to -out.
+// It prints a markdown table on stdout and progress on stderr, then for
+// every run with a budget in Redis the lines
+//
+//	fleet-redis: P=<processes> amplification <outage hits per operation>x, <commands per failed operation> Redis commands per failing operation
+//	fleet-redis fairness: P=<processes> retries granted per process min <n>, median <n>, max <n> (mean <x>)
+//
+// ("fleet-redis-cluster" for the Cluster), and writes results.md,
+// timeline.csv, contention.csv and SVG charts to -out.
 //
 // Usage, from the bench module:
 //
@@ -92,10 +100,9 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Print(report(res))
-	for _, r := range res.fleet {
-		if r.redis != nil {
-			fmt.Println(redisLine(r))
-		}
+	for _, r := range redisRuns(res) {
+		fmt.Println(redisLine(r))
+		fmt.Println(fairnessLine(r))
 	}
 	if cfg.out != "" {
 		if err := writeOutputs(res, cfg.out); err != nil {

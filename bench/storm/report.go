@@ -158,31 +158,50 @@ func fleetTable(b *strings.Builder, res *results) {
 			paperAmp(f.ops, buckets, 20, 0.1, 3), 20*buckets, st[0].goodput, f.goodput, p50, p99, recovery(r), r.conns)
 	}
 	b.WriteString("\n")
-	redisTable(b, res.fleet)
+	redisTable(b, redisRuns(res))
 }
 
-// redisTable writes what the shared budget cost: Redis round trips and the
-// time failing operations spent in Withdraw.
-func redisTable(b *strings.Builder, runs []*run) {
+// redisRuns returns the fleet's runs with a budget in Redis, the one on
+// the Cluster last.
+func redisRuns(res *results) []*run {
 	var rs []*run
-	for _, r := range runs {
+	for _, r := range res.fleet {
 		if r.redis != nil {
 			rs = append(rs, r)
 		}
 	}
+	if res.cluster != nil {
+		rs = append(rs, res.cluster)
+	}
+	return rs
+}
+
+// redisTable writes what the shared budget cost: Redis commands, the time
+// failing operations spent in Withdraw, and how evenly the retries landed
+// on the processes.
+func redisTable(b *strings.Builder, rs []*run) {
 	if len(rs) == 0 {
 		return
 	}
-	b.WriteString("What the budget in Redis cost, over the whole run: *retries asked* are Withdraw calls; *round trips per retry* counts the " +
-		"scripts those calls sent (one each; none while a process runs on its local bucket); *other round trips* are the batched flushes " +
-		"of deposits (one per process per 100 ms while it has any), probes and connection setup; *added* is the time a failing operation " +
-		"spent in Withdraw, all its retries together, at most the 50 ms per-call limit per retry. *State changes* counts falls back to the " +
-		"local bucket (a call that failed or took over 50 ms) and returns to the shared one.\n\n")
-	b.WriteString("| processes | retries asked | round trips per retry | other round trips | added p50 | added p99 | added max | state changes |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("What the budget in Redis cost: *retries asked* are Withdraw calls over the whole run; *commands* counts every command " +
+		"the processes' Redis clients sent while the outage lasted (a hook on each client, on each Cluster node's client for the Cluster: " +
+		"scripts, flushes, probes, connection setup and layout queries alike), and *per failing operation* divides them by the operations " +
+		"that failed in the outage; *by Withdraw* and *other* split the whole run's commands between the scripts Withdraw sent and the rest. " +
+		"*Added* is the time a failing operation spent in Withdraw, all its retries together, at most the 50 ms per-call limit per retry. " +
+		"*State changes* counts falls back to the local bucket (a call that failed or took over 50 ms) and returns to the shared one. " +
+		"*Retries granted per process* is the fairness cost of leases and of credit (see contrib/redisretry): the fewest, median and most " +
+		"retries one process's budget granted over the run, and the mean.\n\n")
+	b.WriteString("| processes | Redis | retries asked | commands in the outage | per failing operation | by Withdraw | other | added p50 | added p99 | added max | state changes | retries granted per process (min / median / max, mean) |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
-		s := r.redis.summary()
-		fmt.Fprintf(b, "| %d | %d | %.2f | %d | %s | %d |\n", r.processes, s.withdrawals, s.perRetry, s.otherRTs, quantileCells(s.added), s.stateChanges)
+		s := r.redis.summary(r)
+		where := "one server"
+		if r.redisOn == "cluster" {
+			where = "Cluster, 3 masters"
+		}
+		fmt.Fprintf(b, "| %d | %s | %d | %d | %.2f | %d | %d | %s | %d | %d / %d / %d, %.2f |\n", r.processes, where, s.withdrawals,
+			s.outageCommands, s.perFailing, s.withdrawRTs, s.otherRTs, quantileCells(s.added), s.stateChanges,
+			s.fair.min, s.fair.median, s.fair.max, s.fair.mean)
 	}
 	b.WriteString("\n")
 }

@@ -24,7 +24,9 @@ type run struct {
 	shed, down  int64 // 503s for lack of capacity, and of the outage
 	wall        time.Duration
 
-	redis *redisStats // the budget's measurements, for the Redis fleet policy
+	start   time.Time   // when the server started, the origin of the phases
+	redis   *redisStats // the budget's measurements, for the Redis fleet policy
+	redisOn string      // where the budget was kept: "" one server, "cluster" a Redis Cluster
 }
 
 // label names the run in tables and charts.

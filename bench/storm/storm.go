@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 )
 
@@ -13,6 +14,7 @@ type results struct {
 	outage     []*run // one per policy
 	brownout   []*run // one per policy
 	fleet      []*run // httpretry defaults, a budget each then one in Redis, per fleet size
+	cluster    *run   // the largest fleet with its budget in a Redis Cluster
 	contention []contention
 	started    time.Time
 	wall       time.Duration
@@ -71,24 +73,25 @@ func runAll(ctx context.Context, cfg config) *results {
 }
 
 // runFleet runs the fleet scenario: for every fleet size, httpretry's
-// defaults with a budget per process, then with one budget in Redis.
+// defaults with a budget per process, then with one budget in Redis; then
+// the largest fleet once more with its budget in a Redis Cluster.
 func runFleet(ctx context.Context, cfg config, res *results, progress func(string, ...any)) error {
 	phases := cfg.schedule(outage)
 	arr := arrivals(cfg.seed, cfg.rate, phases)
-	var rs *redisServer
+	var rs *redisTarget
 	if !cfg.noRedis {
 		var err error
 		if rs, err = startRedis(); err != nil {
 			return err
 		}
-		defer rs.stop()
+		defer rs.close()
 	}
 	for i, n := range cfg.fleet {
 		pols := []policy{policyByKey("httpretry")}
 		var st *redisStats
 		if rs != nil {
 			st = &redisStats{}
-			pols = append(pols, redisPolicy(rs.addr, fmt.Sprintf("storm:fleet:%d", n), n, st, 0))
+			pols = append(pols, redisPolicy(rs, fmt.Sprintf("storm:fleet:%d", n), n, st, 0))
 		}
 		for _, p := range pols {
 			if ctx.Err() != nil {
@@ -103,6 +106,29 @@ func runFleet(ctx context.Context, cfg config, res *results, progress func(strin
 			progress("fleet %d/%d: %s", i+1, len(cfg.fleet), brief(r))
 		}
 	}
+	if rs == nil || len(cfg.fleet) == 0 || ctx.Err() != nil {
+		return nil
+	}
+	return runCluster(ctx, cfg, res, phases, arr, progress)
+}
+
+// runCluster runs the largest fleet with its budget in a Redis Cluster of
+// three masters that it starts.
+func runCluster(ctx context.Context, cfg config, res *results, phases []phase, arr []arrival, progress func(string, ...any)) error {
+	n := slices.Max(cfg.fleet)
+	progress("fleet on a Redis Cluster: starting three masters")
+	c, err := startCluster()
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	st := &redisStats{}
+	p := redisPolicy(c, fmt.Sprintf("storm:fleet:cluster:%d", n), n, st, 0)
+	progress("fleet on a Redis Cluster: %s in %s", p.name, plural(n, "process", "processes"))
+	r := runOne(ctx, cfg, "fleet", phases, arr, p, n)
+	r.redis, r.redisOn = st, c.name
+	res.cluster = r
+	progress("fleet on a Redis Cluster: %s", brief(r))
 	return nil
 }
 
@@ -132,6 +158,7 @@ func runOne(ctx context.Context, cfg config, scenario string, phases []phase, ar
 		shed:        srv.shed.Load(),
 		down:        srv.down.Load(),
 		wall:        wall,
+		start:       srv.start,
 	}
 }
 

@@ -207,6 +207,9 @@ func TestTinyRunWritesOutputs(t *testing.T) {
 			t.Errorf("fleet run %d: %d processes of %s; want %d of %s", i, r.processes, r.policy.key, want.processes, want.policy)
 		}
 	}
+	if res.cluster == nil || res.cluster.processes != 3 || res.cluster.redisOn != "cluster" || res.cluster.redis == nil {
+		t.Errorf("no fleet run of 3 processes on the Redis Cluster: %+v", res.cluster)
+	}
 	dir := t.TempDir()
 	if err := writeOutputs(res, dir); err != nil {
 		t.Fatal(err)
@@ -218,7 +221,9 @@ func TestTinyRunWritesOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"## Targets", "## Outage", "## Brownout", "## Contention", "## Fleet", "go run ./storm -test", "| httpretry defaults |",
-		"| 3 | one in Redis |", "round trips per retry", "fleet: httpretry + redisretry amplification ≤ 1.15× at P = 3"} {
+		"| 3 | one in Redis |", "per failing operation", "| 3 | Cluster, 3 masters |",
+		"fleet: httpretry + redisretry on one server amplification ≤ 1.15× at P = 3",
+		"fleet: httpretry + redisretry on a Redis Cluster ≤ 0.1 Redis commands per failing operation at P = 3"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("results.md lacks %q", want)
 		}

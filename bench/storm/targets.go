@@ -109,12 +109,26 @@ func fleetTargets(res *results) []target {
 		return nil
 	}
 	largest := rs[len(rs)-1]
-	amp := largest.phaseStats()[1].amp
-	out := []target{{
-		name:     fmt.Sprintf("fleet: httpretry + redisretry amplification ≤ 1.15× at P = %d", largest.processes),
-		measured: fmt.Sprintf("%.3f×", amp),
-		met:      amp <= 1.15,
-	}}
+	var out []target
+	for _, r := range []*run{largest, res.cluster} {
+		if r == nil {
+			continue
+		}
+		where := "one server"
+		if r.redisOn == "cluster" {
+			where = "a Redis Cluster"
+		}
+		amp, cost := r.phaseStats()[1].amp, r.redis.summary(r).perFailing
+		out = append(out, target{
+			name:     fmt.Sprintf("fleet: httpretry + redisretry on %s amplification ≤ 1.15× at P = %d", where, r.processes),
+			measured: fmt.Sprintf("%.3f×", amp),
+			met:      amp <= 1.15,
+		}, target{
+			name:     fmt.Sprintf("fleet: httpretry + redisretry on %s ≤ 0.1 Redis commands per failing operation at P = %d", where, r.processes),
+			measured: fmt.Sprintf("%.3f", cost),
+			met:      cost <= 0.1,
+		})
+	}
 	// A single attempt's healthy goodput: measured in the outage scenario
 	// when it ran, else every healthy arrival (which a single attempt
 	// serves at this load).

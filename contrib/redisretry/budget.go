@@ -8,10 +8,12 @@
 //	client.Transport = &httpretry.Transport{Base: client.Transport, Budget: b}
 //
 // The success path makes no Redis call: deposits are counted in memory
-// and sent in batches. Each retry costs one round trip (a Lua script that
-// adds the pending deposits and takes one token). When Redis fails or is
-// slow, the budget falls back to a local bucket and goes back when Redis
-// answers again.
+// and sent in batches. A retry costs at most one round trip (a Lua script
+// that adds the pending deposits and takes tokens), and usually none
+// during an outage: a refusal is remembered for a short time and a grant
+// leases several tokens (see lease.go and [Options.RefusalMemory]). When
+// Redis fails or is slow, the budget falls back to a local bucket and goes
+// back when Redis answers again.
 package redisretry
 
 import (
@@ -66,6 +68,22 @@ type Options struct {
 	// means 5s.
 	MaxProbeInterval time.Duration
 
+	// RefusalMemory is how long a refusal of the shared bucket (or the
+	// grant of its last whole token) is remembered: meanwhile Withdraw
+	// refuses without a Redis call, unless the process's own deposits
+	// made since add up to a whole token, which it then spends. Each
+	// refusal is remembered for a time drawn between half of it and all
+	// of it. 0 means 1s; negative means none (every Withdraw that holds
+	// no leased token asks Redis).
+	RefusalMemory time.Duration
+
+	// MaxLease is the most tokens one Withdraw takes from Redis: it asks
+	// for the bucket's share per process (tokens/FleetSize, as of the
+	// last reply), spends one and keeps the rest for the next Withdraws
+	// until the next flush returns them. 0 means 8; negative means 1 (no
+	// lease).
+	MaxLease int
+
 	// OnStateChange, if set, is called once for every change between
 	// [Shared] and [Local], never per request. It must not block and must
 	// not call the Budget. Calls are serialized.
@@ -88,7 +106,10 @@ type Options struct {
 //
 // Deposit and Refund never touch the network: they count in memory, and a
 // background goroutine sends the counts every FlushInterval, as does every
-// Withdraw, in the same round trip as its token. Deposits made within one
+// Withdraw that asks Redis, in the same round trip as its tokens. Most
+// Withdraws during an outage ask nothing: a refusal is remembered and
+// announced to the fleet, deposits wait in the process while the bucket is
+// empty, and a grant leases several tokens (see lease.go and announce.go). Deposits made within one
 // interval of a crash are lost, which only makes the budget stricter.
 // When a Redis call fails or takes longer than CallTimeout, the Budget
 // falls back to a local [httpretry.TokenBucket] of capacity/FleetSize
@@ -114,6 +135,20 @@ type Budget struct {
 	state    atomic.Int32 // a State, or closed
 	deposits atomic.Int64 // deposits not yet sent
 	refunds  atomic.Int64 // refunds not yet sent
+
+	// The local answers of lease.go.
+	now          func() time.Time
+	leased       atomic.Int64 // units taken from Redis and not yet spent
+	credit       atomic.Int64 // units deposited while the bucket was believed empty
+	creditSince  atomic.Int64 // Unix nanoseconds when the credit started, or 0
+	lastTokens   atomic.Int64 // units in the bucket after the last Withdraw
+	refusedUntil atomic.Int64 // Unix nanoseconds when the remembered refusal ends
+
+	// The announcements of announce.go.
+	announce   string             // the marker key and the channel
+	stopListen context.CancelFunc // ends listen
+	listened   chan struct{}      // closed when listen has returned
+	heard      atomic.Int64       // announcements received, for tests
 
 	mu sync.Mutex // serializes state changes and their reports
 
@@ -143,6 +178,11 @@ type Budget struct {
 // tag (the Budget keeps short-lived keys beside key, in its Redis Cluster
 // slot) or more than one Options.
 func NewBudget(rdb redis.UniversalClient, key string, capacity, perRequest float64, opts ...Options) (*Budget, error) {
+	return openBudget(rdb, key, capacity, perRequest, time.Now, opts...)
+}
+
+// openBudget is NewBudget with the clock that times remembered refusals.
+func openBudget(rdb redis.UniversalClient, key string, capacity, perRequest float64, now func() time.Time, opts ...Options) (*Budget, error) {
 	switch {
 	case rdb == nil:
 		return nil, errors.New("redisretry: nil Redis client")
@@ -167,12 +207,26 @@ func NewBudget(rdb redis.UniversalClient, key string, capacity, perRequest float
 		capacity:    min(toUnits(capacity), maxUnits),
 		perRequest:  toUnits(perRequest),
 		opts:        o,
+		now:         now,
+		announce:    announceKey(noncePrefix),
+		listened:    make(chan struct{}),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 	}
 	b.perRequest = min(b.perRequest, b.capacity)
+	b.lastTokens.Store(b.capacity) // a new key is a full bucket
 	b.local = httpretry.NewBudget(capacity/float64(b.fleetSize()), perRequest)
 	go b.run()
+	if b.announceMillis() == 0 {
+		b.stopListen = func() {}
+		close(b.listened)
+	} else {
+		// No channel yet: SSubscribe then makes no call.
+		ps := rdb.SSubscribe(context.Background())
+		var ctx context.Context
+		ctx, b.stopListen = context.WithCancel(context.Background())
+		go b.listen(ctx, ps)
+	}
 	return b, nil
 }
 
@@ -228,22 +282,34 @@ func (b *Budget) Deposit() {
 	}
 }
 
-// Withdraw takes one token for a retry: in one Redis round trip it adds
-// the pending deposits and refunds, up to capacity, then takes a token if
-// a whole one is left. It returns by ctx's deadline and within
-// CallTimeout; if Redis fails or does not answer in time it switches to
-// the local bucket and withdraws there. It reports false, without a
-// call, when ctx has already ended.
+// Withdraw takes one token for a retry. It spends a leased token, or,
+// while a refusal is remembered, refuses or spends a whole token of the
+// process's credit, without a Redis call (see lease.go). Otherwise, in
+// one Redis round trip, it adds the pending deposits, refunds and credit,
+// up to capacity, then takes a lease of whole tokens, at least one, if
+// one is left. It returns by ctx's deadline and within CallTimeout; if
+// Redis fails or does not answer in time it switches to the local bucket
+// and withdraws there. It reports false, without a call, when ctx has
+// already ended.
 func (b *Budget) Withdraw(ctx context.Context) bool {
 	if b.state.Load() != int32(Shared) {
 		return b.withdrawLocal(ctx)
 	}
+	if granted, ok := b.withdrawLocally(); ok {
+		return granted
+	}
 	if ended(ctx) {
 		return false
 	}
-	granted, _, err := b.eval(ctx, b.takePending(), tokenUnit)
+	add := min(b.takeHeld(true)+b.takePending(), b.capacity)
+	want := leaseWant(b.lastTokens.Load(), b.fleetSize(), b.maxLease())
+	n, left, err := b.evalN(ctx, add, want)
 	if err == nil {
-		return granted
+		b.remember(n, left)
+		if n > 1 {
+			b.leased.Add((n - 1) * tokenUnit)
+		}
+		return n > 0
 	}
 	if ended(ctx) {
 		// The caller left or ran out of time: no verdict on Redis, and no
@@ -267,9 +333,12 @@ func (b *Budget) Refund() {
 	b.refunds.Add(1)
 }
 
-// Flush sends the pending deposits and refunds to Redis now, in one round
-// trip, bounded by ctx and CallTimeout. The background goroutine does this
-// every FlushInterval; tests and shutdown paths call it directly. It does
+// Flush sends the pending deposits and refunds to Redis now, with the
+// leased tokens not spent, in one round trip, bounded by ctx and
+// CallTimeout. While the bucket is believed empty the deposits stay in the
+// process as credit instead, up to a whole token or for a bounded time
+// (see lease.go). The background goroutine flushes every
+// FlushInterval; tests and shutdown paths call Flush directly. It does
 // nothing in the local state. With ctx already ended it sends nothing,
 // keeps the counts for the next flush and returns ctx's error. A failure
 // switches to the local bucket and is returned, and the counts it carried
@@ -283,7 +352,13 @@ func (b *Budget) Flush(ctx context.Context) error {
 		// Nothing is sent, so the counts stay for the next flush.
 		return ctx.Err()
 	}
-	add := b.takePending()
+	return b.flush(ctx, false)
+}
+
+// flush is Flush; with all, it sends the credit whatever holdCredit says,
+// as Close does.
+func (b *Budget) flush(ctx context.Context, all bool) error {
+	add := min(b.takeHeld(all)+b.takePending(), b.capacity)
 	if add == 0 {
 		return nil
 	}
@@ -321,7 +396,8 @@ func (b *Budget) State() State {
 	return Local
 }
 
-// Close sends the pending deposits and refunds (bounded by CallTimeout),
+// Close sends the pending deposits and refunds, the credit and the leased
+// tokens not spent (bounded by CallTimeout),
 // stops the background goroutine and waits for the Redis calls in flight,
 // which end by their deadline on a client with ContextTimeoutEnabled and
 // by its ReadTimeout otherwise. It does not close rdb. Afterwards the
@@ -332,8 +408,12 @@ func (b *Budget) Close() error {
 	b.closeOnce.Do(func() {
 		close(b.stop)
 		<-b.done
+		b.stopListen()
+		<-b.listened
 		ctx, cancel := context.WithTimeout(context.Background(), b.callTimeout())
-		err = b.Flush(ctx)
+		if b.state.Load() == int32(Shared) && !ended(ctx) {
+			err = b.flush(ctx, true)
+		}
 		cancel()
 		b.mu.Lock()
 		b.state.Store(stateClosed)

@@ -101,12 +101,20 @@ func TestFleetExactness(t *testing.T) {
 				})
 			}
 			wg.Wait()
+			// Each process holds leased tokens and credit until a flush
+			// returns them, or while it remembers a refusal, until it
+			// closes: Close sends everything. Draining after each keeps
+			// the bucket below capacity, which would cut the sum.
+			drainer := newBudget(t, rdb, key, 20, tt.per, perCall(Options{CallTimeout: patient}))
 			for _, b := range budgets {
-				if err := b.Flush(context.Background()); err != nil {
-					t.Fatalf("Flush: %v", err)
+				if s := b.State(); s != Shared {
+					t.Errorf("state = %v; want shared", s)
 				}
+				if err := b.Close(); err != nil {
+					t.Fatalf("Close: %v", err)
+				}
+				granted.Add(int64(drain(t, drainer)))
 			}
-			granted.Add(int64(drain(t, budgets[0])))
 			total := float64(processes*tt.n) * tt.per
 			want := 20 + int64(math.Floor(total+1e-9))
 			if got := granted.Load(); got != want {
@@ -114,13 +122,8 @@ func TestFleetExactness(t *testing.T) {
 			}
 			// What is left is the exact remainder, in millionths.
 			wantLeft := float64(toUnits(total)%tokenUnit) / tokenUnit
-			if got := tokens(t, budgets[0]); got != wantLeft {
+			if got := tokens(t, drainer); got != wantLeft {
 				t.Errorf("tokens left = %v; want %v", got, wantLeft)
-			}
-			for _, b := range budgets {
-				if s := b.State(); s != Shared {
-					t.Errorf("state = %v; want shared", s)
-				}
 			}
 		})
 	}
@@ -131,7 +134,7 @@ func TestDepositMakesNoCall(t *testing.T) {
 	_, rdb := server(t)
 	var c counter
 	rdb.AddHook(&c)
-	b := newBudget(t, rdb, "deposit", 20, 0.1, Options{FlushInterval: time.Hour, CallTimeout: patient})
+	b := newBudget(t, rdb, "deposit", 20, 0.1, perCall(Options{FlushInterval: time.Hour, CallTimeout: patient}))
 	if got := drain(t, b); got != 20 {
 		t.Fatalf("drained %d; want 20", got)
 	}
@@ -175,7 +178,7 @@ func TestWithdrawCarriesPendingInOneRoundTrip(t *testing.T) {
 	_, rdb := server(t)
 	var c counter
 	rdb.AddHook(&c)
-	b := newBudget(t, rdb, "carry", 20, 0.1, Options{FlushInterval: time.Hour, CallTimeout: patient})
+	b := newBudget(t, rdb, "carry", 20, 0.1, perCall(Options{FlushInterval: time.Hour, CallTimeout: patient}))
 	drain(t, b)
 	for range 10 {
 		b.Deposit()
@@ -240,7 +243,7 @@ func TestTTL(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, rdb := server(t)
-	b := newBudget(t, rdb, "ttl", 20, 0.1, Options{CallTimeout: patient})
+	b := newBudget(t, rdb, "ttl", 20, 0.1, perCall(Options{CallTimeout: patient}))
 	b.Withdraw(ctx)
 	ttl, err := rdb.PTTL(ctx, "ttl").Result()
 	if err != nil || ttl <= 9*time.Minute || ttl > DefaultTTL {
@@ -272,11 +275,11 @@ func TestTTLClampedBothWays(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	_, rdb := server(t)
-	tiny := newBudget(t, rdb, "ttl-tiny", 20, 0.1, Options{TTL: 500 * time.Microsecond, CallTimeout: patient})
+	tiny := newBudget(t, rdb, "ttl-tiny", 20, 0.1, perCall(Options{TTL: 500 * time.Microsecond, CallTimeout: patient}))
 	if !tiny.Withdraw(ctx) || tiny.State() != Shared {
 		t.Fatalf("Withdraw with TTL 500µs: state %v; want granted from the shared bucket", tiny.State())
 	}
-	forever := newBudget(t, rdb, "ttl-forever", 20, 0.1, Options{TTL: time.Duration(math.MaxInt64), CallTimeout: patient})
+	forever := newBudget(t, rdb, "ttl-forever", 20, 0.1, perCall(Options{TTL: time.Duration(math.MaxInt64), CallTimeout: patient}))
 	if !forever.Withdraw(ctx) || forever.State() != Shared {
 		t.Fatalf("Withdraw with TTL MaxInt64: state %v; want granted from the shared bucket", forever.State())
 	}
@@ -343,7 +346,7 @@ func TestStateString(t *testing.T) {
 func TestFlushWithEndedContextKeepsCounts(t *testing.T) {
 	t.Parallel()
 	_, rdb := server(t)
-	b := newBudget(t, rdb, "flush-ended", 20, 0.5, Options{FlushInterval: time.Hour, CallTimeout: patient})
+	b := newBudget(t, rdb, "flush-ended", 20, 0.5, perCall(Options{FlushInterval: time.Hour, CallTimeout: patient}))
 	drain(t, b)
 	b.Deposit()
 	b.Deposit()

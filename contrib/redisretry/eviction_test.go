@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/httpretry/httpretry/contrib/redisretry/internal/redistest"
+	"github.com/httpretry/httpretry/contrib/redisretry/redistest"
 	"github.com/httpretry/httpretry/idempotency"
 )
 

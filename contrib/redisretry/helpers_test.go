@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/httpretry/httpretry/contrib/redisretry/internal/redistest"
+	"github.com/httpretry/httpretry/contrib/redisretry/redistest"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
@@ -55,6 +55,14 @@ func newBudget(t *testing.T, rdb redis.UniversalClient, key string, capacity, pe
 	}
 	t.Cleanup(func() { b.Close() })
 	return b
+}
+
+// perCall returns o with neither leases nor remembered refusals: a
+// Budget that asks Redis on every Withdraw, whose calls a test examines
+// one by one.
+func perCall(o Options) Options {
+	o.MaxLease, o.RefusalMemory = -1, -1
+	return o
 }
 
 // drain withdraws until b refuses and returns how many it granted.

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/httpretry/httpretry/contrib/redisretry/internal/redistest"
+	"github.com/httpretry/httpretry/contrib/redisretry/redistest"
 	"github.com/httpretry/httpretry/idempotency"
 	"github.com/httpretry/httpretry/idempotency/storetest"
 	"github.com/redis/go-redis/v9"

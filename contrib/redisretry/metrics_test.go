@@ -16,7 +16,7 @@ func TestBudgetReadableByMetrics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	srv, rdb := server(t)
-	b := newBudget(t, rdb, "metrics", 20, 0.1, Options{CallTimeout: 2 * time.Second, MaxProbeInterval: time.Hour})
+	b := newBudget(t, rdb, "metrics", 20, 0.1, perCall(Options{CallTimeout: 2 * time.Second, MaxProbeInterval: time.Hour}))
 	tr := &httpretry.Transport{Budget: b}
 	r, ok := metricsutil.TransportBudget(tr)
 	if !ok {

@@ -15,7 +15,7 @@ import (
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/contrib/redisretry"
 	"github.com/httpretry/httpretry/contrib/redisretry/internal/paymentsim"
-	"github.com/httpretry/httpretry/contrib/redisretry/internal/redistest"
+	"github.com/httpretry/httpretry/contrib/redisretry/redistest"
 	"github.com/httpretry/httpretry/idempotency"
 	"github.com/redis/go-redis/v9"
 )

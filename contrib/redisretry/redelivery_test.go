@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/httpretry/httpretry/contrib/redisretry/internal/redistest"
+	"github.com/httpretry/httpretry/contrib/redisretry/redistest"
 	"github.com/httpretry/httpretry/idempotency"
 	"github.com/redis/go-redis/v9"
 )
@@ -42,7 +42,7 @@ func expectLost(t *testing.T, p *redistest.Proxy, want int64) {
 func TestLostReplyNeverDepositsTwice(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb, p := lossyClient(t, srv)
-	b := newBudget(t, rdb, "redelivery-deposit", 10, 1, Options{CallTimeout: patient, FlushInterval: time.Hour})
+	b := newBudget(t, rdb, "redelivery-deposit", 10, 1, perCall(Options{CallTimeout: patient, FlushInterval: time.Hour}))
 	if n := drain(t, b); n != 10 {
 		t.Fatalf("drained %d tokens; want 10", n)
 	}
@@ -68,7 +68,7 @@ func TestLostReplyNeverDepositsTwice(t *testing.T) {
 func TestLostReplyNeverWithdrawsTwice(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb, p := lossyClient(t, srv)
-	b := newBudget(t, rdb, "redelivery-withdraw", 2, 0, Options{CallTimeout: patient, FlushInterval: time.Hour})
+	b := newBudget(t, rdb, "redelivery-withdraw", 2, 0, perCall(Options{CallTimeout: patient, FlushInterval: time.Hour}))
 	if !b.Withdraw(context.Background()) {
 		t.Fatal("first Withdraw refused")
 	}

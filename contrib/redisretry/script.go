@@ -10,8 +10,9 @@ import (
 )
 
 // bucketScript is the whole shared bucket: one atomic step that adds
-// pending units up to capacity and then, when asked, takes one token or
-// refuses, and refreshes the key's TTL. A missing key is a full bucket, as
+// pending units up to capacity and then, when asked for up to n whole
+// tokens, takes as many as the bucket holds, at most n, or refuses, and
+// refreshes the key's TTL. A missing key is a full bucket, as
 // a new TokenBucket is. The count is kept as a decimal integer of
 // millionths of a token; Lua's float64 numbers hold it exactly below 2^53.
 // The answer is remembered under the call's nonce, so that a second
@@ -19,13 +20,17 @@ import (
 // takes nothing.
 //
 // KEYS[1] the bucket, KEYS[2] the call's nonce; ARGV[1] capacity, ARGV[2]
-// units to add, ARGV[3] units to take (0 for a flush), ARGV[4] TTL in
-// milliseconds, ARGV[5] how long to remember the nonce, in milliseconds.
-// It returns {granted (0 or 1), tokens after}.
+// units to add, ARGV[3] whole tokens to take at most (0 for a flush),
+// ARGV[4] TTL in milliseconds, ARGV[5] how long to remember the nonce, in
+// milliseconds, ARGV[6] how long the marker of an announced refusal
+// lives, in milliseconds (0: never announce); KEYS[3] is the marker and
+// the channel of announce.go. A take refused, or one that leaves less
+// than a whole token, is announced unless the marker lives. It returns
+// {tokens granted, units after}.
 var bucketScript = redis.NewScript(`
 local seen = redis.call('GET', KEYS[2])
 if seen then
-  local g, t = string.match(seen, '^(%d) (%d+)$')
+  local g, t = string.match(seen, '^(%d+) (%d+)$')
   return {tonumber(g), tonumber(t)}
 end
 local capacity = tonumber(ARGV[1])
@@ -38,11 +43,19 @@ if v then
   end
 end
 tokens = math.min(tokens + tonumber(ARGV[2]), capacity)
-local granted = 0
-local take = tonumber(ARGV[3])
-if take > 0 and tokens >= take then
-  tokens = tokens - take
-  granted = 1
+local granted = math.min(tonumber(ARGV[3]), math.floor(tokens / 1000000))
+if granted > 0 then
+  tokens = tokens - granted * 1000000
+else
+  granted = 0
+end
+local announce = tonumber(ARGV[6])
+if tonumber(ARGV[3]) > 0 and tokens < 1000000 and announce > 0 then
+  if redis.call('SET', KEYS[3], '1', 'PX', announce, 'NX') then
+    -- pcall: a server before Redis 7 has no SPUBLISH, and a refusal it
+    -- cannot announce is still a refusal.
+    redis.pcall('SPUBLISH', KEYS[3], '1')
+  end
 end
 local count = string.format('%d', tokens)
 redis.call('SET', KEYS[1], count, 'PX', ARGV[4])
@@ -54,20 +67,32 @@ return {granted, tokens}
 var errClosed = errors.New("redisretry: budget closed")
 
 // eval runs bucketScript once: it adds add units and takes take units,
-// and reports whether the take was granted and the tokens left, in units.
+// a whole token or none, and reports whether the take was granted and the
+// tokens left, in units.
 func (b *Budget) eval(ctx context.Context, add, take int64) (granted bool, tokens int64, err error) {
+	n, tokens, err := b.evalN(ctx, add, take/tokenUnit)
+	return n > 0, tokens, err
+}
+
+// evalN runs bucketScript once: it adds add units and takes up to want
+// whole tokens, and reports how many it took and the tokens left, in
+// units.
+func (b *Budget) evalN(ctx context.Context, add, want int64) (granted, tokens int64, err error) {
 	res, err := do(b, ctx, func(ctx context.Context) ([]int64, error) {
-		keys := []string{b.keys[0], b.noncePrefix + b.nonces.next()}
-		return bucketScript.Run(ctx, b.rdb, keys, b.capacity, add, take,
-			millis(b.ttl()), nonceTTL(b.callTimeout())).Int64Slice()
+		keys := []string{b.keys[0], b.noncePrefix + b.nonces.next(), b.announce}
+		return bucketScript.Run(ctx, b.rdb, keys, b.capacity, add, want,
+			millis(b.ttl()), nonceTTL(b.callTimeout()), b.announceMillis()).Int64Slice()
 	})
 	if err != nil {
-		return false, 0, b.wrap(err)
+		return 0, 0, b.wrap(err)
 	}
 	if len(res) != 2 {
-		return false, 0, fmt.Errorf("redisretry: key %q: the script returned %d values; want 2", b.keys[0], len(res))
+		return 0, 0, fmt.Errorf("redisretry: key %q: the script returned %d values; want 2", b.keys[0], len(res))
 	}
-	return res[0] == 1, res[1], nil
+	// Every reply, a probe's included, says what the bucket holds: the
+	// next lease and whether deposits wait (lease.go) follow it.
+	b.lastTokens.Store(res[1])
+	return res[0], res[1], nil
 }
 
 // result is what a call on its own goroutine hands back.

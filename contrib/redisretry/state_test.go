@@ -35,10 +35,12 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	// Long enough for a loaded machine's Redis to answer, and for
 	// go-redis to give up redialling a dead one; far below the caller's.
 	const callTimeout = 2 * time.Second
+	// No lease: the test counts the local bucket's tokens one by one.
 	b := newBudget(t, rdb, "killed", 20, 0.1, Options{
 		OnStateChange:    log.add,
 		MaxProbeInterval: 100 * time.Millisecond,
 		CallTimeout:      callTimeout,
+		MaxLease:         -1,
 	})
 	if !b.Withdraw(ctx) {
 		t.Fatal("Withdraw from a full shared bucket refused")
@@ -165,7 +167,8 @@ func TestOneCallAtATimeToASilentRedis(t *testing.T) {
 	// it would open a connection per probe.
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: 2 * time.Second, MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
-	b := newBudget(t, rdb, "one-at-a-time", 20, 0.1, Options{FlushInterval: 5 * time.Millisecond, MaxProbeInterval: 10 * time.Millisecond})
+	// No announcements: their subscription is a connection of its own.
+	b := newBudget(t, rdb, "one-at-a-time", 20, 0.1, Options{FlushInterval: 5 * time.Millisecond, MaxProbeInterval: 10 * time.Millisecond, RefusalMemory: -1})
 	if !b.Withdraw(context.Background()) || b.State() != Local {
 		t.Fatal("want a local token after the call timed out")
 	}

@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/httpretry/httpretry/contrib/redisretry/internal/paymentsim"
-	"github.com/httpretry/httpretry/contrib/redisretry/internal/redistest"
+	"github.com/httpretry/httpretry/contrib/redisretry/redistest"
 	"github.com/httpretry/httpretry/idempotency"
 	"github.com/redis/go-redis/v9"
 )

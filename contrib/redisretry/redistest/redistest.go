@@ -1,5 +1,10 @@
-// Package redistest starts a real redis-server for tests: on a free
-// loopback port, without persistence, as a child of the test binary.
+// Package redistest is a package for testing code against real
+// redis-server processes: each on a free loopback port, without
+// persistence, as a child of the test binary. It starts one server
+// ([Start]), a Redis Cluster of several masters with replicas
+// ([StartCluster]), or a primary, a replica and three sentinels
+// ([StartSentinel]); a [Proxy] in front of a server loses chosen replies
+// or commands.
 //
 //	func TestX(t *testing.T) {
 //		srv := redistest.Start(t)    // stopped when the test ends
@@ -12,8 +17,9 @@
 // A package that shares one server among its tests starts it from
 // TestMain with [New] and stops it with [Server.Close].
 //
-// redis-server must be on PATH; if it is not, Start fails the test (it
-// never skips), naming the package to install.
+// redis-server (and, for a Cluster, redis-cli; for Sentinel,
+// redis-sentinel) must be on PATH; if one is not, the test fails (it never
+// skips), naming the Debian package to install.
 package redistest
 
 import (
@@ -24,6 +30,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -35,6 +42,23 @@ import (
 // Binary is the name of the server program looked up on PATH.
 const Binary = "redis-server"
 
+// debianPackage names the Debian package that installs each program the
+// package starts.
+var debianPackage = map[string]string{
+	Binary:           "redis-server",
+	"redis-cli":      "redis-tools",
+	"redis-sentinel": "redis-sentinel",
+}
+
+// lookPath finds program on PATH, or says which package installs it.
+func lookPath(program string) error {
+	if _, err := exec.LookPath(program); err != nil {
+		return fmt.Errorf("redistest: %s is not on PATH: install the %s package "+
+			"(make deps, or apt-get install %[2]s; on macOS brew install redis): %w", program, debianPackage[program], err)
+	}
+	return nil
+}
+
 // startTimeout bounds how long a server may take to answer PING.
 const startTimeout = 15 * time.Second
 
@@ -42,8 +66,10 @@ const startTimeout = 15 * time.Second
 // for concurrent use.
 type Server struct {
 	port int
+	bin  string   // the program: Binary or redis-sentinel
+	conf string   // a configuration file given before args, or ""
 	dir  string   // the server's working directory
-	args []string // more arguments for redis-server
+	args []string // more arguments for the program
 
 	mu     sync.Mutex    // protects cmd and exited
 	cmd    *exec.Cmd     // nil while stopped
@@ -67,11 +93,18 @@ func Start(tb testing.TB, args ...string) *Server {
 // arguments args, and waits until it answers PING. The caller must Close
 // it.
 func New(args ...string) (*Server, error) {
-	if _, err := exec.LookPath(Binary); err != nil {
-		return nil, fmt.Errorf("redistest: %s is not on PATH: install the redis-server package "+
-			"(make deps, or apt-get install redis-server; on macOS brew install redis): %w", Binary, err)
+	if err := lookPath(Binary); err != nil {
+		return nil, err
 	}
-	port, err := freePort()
+	return newServer(Binary, false, "", args)
+}
+
+// newServer starts bin on a free port in a new directory. When bus is
+// true the port plus 10000, a Cluster node's bus port, is free too. A
+// non-empty conf is written to a configuration file given to bin before
+// args.
+func newServer(bin string, bus bool, conf string, args []string) (*Server, error) {
+	port, err := freePort(bus)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +112,14 @@ func New(args ...string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redistest: %w", err)
 	}
-	s := &Server{port: port, dir: dir, args: args}
+	s := &Server{port: port, bin: bin, dir: dir, args: args}
+	if conf != "" {
+		s.conf = filepath.Join(dir, "redis.conf")
+		if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("redistest: %w", err)
+		}
+	}
 	if err := s.start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -87,15 +127,30 @@ func New(args ...string) (*Server, error) {
 	return s, nil
 }
 
-// freePort asks the kernel for a free loopback port. Another process may
-// take it before the server binds it; start reports that clearly.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("redistest: finding a free port: %w", err)
+// freePort asks the kernel for a free loopback port; with bus, one whose
+// Cluster bus port (plus 10000) is free as well. Another process may take
+// it before the server binds it; start reports that clearly.
+func freePort(bus bool) (int, error) {
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("redistest: finding a free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if !bus {
+			l.Close()
+			return port, nil
+		}
+		if port+10000 <= 65535 {
+			if lb, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+10000))); err == nil {
+				lb.Close()
+				l.Close()
+				return port, nil
+			}
+		}
+		l.Close()
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("redistest: no free port with a free Cluster bus port (port+10000) in 100 tries")
 }
 
 // Addr returns the server's host:port, on 127.0.0.1.
@@ -119,14 +174,22 @@ func (s *Server) start() error {
 		return errors.New("redistest: server already running")
 	}
 	out := &bytes.Buffer{}
-	args := append([]string{
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no",
-		"--dir", s.dir, "--daemonize", "no", "--logfile", ""}, s.args...)
-	cmd := exec.Command(Binary, args...)
+		// A replica syncs at once, not after the default 5 s wait
+		// for others.
+		"--repl-diskless-sync-delay", "0",
+		"--dir", s.dir, "--daemonize", "no", "--logfile", "")
+	args = append(args, s.args...)
+	cmd := exec.Command(s.bin, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("redistest: starting %s: %w", Binary, err)
+		return fmt.Errorf("redistest: starting %s: %w", s.bin, err)
 	}
 	exited := make(chan struct{})
 	go func() {
@@ -136,7 +199,7 @@ func (s *Server) start() error {
 	if err := waitPing(s.Addr(), exited); err != nil {
 		cmd.Process.Kill()
 		<-exited
-		return fmt.Errorf("redistest: %s on port %d: %w; its output:\n%s", Binary, s.port, err, out.String())
+		return fmt.Errorf("redistest: %s on port %d: %w; its output:\n%s", s.bin, s.port, err, out.String())
 	}
 	s.cmd, s.exited = cmd, exited
 	return nil
@@ -181,7 +244,9 @@ func (s *Server) Kill() {
 }
 
 // Restart starts a stopped server again on the same port, empty, and
-// waits for its PING; it fails tb when it cannot.
+// waits for its PING; it fails tb when it cannot. A Cluster node keeps
+// its identity (its nodes file) and rejoins; a sentinel keeps its
+// configuration file.
 func (s *Server) Restart(tb testing.TB) {
 	tb.Helper()
 	if err := s.start(); err != nil {
