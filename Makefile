@@ -118,8 +118,9 @@ rules: deps
 	@cd contrib/promretry/rules && $(PROMTOOL) check rules httpretry.rules.yml && $(PROMTOOL) test rules httpretry.rules.test.yml
 
 ## apicheck: each released module's exported API against its last tag
-## (contrib/redisretry/v0.1.0 for contrib/redisretry); fails on an
-## incompatible change; a module not yet tagged has an API that is all new
+## (tags such as contrib/redisretry/v0.1.0 for contrib/redisretry); fails
+## on an incompatible change. A module not yet tagged (none is yet) has an
+## API that is all new: the check says so and checks nothing for it
 apicheck:
 	@bash scripts/apicheck.sh "$(APIDIFF)" $(RELEASE_MODULES)
 
