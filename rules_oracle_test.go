@@ -231,10 +231,10 @@ func TestRulesOracleTransientMatchesIsTransient(t *testing.T) {
 	for resp, keyed := range rulesResponseCases {
 		status, h := resp.StatusCode, resp.Header
 		if got, want := IsTransient(resp, nil), rulesTransientResponse(status, h, keyed); got != want {
-			t.Errorf("status %d, header %v, request header %v: IsTransient = %v; the oracle's copy of the rule (rulesTransientResponse, in this file) says %v: change both, and docs/rules.md", status, h, resp.Request.Header, got, want)
+			t.Errorf("status %d, header %v, request header %v: IsTransient = %v; the oracle's copy of the rule (rulesTransientResponse, in this file) says %v: a changed rule changes both, and docs/rules.md", status, h, resp.Request.Header, got, want)
 		}
 		if got, want := serverVouches(resp), rulesVouches(status, h); got != want {
-			t.Errorf("status %d, header %v: serverVouches = %v; the oracle's copy of the rule (rulesVouches, in this file) says %v: change both, and docs/rules.md", status, h, got, want)
+			t.Errorf("status %d, header %v: serverVouches = %v; the oracle's copy of the rule (rulesVouches, in this file) says %v: a changed rule changes both, and docs/rules.md", status, h, got, want)
 		}
 	}
 }
@@ -246,7 +246,7 @@ func TestRulesOracleHonoursRetryAfterMatches(t *testing.T) {
 	t.Parallel()
 	for status := 100; status <= 599; status++ {
 		if got, want := honoursRetryAfter(status), rulesHonoursRetryAfter(status); got != want {
-			t.Errorf("status %d: honoursRetryAfter = %v; the oracle's copy of the rule (rulesHonoursRetryAfter, in this file) says %v: change both, and docs/rules.md", status, got, want)
+			t.Errorf("status %d: honoursRetryAfter = %v; the oracle's copy of the rule (rulesHonoursRetryAfter, in this file) says %v: a changed rule changes both, and docs/rules.md", status, got, want)
 		}
 	}
 }
