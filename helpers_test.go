@@ -180,8 +180,6 @@ func response(req *http.Request, status int, body string) *http.Response {
 	}
 }
 
-
-
 func mustURL(t *testing.T, s string) *url.URL {
 	t.Helper()
 	u, err := url.Parse(s)
