@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -45,7 +44,7 @@ func TestStreamingRequestBodyOwnedByBase(t *testing.T) {
 		for _, attempts := range []int{1, 3} {
 			t.Run(proto+"/"+string(rune('0'+attempts))+" attempts", func(t *testing.T) {
 				t.Parallel()
-				srv := httptest.NewUnstartedServer(echoHandler(proto != "HTTP/2"))
+				srv := newUnstartedServer(echoHandler(proto != "HTTP/2"))
 				var base *http.Transport
 				if proto == "HTTP/2" {
 					srv.EnableHTTP2 = true

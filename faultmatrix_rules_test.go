@@ -106,7 +106,7 @@ func (c fmCell) checkRules(r fmResult, fail func(string, ...any)) {
 		retried := k < last || a.Wait > 0
 		if retried {
 			if mustStop {
-				fail("after attempt %d (%s) docs/rules.md's %s holds; the Transport went on to wait %v", k+1, fmMet(r, k), allowed[len(allowed)-1], a.Wait)
+				fail("after attempt %d (%s) the oracle's %s holds (rulesStops, rules_oracle_test.go); the Transport went on to wait %v", k+1, fmMet(r, k), allowed[len(allowed)-1], a.Wait)
 			}
 			c.checkWait(r, k, f, fail)
 		}
@@ -120,7 +120,7 @@ func (c fmCell) checkRules(r fmResult, fail func(string, ...any)) {
 			allowed = []StopReason{DeadlineExhausted}
 		}
 		if !slices.Contains(allowed, r.outcome.Reason) {
-			fail("after the last attempt (%s) docs/rules.md allows %v; the Transport stopped with %s", fmMet(r, k), allowed, r.outcome.Reason)
+			fail("after the last attempt (%s) the oracle (rulesStops, rules_oracle_test.go) allows %v; the Transport stopped with %s", fmMet(r, k), allowed, r.outcome.Reason)
 		}
 	}
 }

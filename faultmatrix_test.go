@@ -710,7 +710,7 @@ const (
 
 func newRefusingH2Server(t *testing.T, goaway bool) *refusingH2Server {
 	t.Helper()
-	ts := httptest.NewUnstartedServer(http.NotFoundHandler())
+	ts := newUnstartedServer(http.NotFoundHandler())
 	ts.StartTLS()
 	cfg := &tls.Config{Certificates: ts.TLS.Certificates, NextProtos: []string{"h2"}}
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)

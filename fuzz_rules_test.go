@@ -78,13 +78,13 @@ func fzCheckRules(t *testing.T, r fzRules, desc string) {
 		holds := rulesFirstStop(f)
 		if k+1 == len(r.calls) {
 			if holds != r.o.Reason {
-				t.Errorf("after the last attempt (%d) the first row of docs/rules.md's table that holds is %q; the Transport stopped with %q\n%s",
+				t.Errorf("after the last attempt (%d) the first row that holds of the oracle's stop table (rulesStops, rules_oracle_test.go) is %q; the Transport stopped with %q\n%s",
 					k+1, holds, r.o.Reason, desc)
 			}
 			return
 		}
 		if holds != "" {
-			t.Errorf("after attempt %d docs/rules.md's %q holds; the Transport retried\n%s", k+1, holds, desc)
+			t.Errorf("after attempt %d the oracle's %q holds (rulesStops, rules_oracle_test.go); the Transport retried\n%s", k+1, holds, desc)
 			continue
 		}
 		fzCheckWait(t, f, r.attempts[k].Wait, desc)
@@ -103,7 +103,7 @@ func fzCheckWait(t *testing.T, f rulesFacts, w time.Duration, desc string) {
 	}
 	if !f.hasServerDelay {
 		if w != f.backoff {
-			t.Errorf("after attempt %d: waited %v; docs/rules.md's wait is Jitter(window) = %v\n%s", f.n, w, f.backoff, desc)
+			t.Errorf("after attempt %d: waited %v; the oracle's wait (rules_oracle_test.go) is Jitter(window) = %v\n%s", f.n, w, f.backoff, desc)
 		}
 		return
 	}

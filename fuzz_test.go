@@ -197,6 +197,8 @@ type fzStepB struct{ kind, status, ra, dur, body, fails, should byte }
 
 // The choice tables. Index 0 is always the zero value or the common case,
 // so that short inputs (read as zeros past their end) stay meaningful.
+// fzSeeds and the stored corpus (testdata/fuzz/FuzzTransport) name
+// entries by index: an entry inserted or removed changes what they test.
 var (
 	fzTimeouts        = []time.Duration{0, 300 * ms, time.Second, 3 * time.Second, 10 * time.Second}
 	fzCallerDeadlines = []time.Duration{0, 500 * ms, 2 * time.Second, 20 * time.Second}

@@ -180,17 +180,6 @@ func response(req *http.Request, status int, body string) *http.Response {
 	}
 }
 
-// closedAddr returns a loopback address where nothing listens: a
-// listener's port, closed. Connections to it are refused.
-func closedAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := ln.Addr().String()
-	return addr, ln.Close()
-}
-
 func mustURL(t *testing.T, s string) *url.URL {
 	t.Helper()
 	u, err := url.Parse(s)

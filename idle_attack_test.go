@@ -98,10 +98,9 @@ func TestIdleBodyThroughReaderFrom(t *testing.T) {
 			t.Parallel()
 			srv := newLoopbackServer(t, h2, stepHandler(10, 1000, 20*time.Millisecond))
 			tr := &Transport{Base: serverBase(t, srv), IdleTimeout: 2 * time.Second}
-			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/file", nil))
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := headersInTime(t, func() (*http.Response, error) {
+				return tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/file", nil))
+			})
 			defer resp.Body.Close()
 			checkProto(t, resp, h2)
 			f, err := os.Create(filepath.Join(t.TempDir(), "body"))
@@ -118,10 +117,9 @@ func TestIdleBodyThroughReaderFrom(t *testing.T) {
 			t.Parallel()
 			srv := newLoopbackServer(t, h2, stallHandler(true))
 			tr := &Transport{Base: serverBase(t, srv), IdleTimeout: 200 * time.Millisecond}
-			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/file", nil))
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := headersInTime(t, func() (*http.Response, error) {
+				return tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/file", nil))
+			})
 			defer resp.Body.Close()
 			f, err := os.Create(filepath.Join(t.TempDir(), "body"))
 			if err != nil {
@@ -163,10 +161,9 @@ func TestIdleBodyThroughDecoderAndClientTimeout(t *testing.T) {
 				Transport: &Transport{Base: serverBase(t, srv), IdleTimeout: 150 * time.Millisecond},
 				Timeout:   time.Minute,
 			}
-			resp, err := client.Get(srv.URL + "/json")
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := headersInTime(t, func() (*http.Response, error) {
+				return client.Get(srv.URL + "/json")
+			})
 			defer resp.Body.Close()
 			checkProto(t, resp, h2)
 			body := &timedReader{r: resp.Body}
@@ -367,20 +364,18 @@ func TestIdleBodyAfterTheEnd(t *testing.T) {
 			t.Parallel()
 			srv := newLoopbackServer(t, h2, stallHandler(true))
 			tr := &Transport{Base: serverBase(t, srv), IdleTimeout: 150 * time.Millisecond, MaxAttempts: 1}
-			closed, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/events", nil))
-			if err != nil {
-				t.Fatal(err)
-			}
+			closed := headersInTime(t, func() (*http.Response, error) {
+				return tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/events", nil))
+			})
 			closed.Body.Close()
 			if _, err := closed.Body.Read(make([]byte, 8)); err == nil || errors.Is(err, ErrIdleTimeout) {
 				t.Errorf("Read after Close: %v; want a closed body's error", err)
 			}
-			idled, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/events", nil))
-			if err != nil {
-				t.Fatal(err)
-			}
+			idled := headersInTime(t, func() (*http.Response, error) {
+				return tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/events", nil))
+			})
 			defer idled.Body.Close()
-			_, err = io.ReadAll(idled.Body)
+			_, err := io.ReadAll(idled.Body)
 			checkIdleError(t, err)
 			for range 3 {
 				_, err := idled.Body.Read(make([]byte, 8))

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,10 +112,9 @@ func TestIdleTimeoutOnRealStreams(t *testing.T) {
 			t.Parallel()
 			srv := newLoopbackServer(t, h2, sseHandler(20, 100*time.Millisecond, false, nil))
 			tr := &Transport{Base: srv.Client().Transport, IdleTimeout: idle}
-			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/events", nil))
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := headersInTime(t, func() (*http.Response, error) {
+				return tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/events", nil))
+			})
 			defer resp.Body.Close()
 			// Count events and the longest silence the client saw. On a
 			// busy machine the client may be descheduled for longer than
@@ -139,25 +139,33 @@ func TestIdleTimeoutOnRealStreams(t *testing.T) {
 		})
 		t.Run(name+"/stalled", func(t *testing.T) {
 			t.Parallel()
-			left := make(chan struct{}, 1)
-			srv := newLoopbackServer(t, h2, sseHandler(2, 100*time.Millisecond, true, left))
+			// One leave per request the server ran: at most three
+			// operations (headersInTime) of three attempts.
+			left := make(chan struct{}, 9)
+			var hits atomic.Int32
+			stalling := sseHandler(2, 100*time.Millisecond, true, left)
+			srv := newLoopbackServer(t, h2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				hits.Add(1)
+				stalling.ServeHTTP(w, r)
+			}))
 			tr := &Transport{Base: srv.Client().Transport, IdleTimeout: idle}
-			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/events", nil))
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := headersInTime(t, func() (*http.Response, error) {
+				return tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/events", nil))
+			})
 			defer resp.Body.Close()
 			buf := make([]byte, 64)
 			var last time.Time
+			var lastRead time.Duration // how long the Read that brought the last bytes waited
 			var lateness chan time.Duration
 			for {
+				began := time.Now()
 				n, err := resp.Body.Read(buf)
 				if n > 0 {
 					// A bare timer started with the last byte measures how
 					// late timers fire on this machine now.
 					at, ch := time.Now(), make(chan time.Duration, 1)
 					time.AfterFunc(idle, func() { ch <- time.Since(at) - idle })
-					last, lateness = at, ch
+					last, lateness, lastRead = at, ch, at.Sub(began)
 				}
 				if err != nil {
 					took := time.Since(last)
@@ -165,16 +173,26 @@ func TestIdleTimeoutOnRealStreams(t *testing.T) {
 						t.Fatalf("read error %v; want ErrIdleTimeout", err)
 					}
 					late := <-lateness
-					if took < idle || took > idle+50*time.Millisecond+late {
-						t.Errorf("failed %v after the last byte; want within %v + 50ms (+%v of timer lateness)", took, idle, late)
+					switch {
+					case took < idle && lastRead >= idle:
+						// A busy machine delayed the server's last event until
+						// IdleTimeout had passed: the timer fired as those
+						// bytes arrived, and the Read returned them first.
+						t.Logf("the Read of the last bytes waited %v; the idle timeout followed %v later", lastRead, took)
+					case took < idle || took > idle+50*time.Millisecond+late:
+						t.Errorf("failed %v after the last byte (whose Read waited %v); want within %v + 50ms (+%v of timer lateness)", took, lastRead, idle, late)
 					}
 					break
 				}
 			}
-			select {
-			case <-left:
-			case <-time.After(5 * time.Second):
-				t.Error("the server never saw the client leave: the connection was not released")
+			// A connection never released is never seen to close: the
+			// bound is generous, for a busy machine.
+			for range hits.Load() {
+				select {
+				case <-left:
+				case <-time.After(30 * time.Second):
+					t.Fatal("the server never saw the client leave: the connection was not released")
+				}
 			}
 		})
 	}

@@ -1,8 +1,11 @@
 package httpretry
 
 import (
+	"bytes"
+	"log"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"testing"
 )
 
@@ -11,7 +14,7 @@ import (
 // the Base to test with: it trusts the server's certificate.
 func newLoopbackServer(t *testing.T, h2 bool, h http.Handler) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewUnstartedServer(h)
+	srv := newUnstartedServer(h)
 	if h2 {
 		srv.EnableHTTP2 = true
 		srv.StartTLS()
@@ -20,6 +23,29 @@ func newLoopbackServer(t *testing.T, h2 bool, h http.Handler) *httptest.Server {
 	}
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// newUnstartedServer is httptest.NewUnstartedServer with a quiet error
+// log: see handshakeFilter.
+func newUnstartedServer(h http.Handler) *httptest.Server {
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ErrorLog = log.New(handshakeFilter{}, "", log.LstdFlags)
+	return srv
+}
+
+// handshakeFilter drops the "http: TLS handshake error" lines a TLS test
+// server logs whenever a client closes a connection before its handshake
+// ends: a Transport dialing a spare connection it no longer needs, a
+// server closed with the test. No test asserts on them, and dozens of
+// them hid a failing test's lines in the output. Every other line (a
+// handler's panic, which net/http recovers and logs) goes to stderr.
+type handshakeFilter struct{}
+
+func (handshakeFilter) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("http: TLS handshake error")) {
+		return len(p), nil
+	}
+	return os.Stderr.Write(p)
 }
 
 // serverBase returns srv's client transport, whose idle connections are

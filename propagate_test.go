@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
@@ -345,7 +344,7 @@ func TestPropagatedTimeoutAfterStreamSlotWait(t *testing.T) {
 	const hold, attemptTimeout = 700 * time.Millisecond, 1500 * time.Millisecond
 	got := make(chan string, 1)
 	holding := make(chan struct{})
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := newUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hold" {
 			close(holding)
 			time.Sleep(hold)

@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// This file holds docs/rules.md's rules as FuzzTransport and the fault matrix
-// check them, the one test oracle of both: small predicates, each a
+// This file holds a copy of docs/rules.md's rules, written again as code
+// for FuzzTransport and the fault matrix to check the Transport against:
+// the one test oracle of both, small predicates, each a
 // sentence of "Stop reasons" or "Fields and defaults", evaluated on what a
 // test observed. They decide nothing and plan no wait; the tests use them
 // to judge what the Transport did. The tests at the end hold them to the
@@ -233,10 +234,10 @@ func TestRulesOracleTransientMatchesIsTransient(t *testing.T) {
 	for resp, keyed := range rulesResponseCases {
 		status, h := resp.StatusCode, resp.Header
 		if got, want := IsTransient(resp, nil), rulesTransientResponse(status, h, keyed); got != want {
-			t.Errorf("status %d, header %v, request header %v: IsTransient = %v; docs/rules.md's rule says %v", status, h, resp.Request.Header, got, want)
+			t.Errorf("status %d, header %v, request header %v: IsTransient = %v; the oracle's copy of the rule (rulesTransientResponse, in this file) says %v: a changed rule changes both, and docs/rules.md", status, h, resp.Request.Header, got, want)
 		}
 		if got, want := serverVouches(resp), rulesVouches(status, h); got != want {
-			t.Errorf("status %d, header %v: serverVouches = %v; docs/rules.md's rule says %v", status, h, got, want)
+			t.Errorf("status %d, header %v: serverVouches = %v; the oracle's copy of the rule (rulesVouches, in this file) says %v: a changed rule changes both, and docs/rules.md", status, h, got, want)
 		}
 	}
 }
@@ -248,7 +249,7 @@ func TestRulesOracleHonoursRetryAfterMatches(t *testing.T) {
 	t.Parallel()
 	for status := 100; status <= 599; status++ {
 		if got, want := honoursRetryAfter(status), rulesHonoursRetryAfter(status); got != want {
-			t.Errorf("status %d: honoursRetryAfter = %v; docs/rules.md's rule says %v", status, got, want)
+			t.Errorf("status %d: honoursRetryAfter = %v; the oracle's copy of the rule (rulesHonoursRetryAfter, in this file) says %v: a changed rule changes both, and docs/rules.md", status, got, want)
 		}
 	}
 }

@@ -28,7 +28,7 @@ func TestAttemptReportsConnection(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			srv := newUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.Write([]byte("ok"))
 			}))
 			if useTLS {
@@ -75,7 +75,7 @@ func TestAttemptReportsConnection(t *testing.T) {
 // outlive the attempt, and are recorded only when asked for.
 func TestDialPhasesOnlyWithDialTrace(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := newUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok"))
 	}))
 	srv.StartTLS()
