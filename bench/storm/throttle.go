@@ -43,7 +43,6 @@ func (c *config) addScenario(s string) bool {
 	return true
 }
 
-
 // tconfig is the throttle scenarios' settings.
 type tconfig struct {
 	rate     float64       // λ, operations per second
