@@ -1,0 +1,108 @@
+package redisretry
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/httpretry/httpretry/contrib/redisretry/redistest"
+	"github.com/httpretry/httpretry/idempotency"
+	"github.com/redis/go-redis/v9"
+)
+
+// With WaitReplicas and no replica to acknowledge, Reserve fails with
+// ErrNotReplicated and leaves the key free (the reservation is undone on
+// the primary), the Handler answers 503 and runs nothing, and Complete
+// fails likewise after recording the response on the primary.
+func TestWaitReplicasUnacknowledgedRunsNothing(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t).Client(t)
+	s, prefix := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient, WaitReplicas: 1, WaitTimeout: 20 * time.Millisecond})
+
+	_, err := s.Reserve(ctx, "k", "fp", time.Minute)
+	if !errors.Is(err, ErrNotReplicated) || !strings.HasPrefix(err.Error(), "redisretry: idempotency reserve: ") ||
+		!strings.Contains(err.Error(), "0 of 1 within 20ms") {
+		t.Fatalf("Reserve without a replica = %v; want ErrNotReplicated, 0 of 1 within 20ms", err)
+	}
+	if n := rdb.Exists(ctx, recordKey(prefix, "k"), lockKey(prefix, "k")).Val(); n != 0 {
+		t.Fatalf("%d of the key's record and lock left after the refused Reserve; want 0", n)
+	}
+
+	var ran atomic.Int32
+	h := idempotency.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ran.Add(1) }), s, idempotency.Options{})
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/charge", strings.NewReader("{}"))
+	req.Header.Set("Idempotency-Key", "k2")
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusServiceUnavailable || ran.Load() != 0 {
+		t.Fatalf("Handler = %d, ran %d; want 503, 0", rec.Code, ran.Load())
+	}
+
+	// Reserved by a store that does not wait; completed by one that does.
+	plain, _ := NewIdempotencyStore(rdb, prefix, IdempotencyOptions{CallTimeout: patient})
+	r, err := plain.Reserve(ctx, "k3", "fp", time.Minute)
+	if err != nil || r.State != idempotency.StateReserved {
+		t.Fatalf("Reserve = %+v, %v", r, err)
+	}
+	err = s.Complete(ctx, "k3", r.Token, &idempotency.Response{Status: 201}, time.Minute)
+	if !errors.Is(err, ErrNotReplicated) || errors.Is(err, idempotency.ErrStaleToken) {
+		t.Fatalf("Complete without a replica = %v; want ErrNotReplicated", err)
+	}
+	if got := rdb.HGet(ctx, recordKey(prefix, "k3"), "st").Val(); got != "c" {
+		t.Fatalf("record state after the unacknowledged Complete = %q; want c (recorded on the primary)", got)
+	}
+}
+
+// With WaitReplicas on a primary and its replica, a reservation Reserve
+// returned is on the replica already; with the replica frozen, Reserve
+// fails with ErrNotReplicated after WaitTimeout, and works again once the
+// replica thaws.
+func TestWaitReplicasOnSentinel(t *testing.T) {
+	ctx := context.Background()
+	set := redistest.StartSentinel(t)
+	rdb := set.Client(t)
+	s, prefix := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient, WaitReplicas: 1, WaitTimeout: 200 * time.Millisecond})
+	replica, err := set.Replica()
+	if err != nil {
+		t.Fatal(err)
+	}
+	onReplica := replica.Client(t)
+	for _, key := range []string{"a", "b", "c", "d", "e"} {
+		r, err := s.Reserve(ctx, key, "fp", time.Minute)
+		if err != nil || r.State != idempotency.StateReserved {
+			t.Fatalf("Reserve %s = %+v, %v; want reserved", key, r, err)
+		}
+		if got := onReplica.HGet(ctx, recordKey(prefix, key), "tok").Val(); got != tokenArg(r.Token) {
+			t.Fatalf("replica holds token %q for %s right after Reserve; want %d", got, key, r.Token)
+		}
+	}
+	replica.Freeze()
+	_, err = s.Reserve(ctx, "frozen", "fp", time.Minute)
+	replica.Thaw()
+	if !errors.Is(err, ErrNotReplicated) {
+		t.Fatalf("Reserve with the replica frozen = %v; want ErrNotReplicated", err)
+	}
+	if r, err := s.Reserve(ctx, "frozen", "fp", time.Minute); err != nil || r.State != idempotency.StateReserved {
+		t.Fatalf("Reserve after the thaw = %+v, %v; want reserved (the refused one was undone)", r, err)
+	}
+}
+
+// WAIT counts the writes of its own connection, so the store needs a
+// client whose connection it can choose: a Ring is refused.
+func TestWaitReplicasNeedsAClientOrCluster(t *testing.T) {
+	t.Parallel()
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	defer ring.Close()
+	if _, err := NewIdempotencyStore(ring, "p:", IdempotencyOptions{WaitReplicas: 1}); err == nil ||
+		!strings.Contains(err.Error(), "WaitReplicas needs a *redis.Client or a *redis.ClusterClient") {
+		t.Fatalf("NewIdempotencyStore(Ring, WaitReplicas 1) = %v; want a refusal", err)
+	}
+	if _, err := NewIdempotencyStore(ring, "p:"); err != nil {
+		t.Fatalf("NewIdempotencyStore(Ring) = %v; want nil: without WaitReplicas any client works", err)
+	}
+}
