@@ -254,6 +254,10 @@ func (s *Server) Restart(tb testing.TB) {
 	}
 }
 
+// Start starts a stopped server again on the same port, as Restart does,
+// for callers without a testing.TB.
+func (s *Server) Start() error { return s.start() }
+
 // Close kills the server if it runs and removes its directory.
 func (s *Server) Close() error {
 	s.Kill()
