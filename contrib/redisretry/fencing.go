@@ -44,10 +44,11 @@ import (
 // more than the time since the key's record went: NTP slews rather than
 // steps, and across a failover the new master's clock must not lag the
 // old one's by more than the failover took (seconds; clocks kept by NTP
-// agree within milliseconds). Where the clock does step back, the cost is
-// bounded: Complete and Release accept only the token the record holds,
-// so a token issued twice would let a stale owner record only if it was
-// issued for the same key, the record of whose first holder is gone.
+// agree within milliseconds). Where the clock does step back further, a
+// later token may be smaller than an earlier one, but a stale owner is
+// still fenced unless the two are equal: Complete and Release accept only
+// the token the record holds, and the two reservations would have to
+// fall on the same microsecond.
 //
 // Tokens of different keys are never compared (the Store contract orders
 // them per key), so keys on different masters need no common order. A
