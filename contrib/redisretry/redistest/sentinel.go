@@ -227,19 +227,23 @@ func (s *Sentinel) KillPrimary() (*Server, error) {
 // Wait waits until every running sentinel names the current primary, it
 // says it is a master, the other data server, if it runs, is in sync
 // with it, and every sentinel knows the two others.
-func (s *Sentinel) Wait() error {
-	p, err := s.Primary()
-	if err != nil {
-		return err
-	}
-	return s.wait(p)
-}
+func (s *Sentinel) Wait() error { return s.wait(nil) }
 
-// wait waits until primary is the primary as Wait describes.
-func (s *Sentinel) wait(primary *Server) error {
+// wait waits until primary is the primary as Wait describes; a nil
+// primary is whichever one the first sentinel to answer names at each
+// try, since a sentinel may lag the others for a while.
+func (s *Sentinel) wait(want *Server) error {
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
 	err := poll(ctx, func(ctx context.Context) error {
+		primary := want
+		if primary == nil {
+			p, err := s.Primary()
+			if err != nil {
+				return err
+			}
+			primary = p
+		}
 		for _, sen := range s.sentinels {
 			if !sen.running() {
 				continue
