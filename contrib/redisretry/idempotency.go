@@ -208,7 +208,7 @@ func (s *IdempotencyStore) Reserve(ctx context.Context, key, fingerprint string,
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.callTimeout())
 	defer cancel()
 	keys := s.keys(key)
-	cmd, acked := s.run(ctx, reserveScript, keys, fingerprint,
+	cmd, acked := s.run(ctx, "reserve", reserveScript, keys, fingerprint,
 		millis(lockTTL), millis(s.reservationTTL(lockTTL)), s.nonceTTL())
 	res, err := cmd.Slice()
 	if err != nil {
@@ -223,7 +223,7 @@ func (s *IdempotencyStore) Reserve(ctx context.Context, key, fingerprint string,
 		// retry run the operation again. Free the key on the primary, so
 		// that the client's retry may reserve it, and run nothing.
 		s.unreserve(ctx, key, r.Token)
-		return idempotency.Reservation{}, wrapStoreErr("reserve", acked)
+		return idempotency.Reservation{}, acked
 	}
 	return r, nil
 }
@@ -242,7 +242,7 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idemp
 	hdr := encodeHeader(resp.Header)
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
-	cmd, acked := s.run(ctx, completeScript, s.keys(key), tokenArg(token), millis(ttl),
+	cmd, acked := s.run(ctx, "complete", completeScript, s.keys(key), tokenArg(token), millis(ttl),
 		resp.Status, hdr, resp.Body, s.nonceTTL())
 	ok, err := cmd.Int()
 	if err != nil {
@@ -254,7 +254,7 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idemp
 	if acked != nil {
 		// Recorded on the primary only: the lock stays, to expire in its
 		// own time, as after any failed Complete.
-		return wrapStoreErr("complete", acked)
+		return acked
 	}
 	return nil
 }

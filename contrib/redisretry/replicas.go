@@ -50,7 +50,7 @@ func canWait(rdb redis.UniversalClient) error {
 // acked is an error wrapping ErrNotReplicated when fewer replicas than
 // WaitReplicas acknowledged (or the WAIT failed); it is nil otherwise,
 // and whenever the script failed.
-func (s *IdempotencyStore) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (cmd *redis.Cmd, acked error) {
+func (s *IdempotencyStore) run(ctx context.Context, op string, script *redis.Script, keys []string, args ...any) (cmd *redis.Cmd, acked error) {
 	if s.opts.WaitReplicas <= 0 {
 		return script.Run(ctx, s.rdb, keys, args...), nil
 	}
@@ -76,7 +76,7 @@ func (s *IdempotencyStore) run(ctx context.Context, script *redis.Script, keys [
 		}
 		return cmd, nil
 	}
-	return cmd, s.judgeWait(wait)
+	return cmd, s.judgeWait(op, wait)
 }
 
 // pipeWait sends the script that eval adds and a WAIT in one pipeline on
@@ -91,14 +91,15 @@ func (s *IdempotencyStore) pipeWait(ctx context.Context, node *redis.Client, eva
 }
 
 // judgeWait returns nil when WAIT counted enough replicas, and an error
-// wrapping ErrNotReplicated that says how many it counted otherwise.
-func (s *IdempotencyStore) judgeWait(wait *redis.Cmd) error {
+// wrapping ErrNotReplicated that names op and says how many it counted
+// otherwise.
+func (s *IdempotencyStore) judgeWait(op string, wait *redis.Cmd) error {
 	n, err := wait.Int64()
 	if err != nil {
-		return fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, err)
+		return fmt.Errorf("%w: idempotency %s: WAIT: %w", ErrNotReplicated, op, err)
 	}
 	if n < int64(s.opts.WaitReplicas) {
-		return fmt.Errorf("%w: %d of %d within %v", ErrNotReplicated, n, s.opts.WaitReplicas, s.waitTimeout())
+		return fmt.Errorf("%w: idempotency %s: %d of %d within %v", ErrNotReplicated, op, n, s.opts.WaitReplicas, s.waitTimeout())
 	}
 	return nil
 }

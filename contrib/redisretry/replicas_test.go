@@ -25,9 +25,8 @@ func TestWaitReplicasUnacknowledgedRunsNothing(t *testing.T) {
 	s, prefix := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient, WaitReplicas: 1, WaitTimeout: 20 * time.Millisecond})
 
 	_, err := s.Reserve(ctx, "k", "fp", time.Minute)
-	if !errors.Is(err, ErrNotReplicated) || !strings.HasPrefix(err.Error(), "redisretry: idempotency reserve: ") ||
-		!strings.Contains(err.Error(), "0 of 1 within 20ms") {
-		t.Fatalf("Reserve without a replica = %v; want ErrNotReplicated, 0 of 1 within 20ms", err)
+	if want := "redisretry: fewer replicas than WaitReplicas acknowledged the write in time: idempotency reserve: 0 of 1 within 20ms"; !errors.Is(err, ErrNotReplicated) || err.Error() != want {
+		t.Fatalf("Reserve without a replica = %v; want %q", err, want)
 	}
 	if n := rdb.Exists(ctx, recordKey(prefix, "k"), lockKey(prefix, "k")).Val(); n != 0 {
 		t.Fatalf("%d of the key's record and lock left after the refused Reserve; want 0", n)

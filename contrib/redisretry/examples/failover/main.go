@@ -73,11 +73,11 @@ func run(out io.Writer, runs, workers, n int) error {
 	}
 	fmt.Fprintf(out, "Reserve latency, %d reservations one after another, no failover:\n", n)
 	for _, wait := range []int{0, 1} {
-		p50, p99, err := failoverdrill.Latency(set, fmt.Sprintf("latency-%d-", wait), n, wait)
+		p50, p99, refused, err := failoverdrill.Latency(set, fmt.Sprintf("latency-%d-", wait), n, wait)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "WaitReplicas %d: p50 %.3f ms, p99 %.3f ms\n", wait, ms(p50), ms(p99))
+		fmt.Fprintf(out, "WaitReplicas %d: p50 %.3f ms, p99 %.3f ms, refused %d\n", wait, ms(p50), ms(p99), refused)
 	}
 	if lostWaiting != 0 {
 		return fmt.Errorf("%d reservations acknowledged with WaitReplicas 1 were lost", lostWaiting)

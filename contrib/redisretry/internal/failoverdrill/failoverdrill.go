@@ -217,24 +217,30 @@ func checkOne(check *redisretry.IdempotencyStore, a acked) (lost bool, err error
 
 // Latency reserves n fresh keys one after another on set's primary and
 // returns the 50th and 99th percentiles of Reserve's duration, with the
-// store waiting for waitReplicas replicas.
-func Latency(set *redistest.Sentinel, prefix string, n, waitReplicas int) (p50, p99 time.Duration, err error) {
+// store waiting for waitReplicas replicas, and how many Reserves failed
+// with ErrNotReplicated (a replica slower than WaitTimeout); those count
+// in the percentiles with the time they took.
+func Latency(set *redistest.Sentinel, prefix string, n, waitReplicas int) (p50, p99 time.Duration, refused int, err error) {
 	rdb := redis.NewFailoverClient(set.FailoverOptions())
 	defer rdb.Close()
 	store, err := redisretry.NewIdempotencyStore(rdb, prefix, redisretry.IdempotencyOptions{
 		CallTimeout: 2 * time.Second, WaitReplicas: waitReplicas})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	ctx := context.Background()
 	took := make([]time.Duration, 0, n)
 	for i := range n {
 		start := time.Now()
-		if _, err := store.Reserve(ctx, fmt.Sprint("lat-", i), "fp", time.Hour); err != nil {
-			return 0, 0, err
+		_, err := store.Reserve(ctx, fmt.Sprint("lat-", i), "fp", time.Hour)
+		switch {
+		case errors.Is(err, redisretry.ErrNotReplicated):
+			refused++
+		case err != nil:
+			return 0, 0, 0, err
 		}
 		took = append(took, time.Since(start))
 	}
 	slices.Sort(took)
-	return took[n/2], took[n*99/100], nil
+	return took[n/2], took[n*99/100], refused, nil
 }
