@@ -209,8 +209,8 @@ func (s *Sentinel) Failover() error {
 
 // KillPrimary kills the primary with SIGKILL, as a crash would, and
 // waits until every running sentinel names the replica primary. It
-// returns the killed server; [Server.Restart] brings it back empty, and
-// the sentinels make it a replica of the new primary.
+// returns the killed server; [Server.Restart] brings it back empty, as a
+// replica of the new primary.
 func (s *Sentinel) KillPrimary() (*Server, error) {
 	primary, err := s.Primary()
 	if err != nil {
@@ -221,7 +221,15 @@ func (s *Sentinel) KillPrimary() (*Server, error) {
 		return nil, err
 	}
 	primary.Kill()
-	return primary, s.wait(replica)
+	if err := s.wait(replica); err != nil {
+		return primary, err
+	}
+	// Restarted empty as a master, it could hand its empty data set to
+	// the replicas before the sentinels demote it (the hazard of a
+	// primary without persistence): it comes back a replica instead, as
+	// an operator would bring it back.
+	primary.replicaOf(replica)
+	return primary, nil
 }
 
 // Wait waits until every running sentinel names the current primary, it
