@@ -264,22 +264,30 @@ func (s *Sentinel) wait(want *Server) error {
 			return fmt.Errorf("%s is not a master yet: ROLE %q, %v", primary.Addr(), role, err)
 		}
 		for _, d := range s.data {
-			if d == primary || !d.running() {
-				continue
-			}
-			repl, err := d.do(ctx, "info", "replication")
-			if err != nil {
-				return err
-			}
-			if !strings.Contains(repl, "master_port:"+strconv.Itoa(primary.port)+"\r\n") ||
-				!strings.Contains(repl, "master_link_status:up") {
-				return fmt.Errorf("%s is not in sync with %s", d.Addr(), primary.Addr())
+			if d != primary && d.running() {
+				if err := inSync(ctx, d, primary); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("redistest: Sentinel set-up not ready: %w", err)
+	}
+	return nil
+}
+
+// inSync says why replica does not yet replicate from primary with its
+// link up, or nil.
+func inSync(ctx context.Context, replica, primary *Server) error {
+	repl, err := replica.do(ctx, "info", "replication")
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(repl, "master_port:"+strconv.Itoa(primary.port)+"\r\n") ||
+		!strings.Contains(repl, "master_link_status:up") {
+		return fmt.Errorf("%s is not in sync with %s", replica.Addr(), primary.Addr())
 	}
 	return nil
 }

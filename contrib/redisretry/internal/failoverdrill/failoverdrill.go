@@ -87,37 +87,11 @@ func failover(set *redistest.Sentinel, c Config, prefix string) (Result, error) 
 	if err != nil {
 		return Result{}, err
 	}
-	var (
-		mu      sync.Mutex
-		got     []acked
-		refused atomic.Int64
-		errs    atomic.Int64
-		wg      sync.WaitGroup
-	)
+	t := &traffic{store: store}
 	stop := make(chan struct{})
+	var wg sync.WaitGroup
 	for w := range c.Workers {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				key := fmt.Sprintf("w%d-%d", w, i)
-				r, err := store.Reserve(context.Background(), key, "fp", time.Hour)
-				switch {
-				case errors.Is(err, redisretry.ErrNotReplicated):
-					refused.Add(1)
-				case err != nil:
-					errs.Add(1)
-					time.Sleep(10 * time.Millisecond) // the primary is gone: do not spin
-				case r.State == idempotency.StateReserved:
-					mu.Lock()
-					got = append(got, acked{key, r.Token})
-					mu.Unlock()
-				}
-			}
-		})
+		wg.Go(func() { t.reserve(w, stop) })
 	}
 	time.Sleep(300 * time.Millisecond)
 	killed, ferr := fail(set, c.How)
@@ -135,7 +109,7 @@ func failover(set *redistest.Sentinel, c Config, prefix string) (Result, error) 
 	if err := set.Wait(); err != nil {
 		return Result{}, err
 	}
-	lost, err := countLost(rdb, prefix, got)
+	lost, err := countLost(rdb, prefix, t.got)
 	if err != nil {
 		return Result{}, err
 	}
@@ -147,7 +121,40 @@ func failover(set *redistest.Sentinel, c Config, prefix string) (Result, error) 
 	if err := set.Wait(); err != nil {
 		return Result{}, err
 	}
-	return Result{Acked: len(got), Lost: lost, Refused: int(refused.Load()), Errors: int(errs.Load())}, nil
+	return Result{Acked: len(t.got), Lost: lost, Refused: int(t.refused.Load()), Errors: int(t.errs.Load())}, nil
+}
+
+// traffic is the reservations of a run's workers.
+type traffic struct {
+	store   *redisretry.IdempotencyStore
+	mu      sync.Mutex // protects got
+	got     []acked
+	refused atomic.Int64
+	errs    atomic.Int64
+}
+
+// reserve reserves fresh keys, as worker w, until stop is closed.
+func (t *traffic) reserve(w int, stop <-chan struct{}) {
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		key := fmt.Sprintf("w%d-%d", w, i)
+		r, err := t.store.Reserve(context.Background(), key, "fp", time.Hour)
+		switch {
+		case errors.Is(err, redisretry.ErrNotReplicated):
+			t.refused.Add(1)
+		case err != nil:
+			t.errs.Add(1)
+			time.Sleep(10 * time.Millisecond) // the primary is gone: do not spin
+		case r.State == idempotency.StateReserved:
+			t.mu.Lock()
+			t.got = append(t.got, acked{key, r.Token})
+			t.mu.Unlock()
+		}
+	}
 }
 
 // fail fails set's primary over as how says, and returns the server it
