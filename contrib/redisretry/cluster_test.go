@@ -26,6 +26,17 @@ func TestIdempotencyStoreConformanceOnCluster(t *testing.T) {
 	})
 }
 
+// The conformance suite against a Cluster of three masters with a replica
+// each, waiting for the replica on every Reserve and Complete: the
+// script and WAIT go to the master of the key's slot, on one connection.
+func TestIdempotencyStoreConformanceOnClusterWaitingForReplicas(t *testing.T) {
+	rdb := redistest.StartCluster(t, 3, 1).Client(t)
+	storetest.Run(t, func(t *testing.T) idempotency.Store {
+		s, _ := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient, WaitReplicas: 1, WaitTimeout: patient / 4})
+		return s
+	})
+}
+
 // The conformance suite against a primary and a replica behind three
 // sentinels, through go-redis's failover client, waiting for the replica
 // on every Reserve and Complete.
@@ -75,6 +86,12 @@ func TestIdempotencyStoreSpreadsOverClusterMasters(t *testing.T) {
 	}
 	if total != keys {
 		t.Errorf("records on the masters = %d; want %d", total, keys)
+	}
+	// WaitReplicas sends its WAIT to the key's master: these have no
+	// replica, so it counts none.
+	waiting, _ := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient, WaitReplicas: 1, WaitTimeout: 20 * time.Millisecond})
+	if _, err := waiting.Reserve(ctx, "order-0", "fp", time.Minute); !errors.Is(err, ErrNotReplicated) {
+		t.Errorf("Reserve with WaitReplicas 1 on masters without replicas = %v; want ErrNotReplicated", err)
 	}
 }
 
