@@ -53,7 +53,7 @@ check:
 ## test: go vet (for this platform, then cross-compiled), staticcheck,
 ## gocyclo and race-enabled tests of every module, then the example modules
 ## without -race, then the Prometheus rules and the API check
-test: deps vet cross lint cyclo race examples rules apicheck
+test: deps vet cross lint cyclo race redis-drills examples rules apicheck
 
 ## deps: programs the tests start: redis-server, redis-cli (Cluster set-up)
 ## and redis-sentinel (contrib/redisretry, the fleet storm), and promtool
@@ -111,6 +111,14 @@ cyclo:
 race: deps
 	@for m in $(MODULES); do echo "go test -race ($$m)"; (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
 
+## redis-drills: contrib/redisretry's failover drills (build tag drills),
+## real servers killed and failed over under traffic: a Cluster master
+## killed mid-traffic, Sentinel failovers with and without WaitReplicas
+## (a few minutes)
+redis-drills: deps
+	@echo "go test -race -tags drills -run '^TestDrill' (contrib/redisretry)"
+	@cd contrib/redisretry && $(GO) vet -tags drills . && $(GO) test -race -count=1 -tags drills -run '^TestDrill' .
+
 ## rules: promtool checks promretry's recording and alerting rules and
 ## runs their unit tests
 rules: deps
@@ -138,16 +146,26 @@ lint-examples:
 demo:
 	$(GO) run ./examples/demo
 
-.PHONY: demo-metrics brownout-chart demo-payments
+.PHONY: demo-metrics brownout-chart demo-payments redis-drills redis-failover
+
+## redis-failover: Sentinel failovers during reservations, with and
+## without IdempotencyOptions.WaitReplicas: reservations acknowledged and
+## lost, and Reserve's latency with and without the wait. Writes
+## docs/redis-failover.txt (a few minutes)
+redis-failover: deps
+	@{ $(call figure_header,make redis-failover); \
+	  cd contrib/redisretry && $(GO) run ./examples/failover -runs 3; } | tee docs/redis-failover.txt.tmp; \
+	if grep -q '^OK' docs/redis-failover.txt.tmp; then mv docs/redis-failover.txt.tmp docs/redis-failover.txt; else rm -f docs/redis-failover.txt.tmp; exit 1; fi
 
 ## demo-payments: 10,000 orders through httpretry, a fault injector and two
 ## payment-service instances sharing a Redis idempotency store (its own
 ## redis-server on a free loopback port); prints charges, replays, conflicts;
-## then the same with 5% of Redis replies lost after Redis ran the command.
-## Writes docs/payments.txt (about a minute)
+## then the same with 5% of Redis replies lost after Redis ran the command;
+## then the same with the store on a Redis Cluster of three masters.
+## Writes docs/payments.txt (a few minutes)
 demo-payments: deps
 	@{ $(call figure_header,make demo-payments); \
-	  cd contrib/redisretry && $(GO) run ./examples/payments -orders 10000 -lost-replies 5; } | tee docs/payments.txt.tmp; \
+	  cd contrib/redisretry && $(GO) run ./examples/payments -orders 10000 -lost-replies 5 -cluster; } | tee docs/payments.txt.tmp; \
 	rc=$$?; if grep -q '^OK' docs/payments.txt.tmp; then mv docs/payments.txt.tmp docs/payments.txt; else rm -f docs/payments.txt.tmp; exit 1; fi
 
 ## demo-metrics: the flaky demo service and a client instrumented with

@@ -35,7 +35,7 @@ func figureDocs(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append([]string{"README.md", "CONTRIBUTING.md"}, docs...)
+	return append([]string{"README.md", "CONTRIBUTING.md", "contrib/redisretry/README_IDEMPOTENCY.md"}, docs...)
 }
 
 var (

@@ -15,9 +15,9 @@ import (
 // maxmemory-policy but noeviction Redis may evict them when memory runs
 // short: volatile-ttl evicts first the keys closest to expiry, which are
 // the locks of running operations; volatile-lru/lfu/random pick among
-// exactly these keys; allkeys-* may also evict the fencing counter. A
-// lock or record evicted while its operation runs lets a retry reserve
-// the key again and run the operation a second time (a second charge).
+// exactly these keys, and allkeys-* among them too. A lock or record
+// evicted while its operation runs lets a retry reserve the key again and
+// run the operation a second time (a second charge).
 // Under noeviction a full Redis refuses new keys instead: Reserve fails
 // with an error matching idempotency.ErrStoreFull, and the Handler answers
 // 503 without running anything. Complete still records the response of an

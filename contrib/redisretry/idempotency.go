@@ -2,9 +2,7 @@ package redisretry
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -62,6 +60,28 @@ type IdempotencyOptions struct {
 	// limit far above what the keys can reach), knowing that a double
 	// execution is the price of being wrong. false means refuse.
 	AllowEviction bool
+
+	// WaitReplicas, when positive, makes Reserve and Complete wait until
+	// that many replicas acknowledged their writes (WAIT on the same
+	// connection, after the script), for at most WaitTimeout. A
+	// reservation fewer replicas acknowledged is freed again and Reserve
+	// fails with an error wrapping [ErrNotReplicated]: the Handler answers
+	// 503 and runs nothing, where a failover could otherwise have lost the
+	// reservation and let a retry run the operation a second time. A
+	// Complete fewer replicas acknowledged fails likewise (its response is
+	// recorded on the primary; the lock expires in its own time). The
+	// price is a round trip to a replica on every Reserve and Complete,
+	// and while no replica answers, every Reserve fails after
+	// WaitTimeout. It needs a *redis.Client (a Sentinel failover client is
+	// one) or a *redis.ClusterClient: NewIdempotencyStore refuses other
+	// clients. 0 (or negative) means no waiting: replication stays
+	// asynchronous.
+	WaitReplicas int
+
+	// WaitTimeout bounds each wait for replicas. 0 (or negative) means
+	// 250ms; it is at most half of CallTimeout, which bounds the script
+	// and the wait together.
+	WaitTimeout time.Duration
 }
 
 // IdempotencyStore is an [idempotency.Store] in Redis, shared by every
@@ -71,30 +91,35 @@ type IdempotencyOptions struct {
 //
 // Each key is one hash (state, fingerprint, fencing token and, once
 // completed, the response) and, while its operation runs, one lock string
-// that expires after the lock TTL on Redis's own clock. Reserve, Complete
-// and Release are each one Lua script, atomic across all the processes;
-// fencing tokens come from one INCR'd counter under the prefix, so they
-// never repeat for any key while that counter lives. A call that go-redis
-// sends twice because its reply was lost applies once and answers the
-// same both times (see nonce.go). Keys and responses
-// are stored under the SHA-256 of the idempotency key, never the key
-// itself, and nothing is logged. Records expire by Redis TTLs: a response
-// after the Handler's ResponseTTL, an abandoned reservation after
-// [IdempotencyOptions.ReservationTTL]; the counter never expires.
+// that expires after the lock TTL on Redis's own clock, both under a hash
+// tag of the key's SHA-256: a key's records share a Redis Cluster slot,
+// and the keys spread over every master. Reserve, Complete and Release are
+// each one Lua script on one key's records, atomic across all the
+// processes. A fencing token is the greater of the key's last token plus
+// one and the server's clock in microseconds, so it grows for each key
+// even after the key's records expired, were released or were lost (see
+// fencing.go), with no store-wide counter. A call that go-redis sends
+// twice because its reply was lost applies once and answers the same
+// both times (see nonce.go). The idempotency key itself is never stored,
+// only its SHA-256, and nothing is logged. Records expire by Redis TTLs: a
+// response after the Handler's ResponseTTL, an abandoned reservation after
+// [IdempotencyOptions.ReservationTTL].
 //
 // The owner of an expired lock that no one has taken over yet may still
 // Complete: its response is recorded as if it had been on time.
 //
 // Every key the store writes starts with the prefix, so give it a prefix
-// of its own. On Redis Cluster, put a hash tag in the prefix (such as
-// "{idem}:"): each script touches the counter and a key's records, which
-// must then share a slot. If the counter is lost (FLUSHALL, a restart
-// without persistence), tokens start again from 1, and a request still
-// running from before could record its response over a successor's: run
-// Redis with persistence. Run it with maxmemory-policy noeviction too: any
-// other policy may evict a running operation's lock or record
-// (volatile-ttl evicts the locks first, allkeys-* the counter as well),
-// and a retry would run the operation again, so Reserve refuses such a
+// of its own, without braces: a hash tag in the prefix puts every key in
+// its one slot (which works, on one shard). Records written by versions
+// that kept a store-wide counter (prefix + "r:" + digest) are not read:
+// see README_IDEMPOTENCY.md before a rolling upgrade. Replication is
+// asynchronous: a failover may lose reservations the old primary
+// acknowledged, and a retry then runs the operation again, unless
+// [IdempotencyOptions.WaitReplicas] makes each reservation wait for a
+// replica. Run Redis with persistence and maxmemory-policy noeviction:
+// any other policy may evict a running operation's lock or record
+// (volatile-ttl evicts the locks first), and a retry would run the
+// operation again, so Reserve refuses such a
 // Redis with [ErrEvictionPolicy] unless [IdempotencyOptions.AllowEviction]
 // is set (see [IdempotencyStore.CheckEvictionPolicy]). A Redis out of
 // memory makes Reserve fail with an error that matches
@@ -132,12 +157,20 @@ func NewIdempotencyStore(rdb redis.UniversalClient, prefix string, opts ...Idemp
 	if prefix == "" {
 		return nil, errors.New("redisretry: empty idempotency store prefix")
 	}
+	if err := checkPrefix(prefix); err != nil {
+		return nil, err
+	}
 	if len(opts) > 1 {
 		return nil, fmt.Errorf("redisretry: %d IdempotencyOptions given; want at most one", len(opts))
 	}
 	s := &IdempotencyStore{rdb: rdb, prefix: prefix, nonces: newNonces()}
 	if len(opts) == 1 {
 		s.opts = opts[0]
+	}
+	if s.opts.WaitReplicas > 0 {
+		if err := canWait(rdb); err != nil {
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -148,14 +181,6 @@ func (s *IdempotencyStore) callTimeout() time.Duration {
 
 func (s *IdempotencyStore) reservationTTL(lockTTL time.Duration) time.Duration {
 	return max(durationOr(s.opts.ReservationTTL, DefaultReservationTTL), lockTTL)
-}
-
-// keys returns the script keys of key: its record, its lock, a new nonce
-// for this call (see nonce.go) and the store's token counter.
-func (s *IdempotencyStore) keys(key string) []string {
-	sum := sha256.Sum256([]byte(key))
-	h := hex.EncodeToString(sum[:])
-	return []string{s.prefix + "r:" + h, s.prefix + "l:" + h, s.prefix + "n:" + s.nonces.next(), s.prefix + "fence"}
 }
 
 // nonceTTL is how long, in milliseconds, a call remembers its answer.
@@ -182,14 +207,23 @@ func (s *IdempotencyStore) Reserve(ctx context.Context, key, fingerprint string,
 	// over (its handler writes nothing).
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.callTimeout())
 	defer cancel()
-	res, err := reserveScript.Run(ctx, s.rdb, s.keys(key), fingerprint,
-		millis(lockTTL), millis(s.reservationTTL(lockTTL)), s.nonceTTL()).Slice()
+	keys := s.keys(key)
+	cmd, acked := s.run(ctx, "reserve", reserveScript, keys, fingerprint,
+		millis(lockTTL), millis(s.reservationTTL(lockTTL)), s.nonceTTL())
+	res, err := cmd.Slice()
 	if err != nil {
 		return idempotency.Reservation{}, wrapStoreErr("reserve", err)
 	}
 	r, err := parseReservation(res)
 	if err != nil {
 		return idempotency.Reservation{}, fmt.Errorf("redisretry: idempotency reserve: %w", err)
+	}
+	if r.State == idempotency.StateReserved && acked != nil {
+		// Not on enough replicas: a failover could lose it and let a
+		// retry run the operation again. Free the key on the primary, so
+		// that the client's retry may reserve it, and run nothing.
+		s.unreserve(ctx, key, r.Token)
+		return idempotency.Reservation{}, acked
 	}
 	return r, nil
 }
@@ -208,13 +242,19 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idemp
 	hdr := encodeHeader(resp.Header)
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
-	ok, err := completeScript.Run(ctx, s.rdb, s.keys(key)[:3], tokenArg(token), millis(ttl),
-		resp.Status, hdr, resp.Body, s.nonceTTL()).Int()
+	cmd, acked := s.run(ctx, "complete", completeScript, s.keys(key), tokenArg(token), millis(ttl),
+		resp.Status, hdr, resp.Body, s.nonceTTL())
+	ok, err := cmd.Int()
 	if err != nil {
 		return wrapStoreErr("complete", err)
 	}
 	if ok != 1 {
 		return idempotency.ErrStaleToken
+	}
+	if acked != nil {
+		// Recorded on the primary only: the lock stays, to expire in its
+		// own time, as after any failed Complete.
+		return acked
 	}
 	return nil
 }
@@ -223,7 +263,9 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idemp
 func (s *IdempotencyStore) Release(ctx context.Context, key string, token idempotency.Token) error {
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
-	ok, err := releaseScript.Run(ctx, s.rdb, s.keys(key)[:3], tokenArg(token), s.nonceTTL()).Int()
+	// Release waits for no replica: one that misses it keeps the key
+	// reserved until its lock expires, which runs nothing twice.
+	ok, err := releaseScript.Run(ctx, s.rdb, s.keys(key), tokenArg(token), s.nonceTTL()).Int()
 	if err != nil {
 		return wrapStoreErr("release", err)
 	}
@@ -234,8 +276,8 @@ func (s *IdempotencyStore) Release(ctx context.Context, key string, token idempo
 }
 
 // The scripts. A record is a hash: st ("p" while in progress, "c" once
-// completed), fp (the fingerprint), tok (the fencing token, as INCR's
-// decimal text) and, when completed, status, hdr (the header, as
+// completed), fp (the fingerprint), tok (the fencing token, in decimal
+// text; see fencing.go) and, when completed, status, hdr (the header, as
 // encodeHeader writes it) and body. The lock is a string holding the
 // token, set with PX: while it exists, the reservation's owner is alive.
 // Comparing tokens as text avoids Lua's floating-point numbers.
@@ -247,17 +289,23 @@ func (s *IdempotencyStore) Release(ctx context.Context, key string, token idempo
 // than "in progress", and of one Complete or Release, success rather than
 // a stale token.
 
-// reserveScript: KEYS record, lock, nonce, counter; ARGV fingerprint,
-// lock TTL (ms), reservation TTL (ms), nonce TTL (ms). Returns {1, token,
-// took over}, {2}, {4} or {3, 0, 0, status, header, body}.
+// reserveScript: KEYS record, lock, nonce; ARGV fingerprint, lock TTL
+// (ms), reservation TTL (ms), nonce TTL (ms). Returns {1, token, took
+// over}, {2}, {4} or {3, 0, 0, status, header, body}.
+//
+// A lock without its record (evicted, or deleted by hand) is a live
+// owner whose fingerprint is gone: in progress, until the lock expires.
+// The token is max(last + 1, TIME in microseconds), formatted with %d:
+// Lua prints numbers above 10^14 in exponent form.
 var reserveScript = redis.NewScript(`
 local seen = redis.call('GET', KEYS[3])
 if seen then
   local tok, took = string.match(seen, '^(%d+) (%d)$')
   return {1, tonumber(tok), tonumber(took)}
 end
-local rec = redis.call('HMGET', KEYS[1], 'st', 'fp')
+local rec = redis.call('HMGET', KEYS[1], 'st', 'fp', 'tok')
 local took = 0
+local last = 0
 if rec[1] then
   if rec[2] ~= ARGV[1] then return {4} end
   if rec[1] == 'c' then
@@ -266,13 +314,17 @@ if rec[1] then
   end
   if redis.call('EXISTS', KEYS[2]) == 1 then return {2} end
   took = 1
+  last = tonumber(rec[3]) or 0
+elseif redis.call('EXISTS', KEYS[2]) == 1 then
+  return {2}
 end
-local tok = redis.call('INCR', KEYS[4])
+local now = redis.call('TIME')
+local tok = string.format('%d', math.max(last + 1, tonumber(now[1]) * 1000000 + tonumber(now[2])))
 redis.call('HSET', KEYS[1], 'st', 'p', 'fp', ARGV[1], 'tok', tok)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 redis.call('SET', KEYS[2], tok, 'PX', ARGV[2])
 redis.call('SET', KEYS[3], tok .. ' ' .. took, 'PX', ARGV[4])
-return {1, tok, took}
+return {1, tonumber(tok), took}
 `)
 
 // completeScript: KEYS record, lock, nonce; ARGV token, TTL (ms), status,
@@ -307,8 +359,8 @@ redis.call('SET', KEYS[3], '1', 'PX', ARGV[2])
 return 1
 `)
 
-// tokenArg is token as the script compares it: the decimal text INCR
-// stored. Token 0, never issued, matches nothing.
+// tokenArg is token as the script compares it: the decimal text the
+// reserve script stored. Token 0, never issued, matches nothing.
 func tokenArg(t idempotency.Token) string { return strconv.FormatUint(uint64(t), 10) }
 
 // wrapStoreErr names the package and the operation in a Redis error, and

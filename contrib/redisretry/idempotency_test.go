@@ -45,6 +45,11 @@ func hashed(key string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// recordKey and lockKey are the Redis keys of key's record and lock under
+// prefix.
+func recordKey(prefix, key string) string { return prefix + "{" + hashed(key) + "}:r" }
+func lockKey(prefix, key string) string   { return prefix + "{" + hashed(key) + "}:l" }
+
 // The shared conformance suite, against a real redis-server.
 func TestIdempotencyStoreConformance(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
@@ -79,13 +84,13 @@ func TestNewIdempotencyStoreErrors(t *testing.T) {
 }
 
 // The records carry the TTLs the store was given, on Redis's own clock,
-// under hashed key names; the counter never expires.
+// under hashed key names in one hash tag; there is no store-wide key.
 func TestIdempotencyStoreTTLs(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Start(t).Client(t)
 	s, prefix := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient, ReservationTTL: time.Hour})
 	const key = "secret-key-1"
-	rec, lock := prefix+"r:"+hashed(key), prefix+"l:"+hashed(key)
+	rec, lock := recordKey(prefix, key), lockKey(prefix, key)
 
 	r, err := s.Reserve(ctx, key, "fp", 30*time.Second)
 	if err != nil || r.State != idempotency.StateReserved {
@@ -93,9 +98,6 @@ func TestIdempotencyStoreTTLs(t *testing.T) {
 	}
 	expectPTTL(t, rdb, lock, 30*time.Second)
 	expectPTTL(t, rdb, rec, time.Hour)
-	if got := rdb.PTTL(ctx, prefix+"fence").Val(); got != -1 {
-		t.Fatalf("counter PTTL = %v, want -1 (no expiry)", got)
-	}
 	if got := rdb.Get(ctx, lock).Val(); got != fmt.Sprint(r.Token) {
 		t.Fatalf("lock holds %q, want the token %d", got, r.Token)
 	}
@@ -111,14 +113,14 @@ func TestIdempotencyStoreTTLs(t *testing.T) {
 	keys := rdb.Keys(ctx, prefix+"*").Val()
 	var nonces []string
 	for _, k := range keys {
-		if strings.HasPrefix(k, prefix+"n:") {
+		if strings.HasPrefix(k, prefix+"{"+hashed(key)+"}:n:") {
 			nonces = append(nonces, k)
 			// Remembered only as long as go-redis may send the call again.
 			expectPTTL(t, rdb, k, patient+nonceGrace)
 		}
 	}
-	if len(keys) != 4 || len(nonces) != 2 {
-		t.Fatalf("keys under the prefix = %q, want the record, the counter and the nonces of Reserve and Complete", keys)
+	if len(keys) != 3 || len(nonces) != 2 {
+		t.Fatalf("keys under the prefix = %q, want the record and the nonces of Reserve and Complete", keys)
 	}
 	for _, k := range keys {
 		if strings.Contains(k, key) {
@@ -150,7 +152,7 @@ func TestIdempotencyStoreTTLClampedBothWays(t *testing.T) {
 		t.Fatalf("Complete with TTL MaxInt64: %v", err)
 	}
 	// Read as milliseconds: go-redis's Duration of this PTTL overflows.
-	if ttl, _ := rdb.Do(ctx, "PTTL", prefix+"r:"+hashed("k")).Int64(); ttl < int64(290*365*24*time.Hour/time.Millisecond) {
+	if ttl, _ := rdb.Do(ctx, "PTTL", recordKey(prefix, "k")).Int64(); ttl < int64(290*365*24*time.Hour/time.Millisecond) {
 		t.Fatalf("record PTTL = %v; want about 292 years", ttl)
 	}
 	if got, err := s.Reserve(ctx, "k", "fp", time.Minute); err != nil || got.State != idempotency.StateCompleted {
@@ -202,8 +204,8 @@ func TestIdempotencyStoreWrongType(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Start(t).Client(t)
 	s, prefix := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient})
-	rdb.Set(ctx, prefix+"r:"+hashed("str"), "not a hash", 0)
-	rdb.HSet(ctx, prefix+"r:"+hashed("badhash"), "st", "c", "fp", "fp", "status", "x", "hdr", "{}", "body", "")
+	rdb.Set(ctx, recordKey(prefix, "str"), "not a hash", 0)
+	rdb.HSet(ctx, recordKey(prefix, "badhash"), "st", "c", "fp", "fp", "status", "x", "hdr", "{}", "body", "")
 	cases := []struct {
 		name, key, want string
 		handler         bool // the Handler gets as far as the record
@@ -234,14 +236,6 @@ func TestIdempotencyStoreWrongType(t *testing.T) {
 			}
 		})
 	}
-	t.Run("counter", func(t *testing.T) {
-		rdb.LPush(ctx, prefix+"fence", "x")
-		_, err := s.Reserve(ctx, "fresh", "fp", time.Minute)
-		want := "redisretry: idempotency reserve: a key under the store's prefix holds other data"
-		if err == nil || !strings.HasPrefix(err.Error(), want) {
-			t.Fatalf("Reserve with a list as counter: err = %v, want %q…", err, want)
-		}
-	})
 }
 
 // A killed redis-server: every method fails with a clear error, the

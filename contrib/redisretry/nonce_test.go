@@ -101,7 +101,7 @@ func TestNonceKeysExpireWhateverCallTimeout(t *testing.T) {
 		t.Fatalf("Reserve: %v", err)
 	}
 	const bound = int64((time.Minute + nonceGrace) / time.Millisecond)
-	for _, pattern := range []string{"{nonce-forever}:nonce:*", prefix + "n:*"} {
+	for _, pattern := range []string{"{nonce-forever}:nonce:*", prefix + "{" + hashed("k") + "}:n:*"} {
 		keys, err := rdb.Keys(ctx, pattern).Result()
 		if err != nil || len(keys) != 1 {
 			t.Fatalf("KEYS %s = %q, %v; want one nonce key", pattern, keys, err)

@@ -36,7 +36,15 @@ const patientRedis = time.Minute
 // machine only turns more attempts into retries.
 func TestPaymentsUnderFaults(t *testing.T) {
 	srv := redistest.Start(t)
-	paymentsProof(t, srv.Addr(), 400)
+	paymentsProof(t, paymentsim.Backend{Addr: srv.Addr()}, 400)
+}
+
+// The same proof, smaller, against a Redis Cluster of three masters: each
+// order's records live on the master of its key's slot, and still no
+// order is charged twice.
+func TestPaymentsUnderFaultsOnCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 0)
+	paymentsProof(t, paymentsim.Backend{ClusterAddrs: c.Addrs()}, 200)
 }
 
 // The same proof, smaller, with the services reaching Redis through a
@@ -48,7 +56,7 @@ func TestPaymentsUnderFaultsAndLostRedisReplies(t *testing.T) {
 	srv := redistest.Start(t)
 	proxy := redistest.StartProxy(t, srv.Addr())
 	proxy.LoseRate("", 50, 1)
-	paymentsProof(t, proxy.Addr(), 200)
+	paymentsProof(t, paymentsim.Backend{Addr: proxy.Addr()}, 200)
 	if n := proxy.Lost(); n < 10 {
 		t.Fatalf("Redis replies lost = %d; want about 5%% of the commands", n)
 	}
@@ -56,12 +64,12 @@ func TestPaymentsUnderFaultsAndLostRedisReplies(t *testing.T) {
 }
 
 // paymentsProof places orders through the fault injector to a fleet on
-// the Redis at redisAddr, and checks every charge as described above.
-func paymentsProof(t *testing.T, redisAddr string, orders int) {
+// backend, and checks every charge as described above.
+func paymentsProof(t *testing.T, backend paymentsim.Backend, orders int) {
 	t.Helper()
 	const workers = 32
 	const attemptTimeout = 300 * time.Millisecond
-	f, err := paymentsim.StartFleet(redisAddr, "payments:", paymentsim.Faults{
+	f, err := paymentsim.StartFleet(backend, "payments:", paymentsim.Faults{
 		Salt: 1, ResetPerMille: 50, DropPerMille: 300, DelayPerMille: 100, DelayBy: attemptTimeout + 200*time.Millisecond,
 		// 1.2s leaves a retry 0.9s after the attempt timeout to meet the
 		// charge in progress, and a second one after Retry-After 1 time to

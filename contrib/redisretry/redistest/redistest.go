@@ -254,6 +254,25 @@ func (s *Server) Restart(tb testing.TB) {
 	}
 }
 
+// replicaOf makes the next start of s a replica of primary.
+func (s *Server) replicaOf(primary *Server) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	args := []string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.port)}
+	for i := 0; i < len(s.args); i++ {
+		if s.args[i] == "--replicaof" && i+2 < len(s.args) {
+			i += 2
+			continue
+		}
+		args = append(args, s.args[i])
+	}
+	s.args = args
+}
+
+// Start starts a stopped server again on the same port, as Restart does,
+// for callers without a testing.TB.
+func (s *Server) Start() error { return s.start() }
+
 // Close kills the server if it runs and removes its directory.
 func (s *Server) Close() error {
 	s.Kill()

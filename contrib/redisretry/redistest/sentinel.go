@@ -209,8 +209,8 @@ func (s *Sentinel) Failover() error {
 
 // KillPrimary kills the primary with SIGKILL, as a crash would, and
 // waits until every running sentinel names the replica primary. It
-// returns the killed server; [Server.Restart] brings it back empty, and
-// the sentinels make it a replica of the new primary.
+// returns the killed server; [Server.Restart] brings it back empty, as a
+// replica of the new primary.
 func (s *Sentinel) KillPrimary() (*Server, error) {
 	primary, err := s.Primary()
 	if err != nil {
@@ -221,25 +221,37 @@ func (s *Sentinel) KillPrimary() (*Server, error) {
 		return nil, err
 	}
 	primary.Kill()
-	return primary, s.wait(replica)
+	if err := s.wait(replica); err != nil {
+		return primary, err
+	}
+	// Restarted empty as a master, it could hand its empty data set to
+	// the replicas before the sentinels demote it (the hazard of a
+	// primary without persistence): it comes back a replica instead, as
+	// an operator would bring it back.
+	primary.replicaOf(replica)
+	return primary, nil
 }
 
 // Wait waits until every running sentinel names the current primary, it
 // says it is a master, the other data server, if it runs, is in sync
 // with it, and every sentinel knows the two others.
-func (s *Sentinel) Wait() error {
-	p, err := s.Primary()
-	if err != nil {
-		return err
-	}
-	return s.wait(p)
-}
+func (s *Sentinel) Wait() error { return s.wait(nil) }
 
-// wait waits until primary is the primary as Wait describes.
-func (s *Sentinel) wait(primary *Server) error {
+// wait waits until primary is the primary as Wait describes; a nil
+// primary is whichever one the first sentinel to answer names at each
+// try, since a sentinel may lag the others for a while.
+func (s *Sentinel) wait(want *Server) error {
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
 	err := poll(ctx, func(ctx context.Context) error {
+		primary := want
+		if primary == nil {
+			p, err := s.Primary()
+			if err != nil {
+				return err
+			}
+			primary = p
+		}
 		for _, sen := range s.sentinels {
 			if !sen.running() {
 				continue
@@ -252,22 +264,30 @@ func (s *Sentinel) wait(primary *Server) error {
 			return fmt.Errorf("%s is not a master yet: ROLE %q, %v", primary.Addr(), role, err)
 		}
 		for _, d := range s.data {
-			if d == primary || !d.running() {
-				continue
-			}
-			repl, err := d.do(ctx, "info", "replication")
-			if err != nil {
-				return err
-			}
-			if !strings.Contains(repl, "master_port:"+strconv.Itoa(primary.port)+"\r\n") ||
-				!strings.Contains(repl, "master_link_status:up") {
-				return fmt.Errorf("%s is not in sync with %s", d.Addr(), primary.Addr())
+			if d != primary && d.running() {
+				if err := inSync(ctx, d, primary); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("redistest: Sentinel set-up not ready: %w", err)
+	}
+	return nil
+}
+
+// inSync says why replica does not yet replicate from primary with its
+// link up, or nil.
+func inSync(ctx context.Context, replica, primary *Server) error {
+	repl, err := replica.do(ctx, "info", "replication")
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(repl, "master_port:"+strconv.Itoa(primary.port)+"\r\n") ||
+		!strings.Contains(repl, "master_link_status:up") {
+		return fmt.Errorf("%s is not in sync with %s", replica.Addr(), primary.Addr())
 	}
 	return nil
 }

@@ -8,11 +8,13 @@
 // prints the counts. Then it does it all again with the services reaching
 // Redis through a proxy that loses -lost-replies percent of Redis's
 // replies after Redis ran the command, which go-redis answers by sending
-// the command again. It exits 1 if any order was charged twice, or if
-// charges and confirmed orders differ, in either run.
+// the command again. With -cluster it does it a third time with the
+// store on a Redis Cluster of three masters it starts, each order's
+// records on the master of its key's slot. It exits 1 if any order was
+// charged twice, or if charges and confirmed orders differ, in any run.
 //
 //	make demo-payments
-//	cd contrib/redisretry && go run ./examples/payments -orders 10000 -lost-replies 5
+//	cd contrib/redisretry && go run ./examples/payments -orders 10000 -lost-replies 5 -cluster
 //
 // Everything listens on 127.0.0.1 and stops when the program ends.
 package main
@@ -40,8 +42,9 @@ func main() {
 	salt := flag.Uint64("salt", 1, "selects the fault decisions, which are fixed per order and attempt")
 	attemptTimeout := flag.Duration("attempt-timeout", 300*time.Millisecond, "the client's AttemptTimeout; delayed responses are held 200ms longer")
 	lost := flag.Float64("lost-replies", 5, "percent of Redis replies lost after Redis ran the command, in the second run; 0 skips that run")
+	cluster := flag.Bool("cluster", false, "run once more with the store on a Redis Cluster of three masters")
 	flag.Parse()
-	if err := run(os.Stdout, config{*orders, *workers, *salt, *attemptTimeout, *lost}); err != nil {
+	if err := run(os.Stdout, config{*orders, *workers, *salt, *attemptTimeout, *lost, *cluster}); err != nil {
 		fmt.Fprintln(os.Stderr, "payments:", err)
 		os.Exit(1)
 	}
@@ -57,6 +60,7 @@ type config struct {
 	salt            uint64
 	attemptTimeout  time.Duration
 	lostPercent     float64
+	cluster         bool
 }
 
 func run(out io.Writer, c config) error {
@@ -70,9 +74,27 @@ func run(out io.Writer, c config) error {
 	}
 	defer srv.Close()
 	fmt.Fprintf(out, "== run 1: redis-server on %s, every reply delivered\n", srv.Addr())
-	if err := pass(out, srv.Addr(), "payments:", c); err != nil {
+	if err := pass(out, paymentsim.Backend{Addr: srv.Addr()}, "payments:", c); err != nil {
 		return err
 	}
+	if err := lossyRun(out, srv, c); err != nil {
+		return err
+	}
+	if !c.cluster {
+		return nil
+	}
+	cluster, err := redistest.NewCluster(3, 0)
+	if err != nil {
+		return err
+	}
+	defer cluster.Close()
+	fmt.Fprintf(out, "\n== run 3: a Redis Cluster of three masters (%v), every reply delivered; each order's records on the master of its key's slot\n", cluster.Addrs())
+	return pass(out, paymentsim.Backend{ClusterAddrs: cluster.Addrs()}, "payments-cluster:", c)
+}
+
+// lossyRun is the run through a proxy that loses c.lostPercent of
+// Redis's replies; none when it is 0.
+func lossyRun(out io.Writer, srv *redistest.Server, c config) error {
 	if c.lostPercent == 0 {
 		return nil
 	}
@@ -84,14 +106,14 @@ func run(out io.Writer, c config) error {
 	proxy.LoseRate("", int(math.Round(c.lostPercent*10)), c.salt)
 	fmt.Fprintf(out, "\n== run 2: the services reach Redis through %s, which loses %v%% of Redis's replies after Redis ran the command (go-redis sends it again; a reply is lost at most once)\n",
 		proxy.Addr(), c.lostPercent)
-	err = pass(out, proxy.Addr(), "payments-lost-replies:", c)
+	err = pass(out, paymentsim.Backend{Addr: proxy.Addr()}, "payments-lost-replies:", c)
 	fmt.Fprintf(out, "Redis replies lost after the command ran: %d\n", proxy.Lost())
 	return err
 }
 
-// pass places the orders once against the Redis at redisAddr, reconciles
-// the failed ones and checks the charges.
-func pass(out io.Writer, redisAddr, prefix string, c config) error {
+// pass places the orders once with the store on backend, reconciles the
+// failed ones and checks the charges.
+func pass(out io.Writer, backend paymentsim.Backend, prefix string, c config) error {
 	orders, workers, salt, attemptTimeout := c.orders, c.workers, c.salt, c.attemptTimeout
 	faults := paymentsim.Faults{
 		Salt: salt, ResetPerMille: 50, DropPerMille: 300, DelayPerMille: 100, DelayBy: attemptTimeout + 200*time.Millisecond,
@@ -99,7 +121,7 @@ func pass(out io.Writer, redisAddr, prefix string, c config) error {
 	}
 	// Redis calls get 10s: on a loaded machine a store error would only
 	// turn into 503s and retries, but the proof is about the faults above.
-	f, err := paymentsim.StartFleet(redisAddr, prefix, faults, 10*time.Second)
+	f, err := paymentsim.StartFleet(backend, prefix, faults, 10*time.Second)
 	if err != nil {
 		return err
 	}

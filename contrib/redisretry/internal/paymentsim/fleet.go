@@ -22,20 +22,39 @@ type Fleet struct {
 	Front     *httptest.Server    // the injector
 	Instances [2]*httptest.Server // the payment service
 
-	clients [2]*redis.Client
+	clients [2]redis.UniversalClient
 }
 
-// StartFleet starts the fleet on loopback, its stores on the Redis at
-// redisAddr under prefix. callTimeout bounds each Redis call, and a wait
-// for a pooled connection: tests whose verdict is not about Redis being
-// slow make it longer than any loaded machine takes.
-func StartFleet(redisAddr, prefix string, faults Faults, callTimeout time.Duration) (*Fleet, error) {
-	f := &Fleet{Provider: &Provider{Latency: faults.Latency}, Events: &Events{}}
-	for i := range f.Instances {
-		rdb := redis.NewClient(&redis.Options{
-			Addr: redisAddr, ContextTimeoutEnabled: true,
+// Backend is where the fleet's stores keep their records: the Redis at
+// Addr or, when ClusterAddrs is set, the Redis Cluster those nodes form.
+type Backend struct {
+	Addr         string
+	ClusterAddrs []string
+}
+
+// client returns a go-redis client of b whose calls and waits for a
+// pooled connection callTimeout bounds.
+func (b Backend) client(callTimeout time.Duration) redis.UniversalClient {
+	if len(b.ClusterAddrs) > 0 {
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: b.ClusterAddrs, ContextTimeoutEnabled: true,
 			PoolSize: 64, PoolTimeout: callTimeout, ReadTimeout: callTimeout, WriteTimeout: callTimeout,
 		})
+	}
+	return redis.NewClient(&redis.Options{
+		Addr: b.Addr, ContextTimeoutEnabled: true,
+		PoolSize: 64, PoolTimeout: callTimeout, ReadTimeout: callTimeout, WriteTimeout: callTimeout,
+	})
+}
+
+// StartFleet starts the fleet on loopback, its stores on backend under
+// prefix. callTimeout bounds each Redis call, and a wait for a pooled
+// connection: tests whose verdict is not about Redis being slow make it
+// longer than any loaded machine takes.
+func StartFleet(backend Backend, prefix string, faults Faults, callTimeout time.Duration) (*Fleet, error) {
+	f := &Fleet{Provider: &Provider{Latency: faults.Latency}, Events: &Events{}}
+	for i := range f.Instances {
+		rdb := backend.client(callTimeout)
 		store, err := redisretry.NewIdempotencyStore(rdb, prefix, redisretry.IdempotencyOptions{CallTimeout: callTimeout})
 		if err != nil {
 			rdb.Close()

@@ -1,0 +1,130 @@
+package redisretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/httpretry/httpretry/idempotency"
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultWaitTimeout is the bound of a wait for replicas when
+// [IdempotencyOptions.WaitTimeout] is 0.
+const DefaultWaitTimeout = 250 * time.Millisecond
+
+// ErrNotReplicated is what Reserve and Complete return, wrapped, when
+// fewer replicas than [IdempotencyOptions.WaitReplicas] acknowledged
+// their write within WaitTimeout: a failover now could lose it.
+var ErrNotReplicated = errors.New("redisretry: fewer replicas than WaitReplicas acknowledged the write in time")
+
+// Redis replicates asynchronously: a primary acknowledges a write before
+// any replica has it, and a replica promoted by Sentinel or Cluster after
+// the primary died lacks what had not reached it yet. A reservation lost
+// that way lets the client's retry reserve the key again and run the
+// operation a second time. WAIT n ms, sent after a write on the same
+// connection, blocks until n replicas have everything that connection
+// wrote, or ms pass, and says how many did. It does not make a write
+// durable (a replica may still be lost with the primary, and WAIT does
+// not roll anything back), but a reservation that Reserve returned was
+// on a replica too, so a failover to that replica keeps it.
+
+// waitTimeout is the bound of each WAIT.
+func (s *IdempotencyStore) waitTimeout() time.Duration {
+	return min(durationOr(s.opts.WaitTimeout, DefaultWaitTimeout), s.callTimeout()/2)
+}
+
+// canWait refuses a client on which the store cannot send WAIT on the
+// connection of the script: WAIT counts what its own connection wrote.
+func canWait(rdb redis.UniversalClient) error {
+	switch rdb.(type) {
+	case *redis.Client, *redis.ClusterClient:
+		return nil
+	}
+	return fmt.Errorf("redisretry: IdempotencyOptions.WaitReplicas needs a *redis.Client or a *redis.ClusterClient, not %T", rdb)
+}
+
+// run runs script on keys. Without WaitReplicas it is script.Run. With
+// it, the script and a WAIT go in one pipeline to the key's master, and
+// acked is an error wrapping ErrNotReplicated when fewer replicas than
+// WaitReplicas acknowledged (or the WAIT failed); it is nil otherwise,
+// and whenever the script failed.
+func (s *IdempotencyStore) run(ctx context.Context, op string, script *redis.Script, keys []string, args ...any) (cmd *redis.Cmd, acked error) {
+	if s.opts.WaitReplicas <= 0 {
+		return script.Run(ctx, s.rdb, keys, args...), nil
+	}
+	node, err := s.master(ctx, keys[0])
+	if err != nil {
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(err)
+		return cmd, nil
+	}
+	cmd, wait := s.pipeWait(ctx, node, func(p redis.Pipeliner) *redis.Cmd {
+		return script.EvalSha(ctx, p, keys, args...)
+	})
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		cmd, wait = s.pipeWait(ctx, node, func(p redis.Pipeliner) *redis.Cmd {
+			return script.Eval(ctx, p, keys, args...)
+		})
+	}
+	if err := cmd.Err(); err != nil {
+		if c, ok := s.rdb.(*redis.ClusterClient); ok && isRedirect(err) {
+			// The key's slot moved (a failover or a migration): learn
+			// where, for the next call.
+			c.ReloadState(ctx)
+		}
+		return cmd, nil
+	}
+	return cmd, s.judgeWait(op, wait)
+}
+
+// pipeWait sends the script that eval adds and a WAIT in one pipeline on
+// node, and returns both commands.
+func (s *IdempotencyStore) pipeWait(ctx context.Context, node *redis.Client, eval func(redis.Pipeliner) *redis.Cmd) (cmd, wait *redis.Cmd) {
+	node.Pipelined(ctx, func(p redis.Pipeliner) error {
+		cmd = eval(p)
+		wait = p.Do(ctx, "wait", s.opts.WaitReplicas, millis(s.waitTimeout()))
+		return nil
+	})
+	return cmd, wait
+}
+
+// judgeWait returns nil when WAIT counted enough replicas, and an error
+// wrapping ErrNotReplicated that names op and says how many it counted
+// otherwise.
+func (s *IdempotencyStore) judgeWait(op string, wait *redis.Cmd) error {
+	n, err := wait.Int64()
+	if err != nil {
+		return fmt.Errorf("%w: idempotency %s: WAIT: %w", ErrNotReplicated, op, err)
+	}
+	if n < int64(s.opts.WaitReplicas) {
+		return fmt.Errorf("%w: idempotency %s: %d of %d within %v", ErrNotReplicated, op, n, s.opts.WaitReplicas, s.waitTimeout())
+	}
+	return nil
+}
+
+// master returns the client of the server that holds key: the store's
+// client, or on a Cluster the master of key's slot as the client last
+// learnt it.
+func (s *IdempotencyStore) master(ctx context.Context, key string) (*redis.Client, error) {
+	switch c := s.rdb.(type) {
+	case *redis.Client:
+		return c, nil
+	case *redis.ClusterClient:
+		return c.MasterForKey(ctx, key)
+	}
+	return nil, canWait(s.rdb)
+}
+
+// isRedirect reports a Cluster redirection: the node no longer serves the
+// slot.
+func isRedirect(err error) bool {
+	return redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")
+}
+
+// unreserve frees a reservation that did not reach enough replicas,
+// best effort: if it fails, the lock expires in its own time.
+func (s *IdempotencyStore) unreserve(ctx context.Context, key string, token idempotency.Token) {
+	releaseScript.Run(ctx, s.rdb, s.keys(key), tokenArg(token), s.nonceTTL())
+}
