@@ -51,7 +51,7 @@ check:
 
 
 ## test: go vet (for this platform, then cross-compiled), staticcheck,
-## gocyclo and race-enabled tests of every module, then the example modules
+## gocyclo and race-enabled tests of every module (bench with -short), then the example modules
 ## without -race, then the Prometheus rules and the API check
 test: deps vet cross lint cyclo race redis-drills examples rules apicheck
 
@@ -109,7 +109,8 @@ cyclo:
 		out=$$($(GOCYCLO) -over 15 $$files) || { echo "$$out"; exit 1; }
 
 race: deps
-	@for m in $(MODULES); do echo "go test -race ($$m)"; (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; done
+	@for m in $(MODULES); do short=; [ $$m = bench ] && short=-short; \
+		echo "go test -race $$short ($$m)"; (cd $$m && $(GO) test -race -count=1 $$short ./...) || exit 1; done
 
 ## redis-drills: contrib/redisretry's failover drills (build tag drills),
 ## real servers killed and failed over under traffic: a Cluster master
