@@ -178,8 +178,13 @@ func TestTargetLines(t *testing.T) {
 		},
 		{
 			"correlated: a longer p99",
-			correlatedLine(tail{p99: 315 * msec, hits: 4000}, tail{p99: 316 * msec, hits: 4000}),
-			"hedging: correlated load 1.00x, p99 316 ms (no hedging 315 ms); target NOT met",
+			correlatedLine(tail{p99: 315 * msec, hits: 4000}, tail{p99: 322 * msec, hits: 4000}),
+			"hedging: correlated load 1.00x, p99 322 ms (no hedging 315 ms); target NOT met",
+		},
+		{
+			"correlated: the same p99 within the timers' resolution",
+			correlatedLine(tail{p99: 304 * msec, hits: 4000}, tail{p99: 304500 * time.Microsecond, hits: 4000}),
+			"hedging: correlated load 1.00x, p99 304 ms (no hedging 304 ms); target met",
 		},
 		{
 			"zero-config met",
