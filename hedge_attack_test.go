@@ -110,8 +110,8 @@ func TestHedgeLoserPanicRaisedOnCaller(t *testing.T) {
 // onceRefusingBudget admits every withdrawal but the second.
 type onceRefusingBudget struct{ n atomic.Int32 }
 
-func (b *onceRefusingBudget) Deposit()                     {}
-func (b *onceRefusingBudget) Refund()                      {}
+func (b *onceRefusingBudget) Deposit()                      {}
+func (b *onceRefusingBudget) Refund()                       {}
 func (b *onceRefusingBudget) Withdraw(context.Context) bool { return b.n.Add(1) != 2 }
 
 // Expected: when every attempt has failed, the retry waits out a Retry-After that any failed attempt of the operation received.
