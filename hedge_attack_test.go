@@ -127,7 +127,7 @@ func TestHedgeFallbackRetryHonoursEarlierRetryAfter(t *testing.T) {
 		switch n {
 		case 1: // the first attempt: slow, then a 503 without Retry-After
 			select {
-			case <-time.After(300 * time.Millisecond):
+			case <-time.After(time.Second):
 			case <-req.Context().Done():
 				return nil, req.Context().Err()
 			}
