@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -35,5 +36,30 @@ func TestHedgeAllAttemptsFailCountsConsistent(t *testing.T) {
 		o.Hedges != 3 || o.Reason != AttemptsExhausted || o.LosersCanceled != 0 || o.Winner != 1 {
 		t.Errorf("status %d, hits %d, reported %d, outcome %+v; want 4 attempts (3 hedges), the first's 503 last, attempts exhausted",
 			resp.StatusCode, hits.Load(), reported.Load(), o)
+	}
+}
+
+// Expected: MaxExtraLoad outside (0, 1), NaN included, means 0.02, and MinDelay not positive means 1ms.
+func TestHedgingOutOfRangeSettingsMeanDefaults(t *testing.T) {
+	for _, v := range []float64{0, -1, 1, 2, math.NaN(), math.Inf(1), math.Inf(-1)} {
+		if got := (&Hedging{MaxExtraLoad: v}).maxExtraLoad(); got != DefaultMaxExtraLoad {
+			t.Errorf("MaxExtraLoad %v resolves to %v; want %v", v, got, DefaultMaxExtraLoad)
+		}
+	}
+	if got := (&Hedging{MaxExtraLoad: 0.5}).maxExtraLoad(); got != 0.5 {
+		t.Errorf("MaxExtraLoad 0.5 resolves to %v", got)
+	}
+	for _, v := range []time.Duration{0, -time.Hour} {
+		if got := (&Hedging{MinDelay: v}).minDelay(); got != DefaultMinHedgeDelay {
+			t.Errorf("MinDelay %v resolves to %v; want %v", v, got, DefaultMinHedgeDelay)
+		}
+	}
+}
+
+// Expected: HedgeDelay reports false when no request would be hedged at all, as with MaxAttempts 1.
+func TestHedgeDelayFalseWhenMaxAttemptsForbidsHedges(t *testing.T) {
+	tr := &Transport{MaxAttempts: 1, Hedging: &Hedging{Delay: 10 * time.Millisecond}}
+	if d, ok := tr.HedgeDelay("api.example"); ok {
+		t.Errorf("HedgeDelay = %v, true; want false: with MaxAttempts 1 nothing is hedged", d)
 	}
 }
