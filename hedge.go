@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -191,8 +192,26 @@ func (op *operation) win(a *attempt, stop StopReason) (*http.Response, error, bo
 	op.onAttempt(decision{})
 	op.settle()
 	op.attempt = *a
+	op.bindWinner()
 	resp, err := op.finish(a.resp, stop)
 	return resp, err, true
+}
+
+// bindWinner ties the winner to the operation's context again when losers
+// may finish: every attempt was sent without the operation's cancel, so
+// that losers outlive it, but only losers may. The winner's body then
+// ends when the caller cancels, as without FinishLosers; releasing the
+// attempt releases the link.
+func (op *operation) bindWinner() {
+	if op.finishLosers <= 0 || op.cancelAttempt == nil {
+		return
+	}
+	cancel := op.cancelAttempt
+	unlink := context.AfterFunc(op.ctx, cancel)
+	op.cancelAttempt = func() {
+		unlink()
+		cancel()
+	}
 }
 
 // retryHedged goes on after the last attempt in flight failed, as the

@@ -95,8 +95,10 @@ type Hedging struct {
 	// FinishLosers, when positive, lets the attempts that lose run on
 	// after the winner, for up to this long, so that their responses are
 	// drained and their connections reused; over HTTP/1.1 a canceled
-	// attempt closes its connection. After it they are canceled. 0 (or
-	// negative) cancels losers as soon as the winner is known.
+	// attempt closes its connection. After it they are canceled. Only
+	// losers outlive the caller's context: the winner's body ends when
+	// the caller cancels, as without FinishLosers. 0 (or negative)
+	// cancels losers as soon as the winner is known.
 	FinishLosers time.Duration
 
 	// Deduplicates states that the server merges concurrent duplicates of
