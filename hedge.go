@@ -1,8 +1,10 @@
 package httpretry
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -161,7 +163,7 @@ func (op *operation) ended(a *attempt, timer clockwork.Timer) (resp *http.Respon
 	op.remove(a)
 	if a.panicked != nil {
 		a.end()
-		op.settle()
+		op.settle() // a loser's panic after this one is not raised: this one is
 		panic(a.panicked.v)
 	}
 	op.attempt = *a
@@ -190,7 +192,12 @@ func (op *operation) ended(a *attempt, timer clockwork.Timer) (resp *http.Respon
 // win returns the winner's answer once the losers are settled.
 func (op *operation) win(a *attempt, stop StopReason) (*http.Response, error, bool) {
 	op.onAttempt(decision{})
-	op.settle()
+	if p := op.settle(); p != nil {
+		// A loser panicked: raised as if it had ended first, and the
+		// winner's answer goes unread.
+		releaseLoser(a)
+		panic(p.v)
+	}
 	op.attempt = *a
 	op.bindWinner()
 	resp, err := op.finish(a.resp, stop)
@@ -343,11 +350,13 @@ func (op *operation) cancelFlight() {
 
 // settle ends the losers: each is canceled, waited for, reported and its
 // response drained and closed, so that the winner is returned only once
-// nothing else of the operation runs. With FinishLosers they are left to
-// finish for that long instead, on a goroutine of their own.
-func (op *operation) settle() {
+// nothing else of the operation runs. It returns the first panic a loser
+// raised, for the caller's goroutine to raise again. With FinishLosers
+// they are left to finish for that long instead, on a goroutine of their
+// own, and their panics are logged there (see collectLosers).
+func (op *operation) settle() *panicValue {
 	if len(op.flight) == 0 {
-		return
+		return nil
 	}
 	op.losers += len(op.flight)
 	if op.finishLosers > 0 {
@@ -359,16 +368,23 @@ func (op *operation) settle() {
 		}
 		go collectLosers(op.settled, op.flight, op.results, op.finishLosers)
 		op.flight = nil
-		return
+		return nil
 	}
 	op.cancelFlight()
+	var first *panicValue
 	for range op.flight {
 		a := <-op.results
+		if a.panicked != nil {
+			first = cmp.Or(first, a.panicked)
+			a.end()
+			continue
+		}
 		op.learnLoser(a)
 		op.reportLoser(a)
 		releaseLoser(a)
 	}
 	op.flight = op.flight[:0]
+	return first
 }
 
 // reportLoser reports a losing attempt to OnAttempt, and releases its
@@ -380,7 +396,10 @@ func (op *operation) reportLoser(a *attempt) {
 }
 
 // collectLosers waits for losers left to finish, for at most grace, then
-// cancels those still running.
+// cancels those still running. RoundTrip has returned by then, so a
+// loser's panic cannot be raised on the caller's goroutine: it is logged
+// at Error level instead, never swallowed silently, and raising it here
+// would end the whole process for an answer nobody waits for.
 func collectLosers(op *operation, losers []*attempt, results <-chan *attempt, grace time.Duration) {
 	timer := op.clock.AfterFunc(grace, func() {
 		for _, a := range losers {
@@ -390,6 +409,11 @@ func collectLosers(op *operation, losers []*attempt, results <-chan *attempt, gr
 	defer timer.Stop()
 	for range losers {
 		a := <-results
+		if a.panicked != nil {
+			op.logLoserPanic(a)
+			a.end()
+			continue
+		}
 		op.learnLoser(a)
 		releaseLoser(a)
 		if a.trace != nil {
@@ -445,4 +469,20 @@ func (op *operation) logHedge(msg string, level slog.Level, number int) {
 		attrs = append(attrs, slog.Duration("time_left", op.deadline.Sub(op.clock.Now())))
 	}
 	op.t.Logger.LogAttrs(op.callerCtx, level, msg, attrs...)
+}
+
+// logLoserPanic records the panic of a loser left to finish after
+// RoundTrip returned. The panic's value may hold anything Base put in it,
+// a URL with a token included: only its type is logged.
+func (op *operation) logLoserPanic(a *attempt) {
+	if op.t.Logger == nil {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 4)
+	attrs = append(attrs, slog.String("method", op.method()), slog.String("host", op.host()))
+	if op.t.LogRoute != nil {
+		attrs = append(attrs, slog.String("route", op.t.LogRoute(op.req)))
+	}
+	attrs = append(attrs, slog.Int("attempt", a.number), slog.String("panic_type", fmt.Sprintf("%T", a.panicked.v)))
+	op.t.Logger.LogAttrs(context.Background(), slog.LevelError, "httpretry: loser panicked after return", attrs...)
 }

@@ -1,0 +1,123 @@
+package httpretry
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// panicRecords is a slog handler that keeps every record, for tests whose
+// records are written on another goroutine.
+type panicRecords struct {
+	mu      sync.Mutex
+	records []slog.Record
+	got     chan struct{}
+}
+
+func (h *panicRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (h *panicRecords) WithAttrs([]slog.Attr) slog.Handler      { return h }
+func (h *panicRecords) WithGroup(string) slog.Handler           { return h }
+func (h *panicRecords) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.records = append(h.records, r.Clone())
+	select {
+	case h.got <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// find returns the first record with msg.
+func (h *panicRecords) find(msg string) (slog.Record, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.records {
+		if r.Message == msg {
+			return r, true
+		}
+	}
+	return slog.Record{}, false
+}
+
+// Expected: a loser left to finish (FinishLosers) that panics after RoundTrip returned is logged at Error level, with the panic's type and never its value.
+func TestHedgeFinishLosersLoserPanicIsLogged(t *testing.T) {
+	var hits atomic.Int32
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if hits.Add(1) == 1 {
+			<-req.Context().Done() // the loser, canceled once FinishLosers passed
+			panic("secret-token-in-panic")
+		}
+		return response(req, 200, "winner"), nil
+	})
+	h := &panicRecords{got: make(chan struct{}, 1)}
+	tr := &Transport{Base: base, MaxAttempts: 2, Logger: slog.New(h),
+		Hedging: &Hedging{Delay: 10 * time.Millisecond, FinishLosers: 20 * time.Millisecond}}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example/items", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readBody(t, resp); got != "winner" {
+		t.Fatalf("body = %q; want winner", got)
+	}
+	deadline := time.After(10 * time.Second)
+	for {
+		if r, ok := h.find("httpretry: loser panicked after return"); ok {
+			if r.Level != slog.LevelError {
+				t.Errorf("level %v; want ERROR", r.Level)
+			}
+			var attrs []string
+			r.Attrs(func(a slog.Attr) bool { attrs = append(attrs, a.String()); return true })
+			all := strings.Join(attrs, " ")
+			if !strings.Contains(all, "panic_type=string") || !strings.Contains(all, "attempt=1") || strings.Contains(all, "secret") {
+				t.Errorf("attrs %q; want attempt=1 and panic_type=string, never the value", all)
+			}
+			return
+		}
+		select {
+		case <-h.got:
+		case <-deadline:
+			t.Fatal("no record of the loser's panic 10s after it was canceled")
+		}
+	}
+}
+
+// Expected: when a loser's panic is raised on the caller, the winner's body, which nobody will read, is closed.
+func TestHedgeLoserPanicClosesWinnerBody(t *testing.T) {
+	var hits atomic.Int32
+	winner := newCountingBody("winner")
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if hits.Add(1) == 1 {
+			<-req.Context().Done()
+			panic("loser broke")
+		}
+		resp := response(req, 200, "")
+		resp.Body = winner
+		return resp, nil
+	})
+	tr := &Transport{Base: base, MaxAttempts: 2, Hedging: &Hedging{Delay: 10 * time.Millisecond}}
+	got := make(chan any, 1)
+	go func() {
+		defer func() { got <- recover() }()
+		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example/items", nil))
+		if err == nil {
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case p := <-got:
+		if p != "loser broke" {
+			t.Fatalf("recovered %v; want the loser's panic", p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("RoundTrip neither returned nor panicked")
+	}
+	if n := winner.closes(); n != 1 {
+		t.Errorf("winner's body closed %d times; want 1", n)
+	}
+}
