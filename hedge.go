@@ -35,6 +35,11 @@ type hedged struct {
 	hedges       int           // hedges sent
 	refused      int           // hedges refused
 	losers       int           // attempts that lost
+	// notBefore is the latest time a Retry-After of a discarded answer
+	// asked the next attempt to wait for, when hasNotBefore: a retry
+	// after the attempts in flight fail waits for it too.
+	notBefore    time.Time
+	hasNotBefore bool
 	// settled is a copy of the operation as it was settled before its
 	// first attempt, for the attempts' goroutines, which only read it:
 	// handing them the operation itself would move every operation, hedged
@@ -177,16 +182,26 @@ func (op *operation) ended(a *attempt, timer clockwork.Timer) (resp *http.Respon
 	case hedgeWin:
 		return op.win(a, stop)
 	case hedgeNow:
-		op.onAttempt(decision{})
-		op.discard(a.resp)
+		op.setAside(a)
 		op.hedgeNow(timer)
 	case hedgeKeep:
-		op.onAttempt(decision{})
-		op.discard(a.resp)
+		op.setAside(a)
 	case hedgeRetry:
 		return op.retryHedged(a, timer)
 	}
 	return nil, nil, false
+}
+
+// setAside reports an attempt whose failure leaves others running, keeps
+// the Retry-After its answer carried for the retry that may follow, and
+// discards the answer.
+func (op *operation) setAside(a *attempt) {
+	op.onAttempt(decision{})
+	now := op.clock.Now()
+	if d, ok := op.retryAfter(a.resp, now); ok {
+		op.notBefore, op.hasNotBefore = latestNotBefore(op.notBefore, op.hasNotBefore, now.Add(d)), true
+	}
+	op.discard(a.resp)
 }
 
 // win returns the winner's answer once the losers are settled.
