@@ -20,8 +20,8 @@ type panicRecords struct {
 }
 
 func (h *panicRecords) Enabled(context.Context, slog.Level) bool { return true }
-func (h *panicRecords) WithAttrs([]slog.Attr) slog.Handler      { return h }
-func (h *panicRecords) WithGroup(string) slog.Handler           { return h }
+func (h *panicRecords) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *panicRecords) WithGroup(string) slog.Handler            { return h }
 func (h *panicRecords) Handle(_ context.Context, r slog.Record) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
