@@ -160,12 +160,13 @@ const (
 
 // HedgeDelay reports the delay after which a request of the given key
 // would be hedged now, and whether it would be hedged at all: false when
-// Hedging is nil, or when the adaptive delay has too few latencies yet.
+// Hedging is nil, when MaxAttempts leaves no room for a second attempt, or
+// when the adaptive delay has too few latencies yet.
 // The key is what [Hedging.Key] returns (the host, by default). Metrics
 // read it for a gauge of the current delay.
 func (t *Transport) HedgeDelay(key string) (time.Duration, bool) {
 	h := t.Hedging
-	if h == nil {
+	if h == nil || t.maxAttempts() < 2 {
 		return 0, false
 	}
 	if h.Delay > 0 {
