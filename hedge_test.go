@@ -117,14 +117,18 @@ func TestHedgeStartsAtDelayAndFirstAnswerWins(t *testing.T) {
 // arrived as the winner's did is drained and closed, not returned.
 func TestHedgeLosersAnsweredAreDrainedAndClosed(t *testing.T) {
 	fc := clockwork.NewFakeClock()
-	gate := make(chan struct{})
 	var hits atomic.Int32
+	loser := newCountingBody("loser")
 	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		if hits.Add(1) == 1 {
-			<-gate // answers only once the hedge has won
-			return response(req, 200, "loser"), nil
+			// Answers only once the hedge has won, which is when the
+			// loser is canceled, and answers despite it, as a response
+			// already on its way does.
+			<-req.Context().Done()
+			resp := response(req, 200, "")
+			resp.Body = loser
+			return resp, nil
 		}
-		close(gate)
 		return response(req, 200, "winner"), nil
 	})
 	var o Outcome
@@ -140,6 +144,13 @@ func TestHedgeLosersAnsweredAreDrainedAndClosed(t *testing.T) {
 	}
 	if o.Winner != 2 || o.LosersCanceled != 1 || o.Hedges != 1 {
 		t.Errorf("outcome = %+v; want winner 2, 1 loser, 1 hedge", o)
+	}
+	// The loser is settled before RoundTrip returns.
+	if n := loser.closes(); n != 1 {
+		t.Errorf("loser's body closed %d times; want 1", n)
+	}
+	if n, _ := loser.Read(make([]byte, 1)); n != 0 {
+		t.Errorf("loser's body not drained")
 	}
 }
 
