@@ -309,10 +309,13 @@ func (op *operation) hedgeNow(timer clockwork.Timer) {
 	timer.Reset(op.delay)
 }
 
-// refuseHedge counts and logs a refused hedge.
+// refuseHedge counts and logs a refused hedge. The record is at Debug
+// level: when a whole server slows down, every operation asks for a hedge
+// the cap refuses, and a record each would flood the log; the refusal is
+// counted in Outcome.HedgesRefused.
 func (op *operation) refuseHedge() {
 	op.refused++
-	op.logHedge("httpretry: hedge refused", slog.LevelWarn, op.attempts+1)
+	op.logHedge("httpretry: hedge refused", slog.LevelDebug, op.attempts+1)
 }
 
 // What withdrawHedge found.

@@ -168,3 +168,46 @@ func TestHedgeFallbackRetryStopsOnEarlierRetryAfter(t *testing.T) {
 		})
 	}
 }
+
+// Expected: once the extra-load cap is empty, refused hedges are counted in Outcome.HedgesRefused but leave no record at Info level or above: a whole slow server would otherwise log one per operation.
+func TestHedgeRefusedNotLoggedAboveDebug(t *testing.T) {
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+		return response(req, 200, "ok"), nil
+	})
+	h := &panicRecords{got: make(chan struct{}, 1)}
+	tr := &Transport{Base: base, MaxAttempts: 2, Budget: Unlimited, Logger: slog.New(h),
+		Hedging: &Hedging{Delay: time.Millisecond, MaxExtraLoad: 0.01}}
+	refused := 0
+	for range 30 { // the burst of 10 is spent by the first 10
+		var o Outcome
+		resp, err := tr.RoundTrip(newRequest(t, WithOutcome(context.Background(), &o), "GET", "https://api.example/items", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		refused += o.HedgesRefused
+	}
+	if refused == 0 {
+		t.Fatal("no hedge refused over 30 slow operations; want the cap to refuse those past the burst")
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	debug := 0
+	for _, r := range h.records {
+		if r.Message != "httpretry: hedge refused" {
+			continue
+		}
+		if r.Level >= slog.LevelInfo {
+			t.Fatalf("hedge refused logged at %v; want Debug", r.Level)
+		}
+		debug++
+	}
+	if debug != refused {
+		t.Errorf("%d Debug records of refused hedges; Outcome.HedgesRefused summed to %d", debug, refused)
+	}
+}

@@ -161,7 +161,7 @@ func TestHedgeRefusedByBudgetLeavesAttemptRunning(t *testing.T) {
 	base := httptestutil.NewTransport(fc, httptestutil.Step{Body: "slow", Delay: 50 * ms})
 	var buf bytes.Buffer
 	tr := &Transport{Base: base, Clock: fc, Budget: NewTokenBucket(0, 0), Hedging: &Hedging{Delay: 10 * ms},
-		Logger: slog.New(slog.NewTextHandler(&buf, nil))}
+		Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	var o Outcome
 	ch := start(tr, newRequest(t, WithOutcome(context.Background(), &o), "GET", "https://api.example/items", nil))
 	advanceAt(t, fc, base, 1, 2, 10*ms)
@@ -180,7 +180,7 @@ func TestHedgeRefusedByBudgetLeavesAttemptRunning(t *testing.T) {
 	if got := base.Hits(); got != 1 {
 		t.Errorf("hits = %d; want 1", got)
 	}
-	if !strings.Contains(buf.String(), `msg="httpretry: hedge refused"`) || !strings.Contains(buf.String(), "attempt=2") {
+	if !strings.Contains(buf.String(), `level=DEBUG msg="httpretry: hedge refused"`) || !strings.Contains(buf.String(), "attempt=2") {
 		t.Errorf("log = %q; want a hedge refused record for attempt 2", buf.String())
 	}
 }
