@@ -2,8 +2,11 @@ package httpretry
 
 import (
 	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -209,5 +212,48 @@ func TestHedgeRefusedNotLoggedAboveDebug(t *testing.T) {
 	}
 	if debug != refused {
 		t.Errorf("%d Debug records of refused hedges; Outcome.HedgesRefused summed to %d", debug, refused)
+	}
+}
+
+// Expected: over HTTP/2 too, with FinishLosers, canceling the caller's context ends the read of the winner's body while a loser was left to finish.
+func TestHedgeFinishLosersCallerCancelEndsWinnerBodyHTTP2(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) == 1 {
+			<-r.Context().Done() // the first attempt loses to the hedge
+			return
+		}
+		streamForever(w, r)
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	tr := &Transport{Base: srv.Client().Transport, MaxAttempts: 2,
+		Hedging: &Hedging{Delay: 20 * time.Millisecond, FinishLosers: 200 * time.Millisecond}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var o Outcome
+	resp, err := tr.RoundTrip(newRequest(t, WithOutcome(ctx, &o), "GET", srv.URL, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	// Whichever copy reached the server first is the one that waits: the
+	// first attempt or the hedge may win; the other is left to finish.
+	if resp.ProtoMajor != 2 || o.Attempts != 2 || o.LosersCanceled != 1 {
+		t.Fatalf("proto %s, outcome %+v; want HTTP/2 and one loser", resp.Proto, o)
+	}
+	if _, err := io.ReadFull(resp.Body, make([]byte, 6)); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case err := <-readUntilError(resp.Body):
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("read ended with %v; want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		resp.Body.Close()
+		t.Fatal("the winner's body still streams 10s after the caller's context was canceled")
 	}
 }
