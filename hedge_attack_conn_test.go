@@ -101,8 +101,11 @@ func TestHedgeHTTP2WinnerSlowBodyUnderIdleTimeout(t *testing.T) {
 	if err != nil || n != 256<<10 {
 		t.Errorf("read %d bytes, err %v; want 256 KiB to EOF", n, err)
 	}
-	if o.Winner != 2 || o.LosersCanceled != 1 {
-		t.Errorf("outcome %+v; want the hedge to win over one canceled loser", o)
+	// Whichever copy reached the server first is the one that waits: the
+	// first attempt's stream may be handled after the hedge's, so either
+	// may win, over the other canceled.
+	if o.Attempts != 2 || o.Winner < 1 || o.Winner > 2 || o.HedgeWon != (o.Winner == 2) || o.LosersCanceled != 1 {
+		t.Errorf("outcome %+v; want one winner over one canceled loser", o)
 	}
 	for deadline := time.Now().Add(5 * time.Second); !loserLeft.Load(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
