@@ -433,6 +433,7 @@ func (op *operation) decide(resp *http.Response, err error) decision {
 	now := op.clock.Now()
 	r.deadline, r.hasDeadline = op.deadline, op.hasDeadline
 	r.serverDelay, r.hasServerDelay = op.retryAfter(resp, now)
+	r.serverDelay, r.hasServerDelay = longestServerDelay(r.serverDelay, r.hasServerDelay, op.notBefore, op.hasNotBefore, now)
 	r.backoff = op.t.jitter(backoffWindow(op.t.baseDelay(), op.t.maxDelay(), op.attempts-1))
 	// A body obtained for a retry that then stops is closed by cleanup.
 	d := next(op.policy, r, now)

@@ -133,6 +133,33 @@ func schedule(p policy, r facts, now time.Time) decision {
 	return decision{wait: r.serverDelay + jitter, retryAfter: r.serverDelay}
 }
 
+// longestServerDelay is the server's delay for the next attempt: the
+// longer of the one the attempt that just ended was asked for (own, when
+// hasOwn) and what remains of the one an earlier answer of the operation
+// asked for (until notBefore, when hasNotBefore). A Retry-After is a
+// minimum, whichever attempt it came with: a hedged operation discards
+// answers while other attempts run, and the retry after the last of them
+// fails still owes the wait they asked for.
+func longestServerDelay(own time.Duration, hasOwn bool, notBefore time.Time, hasNotBefore bool, now time.Time) (time.Duration, bool) {
+	if !hasNotBefore || !notBefore.After(now) {
+		return own, hasOwn
+	}
+	earlier := notBefore.Sub(now)
+	if !hasOwn {
+		return earlier, true
+	}
+	return max(own, earlier), true
+}
+
+// latestNotBefore is the later of two times a retry must not start
+// before; prev counts only when hasPrev.
+func latestNotBefore(prev time.Time, hasPrev bool, t time.Time) time.Time {
+	if hasPrev && prev.After(t) {
+		return prev
+	}
+	return t
+}
+
 // lateWakeup is how late after its planned start a retry may begin and
 // still count as planned: a timer fires a little after its time, and a
 // wait planned to leave MinAttemptTime must not be thrown away for that.

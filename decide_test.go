@@ -197,3 +197,38 @@ func TestStartable(t *testing.T) {
 		}
 	}
 }
+
+// Expected: the next attempt's server delay is the longer of its own Retry-After and what remains of an earlier answer's; one that has passed counts as none.
+func TestLongestServerDelay(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tests := []struct {
+		name         string
+		own          time.Duration
+		hasOwn       bool
+		notBefore    time.Time
+		hasNotBefore bool
+		want         time.Duration
+		wantHas      bool
+	}{
+		{"neither", 0, false, time.Time{}, false, 0, false},
+		{"own only", 3 * time.Second, true, time.Time{}, false, 3 * time.Second, true},
+		{"earlier only", 0, false, now.Add(time.Second), true, time.Second, true},
+		{"earlier longer", 500 * time.Millisecond, true, now.Add(2 * time.Second), true, 2 * time.Second, true},
+		{"own longer", 5 * time.Second, true, now.Add(2 * time.Second), true, 5 * time.Second, true},
+		{"earlier passed", 0, false, now.Add(-time.Second), true, 0, false},
+		{"earlier passed, own kept", time.Second, true, now, true, time.Second, true},
+	}
+	for _, tt := range tests {
+		got, has := longestServerDelay(tt.own, tt.hasOwn, tt.notBefore, tt.hasNotBefore, now)
+		if got != tt.want || has != tt.wantHas {
+			t.Errorf("%s: %v, %v; want %v, %v", tt.name, got, has, tt.want, tt.wantHas)
+		}
+	}
+	later := now.Add(time.Second)
+	if got := latestNotBefore(later, true, now); !got.Equal(later) {
+		t.Errorf("latestNotBefore kept %v; want the later %v", got, later)
+	}
+	if got := latestNotBefore(later, false, now); !got.Equal(now) {
+		t.Errorf("latestNotBefore without a previous time = %v; want %v", got, now)
+	}
+}

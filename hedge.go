@@ -1,7 +1,10 @@
 package httpretry
 
 import (
+	"cmp"
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -32,6 +35,11 @@ type hedged struct {
 	hedges       int           // hedges sent
 	refused      int           // hedges refused
 	losers       int           // attempts that lost
+	// notBefore is the latest time a Retry-After of a discarded answer
+	// asked the next attempt to wait for, when hasNotBefore: a retry
+	// after the attempts in flight fail waits for it too.
+	notBefore    time.Time
+	hasNotBefore bool
 	// settled is a copy of the operation as it was settled before its
 	// first attempt, for the attempts' goroutines, which only read it:
 	// handing them the operation itself would move every operation, hedged
@@ -160,7 +168,7 @@ func (op *operation) ended(a *attempt, timer clockwork.Timer) (resp *http.Respon
 	op.remove(a)
 	if a.panicked != nil {
 		a.end()
-		op.settle()
+		op.settle() // a loser's panic after this one is not raised: this one is
 		panic(a.panicked.v)
 	}
 	op.attempt = *a
@@ -174,25 +182,58 @@ func (op *operation) ended(a *attempt, timer clockwork.Timer) (resp *http.Respon
 	case hedgeWin:
 		return op.win(a, stop)
 	case hedgeNow:
-		op.onAttempt(decision{})
-		op.discard(a.resp)
+		op.setAside(a)
 		op.hedgeNow(timer)
 	case hedgeKeep:
-		op.onAttempt(decision{})
-		op.discard(a.resp)
+		op.setAside(a)
 	case hedgeRetry:
 		return op.retryHedged(a, timer)
 	}
 	return nil, nil, false
 }
 
+// setAside reports an attempt whose failure leaves others running, keeps
+// the Retry-After its answer carried for the retry that may follow, and
+// discards the answer.
+func (op *operation) setAside(a *attempt) {
+	op.onAttempt(decision{})
+	now := op.clock.Now()
+	if d, ok := op.retryAfter(a.resp, now); ok {
+		op.notBefore, op.hasNotBefore = latestNotBefore(op.notBefore, op.hasNotBefore, now.Add(d)), true
+	}
+	op.discard(a.resp)
+}
+
 // win returns the winner's answer once the losers are settled.
 func (op *operation) win(a *attempt, stop StopReason) (*http.Response, error, bool) {
 	op.onAttempt(decision{})
-	op.settle()
+	if p := op.settle(); p != nil {
+		// A loser panicked: raised as if it had ended first, and the
+		// winner's answer goes unread.
+		releaseLoser(a)
+		panic(p.v)
+	}
 	op.attempt = *a
+	op.bindWinner()
 	resp, err := op.finish(a.resp, stop)
 	return resp, err, true
+}
+
+// bindWinner ties the winner to the operation's context again when losers
+// may finish: every attempt was sent without the operation's cancel, so
+// that losers outlive it, but only losers may. The winner's body then
+// ends when the caller cancels, as without FinishLosers; releasing the
+// attempt releases the link.
+func (op *operation) bindWinner() {
+	if op.finishLosers <= 0 || op.cancelAttempt == nil {
+		return
+	}
+	cancel := op.cancelAttempt
+	unlink := context.AfterFunc(op.ctx, cancel)
+	op.cancelAttempt = func() {
+		unlink()
+		cancel()
+	}
 }
 
 // retryHedged goes on after the last attempt in flight failed, as the
@@ -268,10 +309,13 @@ func (op *operation) hedgeNow(timer clockwork.Timer) {
 	timer.Reset(op.delay)
 }
 
-// refuseHedge counts and logs a refused hedge.
+// refuseHedge counts and logs a refused hedge. The record is at Debug
+// level: when a whole server slows down, every operation asks for a hedge
+// the cap refuses, and a record each would flood the log; the refusal is
+// counted in Outcome.HedgesRefused.
 func (op *operation) refuseHedge() {
 	op.refused++
-	op.logHedge("httpretry: hedge refused", slog.LevelWarn, op.attempts+1)
+	op.logHedge("httpretry: hedge refused", slog.LevelDebug, op.attempts+1)
 }
 
 // What withdrawHedge found.
@@ -324,11 +368,13 @@ func (op *operation) cancelFlight() {
 
 // settle ends the losers: each is canceled, waited for, reported and its
 // response drained and closed, so that the winner is returned only once
-// nothing else of the operation runs. With FinishLosers they are left to
-// finish for that long instead, on a goroutine of their own.
-func (op *operation) settle() {
+// nothing else of the operation runs. It returns the first panic a loser
+// raised, for the caller's goroutine to raise again. With FinishLosers
+// they are left to finish for that long instead, on a goroutine of their
+// own, and their panics are logged there (see collectLosers).
+func (op *operation) settle() *panicValue {
 	if len(op.flight) == 0 {
-		return
+		return nil
 	}
 	op.losers += len(op.flight)
 	if op.finishLosers > 0 {
@@ -340,16 +386,23 @@ func (op *operation) settle() {
 		}
 		go collectLosers(op.settled, op.flight, op.results, op.finishLosers)
 		op.flight = nil
-		return
+		return nil
 	}
 	op.cancelFlight()
+	var first *panicValue
 	for range op.flight {
 		a := <-op.results
+		if a.panicked != nil {
+			first = cmp.Or(first, a.panicked)
+			a.end()
+			continue
+		}
 		op.learnLoser(a)
 		op.reportLoser(a)
 		releaseLoser(a)
 	}
 	op.flight = op.flight[:0]
+	return first
 }
 
 // reportLoser reports a losing attempt to OnAttempt, and releases its
@@ -361,7 +414,10 @@ func (op *operation) reportLoser(a *attempt) {
 }
 
 // collectLosers waits for losers left to finish, for at most grace, then
-// cancels those still running.
+// cancels those still running. RoundTrip has returned by then, so a
+// loser's panic cannot be raised on the caller's goroutine: it is logged
+// at Error level instead, never swallowed silently, and raising it here
+// would end the whole process for an answer nobody waits for.
 func collectLosers(op *operation, losers []*attempt, results <-chan *attempt, grace time.Duration) {
 	timer := op.clock.AfterFunc(grace, func() {
 		for _, a := range losers {
@@ -371,6 +427,11 @@ func collectLosers(op *operation, losers []*attempt, results <-chan *attempt, gr
 	defer timer.Stop()
 	for range losers {
 		a := <-results
+		if a.panicked != nil {
+			op.logLoserPanic(a)
+			a.end()
+			continue
+		}
 		op.learnLoser(a)
 		releaseLoser(a)
 		if a.trace != nil {
@@ -426,4 +487,20 @@ func (op *operation) logHedge(msg string, level slog.Level, number int) {
 		attrs = append(attrs, slog.Duration("time_left", op.deadline.Sub(op.clock.Now())))
 	}
 	op.t.Logger.LogAttrs(op.callerCtx, level, msg, attrs...)
+}
+
+// logLoserPanic records the panic of a loser left to finish after
+// RoundTrip returned. The panic's value may hold anything Base put in it,
+// a URL with a token included: only its type is logged.
+func (op *operation) logLoserPanic(a *attempt) {
+	if op.t.Logger == nil {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 4)
+	attrs = append(attrs, slog.String("method", op.method()), slog.String("host", op.host()))
+	if op.t.LogRoute != nil {
+		attrs = append(attrs, slog.String("route", op.t.LogRoute(op.req)))
+	}
+	attrs = append(attrs, slog.Int("attempt", a.number), slog.String("panic_type", fmt.Sprintf("%T", a.panicked.v)))
+	op.t.Logger.LogAttrs(context.Background(), slog.LevelError, "httpretry: loser panicked after return", attrs...)
 }

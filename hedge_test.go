@@ -117,14 +117,18 @@ func TestHedgeStartsAtDelayAndFirstAnswerWins(t *testing.T) {
 // arrived as the winner's did is drained and closed, not returned.
 func TestHedgeLosersAnsweredAreDrainedAndClosed(t *testing.T) {
 	fc := clockwork.NewFakeClock()
-	gate := make(chan struct{})
 	var hits atomic.Int32
+	loser := newCountingBody("loser")
 	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		if hits.Add(1) == 1 {
-			<-gate // answers only once the hedge has won
-			return response(req, 200, "loser"), nil
+			// Answers only once the hedge has won, which is when the
+			// loser is canceled, and answers despite it, as a response
+			// already on its way does.
+			<-req.Context().Done()
+			resp := response(req, 200, "")
+			resp.Body = loser
+			return resp, nil
 		}
-		close(gate)
 		return response(req, 200, "winner"), nil
 	})
 	var o Outcome
@@ -141,6 +145,13 @@ func TestHedgeLosersAnsweredAreDrainedAndClosed(t *testing.T) {
 	if o.Winner != 2 || o.LosersCanceled != 1 || o.Hedges != 1 {
 		t.Errorf("outcome = %+v; want winner 2, 1 loser, 1 hedge", o)
 	}
+	// The loser is settled before RoundTrip returns.
+	if n := loser.closes(); n != 1 {
+		t.Errorf("loser's body closed %d times; want 1", n)
+	}
+	if n, _ := loser.Read(make([]byte, 1)); n != 0 {
+		t.Errorf("loser's body not drained")
+	}
 }
 
 // TestHedgeRefusedByBudgetLeavesAttemptRunning: an empty budget refuses
@@ -150,7 +161,7 @@ func TestHedgeRefusedByBudgetLeavesAttemptRunning(t *testing.T) {
 	base := httptestutil.NewTransport(fc, httptestutil.Step{Body: "slow", Delay: 50 * ms})
 	var buf bytes.Buffer
 	tr := &Transport{Base: base, Clock: fc, Budget: NewTokenBucket(0, 0), Hedging: &Hedging{Delay: 10 * ms},
-		Logger: slog.New(slog.NewTextHandler(&buf, nil))}
+		Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	var o Outcome
 	ch := start(tr, newRequest(t, WithOutcome(context.Background(), &o), "GET", "https://api.example/items", nil))
 	advanceAt(t, fc, base, 1, 2, 10*ms)
@@ -169,7 +180,7 @@ func TestHedgeRefusedByBudgetLeavesAttemptRunning(t *testing.T) {
 	if got := base.Hits(); got != 1 {
 		t.Errorf("hits = %d; want 1", got)
 	}
-	if !strings.Contains(buf.String(), `msg="httpretry: hedge refused"`) || !strings.Contains(buf.String(), "attempt=2") {
+	if !strings.Contains(buf.String(), `level=DEBUG msg="httpretry: hedge refused"`) || !strings.Contains(buf.String(), "attempt=2") {
 		t.Errorf("log = %q; want a hedge refused record for attempt 2", buf.String())
 	}
 }

@@ -95,8 +95,10 @@ type Hedging struct {
 	// FinishLosers, when positive, lets the attempts that lose run on
 	// after the winner, for up to this long, so that their responses are
 	// drained and their connections reused; over HTTP/1.1 a canceled
-	// attempt closes its connection. After it they are canceled. 0 (or
-	// negative) cancels losers as soon as the winner is known.
+	// attempt closes its connection. After it they are canceled. Only
+	// losers outlive the caller's context: the winner's body ends when
+	// the caller cancels, as without FinishLosers. 0 (or negative)
+	// cancels losers as soon as the winner is known.
 	FinishLosers time.Duration
 
 	// Deduplicates states that the server merges concurrent duplicates of
@@ -158,12 +160,13 @@ const (
 
 // HedgeDelay reports the delay after which a request of the given key
 // would be hedged now, and whether it would be hedged at all: false when
-// Hedging is nil, or when the adaptive delay has too few latencies yet.
+// Hedging is nil, when MaxAttempts leaves no room for a second attempt, or
+// when the adaptive delay has too few latencies yet.
 // The key is what [Hedging.Key] returns (the host, by default). Metrics
 // read it for a gauge of the current delay.
 func (t *Transport) HedgeDelay(key string) (time.Duration, bool) {
 	h := t.Hedging
-	if h == nil {
+	if h == nil || t.maxAttempts() < 2 {
 		return 0, false
 	}
 	if h.Delay > 0 {
