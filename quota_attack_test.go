@@ -1,0 +1,158 @@
+package httpretry
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// gatedQuota is a quotaServer whose requests are held at a gate until the
+// test opens it, so that many are in flight at once.
+type gatedQuota struct {
+	srv     *quotaServer
+	entered atomic.Int64
+	gate    chan struct{}
+}
+
+func (g *gatedQuota) RoundTrip(req *http.Request) (*http.Response, error) {
+	g.entered.Add(1)
+	<-g.gate
+	return g.srv.RoundTrip(req)
+}
+
+// quotaBurst spends a 10-a-second quota at the fake clock's zero, then
+// runs n operations at once from the next window on (WaitQuota ones are
+// started while the quota is spent and wake at its reset), each held at
+// the server until all have either reached it or been refused. It
+// returns the 429s per window.
+func quotaBurst(t *testing.T, n int, wait bool) map[int64]int {
+	t.Helper()
+	fc := clockwork.NewFakeClock()
+	srv := &quotaServer{clock: fc, zero: fc.Now(), limit: 10, window: time.Second,
+		hits: map[int64]int{}, tooMany: map[int64]int{}}
+	g := &gatedQuota{srv: srv, gate: make(chan struct{})}
+	tr := &Transport{Base: g, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{WaitQuota: wait}}
+	open := make(chan struct{})
+	close(open)
+	g.gate = open
+	for range 10 { // the whole quota of window 0, sequentially
+		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("spending window 0's quota: %v, %v; want 200", resp, err)
+		}
+		resp.Body.Close()
+	}
+	g.gate = make(chan struct{})
+	entered0 := g.entered.Load()
+	if !wait {
+		fc.Advance(time.Second) // window 1: the quota is restored
+	}
+	var refused atomic.Int64
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+			if err != nil {
+				refused.Add(1)
+				return
+			}
+			resp.Body.Close()
+		})
+	}
+	if wait {
+		advance(t, fc, n, time.Second) // every operation waits for the reset
+	}
+	// Open the gate once every operation reached the server or was
+	// refused (or, for a client that holds some, after 3s).
+	deadline := time.Now().Add(3 * time.Second)
+	for g.entered.Load()-entered0+refused.Load() < int64(n) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	close(g.gate)
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	for end := time.Now().Add(30 * time.Second); ; {
+		select {
+		case <-finished:
+			srv.mu.Lock()
+			defer srv.mu.Unlock()
+			return srv.tooMany
+		case <-time.After(5 * time.Millisecond):
+			if time.Now().After(end) {
+				t.Fatal("operations still running after 30s")
+			}
+			fc.Advance(100 * time.Millisecond) // for a client that holds operations for a later window
+		}
+	}
+}
+
+// TestQuotaAtMostOne429PerWindowForConcurrentCallers: 30 operations
+// started at once just after a 10-a-second quota resets get at most one
+// 429 in any window: the client does not let every caller through at the
+// reset before any response said what the new window holds.
+func TestQuotaAtMostOne429PerWindowForConcurrentCallers(t *testing.T) {
+	t.Parallel()
+	for w, n := range quotaBurst(t, 30, false) {
+		if n > 1 {
+			t.Errorf("window %d: %d 429s from 30 concurrent operations against a quota of 10; want at most 1", w, n)
+		}
+	}
+}
+
+// TestWaitQuotaHoldersDoNotBurstPastTheQuota: 30 operations held with
+// WaitQuota until a 10-a-second quota resets do not all go at the reset:
+// at most one 429 in any window.
+func TestWaitQuotaHoldersDoNotBurstPastTheQuota(t *testing.T) {
+	t.Parallel()
+	for w, n := range quotaBurst(t, 30, true) {
+		if n > 1 {
+			t.Errorf("window %d: %d 429s from 30 operations released by WaitQuota at the reset of a quota of 10; want at most 1", w, n)
+		}
+	}
+}
+
+// TestWaitQuotaEndsWhenRequestCancelCloses: an operation held by
+// WaitQuota ends at once, with no attempt, when the request's
+// (deprecated) Cancel channel closes, as every other wait of the
+// Transport does.
+func TestWaitQuotaEndsWhenRequestCancelCloses(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	base := &countingBase{status: func(*http.Request) int { return 429 }, header: http.Header{"Ratelimit": {`"default";r=0;t=30`}}}
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{WaitQuota: true}}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cancel := make(chan struct{})
+	req := newRequest(t, context.Background(), "GET", "http://api.test/", nil)
+	req.Cancel = cancel //lint:ignore SA1019 the deprecated channel still ends an operation
+	ch := start(tr, req)
+	if err := fc.BlockUntilContext(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	close(cancel)
+	select {
+	case r := <-ch:
+		if r.err == nil {
+			r.resp.Body.Close()
+			t.Fatalf("got %d; want the operation ended by Cancel", r.resp.StatusCode)
+		}
+		if got := base.hits.Load(); got != 1 {
+			t.Errorf("%d attempts reached the server; want only the first operation's", got)
+		}
+	case <-time.After(5 * time.Second):
+		fc.Advance(30 * time.Second)
+		r := <-ch
+		t.Errorf("Cancel closed, still held 5s later (then: %v); want the operation ended at once", r.err)
+		if r.resp != nil {
+			r.resp.Body.Close()
+		}
+	}
+}
