@@ -152,3 +152,35 @@ func TestThrottleOneStateForOneHost(t *testing.T) {
 		}
 	}
 }
+
+// TestThrottleKeepsADestinationInUseWhenOthersCycle: with MaxKeys 8 and
+// 16 other destinations called in turn, a failing destination called
+// between each of them stays known: it is refused at about the cap
+// (10% admitted), not forgotten and admitted afresh. Each of 20 Throttles
+// is tried, since which key a full table gives up may depend on the run.
+func TestThrottleKeepsADestinationInUseWhenOthersCycle(t *testing.T) {
+	t.Parallel()
+	forgotten := 0
+	worst := 0
+	for range 20 {
+		fc := clockwork.NewFakeClock()
+		th := &Throttle{MaxKeys: 8, Rand: evenDraws()}
+		down := httptest.NewRequest("GET", "http://down.test/", nil)
+		admitted := 0
+		for i := range 2000 {
+			th.dest(httptest.NewRequest("GET", fmt.Sprintf("http://h%d.test/", i%16), nil))
+			s := th.dest(down)
+			if _, err := th.admit(s, fc); err == nil {
+				admitted++
+				throttleAt(th, s, fc, 1, false)
+			}
+		}
+		if admitted > 400 {
+			forgotten++
+			worst = max(worst, admitted)
+		}
+	}
+	if forgotten > 0 {
+		t.Errorf("in %d of 20 runs the failing destination was admitted more than 400 of 2000 times (worst %d); want about 200 (the 10%% cap): it is forgotten while in use", forgotten, worst)
+	}
+}
