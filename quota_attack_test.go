@@ -2,7 +2,10 @@ package httpretry
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -154,5 +157,104 @@ func TestWaitQuotaEndsWhenRequestCancelCloses(t *testing.T) {
 		if r.resp != nil {
 			r.resp.Body.Close()
 		}
+	}
+}
+
+// TestQuotaAtMostOne429PerWindowForConcurrentCallersOverLoopback: over a
+// real socket, HTTP/1.1 and HTTP/2, a server with a quota of 10 per 3s
+// window announced in RateLimit; the client spends window 0's quota,
+// then, once the announced reset has passed, 30 callers start at once
+// (held at the server until all of them reached it or were refused): at
+// most one 429 in any window.
+func TestQuotaAtMostOne429PerWindowForConcurrentCallersOverLoopback(t *testing.T) {
+	t.Parallel()
+	for _, h2 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2"}[h2], func(t *testing.T) {
+			t.Parallel()
+			const window = 3 * time.Second
+			var (
+				mu      sync.Mutex
+				zero    time.Time
+				current int64
+				used    int
+				tooMany = map[int64]int{}
+				gate    = make(chan struct{})
+				arrived atomic.Int64
+			)
+			close(gate)
+			gateNow := func() chan struct{} { mu.Lock(); defer mu.Unlock(); return gate }
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				arrived.Add(1)
+				<-gateNow()
+				mu.Lock()
+				defer mu.Unlock()
+				elapsed := time.Since(zero)
+				n := int64(elapsed / window)
+				if n != current {
+					current, used = n, 0
+				}
+				secs := int64((window*time.Duration(n+1) - elapsed + time.Second - 1) / time.Second)
+				status := 200
+				if used >= 10 {
+					status = 429
+					tooMany[n]++
+				} else {
+					used++
+				}
+				w.Header().Set("RateLimit", `"default";r=`+strconv.Itoa(10-used)+`;t=`+strconv.FormatInt(secs, 10))
+				w.WriteHeader(status)
+			}))
+			srv.EnableHTTP2 = h2
+			srv.StartTLS()
+			defer srv.Close()
+			client := &http.Client{Transport: &Transport{Base: srv.Client().Transport, MaxAttempts: 1, Throttle: &Throttle{}}}
+			get := func() error {
+				resp, err := client.Get(srv.URL)
+				if err == nil {
+					resp.Body.Close()
+				}
+				return err
+			}
+			mu.Lock()
+			zero = time.Now()
+			mu.Unlock()
+			for i := range 10 {
+				if err := get(); err != nil {
+					t.Fatalf("request %d of window 0's quota: %v", i+1, err)
+				}
+			}
+			if err := get(); !errors.Is(err, ErrQuotaExhausted) {
+				t.Fatalf("an 11th request in window 0: %v; want refused locally (ErrQuotaExhausted)", err)
+			}
+			// The announced reset is rounded up to whole seconds: at most
+			// a second past the window's end.
+			time.Sleep(time.Until(zero.Add(window + 1100*time.Millisecond)))
+			mu.Lock()
+			gate = make(chan struct{})
+			closing := gate
+			mu.Unlock()
+			before := arrived.Load()
+			var refused atomic.Int64
+			var wg sync.WaitGroup
+			for range 30 {
+				wg.Go(func() {
+					if err := get(); err != nil {
+						refused.Add(1)
+					}
+				})
+			}
+			for end := time.Now().Add(3 * time.Second); arrived.Load()-before+refused.Load() < 30 && time.Now().Before(end); {
+				time.Sleep(time.Millisecond)
+			}
+			close(closing)
+			wg.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			for w, n := range tooMany {
+				if n > 1 {
+					t.Errorf("window %d: %d 429s from 30 concurrent callers against a quota of 10; want at most 1", w, n)
+				}
+			}
+		})
 	}
 }
