@@ -258,3 +258,42 @@ func TestQuotaAtMostOne429PerWindowForConcurrentCallersOverLoopback(t *testing.T
 		})
 	}
 }
+
+// TestQuotaOfOneResourceDoesNotRefuseAnother: a host whose responses name
+// separate quotas spends one without the other: after a search response
+// says the search quota (30 a minute) is spent, a request under the core
+// quota, which has 4999 left, is still sent. The quotas are named by
+// X-RateLimit-Resource (as GitHub's API does) or by the RateLimit
+// policy's name (draft-ietf-httpapi-ratelimit-headers).
+func TestQuotaOfOneResourceDoesNotRefuseAnother(t *testing.T) {
+	t.Parallel()
+	for _, style := range []string{"x-ratelimit", "ratelimit"} {
+		fc := clockwork.NewFakeClockAt(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC))
+		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			search := r.URL.Path == "/search/code"
+			var h http.Header
+			switch {
+			case style == "ratelimit" && search:
+				h = http.Header{"Ratelimit": {`"search";r=0;t=60`}, "Ratelimit-Policy": {`"search";q=30;w=60`}}
+			case style == "ratelimit":
+				h = http.Header{"Ratelimit": {`"core";r=4999;t=3600`}, "Ratelimit-Policy": {`"core";q=5000;w=3600`}}
+			case search:
+				h = http.Header{"X-Ratelimit-Resource": {"search"}, "X-Ratelimit-Remaining": {"0"},
+					"X-Ratelimit-Reset": {strconv.FormatInt(fc.Now().Add(time.Minute).Unix(), 10)}}
+			default:
+				h = http.Header{"X-Ratelimit-Resource": {"core"}, "X-Ratelimit-Remaining": {"4999"},
+					"X-Ratelimit-Reset": {strconv.FormatInt(fc.Now().Add(time.Hour).Unix(), 10)}}
+			}
+			return &http.Response{StatusCode: 200, Header: h, Body: http.NoBody, Request: r}, nil
+		})
+		tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{}}
+		for _, path := range []string{"/repos/a/b", "/search/code", "/repos/a/b"} {
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test"+path, nil))
+			if err != nil {
+				t.Errorf("%s: GET %s after the search quota was spent: %v; want it sent (its core quota has 4999 left)", style, path, err)
+				break
+			}
+			resp.Body.Close()
+		}
+	}
+}
