@@ -297,3 +297,22 @@ func TestQuotaOfOneResourceDoesNotRefuseAnother(t *testing.T) {
 		}
 	}
 }
+
+// TestQuotaFollowsTheServersCountWhenNothingIsInFlight: operations made
+// one after another, each answered "5 remaining" (a server that does not
+// count some requests, as GitHub's API does not count a 304 to a
+// conditional request): nothing is in flight when a response says 5
+// remain, so every operation is sent, none refused locally.
+func TestQuotaFollowsTheServersCountWhenNothingIsInFlight(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	base := &countingBase{status: func(*http.Request) int { return 304 }, header: http.Header{"Ratelimit": {`"default";r=5;t=60`}}}
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{}}
+	for i := range 20 {
+		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+		if err != nil {
+			t.Fatalf("operation %d, the last response saying 5 remain and nothing in flight: %v; want it sent", i+1, err)
+		}
+		resp.Body.Close()
+	}
+}
