@@ -316,3 +316,67 @@ func TestQuotaFollowsTheServersCountWhenNothingIsInFlight(t *testing.T) {
 		resp.Body.Close()
 	}
 }
+
+// retryAfter429 answers 429 with h the first time, 200 after.
+func retryAfter429(h http.Header) *countingBase {
+	var n atomic.Int64
+	b := &countingBase{status: func(*http.Request) int {
+		if n.Add(1) == 1 {
+			return 429
+		}
+		return 200
+	}, header: h}
+	return b
+}
+
+// TestQuota429WithRetryAfterEndsWithRetryAfter: a 429 with Retry-After 60
+// whose X-RateLimit headers name a quota with plenty left and an hour to
+// its reset (as GitHub's secondary rate limit answers) holds the
+// destination's operations for the 60 seconds it asked, not the hour.
+func TestQuota429WithRetryAfterEndsWithRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	fc := clockwork.NewFakeClockAt(now)
+	base := retryAfter429(http.Header{"Retry-After": {"60"}, "X-Ratelimit-Remaining": {"4990"},
+		"X-Ratelimit-Reset": {strconv.FormatInt(now.Add(time.Hour).Unix(), 10)}})
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{}}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	if err != nil || resp.StatusCode != 429 {
+		t.Fatalf("first: %v, %v; want the 429", resp, err)
+	}
+	resp.Body.Close()
+	fc.Advance(61 * time.Second)
+	resp, err = tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	if err != nil {
+		t.Fatalf("61s after a 429 with Retry-After 60 (4990 of the quota left): %v; want it sent", err)
+	}
+	resp.Body.Close()
+}
+
+// TestQuota429WithRetryAfterAndAnUnreadableResetIsPaced: a 429 with
+// Retry-After 30 whose X-RateLimit-Reset cannot be read (a fraction, as
+// some APIs send) holds the destination's operations for those 30
+// seconds: the next one, 10s later, is refused locally, not sent for
+// another 429.
+func TestQuota429WithRetryAfterAndAnUnreadableResetIsPaced(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	fc := clockwork.NewFakeClockAt(now)
+	base := retryAfter429(http.Header{"Retry-After": {"30"}, "X-Ratelimit-Remaining": {"0"},
+		"X-Ratelimit-Reset": {strconv.FormatInt(now.Add(30*time.Second).Unix(), 10) + ".250"}})
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{}}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	if err != nil || resp.StatusCode != 429 {
+		t.Fatalf("first: %v, %v; want the 429", resp, err)
+	}
+	resp.Body.Close()
+	fc.Advance(10 * time.Second)
+	resp, err = tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("10s after a 429 with Retry-After 30: sent (status %d); want refused locally (ErrQuotaExhausted)", resp.StatusCode)
+	}
+	if !errors.Is(err, ErrQuotaExhausted) {
+		t.Errorf("err = %v; want ErrQuotaExhausted", err)
+	}
+}
