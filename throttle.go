@@ -97,11 +97,13 @@ type Throttle struct {
 
 	// Key names a request's destination. It must return a short, bounded
 	// name (never a path or a query): each distinct key holds a few
-	// hundred bytes of state. If nil, the request URL's host.
+	// hundred bytes of state. If nil, the request URL's host, lower-case
+	// and without the scheme's default port, so that every spelling of a
+	// host is one destination.
 	Key func(req *http.Request) string
 
-	// MaxKeys bounds the destinations held; past it, one is forgotten to
-	// make room. 0 (or less) means [DefaultMaxDestinations].
+	// MaxKeys bounds the destinations held; past it, one not used lately
+	// is forgotten to make room. 0 (or less) means [DefaultMaxDestinations].
 	MaxKeys int
 
 	// IgnoreQuota turns quota pacing off: the rate-limit headers of
@@ -167,10 +169,7 @@ func (th *Throttle) key(req *http.Request) string {
 	if th.Key != nil {
 		return th.Key(req)
 	}
-	if req.URL == nil {
-		return ""
-	}
-	return req.URL.Host
+	return hostKey(req)
 }
 
 // dest returns the state of req's destination.
