@@ -1,7 +1,9 @@
 package httpretry
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -44,6 +46,9 @@ func TestParseRateLimit(t *testing.T) {
 		{"x- fields, signed", http.Header{"X-Ratelimit-Remaining": {"+1"}}, want{}},
 		{"invalid structured falls back to x- fields", http.Header{"Ratelimit": {`garbage`}, "X-Ratelimit-Remaining": {"4"}}, want{true, 4, 0, false}},
 		{"empty", http.Header{"Ratelimit": {""}, "X-Ratelimit-Remaining": {""}}, want{}},
+		{"duplicate parameter, the last not an integer", http.Header{"Ratelimit": {`"default";r=0;r=x;t=10`}}, want{}},
+		{"bare r: a Boolean, not a count", http.Header{"Ratelimit": {`"default";r;t=10`}}, want{}},
+		{"dictionary over two lines", http.Header{"Ratelimit": {`limit=100, remaining=0`, `reset=30`}}, want{true, 0, 30 * time.Second, true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,6 +57,39 @@ func TestParseRateLimit(t *testing.T) {
 			got := want{ok, rl.Remaining, rl.Reset, rl.HasReset}
 			if got != tt.want {
 				t.Errorf("ParseRateLimit(%v) = %+v; want %+v", tt.h, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestParseRateLimitNamesAndLimits: the quota's name, size and window
+// come with its count.
+func TestParseRateLimitNamesAndLimits(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		h    http.Header
+		want RateLimit
+	}{
+		{"structured with its policy", http.Header{"Ratelimit": {`"search";r=0;t=60`}, "Ratelimit-Policy": {`"core";q=5000;w=3600, "search";q=30;w=60`}},
+			RateLimit{Remaining: 0, Reset: time.Minute, HasReset: true, Limit: 30, Window: time.Minute, Name: "search"}},
+		{"structured without a policy", http.Header{"Ratelimit": {`core;r=4;t=6`}},
+			RateLimit{Remaining: 4, Reset: 6 * time.Second, HasReset: true, Name: "core"}},
+		{"a long name is not kept", http.Header{"Ratelimit": {`"` + strings.Repeat("n", 65) + `";r=4;t=6`}},
+			RateLimit{Remaining: 4, Reset: 6 * time.Second, HasReset: true}},
+		{"dictionary", http.Header{"Ratelimit": {`limit=100, remaining=7, reset=30`}},
+			RateLimit{Remaining: 7, Reset: 30 * time.Second, HasReset: true, Limit: 100}},
+		{"draft fields", http.Header{"Ratelimit-Remaining": {"7"}, "Ratelimit-Reset": {"30"}, "Ratelimit-Limit": {"100"}},
+			RateLimit{Remaining: 7, Reset: 30 * time.Second, HasReset: true, Limit: 100}},
+		{"x- fields with a resource", http.Header{"X-Ratelimit-Remaining": {"7"}, "X-Ratelimit-Reset": {"30"}, "X-Ratelimit-Limit": {"60"}, "X-Ratelimit-Resource": {" search "}},
+			RateLimit{Remaining: 7, Reset: 30 * time.Second, HasReset: true, Limit: 60, Name: "search"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got, ok := ParseRateLimit(tt.h, now); !ok || got != tt.want {
+				t.Errorf("ParseRateLimit(%v) = %+v, %v; want %+v", tt.h, got, ok, tt.want)
 			}
 		})
 	}
@@ -100,7 +138,45 @@ func FuzzParseRateLimit(f *testing.F) {
 		h = http.Header{"X-Ratelimit-Remaining": {remaining}, "X-Ratelimit-Reset": {reset}}
 		got, ok = ParseRateLimit(h, now)
 		checkRateLimit(t, got, ok)
+		checkRateLimitRoundTrip(t, rl, remaining, reset)
 	})
+}
+
+// checkRateLimitRoundTrip writes a valid RateLimit field from the fuzzed
+// strings (each read as numbers where it can be, a name otherwise) and
+// checks that the parse gives back what was written: the member with the
+// least remaining, split over two field lines, with a decoy member
+// without r between them and a duplicate r whose last value counts.
+func checkRateLimitRoundTrip(t *testing.T, name, remaining, reset string) {
+	t.Helper()
+	r1, t1 := fuzzInt(remaining), fuzzInt(reset)
+	r2, t2 := fuzzInt(reset), fuzzInt(remaining)
+	n1 := `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(name) + `"`
+	lines := []string{
+		fmt.Sprintf(`%s;r=%d;r=%d;t=%d, "decoy";t=1`, n1, r1+1, r1, t1),
+		fmt.Sprintf(`second;r=%d;t=%d`, r2, t2),
+	}
+	rl, ok := ParseRateLimit(http.Header{"Ratelimit": lines}, time.Time{})
+	wantR, wantT := r1, t1
+	if r2 < r1 || (r2 == r1 && t2 > t1) {
+		wantR, wantT = r2, t2
+	}
+	wantReset := maxRateLimitReset
+	if wantT < int64(maxRateLimitReset/time.Second) {
+		wantReset = time.Duration(wantT) * time.Second
+	}
+	if !ok || rl.Remaining != wantR || rl.Reset != wantReset || !rl.HasReset {
+		t.Errorf("ParseRateLimit(%q) = %+v, %v; want remaining %d, reset %v", lines, rl, ok, wantR, wantReset)
+	}
+}
+
+// fuzzInt turns a fuzzed string into a valid Structured Field Integer.
+func fuzzInt(s string) int64 {
+	var n int64
+	for i := 0; i < len(s) && i < 14; i++ {
+		n = n*10 + int64(s[i]%10)
+	}
+	return n
 }
 
 // checkRateLimit checks the bounds every parse keeps.
