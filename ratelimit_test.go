@@ -100,29 +100,102 @@ func TestQuotaUpdate(t *testing.T) {
 	now := time.Unix(1000, 0)
 	at := func(d time.Duration) int64 { return now.Add(d).UnixNano() }
 	tests := []struct {
-		name        string
-		rl          RateLimit
-		status      int
-		until, left int64
-		wantUntil   int64
-		wantLeft    int64
-		wantOK      bool
+		name                  string
+		rl                    RateLimit
+		spent                 bool
+		until, left, inflight int64
+		wantUntil, wantLeft   int64
 	}{
-		{"no reset: not kept", RateLimit{Remaining: 0}, 200, 0, 0, 0, 0, false},
-		{"first quota", RateLimit{Remaining: 40, Reset: 10 * time.Second, HasReset: true}, 200, 0, 0, at(10 * time.Second), 40, true},
-		{"same window: the smaller local count", RateLimit{Remaining: 40, Reset: 10 * time.Second, HasReset: true}, 200, at(10*time.Second + 500*time.Millisecond), 30, at(10*time.Second + 500*time.Millisecond), 30, true},
-		{"same window: the smaller server count", RateLimit{Remaining: 20, Reset: 10 * time.Second, HasReset: true}, 200, at(10 * time.Second), 30, at(10 * time.Second), 20, true},
-		{"new window: the server's count", RateLimit{Remaining: 100, Reset: 60 * time.Second, HasReset: true}, 200, at(time.Second), 0, at(60 * time.Second), 100, true},
-		{"a 429 spends it", RateLimit{Remaining: 5, Reset: 3 * time.Second, HasReset: true}, 429, 0, 0, at(3 * time.Second), 0, true},
+		{"first quota", RateLimit{Remaining: 40, Reset: 10 * time.Second, HasReset: true}, false, 0, 0, 0, at(10 * time.Second), 40},
+		{"same window, some in flight: the smaller local count", RateLimit{Remaining: 40, Reset: 10 * time.Second, HasReset: true}, false, at(10*time.Second + 500*time.Millisecond), 30, 2, at(10*time.Second + 500*time.Millisecond), 30},
+		{"same window, some in flight: the smaller server count", RateLimit{Remaining: 20, Reset: 10 * time.Second, HasReset: true}, false, at(10 * time.Second), 30, 1, at(10 * time.Second), 20},
+		{"same window, nothing in flight: the server's count", RateLimit{Remaining: 40, Reset: 10 * time.Second, HasReset: true}, false, at(10 * time.Second), 30, 0, at(10 * time.Second), 40},
+		{"new window: the server's count", RateLimit{Remaining: 100, Reset: 60 * time.Second, HasReset: true}, false, at(time.Second), 0, 3, at(60 * time.Second), 100},
+		{"spent: nothing left", RateLimit{Remaining: 5, Reset: 3 * time.Second, HasReset: true}, true, 0, 0, 0, at(3 * time.Second), 0},
+		{"spent in the same window", RateLimit{Remaining: 5, Reset: 3 * time.Second, HasReset: true}, true, at(3 * time.Second), 4, 0, at(3 * time.Second), 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			u, l, ok := quotaUpdate(tt.rl, tt.status, tt.until, tt.left, now)
-			if u != tt.wantUntil || l != tt.wantLeft || ok != tt.wantOK {
-				t.Errorf("quotaUpdate = (%d, %d, %v); want (%d, %d, %v)", u, l, ok, tt.wantUntil, tt.wantLeft, tt.wantOK)
+			u, l := quotaUpdate(tt.rl, tt.spent, tt.until, tt.left, tt.inflight, now)
+			if u != tt.wantUntil || l != tt.wantLeft {
+				t.Errorf("quotaUpdate = (%d, %d); want (%d, %d)", u, l, tt.wantUntil, tt.wantLeft)
 			}
 		})
+	}
+}
+
+// TestQuotaAnnounced: what a response says of its quota, by status,
+// headers and Retry-After.
+func TestQuotaAnnounced(t *testing.T) {
+	t.Parallel()
+	withReset := RateLimit{Remaining: 4990, Reset: time.Hour, HasReset: true, Name: "core"}
+	spentRL := RateLimit{Remaining: 0, Reset: 20 * time.Second, HasReset: true}
+	noReset := RateLimit{Remaining: 0}
+	tests := []struct {
+		name   string
+		rl     RateLimit
+		ok     bool
+		status int
+		ra     time.Duration
+		hasRA  bool
+		want   announcement
+		wantOK bool
+	}{
+		{"200 with a reset", withReset, true, 200, 0, false, announcement{rl: withReset, paced: true}, true},
+		{"200 without a reset", noReset, true, 200, 0, false, announcement{rl: noReset, paced: true}, false},
+		{"200 without headers", RateLimit{}, false, 200, 0, false, announcement{paced: true}, false},
+		{"429, headers spent: their reset", spentRL, true, 429, 5 * time.Second, true, announcement{rl: spentRL, spent: true, paced: true}, true},
+		{"429 with quota left and Retry-After: the pause", withReset, true, 429, time.Minute, true,
+			announcement{rl: RateLimit{Remaining: 4990, Reset: time.Minute, HasReset: true, Name: "core"}, spent: true}, true},
+		{"429, unreadable reset, Retry-After: the pause", noReset, true, 429, 30 * time.Second, true,
+			announcement{rl: RateLimit{Reset: 30 * time.Second, HasReset: true}, spent: true}, true},
+		{"429, Retry-After only", RateLimit{}, false, 429, 30 * time.Second, true,
+			announcement{rl: RateLimit{Reset: 30 * time.Second, HasReset: true}, spent: true}, true},
+		{"429, Retry-After past a day: a day", RateLimit{}, false, 429, 48 * time.Hour, true,
+			announcement{rl: RateLimit{Reset: maxRateLimitReset, HasReset: true}, spent: true}, true},
+		{"429 with quota left, no Retry-After: the headers' reset", withReset, true, 429, 0, false, announcement{rl: withReset, spent: true, paced: true}, true},
+		{"429 with nothing", RateLimit{}, false, 429, 0, false, announcement{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := quotaAnnounced(tt.rl, tt.ok, tt.status, tt.ra, tt.hasRA)
+			if ok != tt.wantOK || (ok && got != tt.want) {
+				t.Errorf("quotaAnnounced = %+v, %v; want %+v, %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+// TestQuotaLimitAndPeriod: a quota's size and window length, announced
+// or learned from the counts seen, and the window a reset renews into.
+func TestQuotaLimitAndPeriod(t *testing.T) {
+	t.Parallel()
+	if got := limitOf(RateLimit{Limit: 30, Remaining: 50}, 80); got != 30 {
+		t.Errorf("limitOf announced = %d; want 30", got)
+	}
+	if got := limitOf(RateLimit{Remaining: 9}, 0); got != 10 {
+		t.Errorf("limitOf from remaining 9 = %d; want 10", got)
+	}
+	if got := limitOf(RateLimit{Remaining: 3}, 10); got != 10 {
+		t.Errorf("limitOf from remaining 3, 10 seen = %d; want 10", got)
+	}
+	if got := periodOf(RateLimit{Window: time.Minute, Reset: time.Hour}, 0); got != int64(time.Minute) {
+		t.Errorf("periodOf announced = %v; want 1m", time.Duration(got))
+	}
+	if got := periodOf(RateLimit{Reset: 3 * time.Second}, int64(2*time.Second)); got != int64(3*time.Second) {
+		t.Errorf("periodOf learned = %v; want 3s", time.Duration(got))
+	}
+	for _, tt := range []struct{ until, now, period, want int64 }{
+		{10, 10, 5, 15},
+		{10, 14, 5, 15},
+		{10, 15, 5, 20},
+		{10, 100, 5, 105},
+	} {
+		if got := renewedReset(tt.until, tt.now, tt.period); got != tt.want {
+			t.Errorf("renewedReset(%d, %d, %d) = %d; want %d", tt.until, tt.now, tt.period, got, tt.want)
+		}
 	}
 }
 

@@ -412,7 +412,9 @@ func (w *window) sums() (req, acc float64) {
 // throttle asks the Transport's Throttle whether the operation may start,
 // before its first attempt. With WaitQuota, an operation whose quota is
 // spent waits for the reset when it comes within MaxRetryAfter and leaves
-// MinAttemptTime before the deadline, and is then asked again, once.
+// MinAttemptTime before the deadline, and is then asked again, once; the
+// wait ends, refused, with the operation's context or the request's
+// Cancel channel.
 func (op *operation) throttle() error {
 	th := op.t.Throttle
 	if th == nil {
@@ -433,6 +435,8 @@ func (op *operation) throttle() error {
 	select {
 	case <-timer.Chan():
 	case <-op.ctx.Done():
+		return err
+	case <-op.cancelChan():
 		return err
 	}
 	op.waited += op.clock.Since(now)
