@@ -113,7 +113,8 @@ type Hedging struct {
 	// Key names the latency distribution a request belongs to, for the
 	// adaptive delay and the learned attempt limit: a bounded name such as
 	// a host or a route template, never a path with identifiers. If nil,
-	// the request's host.
+	// the request's host, lower-case and without the scheme's default
+	// port, as [Throttle] keys it.
 	Key func(req *http.Request) string
 
 	// MaxKeys bounds the number of keys that keep latencies of their
@@ -228,10 +229,7 @@ func (t *Transport) latencyKey(req *http.Request) string {
 	if h := t.Hedging; h != nil && h.Key != nil {
 		return h.Key(req)
 	}
-	if req.URL != nil && req.URL.Host != "" {
-		return req.URL.Host
-	}
-	return req.Host
+	return hostKey(req)
 }
 
 // learns reports whether t records attempt latencies at all.

@@ -16,11 +16,7 @@ func (t *Transport) budgetFor(req *http.Request) Budget {
 	if t.Budget != nil || !t.BudgetPerHost {
 		return t.budget()
 	}
-	host := ""
-	if req.URL != nil {
-		host = req.URL.Host
-	}
-	return t.hostBudgetTable().get(host, 0, initHostBudget).b
+	return t.hostBudgetTable().get(hostKey(req), 0, initHostBudget).b
 }
 
 // hostBudgetTable returns the per-host budgets, created on first use and

@@ -15,6 +15,17 @@ type RateLimit struct {
 	// restored, when HasReset.
 	Reset    time.Duration
 	HasReset bool
+	// Limit is how many requests the quota admits per window, when the
+	// headers say (RateLimit-Policy's q, the dictionary form's limit,
+	// RateLimit-Limit or X-RateLimit-Limit); 0 when they do not.
+	Limit int64
+	// Window is the length of the quota's window, RateLimit-Policy's w;
+	// 0 when not said.
+	Window time.Duration
+	// Name names the quota among a destination's several: the RateLimit
+	// policy's name, or X-RateLimit-Resource; "" when unnamed. A name
+	// longer than 64 bytes is not kept.
+	Name string
 }
 
 // Bounds on what ParseRateLimit reads: a header is a server's hint, not
@@ -33,6 +44,8 @@ const (
 	// maxSFInteger is the largest Structured Field Integer (RFC 9651
 	// §3.3.1: at most 15 digits).
 	maxSFInteger = 999_999_999_999_999
+	// maxQuotaName is the longest quota name kept.
+	maxQuotaName = 64
 )
 
 // ParseRateLimit returns the quota a response's headers announce, and
@@ -41,19 +54,24 @@ const (
 //
 //   - RateLimit, the structured list of draft-ietf-httpapi-ratelimit-headers
 //     (`"default";r=0;t=30`): r is the remaining quota and t the seconds
-//     until it resets. Of several policies, the one with the least
-//     remaining counts (the longest reset among those with the same). A
-//     policy without t takes the window w of the RateLimit-Policy member
-//     of the same name, when there is one, as its reset. The earlier
+//     until it resets. Every field line is read, as one list (RFC 9110
+//     §5.3). Of several policies, the one with the least remaining
+//     counts (the longest reset among those with the same); a member
+//     without a valid r is skipped. A parameter given twice takes its
+//     last value (RFC 9651 §4.2.3.2), and a quoted name may hold escaped
+//     quotes. A policy without t takes the window w of the
+//     RateLimit-Policy member of the same name, when there is one, as its
+//     reset; that member's q and w give Limit and Window. The earlier
 //     drafts' dictionary form (`limit=100, remaining=0, reset=30`) is read
-//     too.
-//   - RateLimit-Remaining with RateLimit-Reset, the earlier drafts'
-//     separate fields (the reset in seconds).
-//   - X-RateLimit-Remaining with X-RateLimit-Reset, the common unofficial
-//     pair. The reset is in seconds; a value of 10⁹ or more is a Unix
-//     time in seconds (10⁹ seconds is over 31 years as a delay), turned
-//     into a delay against the response's Date header when valid, else
-//     against now; a time in the past gives a reset of 0.
+//     too, when the field's first member is a key=value pair.
+//   - RateLimit-Remaining with RateLimit-Reset (and RateLimit-Limit), the
+//     earlier drafts' separate fields (the reset in seconds).
+//   - X-RateLimit-Remaining with X-RateLimit-Reset (and X-RateLimit-Limit,
+//     X-RateLimit-Resource), the common unofficial fields. The reset is
+//     in seconds; a value of 10⁹ or more is a Unix time in seconds (10⁹
+//     seconds is over 31 years as a delay), turned into a delay against
+//     the response's Date header when valid, else against now; a time in
+//     the past gives a reset of 0.
 //
 // Numbers are non-negative decimal integers of at most 15 digits; a sign,
 // a fraction or anything else makes the value invalid. A reset longer
@@ -62,34 +80,60 @@ const (
 // ParseRateLimit reads no clock: now is the time the response arrived.
 func ParseRateLimit(h http.Header, now time.Time) (RateLimit, bool) {
 	if v := h["Ratelimit"]; len(v) > 0 {
-		if rl, ok := parseRateLimitField(v[0], h["Ratelimit-Policy"]); ok {
+		if rl, ok := parseRateLimitField(v, h["Ratelimit-Policy"]); ok {
 			return rl, true
 		}
 	}
-	if rl, ok := parseRateLimitPair(h, "Ratelimit-Remaining", "Ratelimit-Reset", now, false); ok {
+	if rl, ok := parseRateLimitPair(h, draftFields, now); ok {
 		return rl, true
 	}
-	return parseRateLimitPair(h, "X-Ratelimit-Remaining", "X-Ratelimit-Reset", now, true)
+	return parseRateLimitPair(h, xFields, now)
 }
 
-// parseRateLimitPair reads a remaining field and a reset field; with
-// epoch, a reset of epochThreshold or more is a Unix time.
-func parseRateLimitPair(h http.Header, remaining, reset string, now time.Time, epoch bool) (RateLimit, bool) {
-	rv := h[remaining]
-	if len(rv) == 0 {
-		return RateLimit{}, false
-	}
-	n, ok := parseSFInteger(strings.Trim(rv[0], " \t"))
+// rateLimitFields names the separate fields of one form; with epoch, a
+// reset of epochThreshold or more is a Unix time.
+type rateLimitFields struct {
+	remaining, reset, limit, resource string
+	epoch                             bool
+}
+
+var (
+	draftFields = rateLimitFields{"Ratelimit-Remaining", "Ratelimit-Reset", "Ratelimit-Limit", "", false}
+	xFields     = rateLimitFields{"X-Ratelimit-Remaining", "X-Ratelimit-Reset", "X-Ratelimit-Limit", "X-Ratelimit-Resource", true}
+)
+
+// parseRateLimitPair reads a form's separate fields.
+func parseRateLimitPair(h http.Header, f rateLimitFields, now time.Time) (RateLimit, bool) {
+	n, ok := headerInteger(h, f.remaining)
 	if !ok {
 		return RateLimit{}, false
 	}
 	rl := RateLimit{Remaining: n}
-	if v := h[reset]; len(v) > 0 {
-		if secs, ok := parseSFInteger(strings.Trim(v[0], " \t")); ok {
-			rl.Reset, rl.HasReset = resetDelay(secs, h, now, epoch), true
-		}
+	if secs, ok := headerInteger(h, f.reset); ok {
+		rl.Reset, rl.HasReset = resetDelay(secs, h, now, f.epoch), true
+	}
+	rl.Limit, _ = headerInteger(h, f.limit)
+	if v := h[f.resource]; f.resource != "" && len(v) > 0 {
+		rl.Name = quotaName(strings.Trim(v[0], " \t"))
 	}
 	return rl, true
+}
+
+// headerInteger reads the first line of field name as an integer.
+func headerInteger(h http.Header, name string) (int64, bool) {
+	v := h[name]
+	if len(v) == 0 {
+		return 0, false
+	}
+	return parseSFInteger(strings.Trim(v[0], " \t"))
+}
+
+// quotaName returns name when it is short enough to keep, else "".
+func quotaName(name string) string {
+	if len(name) > maxQuotaName {
+		return ""
+	}
+	return name
 }
 
 // resetDelay turns a reset in seconds into a delay, clamped to
@@ -109,48 +153,63 @@ func resetDelay(secs int64, h http.Header, now time.Time, epoch bool) time.Durat
 	return time.Duration(secs) * time.Second
 }
 
-// parseRateLimitField reads the RateLimit field: the structured list of
-// policies, or the earlier dictionary form.
-func parseRateLimitField(v string, policies []string) (RateLimit, bool) {
+// parseRateLimitField reads the RateLimit field's lines: the structured
+// list of policies, or the earlier dictionary form.
+func parseRateLimitField(lines, policies []string) (RateLimit, bool) {
 	var (
 		rl    RateLimit
 		found bool
 	)
-	for i, m := range splitMembers(v) {
-		if i == maxRateLimitItems {
-			break
-		}
-		name, params := sfItem(m)
-		r, ok := sfParam(params, "r")
-		if !ok {
+	for i, m := range listMembers(lines) {
+		if i == 0 && isDictMember(m) {
 			// The earlier drafts' dictionary: "remaining=0, reset=30"
 			// or "limit=100, remaining=0, reset=30".
-			return parseRateLimitDict(v)
+			return parseRateLimitDict(lines)
 		}
-		t, hasT := sfParam(params, "t")
-		var reset time.Duration
-		if hasT {
-			reset = resetDelay(t, nil, time.Time{}, false)
-		} else if w, ok := policyWindow(policies, name); ok {
-			reset, hasT = resetDelay(w, nil, time.Time{}, false), true
+		p, ok := policyQuota(m, policies)
+		if ok && (!found || p.Remaining < rl.Remaining || (p.Remaining == rl.Remaining && p.Reset > rl.Reset)) {
+			rl, found = p, true
 		}
-		if !found || r < rl.Remaining || (r == rl.Remaining && reset > rl.Reset) {
-			rl = RateLimit{Remaining: r, Reset: reset, HasReset: hasT}
-			found = true
-		}
+	}
+	if found {
+		q, w := policyLimits(policies, rl.Name)
+		rl.Limit, rl.Window = q, resetDelay(w, nil, time.Time{}, false)
+		rl.Name = quotaName(rl.Name)
 	}
 	return rl, found
 }
 
+// isDictMember reports whether a list member is a key=value pair of the
+// earlier dictionary form, not a policy: a token cannot hold "=".
+func isDictMember(m string) bool {
+	item, _, _ := strings.Cut(m, ";")
+	return !strings.HasPrefix(m, `"`) && strings.Contains(item, "=")
+}
+
+// policyQuota reads one RateLimit member: its r, and its t or else the
+// window w of the RateLimit-Policy member of the same name. ok is false
+// for a member without a valid r.
+func policyQuota(m string, policies []string) (RateLimit, bool) {
+	name, params := sfItem(m)
+	r, ok := sfParam(params, "r")
+	if !ok {
+		return RateLimit{}, false
+	}
+	rl := RateLimit{Remaining: r, Name: name}
+	if t, ok := sfParam(params, "t"); ok {
+		rl.Reset, rl.HasReset = resetDelay(t, nil, time.Time{}, false), true
+	} else if _, w := policyLimits(policies, name); w > 0 {
+		rl.Reset, rl.HasReset = resetDelay(w, nil, time.Time{}, false), true
+	}
+	return rl, true
+}
+
 // parseRateLimitDict reads the earlier drafts' RateLimit dictionary
-// (remaining=N, reset=S).
-func parseRateLimitDict(v string) (RateLimit, bool) {
+// (limit=N, remaining=N, reset=S) over every field line.
+func parseRateLimitDict(lines []string) (RateLimit, bool) {
 	var rl RateLimit
 	found := false
-	for i, m := range splitMembers(v) {
-		if i == maxRateLimitItems {
-			break
-		}
+	for _, m := range listMembers(lines) {
 		key, val, ok := strings.Cut(m, "=")
 		if !ok {
 			continue
@@ -164,25 +223,43 @@ func parseRateLimitDict(v string) (RateLimit, bool) {
 			rl.Remaining, found = n, true
 		case "reset":
 			rl.Reset, rl.HasReset = resetDelay(n, nil, time.Time{}, false), true
+		case "limit":
+			rl.Limit = n
 		}
 	}
-	return rl, found
+	if !found {
+		return RateLimit{}, false
+	}
+	return rl, true
 }
 
-// policyWindow returns the window w, in seconds, of the RateLimit-Policy
-// member named name.
-func policyWindow(fields []string, name string) (int64, bool) {
-	for _, f := range fields {
-		for i, m := range splitMembers(f) {
-			if i == maxRateLimitItems {
-				break
-			}
-			if n, params := sfItem(m); n == name {
-				return sfParam(params, "w")
+// policyLimits returns the quota q and the window w, in seconds, of the
+// RateLimit-Policy member named name; 0 for what it does not say.
+func policyLimits(fields []string, name string) (q, w int64) {
+	for _, m := range listMembers(fields) {
+		if n, params := sfItem(m); n == name {
+			q, _ = sfParam(params, "q")
+			w, _ = sfParam(params, "w")
+			return q, w
+		}
+	}
+	return 0, 0
+}
+
+// listMembers yields the members of a list field split over several
+// field lines, as one list (RFC 9110 §5.3), at most maxRateLimitItems.
+func listMembers(lines []string) func(yield func(int, string) bool) {
+	return func(yield func(int, string) bool) {
+		n := 0
+		for _, v := range lines {
+			for _, m := range splitMembers(v) {
+				if n == maxRateLimitItems || !yield(n, m) {
+					return
+				}
+				n++
 			}
 		}
 	}
-	return 0, false
 }
 
 // splitMembers yields the comma-separated members of a list, trimmed,
@@ -218,25 +295,34 @@ func splitMembers(v string) func(yield func(int, string) bool) {
 // content, or a token as it is) and its parameters (";k=v;k2=v2").
 func sfItem(m string) (name, params string) {
 	if strings.HasPrefix(m, `"`) {
-		end := strings.IndexByte(m[1:], '"')
-		if end < 0 {
-			return "", ""
+		// The string ends at the first quote not escaped (RFC 9651
+		// §3.3.3); the name keeps its escapes, as both fields spell it.
+		for i := 1; i < len(m); i++ {
+			switch m[i] {
+			case '\\':
+				i++
+			case '"':
+				return m[1:i], m[i+1:]
+			}
 		}
-		return m[1 : 1+end], m[2+end:]
+		return "", ""
 	}
 	name, params, _ = strings.Cut(m, ";")
 	return strings.Trim(name, " \t"), ";" + params
 }
 
-// sfParam returns the Integer value of the parameter key in params.
-func sfParam(params, key string) (int64, bool) {
+// sfParam returns the Integer value of the parameter key in params. A
+// parameter given twice takes its last value (RFC 9651 §4.2.3.2), even
+// when that one is not an Integer.
+func sfParam(params, key string) (n int64, ok bool) {
 	for p := range strings.SplitSeq(params, ";") {
-		k, v, ok := strings.Cut(strings.Trim(p, " \t"), "=")
-		if ok && k == key {
-			return parseSFInteger(v)
+		k, v, _ := strings.Cut(strings.Trim(p, " \t"), "=")
+		if k == key {
+			// A bare key is Boolean true: not an Integer.
+			n, ok = parseSFInteger(v)
 		}
 	}
-	return 0, false
+	return n, ok
 }
 
 // parseSFInteger parses a non-negative decimal integer of at most 15

@@ -1,7 +1,9 @@
 package httpretry
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -44,6 +46,9 @@ func TestParseRateLimit(t *testing.T) {
 		{"x- fields, signed", http.Header{"X-Ratelimit-Remaining": {"+1"}}, want{}},
 		{"invalid structured falls back to x- fields", http.Header{"Ratelimit": {`garbage`}, "X-Ratelimit-Remaining": {"4"}}, want{true, 4, 0, false}},
 		{"empty", http.Header{"Ratelimit": {""}, "X-Ratelimit-Remaining": {""}}, want{}},
+		{"duplicate parameter, the last not an integer", http.Header{"Ratelimit": {`"default";r=0;r=x;t=10`}}, want{}},
+		{"bare r: a Boolean, not a count", http.Header{"Ratelimit": {`"default";r;t=10`}}, want{}},
+		{"dictionary over two lines", http.Header{"Ratelimit": {`limit=100, remaining=0`, `reset=30`}}, want{true, 0, 30 * time.Second, true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,34 +62,140 @@ func TestParseRateLimit(t *testing.T) {
 	}
 }
 
+// TestParseRateLimitNamesAndLimits: the quota's name, size and window
+// come with its count.
+func TestParseRateLimitNamesAndLimits(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		h    http.Header
+		want RateLimit
+	}{
+		{"structured with its policy", http.Header{"Ratelimit": {`"search";r=0;t=60`}, "Ratelimit-Policy": {`"core";q=5000;w=3600, "search";q=30;w=60`}},
+			RateLimit{Remaining: 0, Reset: time.Minute, HasReset: true, Limit: 30, Window: time.Minute, Name: "search"}},
+		{"structured without a policy", http.Header{"Ratelimit": {`core;r=4;t=6`}},
+			RateLimit{Remaining: 4, Reset: 6 * time.Second, HasReset: true, Name: "core"}},
+		{"a long name is not kept", http.Header{"Ratelimit": {`"` + strings.Repeat("n", 65) + `";r=4;t=6`}},
+			RateLimit{Remaining: 4, Reset: 6 * time.Second, HasReset: true}},
+		{"dictionary", http.Header{"Ratelimit": {`limit=100, remaining=7, reset=30`}},
+			RateLimit{Remaining: 7, Reset: 30 * time.Second, HasReset: true, Limit: 100}},
+		{"draft fields", http.Header{"Ratelimit-Remaining": {"7"}, "Ratelimit-Reset": {"30"}, "Ratelimit-Limit": {"100"}},
+			RateLimit{Remaining: 7, Reset: 30 * time.Second, HasReset: true, Limit: 100}},
+		{"x- fields with a resource", http.Header{"X-Ratelimit-Remaining": {"7"}, "X-Ratelimit-Reset": {"30"}, "X-Ratelimit-Limit": {"60"}, "X-Ratelimit-Resource": {" search "}},
+			RateLimit{Remaining: 7, Reset: 30 * time.Second, HasReset: true, Limit: 60, Name: "search"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got, ok := ParseRateLimit(tt.h, now); !ok || got != tt.want {
+				t.Errorf("ParseRateLimit(%v) = %+v, %v; want %+v", tt.h, got, ok, tt.want)
+			}
+		})
+	}
+}
+
 func TestQuotaUpdate(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1000, 0)
 	at := func(d time.Duration) int64 { return now.Add(d).UnixNano() }
 	tests := []struct {
-		name        string
-		rl          RateLimit
-		status      int
-		until, left int64
-		wantUntil   int64
-		wantLeft    int64
-		wantOK      bool
+		name                  string
+		rl                    RateLimit
+		spent                 bool
+		until, left, inflight int64
+		wantUntil, wantLeft   int64
 	}{
-		{"no reset: not kept", RateLimit{Remaining: 0}, 200, 0, 0, 0, 0, false},
-		{"first quota", RateLimit{Remaining: 40, Reset: 10 * time.Second, HasReset: true}, 200, 0, 0, at(10 * time.Second), 40, true},
-		{"same window: the smaller local count", RateLimit{Remaining: 40, Reset: 10 * time.Second, HasReset: true}, 200, at(10*time.Second + 500*time.Millisecond), 30, at(10*time.Second + 500*time.Millisecond), 30, true},
-		{"same window: the smaller server count", RateLimit{Remaining: 20, Reset: 10 * time.Second, HasReset: true}, 200, at(10 * time.Second), 30, at(10 * time.Second), 20, true},
-		{"new window: the server's count", RateLimit{Remaining: 100, Reset: 60 * time.Second, HasReset: true}, 200, at(time.Second), 0, at(60 * time.Second), 100, true},
-		{"a 429 spends it", RateLimit{Remaining: 5, Reset: 3 * time.Second, HasReset: true}, 429, 0, 0, at(3 * time.Second), 0, true},
+		{"first quota", RateLimit{Remaining: 40, Reset: 10 * time.Second, HasReset: true}, false, 0, 0, 0, at(10 * time.Second), 40},
+		{"same window, some in flight: the smaller local count", RateLimit{Remaining: 40, Reset: 10 * time.Second, HasReset: true}, false, at(10*time.Second + 500*time.Millisecond), 30, 2, at(10*time.Second + 500*time.Millisecond), 30},
+		{"same window, some in flight: the smaller server count", RateLimit{Remaining: 20, Reset: 10 * time.Second, HasReset: true}, false, at(10 * time.Second), 30, 1, at(10 * time.Second), 20},
+		{"same window, nothing in flight: the server's count", RateLimit{Remaining: 40, Reset: 10 * time.Second, HasReset: true}, false, at(10 * time.Second), 30, 0, at(10 * time.Second), 40},
+		{"new window: the server's count", RateLimit{Remaining: 100, Reset: 60 * time.Second, HasReset: true}, false, at(time.Second), 0, 3, at(60 * time.Second), 100},
+		{"spent: nothing left", RateLimit{Remaining: 5, Reset: 3 * time.Second, HasReset: true}, true, 0, 0, 0, at(3 * time.Second), 0},
+		{"spent in the same window", RateLimit{Remaining: 5, Reset: 3 * time.Second, HasReset: true}, true, at(3 * time.Second), 4, 0, at(3 * time.Second), 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			u, l, ok := quotaUpdate(tt.rl, tt.status, tt.until, tt.left, now)
-			if u != tt.wantUntil || l != tt.wantLeft || ok != tt.wantOK {
-				t.Errorf("quotaUpdate = (%d, %d, %v); want (%d, %d, %v)", u, l, ok, tt.wantUntil, tt.wantLeft, tt.wantOK)
+			u, l := quotaUpdate(tt.rl, tt.spent, tt.until, tt.left, tt.inflight, now)
+			if u != tt.wantUntil || l != tt.wantLeft {
+				t.Errorf("quotaUpdate = (%d, %d); want (%d, %d)", u, l, tt.wantUntil, tt.wantLeft)
 			}
 		})
+	}
+}
+
+// TestQuotaAnnounced: what a response says of its quota, by status,
+// headers and Retry-After.
+func TestQuotaAnnounced(t *testing.T) {
+	t.Parallel()
+	withReset := RateLimit{Remaining: 4990, Reset: time.Hour, HasReset: true, Name: "core"}
+	spentRL := RateLimit{Remaining: 0, Reset: 20 * time.Second, HasReset: true}
+	noReset := RateLimit{Remaining: 0}
+	tests := []struct {
+		name   string
+		rl     RateLimit
+		ok     bool
+		status int
+		ra     time.Duration
+		hasRA  bool
+		want   announcement
+		wantOK bool
+	}{
+		{"200 with a reset", withReset, true, 200, 0, false, announcement{rl: withReset, paced: true}, true},
+		{"200 without a reset", noReset, true, 200, 0, false, announcement{rl: noReset, paced: true}, false},
+		{"200 without headers", RateLimit{}, false, 200, 0, false, announcement{paced: true}, false},
+		{"429, headers spent: their reset", spentRL, true, 429, 5 * time.Second, true, announcement{rl: spentRL, spent: true, paced: true}, true},
+		{"429 with quota left and Retry-After: the pause", withReset, true, 429, time.Minute, true,
+			announcement{rl: RateLimit{Remaining: 4990, Reset: time.Minute, HasReset: true, Name: "core"}, spent: true}, true},
+		{"429, unreadable reset, Retry-After: the pause", noReset, true, 429, 30 * time.Second, true,
+			announcement{rl: RateLimit{Reset: 30 * time.Second, HasReset: true}, spent: true}, true},
+		{"429, Retry-After only", RateLimit{}, false, 429, 30 * time.Second, true,
+			announcement{rl: RateLimit{Reset: 30 * time.Second, HasReset: true}, spent: true}, true},
+		{"429, Retry-After past a day: a day", RateLimit{}, false, 429, 48 * time.Hour, true,
+			announcement{rl: RateLimit{Reset: maxRateLimitReset, HasReset: true}, spent: true}, true},
+		{"429 with quota left, no Retry-After: the headers' reset", withReset, true, 429, 0, false, announcement{rl: withReset, spent: true, paced: true}, true},
+		{"429 with nothing", RateLimit{}, false, 429, 0, false, announcement{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := quotaAnnounced(tt.rl, tt.ok, tt.status, tt.ra, tt.hasRA)
+			if ok != tt.wantOK || (ok && got != tt.want) {
+				t.Errorf("quotaAnnounced = %+v, %v; want %+v, %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+// TestQuotaLimitAndPeriod: a quota's size and window length, announced
+// or learned from the counts seen, and the window a reset renews into.
+func TestQuotaLimitAndPeriod(t *testing.T) {
+	t.Parallel()
+	if got := limitOf(RateLimit{Limit: 30, Remaining: 50}, 80); got != 30 {
+		t.Errorf("limitOf announced = %d; want 30", got)
+	}
+	if got := limitOf(RateLimit{Remaining: 9}, 0); got != 10 {
+		t.Errorf("limitOf from remaining 9 = %d; want 10", got)
+	}
+	if got := limitOf(RateLimit{Remaining: 3}, 10); got != 10 {
+		t.Errorf("limitOf from remaining 3, 10 seen = %d; want 10", got)
+	}
+	if got := periodOf(RateLimit{Window: time.Minute, Reset: time.Hour}, 0); got != int64(time.Minute) {
+		t.Errorf("periodOf announced = %v; want 1m", time.Duration(got))
+	}
+	if got := periodOf(RateLimit{Reset: 3 * time.Second}, int64(2*time.Second)); got != int64(3*time.Second) {
+		t.Errorf("periodOf learned = %v; want 3s", time.Duration(got))
+	}
+	for _, tt := range []struct{ until, now, period, want int64 }{
+		{10, 10, 5, 15},
+		{10, 14, 5, 15},
+		{10, 15, 5, 20},
+		{10, 100, 5, 105},
+	} {
+		if got := renewedReset(tt.until, tt.now, tt.period); got != tt.want {
+			t.Errorf("renewedReset(%d, %d, %d) = %d; want %d", tt.until, tt.now, tt.period, got, tt.want)
+		}
 	}
 }
 
@@ -100,7 +211,45 @@ func FuzzParseRateLimit(f *testing.F) {
 		h = http.Header{"X-Ratelimit-Remaining": {remaining}, "X-Ratelimit-Reset": {reset}}
 		got, ok = ParseRateLimit(h, now)
 		checkRateLimit(t, got, ok)
+		checkRateLimitRoundTrip(t, rl, remaining, reset)
 	})
+}
+
+// checkRateLimitRoundTrip writes a valid RateLimit field from the fuzzed
+// strings (each read as numbers where it can be, a name otherwise) and
+// checks that the parse gives back what was written: the member with the
+// least remaining, split over two field lines, with a decoy member
+// without r between them and a duplicate r whose last value counts.
+func checkRateLimitRoundTrip(t *testing.T, name, remaining, reset string) {
+	t.Helper()
+	r1, t1 := fuzzInt(remaining), fuzzInt(reset)
+	r2, t2 := fuzzInt(reset), fuzzInt(remaining)
+	n1 := `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(name) + `"`
+	lines := []string{
+		fmt.Sprintf(`%s;r=%d;r=%d;t=%d, "decoy";t=1`, n1, r1+1, r1, t1),
+		fmt.Sprintf(`second;r=%d;t=%d`, r2, t2),
+	}
+	rl, ok := ParseRateLimit(http.Header{"Ratelimit": lines}, time.Time{})
+	wantR, wantT := r1, t1
+	if r2 < r1 || (r2 == r1 && t2 > t1) {
+		wantR, wantT = r2, t2
+	}
+	wantReset := maxRateLimitReset
+	if wantT < int64(maxRateLimitReset/time.Second) {
+		wantReset = time.Duration(wantT) * time.Second
+	}
+	if !ok || rl.Remaining != wantR || rl.Reset != wantReset || !rl.HasReset {
+		t.Errorf("ParseRateLimit(%q) = %+v, %v; want remaining %d, reset %v", lines, rl, ok, wantR, wantReset)
+	}
+}
+
+// fuzzInt turns a fuzzed string into a valid Structured Field Integer.
+func fuzzInt(s string) int64 {
+	var n int64
+	for i := 0; i < len(s) && i < 14; i++ {
+		n = n*10 + int64(s[i]%10)
+	}
+	return n
 }
 
 // checkRateLimit checks the bounds every parse keeps.

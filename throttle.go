@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -18,6 +19,14 @@ const (
 	DefaultThrottleMaxReject = 0.9
 	DefaultThrottleWindow    = 800 * time.Millisecond
 	DefaultThrottleMinRate   = 5 // requests per second
+)
+
+// Bounds on Throttle's fields: a smaller value is taken as the bound.
+const (
+	// MinThrottleK is the least K used; see [Throttle].K.
+	MinThrottleK = 1.5
+	// MinThrottleWindow is the least Window used: ten buckets of 1ms.
+	MinThrottleWindow = throttleBuckets * time.Millisecond
 )
 
 // ErrThrottled matches (with [errors.Is]) the error of an operation that a
@@ -58,12 +67,16 @@ var ErrThrottled = errors.New("httpretry: refused locally: the destination is ov
 // first use, and it must not be copied after its first use.
 type Throttle struct {
 	// K is how many requests per accepted one the destination may see
-	// before the throttle refuses any. 0 (or less) means 2.
+	// before the throttle refuses any. 0 (or less), NaN or an infinity
+	// means 2. A K below [MinThrottleK] means MinThrottleK: at K ≤ 1 a
+	// server that accepts every admitted attempt never sees the refusals
+	// fall (a share a admitted gives p = 1 − K·a back), and just above 1
+	// the admitted share takes tens of seconds to recover.
 	K float64
 
 	// MaxReject caps the probability of a refusal, so that some traffic
-	// always reaches the server to see it heal. 0 (or less) means 0.9;
-	// values above 1 mean 1.
+	// always reaches the server to see it heal. 0 (or less), NaN or an
+	// infinity means 0.9; finite values above 1 mean 1.
 	MaxReject float64
 
 	// Window is how far back the counts reach: they sit in ten buckets of
@@ -71,22 +84,26 @@ type Throttle struct {
 	// healed server is trusted again within about two windows: the
 	// admitted share grows by a factor of e every Window/K. 0 (or less)
 	// means 800ms, with which 95% are admitted again within 2s of a
-	// server healing after a long outage.
+	// server healing after a long outage. A Window below
+	// [MinThrottleWindow] means MinThrottleWindow, so that no bucket is
+	// narrower than a millisecond.
 	Window time.Duration
 
 	// MinRate is the request rate per second, over the window, below
 	// which the throttle never refuses: a few failures of a destination
 	// called rarely say little. 0 means 5; a negative value means no
-	// minimum.
+	// minimum; NaN means 5.
 	MinRate float64
 
 	// Key names a request's destination. It must return a short, bounded
 	// name (never a path or a query): each distinct key holds a few
-	// hundred bytes of state. If nil, the request URL's host.
+	// hundred bytes of state. If nil, the request URL's host, lower-case
+	// and without the scheme's default port, so that every spelling of a
+	// host is one destination.
 	Key func(req *http.Request) string
 
-	// MaxKeys bounds the destinations held; past it, one is forgotten to
-	// make room. 0 (or less) means [DefaultMaxDestinations].
+	// MaxKeys bounds the destinations held; past it, one not used lately
+	// is forgotten to make room. 0 (or less) means [DefaultMaxDestinations].
 	MaxKeys int
 
 	// IgnoreQuota turns quota pacing off: the rate-limit headers of
@@ -110,28 +127,31 @@ type Throttle struct {
 const throttleBuckets = 10
 
 func (th *Throttle) k() float64 {
-	if th.K <= 0 {
-		return DefaultThrottleK
-	}
-	return th.K
+	return max(positiveOr(th.K, DefaultThrottleK), MinThrottleK)
 }
 
 func (th *Throttle) maxReject() float64 {
-	if th.MaxReject <= 0 {
-		return DefaultThrottleMaxReject
+	return min(positiveOr(th.MaxReject, DefaultThrottleMaxReject), 1)
+}
+
+// positiveOr returns x when it is positive and finite, else def: a NaN or
+// an infinity in a field is never taken as a rate or a share.
+func positiveOr(x, def float64) float64 {
+	if !(x > 0) || math.IsInf(x, 1) {
+		return def
 	}
-	return min(th.MaxReject, 1)
+	return x
 }
 
 func (th *Throttle) window() time.Duration {
-	return durationOr(th.Window, DefaultThrottleWindow)
+	return max(durationOr(th.Window, DefaultThrottleWindow), MinThrottleWindow)
 }
 
 // minRequests is the least number of requests in the window for which
 // the throttle refuses any.
 func (th *Throttle) minRequests() float64 {
 	rate := th.MinRate
-	if rate == 0 {
+	if rate == 0 || math.IsNaN(rate) {
 		rate = DefaultThrottleMinRate
 	}
 	return max(rate, 0) * th.window().Seconds()
@@ -149,10 +169,7 @@ func (th *Throttle) key(req *http.Request) string {
 	if th.Key != nil {
 		return th.Key(req)
 	}
-	if req.URL == nil {
-		return ""
-	}
-	return req.URL.Host
+	return hostKey(req)
 }
 
 // dest returns the state of req's destination.
@@ -243,7 +260,8 @@ func (th *Throttle) decide(s *throttleState, clock clockwork.Clock) (time.Time, 
 	defer s.mu.Unlock()
 	s.sync(th, now)
 	req, acc := s.w.sums()
-	if r >= rejectProbability(req, acc, th.k(), th.maxReject(), th.minRequests()) {
+	// Written so that a NaN draw or probability admits.
+	if !(r < rejectProbability(req, acc, th.k(), th.maxReject(), th.minRequests())) {
 		return time.Time{}, nil
 	}
 	// A refusal counts as a request: the SRE form needs it to keep
@@ -394,7 +412,9 @@ func (w *window) sums() (req, acc float64) {
 // throttle asks the Transport's Throttle whether the operation may start,
 // before its first attempt. With WaitQuota, an operation whose quota is
 // spent waits for the reset when it comes within MaxRetryAfter and leaves
-// MinAttemptTime before the deadline, and is then asked again, once.
+// MinAttemptTime before the deadline, and is then asked again, once; the
+// wait ends, refused, with the operation's context or the request's
+// Cancel channel.
 func (op *operation) throttle() error {
 	th := op.t.Throttle
 	if th == nil {
@@ -415,6 +435,8 @@ func (op *operation) throttle() error {
 	select {
 	case <-timer.Chan():
 	case <-op.ctx.Done():
+		return err
+	case <-op.cancelChan():
 		return err
 	}
 	op.waited += op.clock.Since(now)

@@ -1,0 +1,97 @@
+package httpretry
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// observeAt has q read a response of status with header h at now.
+func observeAt(q *quotaState, status int, h http.Header, now time.Time) {
+	q.observe(&http.Response{StatusCode: status, Header: h}, now)
+}
+
+// TestQuotaNamedAllSpentRefuses: with two named quotas held, an
+// operation is admitted while either has requests left, and refused,
+// until the earlier reset, once both are spent.
+func TestQuotaNamedAllSpentRefuses(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	var q quotaState
+	q.read.Store(true)
+	observeAt(&q, 200, http.Header{"Ratelimit": {`"core";r=0;t=60`}}, now)
+	observeAt(&q, 200, http.Header{"Ratelimit": {`"search";r=3;t=30`}}, now)
+	if _, ok := q.admit(now); !ok {
+		t.Fatal("core spent, search with 3 left: refused; want admitted")
+	}
+	observeAt(&q, 200, http.Header{"Ratelimit": {`"search";r=0;t=30`}}, now)
+	reset, ok := q.admit(now.Add(time.Second))
+	if ok {
+		t.Fatal("both quotas spent: admitted; want refused")
+	}
+	if want := now.Add(30 * time.Second); !reset.Equal(want) {
+		t.Errorf("reset = %v; want the earlier one, %v", reset, want)
+	}
+	if _, ok := q.admit(now.Add(31 * time.Second)); !ok {
+		t.Error("after search's reset: refused; want admitted")
+	}
+}
+
+// TestQuotaNamesAreBounded: a destination naming ever new quotas holds
+// at most maxQuotaNames of them; a new name takes the place of the one
+// that resets first.
+func TestQuotaNamesAreBounded(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	var q quotaState
+	q.read.Store(true)
+	for i := range 3 * maxQuotaNames {
+		observeAt(&q, 200, http.Header{"Ratelimit": {fmt.Sprintf(`"n%d";r=5;t=%d`, i, 10+i)}}, now)
+	}
+	held := map[string]bool{}
+	for i := range q.slots {
+		if q.slots[i].until.Load() != 0 {
+			held[q.slots[i].name] = true
+		}
+	}
+	if len(held) != maxQuotaNames {
+		t.Fatalf("%d quotas held (%v); want %d", len(held), held, maxQuotaNames)
+	}
+	for i := 3*maxQuotaNames - maxQuotaNames; i < 3*maxQuotaNames; i++ {
+		if name := fmt.Sprintf("n%d", i); !held[name] {
+			t.Errorf("quota %s, among the last announced, not held (held %v)", name, held)
+		}
+	}
+}
+
+// TestQuotaResetRenewsOnlyWhileHeadersCome: a window that resets is
+// renewed with the quota's size while the destination sends rate-limit
+// headers; once a response comes without them, the reset admits every
+// operation until a response says more.
+func TestQuotaResetRenewsOnlyWhileHeadersCome(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	h := http.Header{"Ratelimit": {`"default";r=0;t=1`}, "Ratelimit-Policy": {`"default";q=3;w=1`}}
+	for _, headersStop := range []bool{false, true} {
+		var q quotaState
+		q.read.Store(true)
+		observeAt(&q, 200, h, now)
+		if headersStop {
+			observeAt(&q, 200, http.Header{}, now)
+		}
+		admitted := 0
+		for range 10 {
+			if _, ok := q.admit(now.Add(1500 * time.Millisecond)); ok {
+				admitted++
+			}
+		}
+		want := 3
+		if headersStop {
+			want = 10
+		}
+		if admitted != want {
+			t.Errorf("headers stopped %v: %d of 10 admitted at the reset; want %d", headersStop, admitted, want)
+		}
+	}
+}

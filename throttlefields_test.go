@@ -1,0 +1,62 @@
+package httpretry
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// TestThrottleFieldDefaults: what each field's value means once resolved:
+// non-finite and non-positive values take the default, K and Window are
+// held at their minimums.
+func TestThrottleFieldDefaults(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		th         *Throttle
+		k, reject  float64
+		window     time.Duration
+		minPerSecs float64
+	}{
+		{"zero", &Throttle{}, 2, 0.9, 800 * time.Millisecond, 5},
+		{"NaN", &Throttle{K: math.NaN(), MaxReject: math.NaN(), MinRate: math.NaN()}, 2, 0.9, 800 * time.Millisecond, 5},
+		{"+Inf", &Throttle{K: math.Inf(1), MaxReject: math.Inf(1)}, 2, 0.9, 800 * time.Millisecond, 5},
+		{"-Inf", &Throttle{K: math.Inf(-1), MaxReject: math.Inf(-1), MinRate: math.Inf(-1)}, 2, 0.9, 800 * time.Millisecond, 0},
+		{"small K, tiny window", &Throttle{K: 0.5, Window: 5}, MinThrottleK, 0.9, MinThrottleWindow, 5},
+		{"K at the minimum", &Throttle{K: 1.5, MaxReject: 3, Window: time.Second}, 1.5, 1, time.Second, 5},
+		{"large K", &Throttle{K: 1e300, MaxReject: 0.5}, 1e300, 0.5, 800 * time.Millisecond, 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := tt.th.k(); got != tt.k {
+				t.Errorf("k() = %v; want %v", got, tt.k)
+			}
+			if got := tt.th.maxReject(); got != tt.reject {
+				t.Errorf("maxReject() = %v; want %v", got, tt.reject)
+			}
+			if got := tt.th.window(); got != tt.window {
+				t.Errorf("window() = %v; want %v", got, tt.window)
+			}
+			if got, want := tt.th.minRequests(), tt.minPerSecs*tt.window.Seconds(); got != want {
+				t.Errorf("minRequests() = %v; want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestThrottleNaNDrawAdmits: a Rand that returns NaN never refuses.
+func TestThrottleNaNDrawAdmits(t *testing.T) {
+	t.Parallel()
+	th := &Throttle{MinRate: -1, Rand: math.NaN}
+	s := th.dests.get("k", 0, initThrottleState)
+	fc := clockwork.NewFakeClock()
+	throttleAt(th, s, fc, 50, false)
+	for i := range 20 {
+		if _, err := th.admit(s, fc); err != nil {
+			t.Fatalf("decision %d with a NaN draw after 50 overload signals: %v; want admitted", i+1, err)
+		}
+	}
+}
