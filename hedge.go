@@ -257,9 +257,12 @@ func (op *operation) hedgeNow(timer clockwork.Timer) {
 	timer.Reset(op.delay)
 }
 
-// withdrawHedge takes a token from the extra-load cap and one from the
-// budget, both or neither.
+// withdrawHedge asks the Throttle, if any, as for a retry, then takes a
+// token from the extra-load cap and one from the budget, both or neither.
 func (op *operation) withdrawHedge() bool {
+	if op.dest != nil && op.t.Throttle.admitRetry(op.dest, op.clock) != nil {
+		return false
+	}
 	if !op.dist.withdrawExtra() {
 		return false
 	}

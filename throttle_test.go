@@ -115,7 +115,7 @@ func TestThrottleRefusesWithTheSREProbability(t *testing.T) {
 	if _, err := th.admit(s, fc); !errors.Is(err, ErrThrottled) {
 		t.Fatalf("draw %v below p: %v; want ErrThrottled", r, err)
 	}
-	req, acc := s.w.sums()
+	req, acc, _ := s.w.counts()
 	if req != 31 || acc != 10 {
 		t.Errorf("window holds %v requests, %v accepts; want 31 and 10 (the refusal counted)", req, acc)
 	}
@@ -145,25 +145,117 @@ func TestThrottleCapsRefusals(t *testing.T) {
 	}
 }
 
-// TestThrottleMinRate: below MinRate requests per second over the window
-// nothing is refused, whatever the failures.
+// TestThrottleMinRate: below MinRate requests per second, over the time
+// the counts reach back, nothing is refused, whatever the failures.
 func TestThrottleMinRate(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	th := &Throttle{MinRate: 5, Window: time.Second, Rand: func() float64 { return 0 }}
 	s := th.dests.get("k", 0, initThrottleState)
 	throttleAt(th, s, fc, 4, false)
+	// Fewer than 10 requests and no accept: the counts reach back over
+	// the whole ring, 5s, where 4 requests are below 5/s.
 	if _, err := th.admit(s, fc); err != nil {
-		t.Fatalf("after 4 failures in a 1s window: %v; want admitted below 5/s", err)
+		t.Fatalf("after 4 failures: %v; want admitted below 5/s", err)
 	}
-	throttleAt(th, s, fc, 1, false)
+	throttleAt(th, s, fc, 6, false)
+	// 10 requests in the 1s window: 10/s.
 	if _, err := th.admit(s, fc); !errors.Is(err, ErrThrottled) {
-		t.Errorf("after 5 failures: %v; want ErrThrottled", err)
+		t.Errorf("after 10 failures: %v; want ErrThrottled", err)
+	}
+}
+
+// TestThrottleReachesBackAtLowRates: a destination failing twice a
+// second has 2 requests in the 800ms window; the counts reach back over
+// older buckets, to 4s, and the probability is the SRE form's on the 8
+// failures there: 8/9. An accept stops the reach: the window alone
+// decides again.
+func TestThrottleReachesBackAtLowRates(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	var r float64
+	th := &Throttle{Rand: func() float64 { return r }}
+	s := th.dests.get("k", 0, initThrottleState)
+	for i := range 8 {
+		if i > 0 {
+			fc.Advance(500 * time.Millisecond)
+		}
+		throttleAt(th, s, fc, 1, false)
+	}
+	s.mu.Lock()
+	req, acc, n := s.w.counts()
+	s.mu.Unlock()
+	if req != 8 || acc != 0 || n != throttleRing {
+		t.Fatalf("counts %v requests, %v accepts over %d buckets; want 8, 0 over the whole ring", req, acc, n)
+	}
+	p := 8.0 / 9
+	r = p
+	if _, err := th.admit(s, fc); err != nil {
+		t.Fatalf("draw at p = 8/9: %v; want admitted", err)
+	}
+	r = math.Nextafter(p, 0)
+	if _, err := th.admit(s, fc); !errors.Is(err, ErrThrottled) {
+		t.Fatalf("draw just below 8/9: %v; want ErrThrottled", err)
+	}
+	// The refusal counted: 9 requests. Then an accept, 100ms later: the
+	// 800ms window holds the failures at 3s and 3.5s, the refusal and
+	// the accept, and reaches back no further.
+	fc.Advance(100 * time.Millisecond)
+	throttleAt(th, s, fc, 1, true)
+	s.mu.Lock()
+	req, acc, n = s.w.counts()
+	s.mu.Unlock()
+	if req != 4 || acc != 1 || n != throttleBuckets {
+		t.Fatalf("after an accept: %v requests, %v accepts over %d buckets; want 4, 1 over the window", req, acc, n)
+	}
+	p = (4.0 - 2) / 5
+	r = p
+	if _, err := th.admit(s, fc); err != nil {
+		t.Fatalf("after an accept, draw at p = 2/5: %v; want admitted", err)
+	}
+	r = math.Nextafter(p, 0)
+	if _, err := th.admit(s, fc); !errors.Is(err, ErrThrottled) {
+		t.Fatalf("after an accept, draw just below 2/5: %v; want ErrThrottled", err)
+	}
+}
+
+func TestCountBack(t *testing.T) {
+	t.Parallel()
+	ring := func(at map[int]bucket) *[throttleRing]bucket {
+		var r [throttleRing]bucket
+		for i, b := range at {
+			r[i] = b
+		}
+		return &r
+	}
+	tests := []struct {
+		name     string
+		ring     *[throttleRing]bucket
+		head     int
+		req, acc float64
+		n        int
+	}{
+		{"empty: the whole ring", ring(nil), 0, 0, 0, throttleRing},
+		{"enough in the window", ring(map[int]bucket{0: {10, 0}, 35: {5, 0}}), 0, 10, 0, throttleBuckets},
+		{"an accept in the window", ring(map[int]bucket{0: {2, 1}, 35: {5, 0}}), 0, 2, 1, throttleBuckets},
+		{"reaches back to 10 requests", ring(map[int]bucket{3: {4, 0}, 49: {3, 0}, 30: {3, 0}, 20: {9, 0}}), 3, 10, 0, 24},
+		{"reaches back to an accept, left out", ring(map[int]bucket{3: {4, 0}, 40: {1, 1}, 30: {3, 0}}), 3, 4, 0, 13},
+		{"wraps round the ring", ring(map[int]bucket{5: {1, 0}, 6: {1, 0}}), 5, 2, 0, throttleRing},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			req, acc, n := countBack(tt.ring, tt.head)
+			if req != tt.req || acc != tt.acc || n != tt.n {
+				t.Errorf("countBack = %v, %v, %d; want %v, %v, %d", req, acc, n, tt.req, tt.acc, tt.n)
+			}
+		})
 	}
 }
 
 // TestThrottleWindowRollsOver: counts leave the window bucket by bucket:
-// failures of 900ms ago still count, of 1s ago no longer.
+// failures of 900ms ago still count, of 1s ago no longer (the window
+// holds enough requests not to reach back).
 func TestThrottleWindowRollsOver(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
@@ -171,29 +263,29 @@ func TestThrottleWindowRollsOver(t *testing.T) {
 	s := th.dests.get("k", 0, initThrottleState)
 	throttleAt(th, s, fc, 10, false) // bucket 0
 	fc.Advance(500 * time.Millisecond)
-	throttleAt(th, s, fc, 5, false) // bucket 5
+	throttleAt(th, s, fc, 10, false) // bucket 5
 	fc.Advance(400 * time.Millisecond)
 	s.mu.Lock()
 	s.sync(th, fc.Now())
-	req, _ := s.w.sums()
+	req, _, _ := s.w.counts()
 	s.mu.Unlock()
-	if req != 15 {
-		t.Errorf("at 900ms the window holds %v requests; want 15", req)
+	if req != 20 {
+		t.Errorf("at 900ms the window holds %v requests; want 20", req)
 	}
 	fc.Advance(100 * time.Millisecond)
 	s.mu.Lock()
 	s.sync(th, fc.Now())
-	req, _ = s.w.sums()
+	req, _, _ = s.w.counts()
 	s.mu.Unlock()
-	if req != 5 {
-		t.Errorf("at 1s the window holds %v requests; want the 5 of 500ms", req)
+	if req != 10 {
+		t.Errorf("at 1s the window holds %v requests; want the 10 of 500ms", req)
 	}
-	fc.Advance(time.Second)
+	fc.Advance(5 * time.Second)
 	if _, err := th.admit(s, fc); err != nil {
-		t.Errorf("a window after the last failure: %v; want admitted", err)
+		t.Errorf("5 windows after the last failure: %v; want admitted", err)
 	}
 	if s.hot.Load() {
-		t.Error("a window after the last signal the destination is still hot: every decision reads the clock")
+		t.Error("5 windows after the last signal the destination is still hot: every decision reads the clock")
 	}
 }
 
@@ -214,7 +306,7 @@ func TestThrottleCreditsQuietAccepts(t *testing.T) {
 	if _, err := th.admit(s, fc); err != nil {
 		t.Errorf("after a second of 100 accepts, 20 failures: %v; want admitted", err)
 	}
-	req, acc := s.w.sums()
+	req, acc, _ := s.w.counts()
 	if acc < 90 || req < acc+20 {
 		t.Errorf("window: %v requests, %v accepts; want the second's ~100 accepts credited", req, acc)
 	}
@@ -381,7 +473,7 @@ func TestThrottleConcurrent(t *testing.T) {
 	}
 	s := th.dest(down)
 	s.mu.Lock()
-	req, acc := s.w.sums()
+	req, acc, _ := s.w.counts()
 	s.mu.Unlock()
 	if acc != 0 || req > 16000 {
 		t.Errorf("failing destination's window: %v requests, %v accepts; want no accepts, at most 16000 requests", req, acc)
