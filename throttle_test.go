@@ -479,3 +479,47 @@ func TestThrottleConcurrent(t *testing.T) {
 		t.Errorf("failing destination's window: %v requests, %v accepts; want no accepts, at most 16000 requests", req, acc)
 	}
 }
+
+// TestThrottleLowRateOutageAndRecovery: one process calling a destination
+// twice a second, as each of a fleet of 100 sharing 200 a second does,
+// with the default Throttle. During a 10s outage, after its first two
+// seconds, at most 15% of its operations reach the server (the counts
+// reach back to hold enough failures); once the server has healed, the
+// first operation admitted and accepted leaves only the window proper to
+// decide, and every operation after it is admitted.
+func TestThrottleLowRateOutageAndRecovery(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	th := &Throttle{Rand: evenDraws()}
+	s := th.dests.get("k", 0, initThrottleState)
+	const every = 500 * time.Millisecond
+	healthy := func(t time.Duration) bool { return t < 4*time.Second || t >= 14*time.Second }
+	sent, offered := 0, 0
+	healed := time.Duration(-1) // when the first accept after the outage came
+	for at := time.Duration(0); at < 24*time.Second; at += every {
+		_, err := th.admit(s, fc)
+		switch {
+		case at >= 6*time.Second && at < 14*time.Second:
+			offered++
+			if err == nil {
+				sent++
+			}
+		case healed >= 0 && err != nil:
+			t.Fatalf("at %v, after the first accept at %v: %v; want every operation admitted", at, healed, err)
+		}
+		if err == nil {
+			throttleAt(th, s, fc, 1, healthy(at))
+			if healed < 0 && at >= 14*time.Second {
+				healed = at
+			}
+		}
+		fc.Advance(every)
+	}
+	if share := float64(sent) / float64(offered); share > 0.15 {
+		t.Errorf("outage, 6s to 14s: %d of %d operations sent (%.2f); want at most 0.15", sent, offered, share)
+	}
+	if healed < 0 || healed > 24*time.Second {
+		t.Fatalf("no operation admitted after healing")
+	}
+	t.Logf("outage: %d of %d sent; first accept %v after healing", sent, offered, healed-14*time.Second)
+}
