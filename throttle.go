@@ -220,14 +220,16 @@ func overloadSignal(resp *http.Response, err error) bool {
 
 // throttleState is one destination's counts. While the destination has
 // signalled nothing for as far back as the counts reach (cold), accepted
-// attempts are only counted in pending, without reading the clock; the
-// first overload signal folds them into the window, spread evenly over
-// the time since the last fold, and makes the state hot: from then on
+// attempts are only counted in pending, without reading the clock but
+// for the destination's first accept; the first overload signal folds
+// them into the window, spread evenly over the time since the last fold
+// (or since that first accept), and makes the state hot: from then on
 // every decision reads the clock and works on the window under mu, until
 // the whole ring has passed without a signal or a refusal.
 type throttleState struct {
 	hot     atomic.Bool
 	pending atomic.Int64 // accepted attempts not yet in w
+	first   atomic.Int64 // the clock's UnixNano at the first accept counted in pending, 0 before
 	quota   quotaState
 
 	mu         sync.Mutex // protects the fields below
@@ -313,7 +315,11 @@ func (th *Throttle) record(s *throttleState, resp *http.Response, err error, clo
 // count counts an accept of a cold destination, folding the pending
 // accepts into its window every pendingFold.
 func (th *Throttle) count(s *throttleState, clock clockwork.Clock) {
-	if s.pending.Add(1) < pendingFold {
+	n := s.pending.Add(1)
+	if n == 1 && s.first.Load() == 0 {
+		s.first.CompareAndSwap(0, clock.Now().UnixNano())
+	}
+	if n < pendingFold {
 		return
 	}
 	now := clock.Now()
@@ -354,18 +360,26 @@ func (s *throttleState) sync(th *Throttle, now time.Time) {
 	width := th.window() / throttleBuckets
 	s.w.advance(now, width)
 	if n := s.pending.Swap(0); n > 0 {
-		elapsed := now.Sub(s.lastFold)
-		if s.lastFold.IsZero() {
-			// Counted since the destination was first seen, a time
-			// not kept: as if just now.
-			elapsed = width
-		}
-		s.w.spread(float64(n), elapsed, width)
+		s.w.spread(float64(n), foldSpan(s.lastFold, s.first.Load(), now, width), width)
 	}
 	s.lastFold = now
 	if now.Sub(s.lastSignal) >= throttleRing*width {
 		s.hot.Store(false)
 	}
+}
+
+// foldSpan is the time over which accepts counted while cold are spread
+// when folded at now: since the last fold; before the first fold, since
+// the first accept was counted (first, in UnixNano); with neither known,
+// one bucket's width, as if just now.
+func foldSpan(lastFold time.Time, first int64, now time.Time, width time.Duration) time.Duration {
+	switch {
+	case !lastFold.IsZero():
+		return now.Sub(lastFold)
+	case first != 0:
+		return max(now.Sub(time.Unix(0, first)), width)
+	}
+	return width
 }
 
 // window is a ring of buckets of equal width, the newest at head, each

@@ -307,8 +307,10 @@ func TestThrottleCreditsQuietAccepts(t *testing.T) {
 		t.Errorf("after a second of 100 accepts, 20 failures: %v; want admitted", err)
 	}
 	req, acc, _ := s.w.counts()
-	if acc < 90 || req < acc+20 {
-		t.Errorf("window: %v requests, %v accepts; want the second's ~100 accepts credited", req, acc)
+	// The window is 800ms: the accepts of its time, about 80, spread
+	// over the times they were counted in, not all credited to now.
+	if acc < 70 || acc > 90 || req != acc+20 {
+		t.Errorf("window: %v requests, %v accepts; want the last 800ms's ~80 accepts credited, and the 20 failures", req, acc)
 	}
 }
 
@@ -522,4 +524,61 @@ func TestThrottleLowRateOutageAndRecovery(t *testing.T) {
 		t.Fatalf("no operation admitted after healing")
 	}
 	t.Logf("outage: %d of %d sent; first accept %v after healing", sent, offered, healed-14*time.Second)
+}
+
+func TestFoldSpan(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	width := 80 * time.Millisecond
+	tests := []struct {
+		name     string
+		lastFold time.Time
+		first    int64
+		want     time.Duration
+	}{
+		{"since the last fold", now.Add(-300 * time.Millisecond), now.Add(-4 * time.Second).UnixNano(), 300 * time.Millisecond},
+		{"before the first fold: since the first accept", time.Time{}, now.Add(-4 * time.Second).UnixNano(), 4 * time.Second},
+		{"a first accept just now: one bucket", time.Time{}, now.UnixNano(), width},
+		{"neither known: one bucket", time.Time{}, 0, width},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := foldSpan(tt.lastFold, tt.first, now, width); got != tt.want {
+				t.Errorf("foldSpan = %v; want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestThrottleSpreadsFirstAcceptsOverTheirTime: a destination called
+// twice a second for 4s, all accepted, then failing: its 8 accepts, never
+// folded before, are spread over the 3.5s since the first, so the 800ms
+// window holds 8·0.8/3.5 of them, not all 8 as if they had just come; 3
+// failures then make the throttle refuse with (4.83 − 2·1.83)/5.83.
+func TestThrottleSpreadsFirstAcceptsOverTheirTime(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	var r float64
+	th := &Throttle{Rand: func() float64 { return r }}
+	s := th.dests.get("k", 0, initThrottleState)
+	for i := range 8 {
+		if i > 0 {
+			fc.Advance(500 * time.Millisecond)
+		}
+		throttleAt(th, s, fc, 1, true)
+	}
+	throttleAt(th, s, fc, 3, false)
+	s.mu.Lock()
+	req, acc, _ := s.w.counts()
+	s.mu.Unlock()
+	inWindow := 8 * 0.8 / 3.5
+	if math.Abs(acc-inWindow) > 1e-9 || math.Abs(req-(inWindow+3)) > 1e-9 {
+		t.Fatalf("counts %v requests, %v accepts; want %v and %v", req, acc, inWindow+3, inWindow)
+	}
+	p := (req - 2*acc) / (req + 1)
+	r = math.Nextafter(p, 0)
+	if _, err := th.admit(s, fc); !errors.Is(err, ErrThrottled) {
+		t.Errorf("draw just below %v: %v; want ErrThrottled", p, err)
+	}
 }
