@@ -97,8 +97,8 @@ type Throttle struct {
 	MinRate float64
 
 	// Key names a request's destination. It must return a short, bounded
-	// name (never a path or a query): each distinct key holds a few
-	// hundred bytes of state. If nil, the request URL's host.
+	// name (never a path or a query): each distinct key holds about a
+	// kilobyte of state. If nil, the request URL's host.
 	Key func(req *http.Request) string
 
 	// MaxKeys bounds the destinations held; past it, one is forgotten to
