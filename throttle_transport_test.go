@@ -189,7 +189,11 @@ func TestThrottleRefusesRetries(t *testing.T) {
 	var draw float64
 	budget := NewTokenBucket(5, 1)
 	th := &Throttle{MinRate: -1, Rand: func() float64 { return draw }}
-	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 3, Budget: budget, Throttle: th, Jitter: waits(0)}
+	var done []Outcome
+	var attempts []Attempt
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 3, Budget: budget, Throttle: th, Jitter: waits(0),
+		OnDone:    func(_ *http.Request, o Outcome) { done = append(done, o) },
+		OnAttempt: func(_ *http.Request, a Attempt) { attempts = append(attempts, a) }}
 	var o Outcome
 	req := newRequest(t, WithOutcome(context.Background(), &o), "GET", "http://api.test/", nil)
 	resp, err := tr.RoundTrip(req)
@@ -203,6 +207,9 @@ func TestThrottleRefusesRetries(t *testing.T) {
 	}
 	if got := budget.Tokens(); got != 5 {
 		t.Errorf("budget holds %v tokens after a refused retry; want 5: no token taken", got)
+	}
+	if len(done) != 1 || done[0].Reason != Throttled || done[0].Attempts != 1 || len(attempts) != 1 || attempts[0].Wait != 0 {
+		t.Errorf("OnDone %+v, OnAttempt %+v; want one of each: throttled after 1 attempt, no wait after it", done, attempts)
 	}
 	s := th.dests.get("api.test", 0, initThrottleState)
 	s.mu.Lock()
