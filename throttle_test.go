@@ -582,3 +582,30 @@ func TestThrottleSpreadsFirstAcceptsOverTheirTime(t *testing.T) {
 		t.Errorf("draw just below %v: %v; want ErrThrottled", p, err)
 	}
 }
+
+// TestThrottleStaysHotWhileTheCountsReachBack: 10 failures, then 2s of
+// silence with a 1s window: the window proper is empty, but the counts
+// reach back to the failures, so the destination is still hot and an
+// operation is refused (p capped at 0.9, a draw of 0); only after five
+// windows of silence is it cold and admitted without a decision.
+func TestThrottleStaysHotWhileTheCountsReachBack(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	th := &Throttle{MinRate: -1, Window: time.Second, Rand: func() float64 { return 0 }}
+	s := th.dests.get("k", 0, initThrottleState)
+	throttleAt(th, s, fc, 10, false)
+	fc.Advance(2 * time.Second)
+	if _, err := th.admit(s, fc); !errors.Is(err, ErrThrottled) {
+		t.Fatalf("2s after 10 failures: %v; want ErrThrottled", err)
+	}
+	if !s.hot.Load() {
+		t.Error("2s after the last failure, the state is cold")
+	}
+	fc.Advance(5 * time.Second)
+	if _, err := th.admit(s, fc); err != nil {
+		t.Errorf("5s after the last refusal: %v; want admitted", err)
+	}
+	if s.hot.Load() {
+		t.Error("5 windows after the last refusal, the state is still hot")
+	}
+}
