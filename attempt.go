@@ -440,6 +440,9 @@ func (op *operation) decide(resp *http.Response, err error) decision {
 	if d.stop != "" {
 		return d
 	}
+	if op.dest != nil && op.t.Throttle.admitRetry(op.dest, op.clock) != nil {
+		return stopWith(Throttled)
+	}
 	if !op.budget.Withdraw(op.ctx) {
 		return stopWith(BudgetExhausted)
 	}

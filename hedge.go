@@ -292,7 +292,7 @@ func (op *operation) hedgeNow(timer clockwork.Timer) {
 		op.capped = true
 		timer.Reset(op.delay)
 		return
-	case hedgeOverBudget:
+	case hedgeOverBudget, hedgeThrottled:
 		op.refuseHedge()
 		op.refusedOnce = true
 		return
@@ -323,11 +323,15 @@ const (
 	hedgeGranted    = iota
 	hedgeCapped     // the extra-load cap had no token
 	hedgeOverBudget // the Budget refused its token
+	hedgeThrottled  // the Throttle refused it, as it would a retry
 )
 
-// withdrawHedge takes a token from the extra-load cap and one from the
-// budget, both or neither.
+// withdrawHedge asks the Throttle, if any, as for a retry, then takes a
+// token from the extra-load cap and one from the budget, both or neither.
 func (op *operation) withdrawHedge() int {
+	if op.dest != nil && op.t.Throttle.admitRetry(op.dest, op.clock) != nil {
+		return hedgeThrottled
+	}
 	if !op.dist.withdrawExtra() {
 		return hedgeCapped
 	}

@@ -506,3 +506,52 @@ func TestHedgeCappedIsSentOnceTheCapRefills(t *testing.T) {
 		t.Errorf("outcome = %+v; want %+v", o, want)
 	}
 }
+
+// TestHedgeRefusedByThrottleLeavesAttemptRunning: a hedge passes the
+// throttle as a retry does; with the host's failures making it refuse
+// (p = 10/11 capped at 0.9, a draw of 0), the hedge is not sent, takes no budget token,
+// and the first attempt goes on and its answer is returned.
+func TestHedgeRefusedByThrottleLeavesAttemptRunning(t *testing.T) {
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Body: "slow", Delay: 50 * ms})
+	// The first attempt's draw, 0.95, is above the cap of 0.9: admitted;
+	// the hedge's, 0, is refused.
+	th := &Throttle{MinRate: -1, Rand: sequence(0.95, 0)}
+	s := th.dests.get("api.example", 0, initThrottleState)
+	throttleAt(th, s, fc, 10, false)
+	budget := NewTokenBucket(5, 0)
+	tr := &Transport{Base: base, Clock: fc, Budget: budget, Hedging: &Hedging{Delay: 10 * ms}, Throttle: th}
+	var o Outcome
+	ch := start(tr, newRequest(t, WithOutcome(context.Background(), &o), "GET", "https://api.example/items", nil))
+	advanceAt(t, fc, base, 1, 2, 10*ms)
+	advance(t, fc, 1, 40*ms)
+	r := await(t, ch)
+	if r.err != nil {
+		t.Fatalf("RoundTrip error: %v", r.err)
+	}
+	if got := readBody(t, r.resp); got != "slow" {
+		t.Errorf("body = %q", got)
+	}
+	if o.Attempts != 1 || o.HedgesRefused != 1 || o.Hedges != 0 || o.Winner != 1 {
+		t.Errorf("outcome = %+v; want 1 attempt, 1 hedge refused, none sent, winner 1", o)
+	}
+	if got := base.Hits(); got != 1 {
+		t.Errorf("hits = %d; want 1", got)
+	}
+	if got := budget.Tokens(); got != 5 {
+		t.Errorf("budget holds %v tokens; want 5: a refused hedge takes none", got)
+	}
+}
+
+// sequence returns draws in turn, the last one from then on.
+func sequence(draws ...float64) func() float64 {
+	var mu sync.Mutex
+	i := 0
+	return func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		d := draws[min(i, len(draws)-1)]
+		i++
+		return d
+	}
+}

@@ -142,7 +142,9 @@ type rulesStop struct {
 // order.
 var rulesStops = []rulesStop{
 	// "before the first attempt: the Throttle refused the operation";
-	// never after an attempt
+	// the oracle's facts hold no throttle, so after an attempt never (a
+	// refused retry, asked just before the budget, is
+	// TestThrottleRefusesRetries')
 	{Throttled, func(f rulesFacts) bool { return f.n == 0 }},
 	// "the caller's context has ended and the attempt ended in an error
 	// or a transient response"

@@ -7,15 +7,19 @@ type StopReason string
 // The reasons an operation stops, in the order the Transport checks them
 // ([StopReasons]). Before the first attempt it asks its [Throttle], if it
 // has one, and stops with [Throttled] when refused. After each attempt
-// it stops with the first of the others that holds;
+// it stops with the first of the others that holds, except that a retry
+// every rule up to [DeadlineExhausted] allowed is put to the Throttle
+// before the budget, and stops with [Throttled] when refused;
 // when none does, it retries. A retry that was allowed can still stop
 // during its wait: [Canceled] when the caller's context ends, else
 // [DeadlineExhausted] when the wait ended with too little time left.
 const (
-	// Throttled: the Transport's [Throttle] refused the operation before
-	// its first attempt, because the destination has been signalling
-	// overload or said its rate-limit quota is spent. No attempt was
-	// made; the error matches [ErrThrottled].
+	// Throttled: the Transport's [Throttle] refused the operation's next
+	// attempt, because the destination has been signalling overload or
+	// (before the first attempt) said its rate-limit quota is spent.
+	// Refused before the first attempt, the operation made none and its
+	// error matches [ErrThrottled]; refused before a retry, it returns
+	// what its last attempt returned.
 	Throttled StopReason = "throttled"
 	// Canceled: the caller's context ended (canceled, or its deadline
 	// passed) and the attempt ended in an error or in a transient
@@ -52,8 +56,8 @@ const (
 )
 
 // StopReasons returns every [StopReason], in the order the Transport
-// checks them: [Throttled] before the first attempt, the others after
-// each attempt. It is the one list of the stop rules:
+// checks them: [Throttled] before the first attempt (and, for a retry,
+// just before the budget), the others after each attempt. It is the one list of the stop rules:
 // metric adapters register their label values from it, and the
 // "Stop reasons" table of docs/rules.md is tested against it.
 func StopReasons() []StopReason {

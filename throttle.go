@@ -18,7 +18,7 @@ const (
 	DefaultThrottleK         = 2
 	DefaultThrottleMaxReject = 0.9
 	DefaultThrottleWindow    = 800 * time.Millisecond
-	DefaultThrottleMinRate   = 5 // requests per second
+	DefaultThrottleMinRate   = 1 // requests per second
 )
 
 // Bounds on Throttle's fields: a smaller value is taken as the bound.
@@ -33,33 +33,41 @@ const (
 // [Throttle] refused before its first attempt: the destination has been
 // signalling overload, or its rate-limit quota is spent
 // ([ErrQuotaExhausted] matches it too). Such an operation made no attempt
-// and stops with [Throttled].
+// and stops with [Throttled]. A retry the Throttle refuses stops with
+// Throttled too, and returns what the last attempt returned.
 var ErrThrottled = errors.New("httpretry: refused locally: the destination is overloaded")
 
-// Throttle refuses some operations before their first attempt while their
-// destination signals overload, so that an outage does not keep the
-// server busy with work it will refuse: client-side adaptive throttling.
-// Over a sliding window, per destination, it counts the attempts sent
-// (requests, the refused operations included) and those the server
-// accepted (accepts), and refuses a new operation with probability
+// Throttle refuses some attempts while their destination signals
+// overload, so that an outage does not keep the server busy with work it
+// will refuse: client-side adaptive throttling. Over a sliding window,
+// per destination, it counts the attempts sent and refused (requests)
+// and those the server accepted (accepts), and refuses an attempt, the
+// first of an operation or a retry, with probability
 //
 //	p = min(MaxReject, max(0, (requests − K·accepts) / (requests + 1)))
 //
-// so that the server sees at most about K times what it accepts. An
+// so that the server sees at most about K times what it accepts,
+// retries included. A retry is asked after every other rule allowed it
+// and before the retry budget, so a refused retry takes no token. An
 // attempt is accepted unless the server signalled overload: a 429, 503 or
 // 529 response, a 5xx carrying "X-Should-Retry: false", an attempt that
 // timed out, or a refused connection. Any other response, a 4xx included,
 // is accepted; an attempt the caller's own context ended counts for
 // neither. A refused operation fails at once, never blocks, and returns
-// an [*Error] with Reason [Throttled] that matches [ErrThrottled].
+// an [*Error] with Reason [Throttled] that matches [ErrThrottled]; an
+// operation whose retry is refused stops with Reason Throttled and
+// returns its last attempt's response or error, as when its budget is
+// exhausted.
 //
 // It also paces by the quota a server announces (see [ParseRateLimit]):
 // once a response says a destination's quota is spent, new operations to
 // it are refused with [ErrQuotaExhausted] until the quota's reset, or,
-// with WaitQuota, held until then.
+// with WaitQuota, held until then. Retries are not paced by the quota:
+// the server's Retry-After says when to retry.
 //
 // The zero value is ready to use: K 2, at most 90% refused, a window of
-// 800ms in ten buckets, no refusal below 5 requests per second,
+// 800ms in ten buckets reaching back up to 4s at low rates, no refusal
+// below 1 request per second,
 // destinations keyed by host, at most [DefaultMaxDestinations] of them.
 // Set Transport.Throttle to a *Throttle to turn it on; transports that
 // share one Throttle share its counts. A Throttle is safe for concurrent
@@ -84,21 +92,29 @@ type Throttle struct {
 	// healed server is trusted again within about two windows: the
 	// admitted share grows by a factor of e every Window/K. 0 (or less)
 	// means 800ms, with which 95% are admitted again within 2s of a
-	// server healing after a long outage. A Window below
-	// [MinThrottleWindow] means MinThrottleWindow, so that no bucket is
-	// narrower than a millisecond.
+	// server healing after a long outage. Where the window holds fewer
+	// than 10 requests and no accept (a destination called a few times a
+	// second, failing), the counts reach back over older buckets until
+	// they hold 10 requests, at most 5 windows back, and never past a
+	// bucket that holds an accept: a few failures in a short window
+	// would otherwise refuse too little to relieve the server, and the
+	// failures from before an accept no longer describe it. A Window
+	// below [MinThrottleWindow] means MinThrottleWindow, so that no
+	// bucket is narrower than a millisecond.
 	Window time.Duration
 
-	// MinRate is the request rate per second, over the window, below
-	// which the throttle never refuses: a few failures of a destination
-	// called rarely say little. 0 means 5; a negative value means no
-	// minimum; NaN means 5.
+	// MinRate is the request rate per second, over the time the counts
+	// reach back (see Window), below which the throttle never refuses: a
+	// few failures of a destination called rarely say little. 0 (or NaN)
+	// means 1, low enough that each process of a large fleet, calling a
+	// shared dependency a couple of times a second, still relieves it; a
+	// negative value means no minimum.
 	MinRate float64
 
 	// Key names a request's destination. It must return a short, bounded
-	// name (never a path or a query): each distinct key holds a few
-	// hundred bytes of state. If nil, the request URL's host, lower-case
-	// and without the scheme's default port, so that every spelling of a
+	// name (never a path or a query): each distinct key holds about a
+	// kilobyte of state. If nil, the request URL's host, lower-case and
+	// without the scheme's default port, so that every spelling of a
 	// host is one destination.
 	Key func(req *http.Request) string
 
@@ -123,8 +139,14 @@ type Throttle struct {
 	dests destinations[throttleState]
 }
 
-// throttleBuckets is how many buckets the window is cut into.
-const throttleBuckets = 10
+// throttleBuckets is how many buckets the window is cut into;
+// throttleRing is how many are kept, for the window to reach back at low
+// rates; throttleSamples is the fewest requests it reaches back for.
+const (
+	throttleBuckets = 10
+	throttleRing    = 5 * throttleBuckets
+	throttleSamples = 10
+)
 
 func (th *Throttle) k() float64 {
 	return max(positiveOr(th.K, DefaultThrottleK), MinThrottleK)
@@ -147,14 +169,14 @@ func (th *Throttle) window() time.Duration {
 	return max(durationOr(th.Window, DefaultThrottleWindow), MinThrottleWindow)
 }
 
-// minRequests is the least number of requests in the window for which
-// the throttle refuses any.
-func (th *Throttle) minRequests() float64 {
+// minRequests is the least number of requests counted over span for
+// which the throttle refuses any.
+func (th *Throttle) minRequests(span time.Duration) float64 {
 	rate := th.MinRate
 	if rate == 0 || math.IsNaN(rate) {
 		rate = DefaultThrottleMinRate
 	}
-	return max(rate, 0) * th.window().Seconds()
+	return max(rate, 0) * span.Seconds()
 }
 
 func (th *Throttle) rand() float64 {
@@ -214,15 +236,17 @@ func overloadSignal(resp *http.Response, err error) bool {
 }
 
 // throttleState is one destination's counts. While the destination has
-// signalled nothing within the window (cold), accepted attempts are only
-// counted in pending, without reading the clock; the first overload
-// signal folds them into the window, spread evenly over the time since
-// the last fold, and makes the state hot: from then on every decision
-// reads the clock and works on the window under mu, until a window has
-// passed without a signal or a refusal.
+// signalled nothing for as far back as the counts reach (cold), accepted
+// attempts are only counted in pending, without reading the clock but
+// for the destination's first accept; the first overload signal folds
+// them into the window, spread evenly over the time since the last fold
+// (or since that first accept), and makes the state hot: from then on
+// every decision reads the clock and works on the window under mu, until
+// the whole ring has passed without a signal or a refusal.
 type throttleState struct {
 	hot     atomic.Bool
 	pending atomic.Int64 // accepted attempts not yet in w
+	first   atomic.Int64 // the clock's UnixNano at the first accept counted in pending, 0 before
 	quota   quotaState
 
 	mu         sync.Mutex // protects the fields below
@@ -254,21 +278,40 @@ func (th *Throttle) decide(s *throttleState, clock clockwork.Clock) (time.Time, 
 	if !s.hot.Load() {
 		return time.Time{}, nil
 	}
+	return time.Time{}, th.refuse(s, clock)
+}
+
+// admitRetry decides whether a retry to s's destination may be sent: the
+// throttle's draw alone, not the quota's pacing. A destination that has
+// signalled nothing for as far back as the counts reach is admitted
+// without a clock reading or a lock.
+func (th *Throttle) admitRetry(s *throttleState, clock clockwork.Clock) error {
+	if !s.hot.Load() {
+		return nil
+	}
+	return th.refuse(s, clock)
+}
+
+// refuse draws whether an attempt to the hot destination s is refused,
+// and counts a refusal as a request. It returns ErrThrottled when
+// refused.
+func (th *Throttle) refuse(s *throttleState, clock clockwork.Clock) error {
 	r := th.rand()
 	now := clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sync(th, now)
-	req, acc := s.w.sums()
+	req, acc, n := s.w.counts()
+	span := time.Duration(n) * th.window() / throttleBuckets
 	// Written so that a NaN draw or probability admits.
-	if !(r < rejectProbability(req, acc, th.k(), th.maxReject(), th.minRequests())) {
-		return time.Time{}, nil
+	if !(r < rejectProbability(req, acc, th.k(), th.maxReject(), th.minRequests(span))) {
+		return nil
 	}
 	// A refusal counts as a request: the SRE form needs it to keep
 	// refusing while nothing is accepted.
 	s.w.add(1, 0)
 	s.lastSignal = now
-	return time.Time{}, ErrThrottled
+	return ErrThrottled
 }
 
 // pendingFold is how many accepts a cold destination counts before they
@@ -290,7 +333,11 @@ func (th *Throttle) record(s *throttleState, resp *http.Response, err error, clo
 // count counts an accept of a cold destination, folding the pending
 // accepts into its window every pendingFold.
 func (th *Throttle) count(s *throttleState, clock clockwork.Clock) {
-	if s.pending.Add(1) < pendingFold {
+	n := s.pending.Add(1)
+	if n == 1 && s.first.Load() == 0 {
+		s.first.CompareAndSwap(0, clock.Now().UnixNano())
+	}
+	if n < pendingFold {
 		return
 	}
 	now := clock.Now()
@@ -325,30 +372,40 @@ func (th *Throttle) recordSlow(s *throttleState, resp *http.Response, err error,
 }
 
 // sync moves s's window to now and folds the pending accepts into it;
-// it turns s cold once a window has passed since the last signal. s.mu
-// must be held.
+// it turns s cold once the whole ring has passed since the last signal.
+// s.mu must be held.
 func (s *throttleState) sync(th *Throttle, now time.Time) {
 	width := th.window() / throttleBuckets
 	s.w.advance(now, width)
 	if n := s.pending.Swap(0); n > 0 {
-		elapsed := now.Sub(s.lastFold)
-		if s.lastFold.IsZero() {
-			// Counted since the destination was first seen, a time
-			// not kept: as if just now.
-			elapsed = width
-		}
-		s.w.spread(float64(n), elapsed, width)
+		s.w.spread(float64(n), foldSpan(s.lastFold, s.first.Load(), now, width), width)
 	}
 	s.lastFold = now
-	if now.Sub(s.lastSignal) >= th.window() {
+	if now.Sub(s.lastSignal) >= throttleRing*width {
 		s.hot.Store(false)
 	}
 }
 
+// foldSpan is the time over which accepts counted while cold are spread
+// when folded at now: since the last fold; before the first fold, since
+// the first accept was counted (first, in UnixNano); with neither known,
+// one bucket's width, as if just now.
+func foldSpan(lastFold time.Time, first int64, now time.Time, width time.Duration) time.Duration {
+	switch {
+	case !lastFold.IsZero():
+		return now.Sub(lastFold)
+	case first != 0:
+		return max(now.Sub(time.Unix(0, first)), width)
+	}
+	return width
+}
+
 // window is a ring of buckets of equal width, the newest at head, each
-// counting the requests and accepts of its time.
+// counting the requests and accepts of its time. The newest
+// throttleBuckets are the window proper; the older ones are kept for
+// counts that reach back at low rates.
 type window struct {
-	b     [throttleBuckets]struct{ req, acc float64 }
+	b     [throttleRing]bucket
 	head  int
 	start time.Time // when the head bucket began; zero before the first use
 }
@@ -364,15 +421,15 @@ func (w *window) advance(now time.Time, width time.Duration) {
 	if n <= 0 {
 		return
 	}
-	if n >= throttleBuckets {
-		w.b = [throttleBuckets]struct{ req, acc float64 }{}
+	if n >= throttleRing {
+		w.b = [throttleRing]bucket{}
 		w.head = 0
 		w.start = now
 		return
 	}
 	for range n {
-		w.head = (w.head + 1) % throttleBuckets
-		w.b[w.head].req, w.b[w.head].acc = 0, 0
+		w.head = (w.head + 1) % throttleRing
+		w.b[w.head] = bucket{}
 	}
 	w.start = w.start.Add(n * width)
 }
@@ -394,19 +451,37 @@ func (w *window) spread(n float64, elapsed, width time.Duration) {
 	}
 	k := min(max(int((elapsed+width-1)/width), 1), throttleBuckets)
 	for i := range k {
-		j := (w.head - i + throttleBuckets) % throttleBuckets
+		j := (w.head - i + throttleRing) % throttleRing
 		w.b[j].req += n / float64(k)
 		w.b[j].acc += n / float64(k)
 	}
 }
 
-// sums returns the requests and accepts in the window.
-func (w *window) sums() (req, acc float64) {
-	for _, b := range w.b {
-		req += b.req
-		acc += b.acc
+// counts returns the requests and accepts the throttle decides on, and
+// how many buckets they cover: see countBack.
+func (w *window) counts() (req, acc float64, n int) {
+	return countBack(&w.b, w.head)
+}
+
+// bucket counts the requests and accepts of one stretch of time.
+type bucket struct{ req, acc float64 }
+
+// countBack sums the buckets of ring from head back: the newest
+// throttleBuckets always, then older ones, one by one, while the sum
+// holds fewer than throttleSamples requests and no accept, up to the
+// whole ring or to an older bucket that holds an accept, which is left
+// out: failures from before the server last accepted one say nothing of
+// it now. It returns the sums and how many buckets they cover.
+func countBack(ring *[throttleRing]bucket, head int) (req, acc float64, n int) {
+	for n < throttleRing && (n < throttleBuckets || (req < throttleSamples && acc == 0)) {
+		b := ring[(head-n+throttleRing)%throttleRing]
+		if n >= throttleBuckets && b.acc > 0 {
+			break
+		}
+		req, acc = req+b.req, acc+b.acc
+		n++
 	}
-	return req, acc
+	return req, acc, n
 }
 
 // throttle asks the Transport's Throttle whether the operation may start,

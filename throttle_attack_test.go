@@ -74,7 +74,7 @@ func TestThrottleSmallKRecoversAfterHealing(t *testing.T) {
 		if recovered < 0 || recovered > 5*time.Second {
 			s := th.dests.get("k", 0, initThrottleState)
 			s.mu.Lock()
-			req, acc := s.w.sums()
+			req, acc, _ := s.w.counts()
 			s.mu.Unlock()
 			t.Errorf("K %v: after healing, recovered %v (-1: never in 10s; window %.0f requests, %.0f accepts, every attempt accepted); want ≥ 95%% admitted within 5s", k, recovered, req, acc)
 		}

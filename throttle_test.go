@@ -115,7 +115,7 @@ func TestThrottleRefusesWithTheSREProbability(t *testing.T) {
 	if _, err := th.admit(s, fc); !errors.Is(err, ErrThrottled) {
 		t.Fatalf("draw %v below p: %v; want ErrThrottled", r, err)
 	}
-	req, acc := s.w.sums()
+	req, acc, _ := s.w.counts()
 	if req != 31 || acc != 10 {
 		t.Errorf("window holds %v requests, %v accepts; want 31 and 10 (the refusal counted)", req, acc)
 	}
@@ -145,25 +145,117 @@ func TestThrottleCapsRefusals(t *testing.T) {
 	}
 }
 
-// TestThrottleMinRate: below MinRate requests per second over the window
-// nothing is refused, whatever the failures.
+// TestThrottleMinRate: below MinRate requests per second, over the time
+// the counts reach back, nothing is refused, whatever the failures.
 func TestThrottleMinRate(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	th := &Throttle{MinRate: 5, Window: time.Second, Rand: func() float64 { return 0 }}
 	s := th.dests.get("k", 0, initThrottleState)
 	throttleAt(th, s, fc, 4, false)
+	// Fewer than 10 requests and no accept: the counts reach back over
+	// the whole ring, 5s, where 4 requests are below 5/s.
 	if _, err := th.admit(s, fc); err != nil {
-		t.Fatalf("after 4 failures in a 1s window: %v; want admitted below 5/s", err)
+		t.Fatalf("after 4 failures: %v; want admitted below 5/s", err)
 	}
-	throttleAt(th, s, fc, 1, false)
+	throttleAt(th, s, fc, 6, false)
+	// 10 requests in the 1s window: 10/s.
 	if _, err := th.admit(s, fc); !errors.Is(err, ErrThrottled) {
-		t.Errorf("after 5 failures: %v; want ErrThrottled", err)
+		t.Errorf("after 10 failures: %v; want ErrThrottled", err)
+	}
+}
+
+// TestThrottleReachesBackAtLowRates: a destination failing twice a
+// second has 2 requests in the 800ms window; the counts reach back over
+// older buckets, to 4s, and the probability is the SRE form's on the 8
+// failures there: 8/9. An accept stops the reach: the window alone
+// decides again.
+func TestThrottleReachesBackAtLowRates(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	var r float64
+	th := &Throttle{Rand: func() float64 { return r }}
+	s := th.dests.get("k", 0, initThrottleState)
+	for i := range 8 {
+		if i > 0 {
+			fc.Advance(500 * time.Millisecond)
+		}
+		throttleAt(th, s, fc, 1, false)
+	}
+	s.mu.Lock()
+	req, acc, n := s.w.counts()
+	s.mu.Unlock()
+	if req != 8 || acc != 0 || n != throttleRing {
+		t.Fatalf("counts %v requests, %v accepts over %d buckets; want 8, 0 over the whole ring", req, acc, n)
+	}
+	p := 8.0 / 9
+	r = p
+	if _, err := th.admit(s, fc); err != nil {
+		t.Fatalf("draw at p = 8/9: %v; want admitted", err)
+	}
+	r = math.Nextafter(p, 0)
+	if _, err := th.admit(s, fc); !errors.Is(err, ErrThrottled) {
+		t.Fatalf("draw just below 8/9: %v; want ErrThrottled", err)
+	}
+	// The refusal counted: 9 requests. Then an accept, 100ms later: the
+	// 800ms window holds the failures at 3s and 3.5s, the refusal and
+	// the accept, and reaches back no further.
+	fc.Advance(100 * time.Millisecond)
+	throttleAt(th, s, fc, 1, true)
+	s.mu.Lock()
+	req, acc, n = s.w.counts()
+	s.mu.Unlock()
+	if req != 4 || acc != 1 || n != throttleBuckets {
+		t.Fatalf("after an accept: %v requests, %v accepts over %d buckets; want 4, 1 over the window", req, acc, n)
+	}
+	p = (4.0 - 2) / 5
+	r = p
+	if _, err := th.admit(s, fc); err != nil {
+		t.Fatalf("after an accept, draw at p = 2/5: %v; want admitted", err)
+	}
+	r = math.Nextafter(p, 0)
+	if _, err := th.admit(s, fc); !errors.Is(err, ErrThrottled) {
+		t.Fatalf("after an accept, draw just below 2/5: %v; want ErrThrottled", err)
+	}
+}
+
+func TestCountBack(t *testing.T) {
+	t.Parallel()
+	ring := func(at map[int]bucket) *[throttleRing]bucket {
+		var r [throttleRing]bucket
+		for i, b := range at {
+			r[i] = b
+		}
+		return &r
+	}
+	tests := []struct {
+		name     string
+		ring     *[throttleRing]bucket
+		head     int
+		req, acc float64
+		n        int
+	}{
+		{"empty: the whole ring", ring(nil), 0, 0, 0, throttleRing},
+		{"enough in the window", ring(map[int]bucket{0: {10, 0}, 35: {5, 0}}), 0, 10, 0, throttleBuckets},
+		{"an accept in the window", ring(map[int]bucket{0: {2, 1}, 35: {5, 0}}), 0, 2, 1, throttleBuckets},
+		{"reaches back to 10 requests", ring(map[int]bucket{3: {4, 0}, 49: {3, 0}, 30: {3, 0}, 20: {9, 0}}), 3, 10, 0, 24},
+		{"reaches back to an accept, left out", ring(map[int]bucket{3: {4, 0}, 40: {1, 1}, 30: {3, 0}}), 3, 4, 0, 13},
+		{"wraps round the ring", ring(map[int]bucket{5: {1, 0}, 6: {1, 0}}), 5, 2, 0, throttleRing},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			req, acc, n := countBack(tt.ring, tt.head)
+			if req != tt.req || acc != tt.acc || n != tt.n {
+				t.Errorf("countBack = %v, %v, %d; want %v, %v, %d", req, acc, n, tt.req, tt.acc, tt.n)
+			}
+		})
 	}
 }
 
 // TestThrottleWindowRollsOver: counts leave the window bucket by bucket:
-// failures of 900ms ago still count, of 1s ago no longer.
+// failures of 900ms ago still count, of 1s ago no longer (the window
+// holds enough requests not to reach back).
 func TestThrottleWindowRollsOver(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
@@ -171,29 +263,29 @@ func TestThrottleWindowRollsOver(t *testing.T) {
 	s := th.dests.get("k", 0, initThrottleState)
 	throttleAt(th, s, fc, 10, false) // bucket 0
 	fc.Advance(500 * time.Millisecond)
-	throttleAt(th, s, fc, 5, false) // bucket 5
+	throttleAt(th, s, fc, 10, false) // bucket 5
 	fc.Advance(400 * time.Millisecond)
 	s.mu.Lock()
 	s.sync(th, fc.Now())
-	req, _ := s.w.sums()
+	req, _, _ := s.w.counts()
 	s.mu.Unlock()
-	if req != 15 {
-		t.Errorf("at 900ms the window holds %v requests; want 15", req)
+	if req != 20 {
+		t.Errorf("at 900ms the window holds %v requests; want 20", req)
 	}
 	fc.Advance(100 * time.Millisecond)
 	s.mu.Lock()
 	s.sync(th, fc.Now())
-	req, _ = s.w.sums()
+	req, _, _ = s.w.counts()
 	s.mu.Unlock()
-	if req != 5 {
-		t.Errorf("at 1s the window holds %v requests; want the 5 of 500ms", req)
+	if req != 10 {
+		t.Errorf("at 1s the window holds %v requests; want the 10 of 500ms", req)
 	}
-	fc.Advance(time.Second)
+	fc.Advance(5 * time.Second)
 	if _, err := th.admit(s, fc); err != nil {
-		t.Errorf("a window after the last failure: %v; want admitted", err)
+		t.Errorf("5 windows after the last failure: %v; want admitted", err)
 	}
 	if s.hot.Load() {
-		t.Error("a window after the last signal the destination is still hot: every decision reads the clock")
+		t.Error("5 windows after the last signal the destination is still hot: every decision reads the clock")
 	}
 }
 
@@ -214,9 +306,11 @@ func TestThrottleCreditsQuietAccepts(t *testing.T) {
 	if _, err := th.admit(s, fc); err != nil {
 		t.Errorf("after a second of 100 accepts, 20 failures: %v; want admitted", err)
 	}
-	req, acc := s.w.sums()
-	if acc < 90 || req < acc+20 {
-		t.Errorf("window: %v requests, %v accepts; want the second's ~100 accepts credited", req, acc)
+	req, acc, _ := s.w.counts()
+	// The window is 800ms: the accepts of its time, about 80, spread
+	// over the times they were counted in, not all credited to now.
+	if acc < 70 || acc > 90 || req != acc+20 {
+		t.Errorf("window: %v requests, %v accepts; want the last 800ms's ~80 accepts credited, and the 20 failures", req, acc)
 	}
 }
 
@@ -381,9 +475,137 @@ func TestThrottleConcurrent(t *testing.T) {
 	}
 	s := th.dest(down)
 	s.mu.Lock()
-	req, acc := s.w.sums()
+	req, acc, _ := s.w.counts()
 	s.mu.Unlock()
 	if acc != 0 || req > 16000 {
 		t.Errorf("failing destination's window: %v requests, %v accepts; want no accepts, at most 16000 requests", req, acc)
+	}
+}
+
+// TestThrottleLowRateOutageAndRecovery: one process calling a destination
+// twice a second, as each of a fleet of 100 sharing 200 a second does,
+// with the default Throttle. During a 10s outage, after its first two
+// seconds, at most 15% of its operations reach the server (the counts
+// reach back to hold enough failures); once the server has healed, the
+// first operation admitted and accepted leaves only the window proper to
+// decide, and every operation after it is admitted.
+func TestThrottleLowRateOutageAndRecovery(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	th := &Throttle{Rand: evenDraws()}
+	s := th.dests.get("k", 0, initThrottleState)
+	const every = 500 * time.Millisecond
+	healthy := func(t time.Duration) bool { return t < 4*time.Second || t >= 14*time.Second }
+	sent, offered := 0, 0
+	healed := time.Duration(-1) // when the first accept after the outage came
+	for at := time.Duration(0); at < 24*time.Second; at += every {
+		_, err := th.admit(s, fc)
+		switch {
+		case at >= 6*time.Second && at < 14*time.Second:
+			offered++
+			if err == nil {
+				sent++
+			}
+		case healed >= 0 && err != nil:
+			t.Fatalf("at %v, after the first accept at %v: %v; want every operation admitted", at, healed, err)
+		}
+		if err == nil {
+			throttleAt(th, s, fc, 1, healthy(at))
+			if healed < 0 && at >= 14*time.Second {
+				healed = at
+			}
+		}
+		fc.Advance(every)
+	}
+	if share := float64(sent) / float64(offered); share > 0.15 {
+		t.Errorf("outage, 6s to 14s: %d of %d operations sent (%.2f); want at most 0.15", sent, offered, share)
+	}
+	if healed < 0 || healed > 24*time.Second {
+		t.Fatalf("no operation admitted after healing")
+	}
+	t.Logf("outage: %d of %d sent; first accept %v after healing", sent, offered, healed-14*time.Second)
+}
+
+func TestFoldSpan(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	width := 80 * time.Millisecond
+	tests := []struct {
+		name     string
+		lastFold time.Time
+		first    int64
+		want     time.Duration
+	}{
+		{"since the last fold", now.Add(-300 * time.Millisecond), now.Add(-4 * time.Second).UnixNano(), 300 * time.Millisecond},
+		{"before the first fold: since the first accept", time.Time{}, now.Add(-4 * time.Second).UnixNano(), 4 * time.Second},
+		{"a first accept just now: one bucket", time.Time{}, now.UnixNano(), width},
+		{"neither known: one bucket", time.Time{}, 0, width},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := foldSpan(tt.lastFold, tt.first, now, width); got != tt.want {
+				t.Errorf("foldSpan = %v; want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestThrottleSpreadsFirstAcceptsOverTheirTime: a destination called
+// twice a second for 4s, all accepted, then failing: its 8 accepts, never
+// folded before, are spread over the 3.5s since the first, so the 800ms
+// window holds 8·0.8/3.5 of them, not all 8 as if they had just come; 3
+// failures then make the throttle refuse with (4.83 − 2·1.83)/5.83.
+func TestThrottleSpreadsFirstAcceptsOverTheirTime(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	var r float64
+	th := &Throttle{Rand: func() float64 { return r }}
+	s := th.dests.get("k", 0, initThrottleState)
+	for i := range 8 {
+		if i > 0 {
+			fc.Advance(500 * time.Millisecond)
+		}
+		throttleAt(th, s, fc, 1, true)
+	}
+	throttleAt(th, s, fc, 3, false)
+	s.mu.Lock()
+	req, acc, _ := s.w.counts()
+	s.mu.Unlock()
+	inWindow := 8 * 0.8 / 3.5
+	if math.Abs(acc-inWindow) > 1e-9 || math.Abs(req-(inWindow+3)) > 1e-9 {
+		t.Fatalf("counts %v requests, %v accepts; want %v and %v", req, acc, inWindow+3, inWindow)
+	}
+	p := (req - 2*acc) / (req + 1)
+	r = math.Nextafter(p, 0)
+	if _, err := th.admit(s, fc); !errors.Is(err, ErrThrottled) {
+		t.Errorf("draw just below %v: %v; want ErrThrottled", p, err)
+	}
+}
+
+// TestThrottleStaysHotWhileTheCountsReachBack: 10 failures, then 2s of
+// silence with a 1s window: the window proper is empty, but the counts
+// reach back to the failures, so the destination is still hot and an
+// operation is refused (p capped at 0.9, a draw of 0); only after five
+// windows of silence is it cold and admitted without a decision.
+func TestThrottleStaysHotWhileTheCountsReachBack(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	th := &Throttle{MinRate: -1, Window: time.Second, Rand: func() float64 { return 0 }}
+	s := th.dests.get("k", 0, initThrottleState)
+	throttleAt(th, s, fc, 10, false)
+	fc.Advance(2 * time.Second)
+	if _, err := th.admit(s, fc); !errors.Is(err, ErrThrottled) {
+		t.Fatalf("2s after 10 failures: %v; want ErrThrottled", err)
+	}
+	if !s.hot.Load() {
+		t.Error("2s after the last failure, the state is cold")
+	}
+	fc.Advance(5 * time.Second)
+	if _, err := th.admit(s, fc); err != nil {
+		t.Errorf("5s after the last refusal: %v; want admitted", err)
+	}
+	if s.hot.Load() {
+		t.Error("5 windows after the last refusal, the state is still hot")
 	}
 }

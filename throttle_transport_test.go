@@ -45,7 +45,8 @@ func TestThrottledOperationFailsAtOnce(t *testing.T) {
 		Throttle: &Throttle{Rand: func() float64 { return 0 }},
 		OnDone:   func(_ *http.Request, o Outcome) { done = append(done, o) }}
 	client := &http.Client{Transport: tr}
-	// MinRate's 5 a second over the 800ms window: 4 requests before any
+	// MinRate's 1 a second over the 4s the counts reach back when they
+	// hold fewer than 10 requests and no accept: 4 requests before any
 	// refusal.
 	for i := range 4 {
 		resp, err := client.Get("http://api.test/")
@@ -171,5 +172,67 @@ func TestThrottleRecoversOverLoopback(t *testing.T) {
 				t.Fatalf("h2 %v: after healing and two windows, operation %d: %s; want final", h2, i, r)
 			}
 		}
+	}
+}
+
+// TestThrottleRefusesRetries: a retry passes the throttle's admission,
+// after every other rule allowed it and before the budget. With one
+// failure counted (p = 1/2) and a draw of 0, the retry is refused: the
+// operation stops with throttled after its one attempt, returns that
+// attempt's 503, and takes no budget token. With a draw above p, the
+// retry is sent, and the refusal and the attempts are all counted as
+// requests.
+func TestThrottleRefusesRetries(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	base := &countingBase{status: func(*http.Request) int { return 503 }}
+	var draw float64
+	budget := NewTokenBucket(5, 1)
+	th := &Throttle{MinRate: -1, Rand: func() float64 { return draw }}
+	var done []Outcome
+	var attempts []Attempt
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 3, Budget: budget, Throttle: th, Jitter: waits(0),
+		OnDone:    func(_ *http.Request, o Outcome) { done = append(done, o) },
+		OnAttempt: func(_ *http.Request, a Attempt) { attempts = append(attempts, a) }}
+	var o Outcome
+	req := newRequest(t, WithOutcome(context.Background(), &o), "GET", "http://api.test/", nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("refused retry: error %v; want the attempt's 503", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 || o.Attempts != 1 || o.Reason != Throttled || base.hits.Load() != 1 {
+		t.Errorf("refused retry: status %d, %d attempts, reason %s, %d hits; want 503, 1 attempt, throttled, 1 hit",
+			resp.StatusCode, o.Attempts, o.Reason, base.hits.Load())
+	}
+	if got := budget.Tokens(); got != 5 {
+		t.Errorf("budget holds %v tokens after a refused retry; want 5: no token taken", got)
+	}
+	if len(done) != 1 || done[0].Reason != Throttled || done[0].Attempts != 1 || len(attempts) != 1 || attempts[0].Wait != 0 {
+		t.Errorf("OnDone %+v, OnAttempt %+v; want one of each: throttled after 1 attempt, no wait after it", done, attempts)
+	}
+	s := th.dests.get("api.test", 0, initThrottleState)
+	s.mu.Lock()
+	reqs, acc, _ := s.w.counts()
+	s.mu.Unlock()
+	if reqs != 2 || acc != 0 {
+		t.Errorf("counts %v requests, %v accepts; want 2 (the attempt and the refused retry), 0", reqs, acc)
+	}
+	// p is now min(0.9, 2/3); a draw at 0.9 admits everything.
+	draw = 0.9
+	req = newRequest(t, WithOutcome(context.Background(), &o), "GET", "http://api.test/", nil)
+	resp, err = tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if o.Attempts != 3 || o.Reason != AttemptsExhausted || base.hits.Load() != 4 {
+		t.Errorf("admitted retries: %d attempts, reason %s, %d hits; want 3, attempts_exhausted, 4", o.Attempts, o.Reason, base.hits.Load())
+	}
+	s.mu.Lock()
+	reqs, _, _ = s.w.counts()
+	s.mu.Unlock()
+	if reqs != 5 {
+		t.Errorf("counts %v requests; want 5: every attempt and the refusal", reqs)
 	}
 }

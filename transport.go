@@ -238,11 +238,12 @@ type Transport struct {
 	// bounds attempts.
 	LearnAttemptTimeout *LearnedTimeout
 
-	// Throttle, if set, refuses some operations before their first
-	// attempt while their destination signals overload or says its
-	// rate-limit quota is spent; see [Throttle]. A refused operation
-	// makes no attempt and stops with [Throttled]. If nil, every
-	// operation makes its first attempt.
+	// Throttle, if set, refuses some attempts, first attempts and
+	// retries, while their destination signals overload, and new
+	// operations while it says its rate-limit quota is spent; see
+	// [Throttle]. An operation refused before its first attempt makes
+	// none; one whose retry is refused returns its last attempt's
+	// result; both stop with [Throttled]. If nil, nothing is refused.
 	Throttle *Throttle
 
 	// latencySet holds the latencies recorded for Hedging and

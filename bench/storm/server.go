@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -26,6 +27,7 @@ const (
 	outage                // answer every request 503 at once
 	brownout              // serve up to a fraction of the capacity
 	contended             // accept the first request of every window, 503 to the rest
+	paced                 // serve at most a rate of requests a second
 )
 
 func (m mode) String() string {
@@ -36,6 +38,8 @@ func (m mode) String() string {
 		return "brownout"
 	case contended:
 		return "contention"
+	case paced:
+		return "paced"
 	}
 	return "healthy"
 }
@@ -47,6 +51,7 @@ type phase struct {
 	mode     mode
 	capacity float64       // fraction of the server's capacity in a brownout
 	window   time.Duration // of a contended phase
+	rate     float64       // requests a second a paced phase serves
 }
 
 // server models a dependency on loopback: it serves at most capacity
@@ -66,6 +71,7 @@ type server struct {
 
 	inflight atomic.Int64
 	lastSlot atomic.Int64 // the last window of a contended phase that accepted a request
+	pace     pacer        // the token bucket of paced phases
 	hits     atomic.Int64 // every request, whatever its answer
 	served   atomic.Int64 // 200s
 	shed     atomic.Int64 // 503s for lack of capacity
@@ -153,6 +159,13 @@ func (s *server) admit(p phase, el time.Duration) bool {
 				return true
 			}
 		}
+	case paced:
+		if !s.pace.take(p.rate, time.Now()) {
+			s.shed.Add(1)
+			return false
+		}
+		s.inflight.Add(1) // released when served, as any other
+		return true
 	}
 	capacity := s.capacity
 	if p.mode == brownout {
@@ -199,6 +212,37 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.served.Add(1)
 	w.Write([]byte("ok\n"))
+}
+
+// pacedBurst is how long a paced server's token bucket can save up for:
+// its burst is this much of its rate, so that a Poisson arrival stream
+// at twice the rate is served at the rate, not below it.
+const pacedBurst = 100 * time.Millisecond
+
+// pacer is a token bucket: rate tokens a second, up to rate·pacedBurst
+// saved. Its zero value is full at its first use.
+type pacer struct {
+	mu     sync.Mutex
+	tokens float64
+	last   time.Time
+}
+
+// take reports whether a token is there at now, and takes it.
+func (b *pacer) take(rate float64, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	burst := max(1, rate*pacedBurst.Seconds())
+	if b.last.IsZero() {
+		b.tokens = burst
+	} else {
+		b.tokens = min(burst, b.tokens+rate*now.Sub(b.last).Seconds())
+	}
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
 }
 
 // timeline copies a counter slice.

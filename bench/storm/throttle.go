@@ -275,18 +275,15 @@ func (c tconfig) outageSchedule() []phase {
 }
 
 // brownoutSchedule is healthy, capacity half the offered load, healthy
-// again.
+// again. The brownout's capacity is a rate, λ/2 served a second: a
+// server that serves C' = λ·S/2 requests at once would, under Poisson
+// arrivals, lose more than half of them to the moments when more than
+// C' arrive together, and a single attempt would see well over two hits
+// per accepted request.
 func (c tconfig) brownoutSchedule() []phase {
 	return []phase{
 		{name: "healthy", dur: c.healthy},
-		{name: "brownout", dur: c.brownout, mode: brownout, capacity: c.brownoutFraction()},
+		{name: "brownout", dur: c.brownout, mode: paced, rate: c.rate / 2},
 		{name: "recovery", dur: c.healthy},
 	}
-}
-
-// brownoutFraction is the fraction of C that serves half the offered
-// load: C' = λ·S/2.
-func (c tconfig) brownoutFraction() float64 {
-	want := c.rate * c.service.Seconds() / 2
-	return min(1, max(want, 1)/float64(c.capacity))
 }

@@ -102,13 +102,41 @@ func TestCapacityFractions(t *testing.T) {
 		t.Errorf("activeWorkers(10, 0.01) = %d, want 1", got)
 	}
 	c := defaultTConfig(config{rate: 200, capacity: 20, service: 20 * time.Millisecond, deadline: time.Second})
-	// λ·S = 4 busy slots at 200/s; half of that is 2 of 20.
-	if got := activeWorkers(c.capacity, c.brownoutFraction()); got != 2 {
-		t.Errorf("brownout capacity %d slots, want 2 (100/s, half of 200/s)", got)
+	if b := c.brownoutSchedule()[1]; b.mode != paced || b.rate != 100 {
+		t.Errorf("brownout %v at %v/s, want paced at 100/s, half of 200/s", b.mode, b.rate)
 	}
 	m := defaultMetaConfig()
 	if u := m.rate / m.capacity(); u < 0.9 || u > 0.95 {
 		t.Errorf("metastable utilisation %.3f, want in [0.9, 0.95]: above 1/1.1 so that a 10%% retry budget overloads it", u)
+	}
+}
+
+// TestPacerServesItsRate: a token bucket of 100/s starts with its burst
+// of 10, then serves one request per 10ms whatever is offered.
+func TestPacerServesItsRate(t *testing.T) {
+	t.Parallel()
+	var b pacer
+	t0 := time.Unix(1000, 0)
+	served := 0
+	for i := range 20 { // a burst of 20 at once
+		if b.take(100, t0) {
+			served++
+		} else if i < 10 {
+			t.Fatalf("request %d of the burst refused; want the first 10 served", i+1)
+		}
+	}
+	if served != 10 {
+		t.Errorf("burst: %d served, want 10", served)
+	}
+	// 200 offered a second for 1s: 100 served.
+	served = 0
+	for i := 1; i <= 200; i++ {
+		if b.take(100, t0.Add(time.Duration(i)*5*time.Millisecond)) {
+			served++
+		}
+	}
+	if served != 100 {
+		t.Errorf("200 offered over 1s: %d served, want 100", served)
 	}
 }
 

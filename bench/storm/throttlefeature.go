@@ -8,7 +8,8 @@ import (
 
 // throttleDesc says how the throttle policy is configured.
 const throttleDesc = "httpretry defaults with Throttle: &httpretry.Throttle{} (its zero value: K 2, at most 90% refused, " +
-	"a short sliding window, no refusal below 5 requests per second, per host, quota pacing from rate-limit headers) and BudgetPerHost: true"
+	"an 800ms sliding window reaching back up to 4s at low rates, no refusal below 1 request per second, per host, first attempts and retries, " +
+	"quota pacing from rate-limit headers) and BudgetPerHost: true"
 
 // withThrottle turns on the throttle, with its defaults, and a retry
 // budget per host.

@@ -312,8 +312,8 @@ func throttleReport(res *tresults) string {
 		outageTable(&b, res.outage, findT(res.outage, keySingle))
 	}
 	if len(res.brownout) > 0 {
-		fmt.Fprintf(&b, "## Brownout\n\nThe same server with C = %d for %v: capacity %.0f/s, half the offered load.\n\n",
-			activeWorkers(c.capacity, c.brownoutFraction()), c.brownout, float64(activeWorkers(c.capacity, c.brownoutFraction()))/c.service.Seconds())
+		fmt.Fprintf(&b, "## Brownout\n\nThe same server for %v serving at most %.0f requests a second (a token bucket saving up %v of it; every other request 503 at once): half the offered load.\n\n",
+			c.brownout, c.rate/2, pacedBurst)
 		b.WriteString("| policy | goodput/s | hits | hits per accepted | refused locally |\n|---|---|---|---|---|\n")
 		for _, r := range res.brownout {
 			g, h := brownoutMeasure(r)
