@@ -192,3 +192,34 @@ var (
 	_            = atomic.Int64{}
 	_            = redistest.Start
 )
+
+// A flush that returns leased tokens and never reaches Redis does not lose
+// them: the tokens Redis lent come back once Redis answers again (a replay
+// under the same nonce applies once).
+func TestLeasedTokensSurviveAFlushThatNeverReachedRedis(t *testing.T) {
+	t.Parallel()
+	srv, _ := server(t)
+	p := redistest.StartProxy(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	if err := bucketScript.Load(context.Background(), rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b := newBudget(t, rdb, "drop-lease", 20, 0, Options{FleetSize: 1, FlushInterval: time.Hour, CallTimeout: patient})
+	if !b.Withdraw(context.Background()) {
+		t.Fatal("refused by a full bucket")
+	}
+	p.DropNext("evalsha", 1+rdb.Options().MaxRetries)
+	if err := b.Flush(context.Background()); err == nil {
+		t.Fatal("a flush whose every attempt was dropped succeeded")
+	}
+	if !b.probe() {
+		t.Fatal("the probe after the drops failed")
+	}
+	if err := b.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := rawTokens(t, srv.Client(t), "drop-lease", 20); got != 19 {
+		t.Errorf("after one retry and a flush dropped on the way, the shared bucket holds %v tokens; want 19", got)
+	}
+}
