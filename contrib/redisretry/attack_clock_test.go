@@ -6,9 +6,7 @@ import (
 	"time"
 )
 
-// Credit held while the bucket is empty reaches Redis within
-// maxCreditHold of flushes even when the wall clock steps back: the hold
-// never outlives its bound, as a remembered refusal does not.
+// Expected: credit held while the bucket is empty reaches Redis within maxCreditHold of real time, even after the wall clock steps back.
 func TestCreditHeldAtMostMaxCreditHoldWhenTheClockStepsBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -10,9 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Close of a Budget whose subscription is being set up on a Redis that does
-// not answer returns by the bound of its calls, as the calls in flight do on
-// a client with ContextTimeoutEnabled, not after the client's ReadTimeout.
+// Expected: Close returns within its call bound (CallTimeout) on a frozen Redis, not after the client's ReadTimeout spent on the subscription.
 func TestCloseDoesNotWaitForASubscriptionToAFrozenRedis(t *testing.T) {
 	t.Parallel()
 	srv, _ := server(t)

@@ -8,8 +8,7 @@ import (
 	"github.com/httpretry/httpretry/contrib/redisretry/redistest"
 )
 
-// After the bucket's slot moves to another master, the fleet still hears
-// the refusals: the subscriptions follow the slot.
+// Expected: after the bucket's slot moves to another master, the fleet still hears the announced refusals.
 func TestRefusalAnnouncedAfterTheBucketSlotMigrates(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

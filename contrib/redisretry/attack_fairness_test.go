@@ -37,9 +37,7 @@ func (h *barrier) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// One process holds at most MaxLease leased tokens however many of its
-// Withdraws ask at once, so a bucket of FleetSize shares still grants
-// another process a retry.
+// Expected: one process holds at most MaxLease leased tokens however many of its Withdraws ask at once, so another process is still granted.
 func TestOneProcessLeasesAtMostMaxLeaseAtOnce(t *testing.T) {
 	t.Parallel()
 	srv, a := server(t)

@@ -86,8 +86,7 @@ func rawTokens(t *testing.T, rdb redis.UniversalClient, key string, capacity flo
 	return float64(n) / tokenUnit
 }
 
-// Close returns to the shared bucket the tokens leased by a Withdraw whose
-// reply arrives while Close runs: only the one token spent leaves the bucket.
+// Expected: Close returns the lease of a Withdraw whose reply arrives while Close runs; only the token spent leaves the bucket.
 func TestCloseReturnsTheLeaseOfAWithdrawInFlight(t *testing.T) {
 	t.Parallel()
 	srv, rdb := server(t)
@@ -119,8 +118,7 @@ func TestCloseReturnsTheLeaseOfAWithdrawInFlight(t *testing.T) {
 	}
 }
 
-// A Withdraw whose caller leaves while the script runs reports false, and
-// the tokens the script took come back to the shared bucket: no retry was sent.
+// Expected: a Withdraw canceled while its script runs reports false and the tokens the script took come back to the shared bucket.
 func TestWithdrawCanceledMidCallTakesNoTokens(t *testing.T) {
 	t.Parallel()
 	srv, rdb := server(t)
@@ -150,10 +148,7 @@ func TestWithdrawCanceledMidCallTakesNoTokens(t *testing.T) {
 	}
 }
 
-// A Withdraw sent to a frozen Redis times out and is answered by the
-// local bucket; when Redis thaws and runs the queued script, the lease it
-// takes is not lost: after the budget returns, the shared bucket lacks at
-// most the one token of that retry.
+// Expected: the lease taken by a Withdraw that timed out on a frozen Redis is not lost when Redis thaws and runs it: the bucket lacks at most one token.
 func TestLeaseOfATimedOutWithdrawIsNotLostWhenRedisThaws(t *testing.T) {
 	t.Parallel()
 	srv, rdb := server(t)
@@ -193,9 +188,7 @@ var (
 	_            = redistest.Start
 )
 
-// A flush that returns leased tokens and never reaches Redis does not lose
-// them: the tokens Redis lent come back once Redis answers again (a replay
-// under the same nonce applies once).
+// Expected: leased tokens carried by a flush that never reached Redis go back to the bucket once Redis answers again.
 func TestLeasedTokensSurviveAFlushThatNeverReachedRedis(t *testing.T) {
 	t.Parallel()
 	srv, _ := server(t)
