@@ -54,9 +54,11 @@ const maxCreditHold = 10 * time.Second
 // (emptyKnown), a credit of less than a whole token younger than
 // maxCreditHold (age). A whole token goes to the bucket, where any process
 // can spend it: a process whose own operations succeed refills the bucket
-// for those that fail.
+// for those that fail. A negative age means the wall clock went back
+// since the credit started, and then the credit is sent: its age is no
+// longer known, and the hold never outlives its bound.
 func holdCredit(refusing, emptyKnown bool, credit int64, age time.Duration) bool {
-	return (refusing || emptyKnown) && credit < tokenUnit && age < maxCreditHold
+	return (refusing || emptyKnown) && credit < tokenUnit && age >= 0 && age < maxCreditHold
 }
 
 // leaseWant returns how many whole tokens a Withdraw asks Redis for: the

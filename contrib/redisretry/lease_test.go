@@ -290,6 +290,7 @@ func TestHoldCredit(t *testing.T) {
 		{"believed empty, a whole token goes", false, true, tokenUnit, 0, false},
 		{"believed empty, too old", false, true, 1, maxCreditHold, false},
 		{"bucket not empty", false, false, 1, 0, false},
+		{"the clock went back: the age is unknown and the credit goes", true, true, 1, -time.Nanosecond, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
