@@ -100,8 +100,9 @@ func (b *Budget) run() {
 	}
 }
 
-// probe makes one call that changes no count (it creates a missing key
-// full and refreshes the TTL), and switches back to the shared bucket when
+// probe replays the calls whose answer was lost (settle.go), or, when
+// there are none, makes one call that changes no count (it creates a
+// missing key full and refreshes the TTL), and switches back to the shared bucket when
 // it succeeds. While an earlier call is still waiting for a reply (a client
 // without ContextTimeoutEnabled waits for its ReadTimeout), it makes none:
 // a Redis that does not answer gets at most one call at a time.
@@ -111,7 +112,11 @@ func (b *Budget) probe() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.callTimeout())
 	defer cancel()
-	if _, _, err := b.eval(ctx, 0, 0); err != nil {
+	sent, err := b.replay(ctx, false)
+	if err == nil && !sent {
+		_, err = b.send(ctx, scriptCall{nonce: b.nonces.next()}, 0)
+	}
+	if err != nil {
 		return false
 	}
 	b.recover()
