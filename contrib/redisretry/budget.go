@@ -228,11 +228,9 @@ func openBudget(rdb redis.UniversalClient, key string, capacity, perRequest floa
 		b.stopListen = func() {}
 		close(b.listened)
 	} else {
-		// No channel yet: SSubscribe then makes no call.
-		ps := rdb.SSubscribe(context.Background())
 		var ctx context.Context
 		ctx, b.stopListen = context.WithCancel(context.Background())
-		go b.listen(ctx, ps)
+		go b.listen(ctx)
 	}
 	return b, nil
 }

@@ -83,13 +83,10 @@ func (b *Budget) run() {
 		}
 		next := interval
 		if b.state.Load() == int32(Local) {
-			if b.probe() {
-				backoff = interval
-			} else {
-				backoff = min(2*backoff, b.maxProbeInterval())
-				// Half fixed, half random: a fleet that lost Redis
-				// together does not probe it together.
-				next = backoff/2 + rand.N(backoff/2+1)
+			ok := b.probe()
+			backoff = nextBackoff(backoff, ok, interval, b.maxProbeInterval())
+			if !ok {
+				next = spread(backoff, rand.Float64())
 			}
 		} else {
 			ctx, cancel := context.WithTimeout(context.Background(), b.callTimeout())
@@ -121,4 +118,20 @@ func (b *Budget) probe() bool {
 	}
 	b.recover()
 	return true
+}
+
+// nextBackoff returns the wait after an attempt to reach Redis: first
+// after one that succeeded (ok), else twice the last, at most limit.
+func nextBackoff(last time.Duration, ok bool, first, limit time.Duration) time.Duration {
+	if ok {
+		return first
+	}
+	return max(min(2*last, limit), first)
+}
+
+// spread returns a wait of d, half fixed and half random (from r in
+// [0, 1)), so that a fleet that lost Redis together does not try it again
+// together.
+func spread(d time.Duration, r float64) time.Duration {
+	return d/2 + time.Duration(float64(d/2)*r)
 }
