@@ -92,10 +92,16 @@ func (b *Budget) subscribe(ctx context.Context) (subscribed bool) {
 	ps := b.rdb.SSubscribe(ctx) // no channel yet: no call
 	// Close, or the end of the attempt, closes the connection: a read
 	// blocked on it returns at once.
-	stop := context.AfterFunc(ctx, func() { ps.Close() })
+	closed := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(closed)
+		ps.Close()
+	})
 	defer func() {
 		if stop() {
 			ps.Close()
+		} else {
+			<-closed // Close's, which returns once its connection is closed
 		}
 	}()
 	call, cancel := context.WithTimeout(ctx, b.callTimeout())

@@ -109,7 +109,7 @@ func (b *Budget) send(ctx context.Context, c scriptCall, spend int64) (reply, er
 	case got = <-h.done:
 	case <-wait.Done():
 		if h.state.CompareAndSwap(0, callerLeft) {
-			return reply{}, wait.Err()
+			return reply{}, b.wrap(wait.Err())
 		}
 		got = <-h.done // handed over just now
 	}
