@@ -80,8 +80,9 @@ type Options struct {
 	// MaxLease is the most tokens one Withdraw takes from Redis: it asks
 	// for the bucket's share per process (tokens/FleetSize, as of the
 	// last reply), spends one and keeps the rest for the next Withdraws
-	// until the next flush returns them. 0 means 8; negative means 1 (no
-	// lease).
+	// until the next flush returns them. The tokens a process holds
+	// beyond its Withdraws' own, leased or asked for by Withdraws in
+	// flight, stay within it. 0 means 8; negative means 1 (no lease).
 	MaxLease int
 
 	// OnStateChange, if set, is called once for every change between
@@ -116,9 +117,11 @@ type Options struct {
 // (created full with the Budget and kept for its life), probes Redis with
 // backoff from its background goroutine, and goes back to the shared
 // bucket when Redis answers. Deposits and refunds made in the local state
-// stay local, and so does the refund of a token the local bucket gave;
-// the counts pending when a call fails are dropped, not replayed. A call
-// that go-redis sends twice (its reply was lost) applies once.
+// stay local, and so does the refund of a token the local bucket gave.
+// The deposits, refunds and credit a failed call carried are dropped; the
+// leased tokens it carried are replayed under its nonce, and so are the
+// tokens a call takes after its caller left (see settle.go). A call that
+// go-redis sends twice (its reply was lost) applies once.
 //
 // A Budget is safe for simultaneous use by multiple goroutines.
 type Budget struct {
@@ -295,7 +298,8 @@ func (b *Budget) Deposit() {
 // one is left. It returns by ctx's deadline and within CallTimeout; if
 // Redis fails or does not answer in time it switches to the local bucket
 // and withdraws there. It reports false, without a call, when ctx has
-// already ended.
+// already ended, and false when ctx ends during the call, whose grant is
+// then leased and returned by the next flush.
 func (b *Budget) Withdraw(ctx context.Context) bool {
 	if b.state.Load() != int32(Shared) {
 		return b.withdrawLocal(ctx)
@@ -343,10 +347,12 @@ func (b *Budget) Refund() {
 // (see lease.go). The background goroutine flushes every
 // FlushInterval; tests and shutdown paths call Flush directly. It does
 // nothing in the local state. With ctx already ended it sends nothing,
-// keeps the counts for the next flush and returns ctx's error. A failure
-// switches to the local bucket and is returned, and the counts it carried
-// are dropped. A call go-redis sent twice (see nonce.go) applied them
-// once, and Flush returns nil.
+// keeps the counts for the next flush and returns ctx's error. It first
+// replays the calls whose answer was lost (settle.go). A failure switches
+// to the local bucket and is returned; the deposits, refunds and credit it
+// carried are dropped, and the leased tokens kept for the next flush or
+// probe. A call go-redis sent twice (see nonce.go) applied them once, and
+// Flush returns nil.
 func (b *Budget) Flush(ctx context.Context) error {
 	if b.state.Load() != int32(Shared) {
 		return nil

@@ -32,7 +32,7 @@ func (s State) String() string {
 
 // fallBack switches from the shared bucket to the local one, reporting
 // the change once, after err from a Redis call. The counts pending are
-// not replayed: whether the failed call applied them is unknown.
+// dropped (the leased tokens of the failed call are replayed, settle.go).
 func (b *Budget) fallBack(err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
