@@ -2,7 +2,6 @@ package redisretry
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -83,6 +82,13 @@ const (
 // calls to settle, returns their leases.
 func (b *Budget) send(ctx context.Context, c scriptCall, spend int64) (reply, error) {
 	if !b.startCall(c.final, true) {
+		// Not sent. A new call's leased tokens are still held, for
+		// Close's last flush; a replayed call is kept, as it may have run.
+		if c.start.IsZero() {
+			b.leased.Add(c.keep)
+		} else {
+			b.keepUnsettled(c)
+		}
 		b.asked.Add(-c.asked)
 		return reply{}, errClosed
 	}
@@ -177,10 +183,7 @@ func (b *Budget) replay(ctx context.Context, final bool) (sent bool, err error) 
 	for i, c := range calls {
 		c.final = final
 		if _, err = b.send(ctx, c, 0); err != nil {
-			// send kept c unless it was not sent; keep those after it.
-			if errors.Is(err, errClosed) {
-				b.keepUnsettled(c)
-			}
+			// send kept c; keep those after it.
 			for _, rest := range calls[i+1:] {
 				b.keepUnsettled(rest)
 			}
