@@ -80,8 +80,9 @@ type Options struct {
 	// MaxLease is the most tokens one Withdraw takes from Redis: it asks
 	// for the bucket's share per process (tokens/FleetSize, as of the
 	// last reply), spends one and keeps the rest for the next Withdraws
-	// until the next flush returns them. 0 means 8; negative means 1 (no
-	// lease).
+	// until the next flush returns them. The tokens a process holds
+	// beyond its Withdraws' own, leased or asked for by Withdraws in
+	// flight, stay within it. 0 means 8; negative means 1 (no lease).
 	MaxLease int
 
 	// OnStateChange, if set, is called once for every change between
@@ -116,9 +117,11 @@ type Options struct {
 // (created full with the Budget and kept for its life), probes Redis with
 // backoff from its background goroutine, and goes back to the shared
 // bucket when Redis answers. Deposits and refunds made in the local state
-// stay local, and so does the refund of a token the local bucket gave;
-// the counts pending when a call fails are dropped, not replayed. A call
-// that go-redis sends twice (its reply was lost) applies once.
+// stay local, and so does the refund of a token the local bucket gave.
+// The deposits, refunds and credit a failed call carried are dropped; the
+// leased tokens it carried are replayed under its nonce, and so are the
+// tokens a call takes after its caller left (see settle.go). A call that
+// go-redis sends twice (its reply was lost) applies once.
 //
 // A Budget is safe for simultaneous use by multiple goroutines.
 type Budget struct {
@@ -152,10 +155,17 @@ type Budget struct {
 
 	mu sync.Mutex // serializes state changes and their reports
 
-	callMu   sync.Mutex     // protects closed and the Add of calls
+	callMu   sync.Mutex     // protects closed, draining and the Adds of calls and settling
 	closed   bool           // no new Redis call starts
+	draining bool           // Close waits for settling: only its last flush starts
 	calls    sync.WaitGroup // Redis calls in flight, for Close
+	settling sync.WaitGroup // script calls not yet settled (settle.go), for Close
 	inflight atomic.Int32   // Redis calls in flight, for the prober
+
+	// The calls of settle.go.
+	asked       atomic.Int64 // tokens reserved beyond one by Withdraws in flight
+	unsettledMu sync.Mutex   // protects unsettled
+	unsettled   []scriptCall // calls whose answer was lost, for replay
 
 	grantsMu sync.Mutex    // protects grants
 	grants   []*localGrant // local tokens out for running operations; see refund.go
@@ -221,11 +231,9 @@ func openBudget(rdb redis.UniversalClient, key string, capacity, perRequest floa
 		b.stopListen = func() {}
 		close(b.listened)
 	} else {
-		// No channel yet: SSubscribe then makes no call.
-		ps := rdb.SSubscribe(context.Background())
 		var ctx context.Context
 		ctx, b.stopListen = context.WithCancel(context.Background())
-		go b.listen(ctx, ps)
+		go b.listen(ctx)
 	}
 	return b, nil
 }
@@ -290,7 +298,8 @@ func (b *Budget) Deposit() {
 // one is left. It returns by ctx's deadline and within CallTimeout; if
 // Redis fails or does not answer in time it switches to the local bucket
 // and withdraws there. It reports false, without a call, when ctx has
-// already ended.
+// already ended, and false when ctx ends during the call, whose grant is
+// then leased and returned by the next flush.
 func (b *Budget) Withdraw(ctx context.Context) bool {
 	if b.state.Load() != int32(Shared) {
 		return b.withdrawLocal(ctx)
@@ -301,19 +310,17 @@ func (b *Budget) Withdraw(ctx context.Context) bool {
 	if ended(ctx) {
 		return false
 	}
-	add := min(b.takeHeld(true)+b.takePending(), b.capacity)
-	want := leaseWant(b.lastTokens.Load(), b.fleetSize(), b.maxLease())
-	n, left, err := b.evalN(ctx, add, want)
+	leased, credit := b.takeHeld(true)
+	add := min(leased+credit+b.takePending(), b.capacity)
+	want, asked := b.reserveLease()
+	r, err := b.send(ctx, scriptCall{nonce: b.nonces.next(), add: add, keep: min(leased, add), want: want, asked: asked}, 1)
 	if err == nil {
-		b.remember(n, left)
-		if n > 1 {
-			b.leased.Add((n - 1) * tokenUnit)
-		}
-		return n > 0
+		return r.granted > 0
 	}
 	if ended(ctx) {
 		// The caller left or ran out of time: no verdict on Redis, and no
-		// retry for an operation that is over.
+		// retry for an operation that is over. What the call takes is
+		// leased all the same (settle.go).
 		return false
 	}
 	b.fallBack(err)
@@ -340,10 +347,12 @@ func (b *Budget) Refund() {
 // (see lease.go). The background goroutine flushes every
 // FlushInterval; tests and shutdown paths call Flush directly. It does
 // nothing in the local state. With ctx already ended it sends nothing,
-// keeps the counts for the next flush and returns ctx's error. A failure
-// switches to the local bucket and is returned, and the counts it carried
-// are dropped. A call go-redis sent twice (see nonce.go) applied them
-// once, and Flush returns nil.
+// keeps the counts for the next flush and returns ctx's error. It first
+// replays the calls whose answer was lost (settle.go). A failure switches
+// to the local bucket and is returned; the deposits, refunds and credit it
+// carried are dropped, and the leased tokens kept for the next flush or
+// probe. A call go-redis sent twice (see nonce.go) applied them once, and
+// Flush returns nil.
 func (b *Budget) Flush(ctx context.Context) error {
 	if b.state.Load() != int32(Shared) {
 		return nil
@@ -356,13 +365,22 @@ func (b *Budget) Flush(ctx context.Context) error {
 }
 
 // flush is Flush; with all, it sends the credit whatever holdCredit says,
-// as Close does.
+// as Close does, whose last flush it is. It first replays the calls whose
+// answer was lost (settle.go).
 func (b *Budget) flush(ctx context.Context, all bool) error {
-	add := min(b.takeHeld(all)+b.takePending(), b.capacity)
+	if _, err := b.replay(ctx, all); err != nil {
+		if !ended(ctx) {
+			b.fallBack(err)
+		}
+		return err
+	}
+	leased, credit := b.takeHeld(all)
+	add := min(leased+credit+b.takePending(), b.capacity)
 	if add == 0 {
 		return nil
 	}
-	_, _, err := b.eval(ctx, add, 0)
+	c := scriptCall{nonce: b.nonces.next(), add: add, keep: min(leased, add), final: all}
+	_, err := b.send(ctx, c, 0)
 	if err != nil && !ended(ctx) {
 		b.fallBack(err)
 	}
@@ -396,13 +414,15 @@ func (b *Budget) State() State {
 	return Local
 }
 
-// Close sends the pending deposits and refunds, the credit and the leased
-// tokens not spent (bounded by CallTimeout),
-// stops the background goroutine and waits for the Redis calls in flight,
-// which end by their deadline on a client with ContextTimeoutEnabled and
-// by its ReadTimeout otherwise. It does not close rdb. Afterwards the
-// Budget uses only its local bucket. Close returns the error of the last
-// flush; further calls return nil.
+// Close stops the background goroutine and the subscription, waits for
+// the Redis calls in flight to settle (each within CallTimeout of its
+// start on a client with ContextTimeoutEnabled, and by its ReadTimeout
+// otherwise), so that the tokens they lease are returned, then sends the
+// pending deposits and refunds, the credit and the leased tokens not
+// spent, bounded by CallTimeout, and waits for the calls left running. It
+// does not close rdb. Once Close has begun the Budget uses only its local
+// bucket. Close returns the error of the last flush; further calls return
+// nil.
 func (b *Budget) Close() error {
 	var err error
 	b.closeOnce.Do(func() {
@@ -410,14 +430,18 @@ func (b *Budget) Close() error {
 		<-b.done
 		b.stopListen()
 		<-b.listened
-		ctx, cancel := context.WithTimeout(context.Background(), b.callTimeout())
-		if b.state.Load() == int32(Shared) && !ended(ctx) {
-			err = b.flush(ctx, true)
-		}
-		cancel()
 		b.mu.Lock()
-		b.state.Store(stateClosed)
+		shared := b.state.Swap(stateClosed) == int32(Shared)
 		b.mu.Unlock()
+		b.callMu.Lock()
+		b.draining = true
+		b.callMu.Unlock()
+		b.settling.Wait()
+		if shared {
+			ctx, cancel := context.WithTimeout(context.Background(), b.callTimeout())
+			err = b.flush(ctx, true)
+			cancel()
+		}
 		b.callMu.Lock()
 		b.closed = true
 		b.callMu.Unlock()

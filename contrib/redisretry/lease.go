@@ -54,17 +54,21 @@ const maxCreditHold = 10 * time.Second
 // (emptyKnown), a credit of less than a whole token younger than
 // maxCreditHold (age). A whole token goes to the bucket, where any process
 // can spend it: a process whose own operations succeed refills the bucket
-// for those that fail.
+// for those that fail. A negative age means the wall clock went back
+// since the credit started, and then the credit is sent: its age is no
+// longer known, and the hold never outlives its bound.
 func holdCredit(refusing, emptyKnown bool, credit int64, age time.Duration) bool {
-	return (refusing || emptyKnown) && credit < tokenUnit && age < maxCreditHold
+	return (refusing || emptyKnown) && credit < tokenUnit && age >= 0 && age < maxCreditHold
 }
 
 // leaseWant returns how many whole tokens a Withdraw asks Redis for: the
 // bucket's share per process, tokens/fleetSize as of the last reply, at
-// least one and at most maxLease.
-func leaseWant(tokens int64, fleetSize, maxLease int) int64 {
+// least one, and at most what keeps the tokens the process holds beyond
+// its Withdraws' own (held: leased, or asked for by Withdraws in flight)
+// within maxLease.
+func leaseWant(tokens int64, fleetSize, maxLease int, held int64) int64 {
 	want := tokens / tokenUnit / int64(max(fleetSize, 1))
-	return min(max(want, 1), int64(max(maxLease, 1)))
+	return max(min(want, int64(max(maxLease, 1))-held), 1)
 }
 
 // refusedBy reports whether a reply tells the Budget to remember a
@@ -156,8 +160,8 @@ func (b *Budget) takeDeposits() int64 {
 // leased tokens always, and the credit unless holdCredit keeps it (or
 // always, with all, for Close and for a Withdraw that asks Redis). While
 // the credit is kept the pending deposits join it instead of being sent.
-func (b *Budget) takeHeld(all bool) int64 {
-	held := b.leased.Swap(0)
+func (b *Budget) takeHeld(all bool) (leased, credit int64) {
+	leased = min(b.leased.Swap(0), b.capacity)
 	if !all {
 		now := b.now().UnixNano()
 		b.addCredit(now)
@@ -166,14 +170,14 @@ func (b *Budget) takeHeld(all bool) int64 {
 			age = time.Duration(now - since)
 		}
 		if holdCredit(b.refusing(), b.lastTokens.Load() < tokenUnit, b.credit.Load(), age) {
-			return held
+			return leased, 0
 		}
 	}
 	if b.credit.Load() != 0 {
-		held += b.credit.Swap(0)
+		credit = b.credit.Swap(0)
 	}
 	b.creditSince.Store(0)
-	return min(held, b.capacity)
+	return leased, min(credit, b.capacity)
 }
 
 // addCredit moves the pending deposits to the credit, noting when the

@@ -18,22 +18,27 @@ func TestLeaseWant(t *testing.T) {
 		tokens    int64 // units
 		fleetSize int
 		maxLease  int
+		held      int64
 		want      int64
 	}{
-		{"full bucket, one process: up to the bound", 20 * tokenUnit, 1, 8, 8},
-		{"the share per process", 20 * tokenUnit, 10, 8, 2},
-		{"a share under one token asks one", 20 * tokenUnit, 100, 8, 1},
-		{"empty bucket asks one", 0, 10, 8, 1},
-		{"fractions round down", 29*tokenUnit + 999_999, 10, 8, 2},
-		{"no lease", 1000 * tokenUnit, 1, 1, 1},
-		{"a non-positive bound is one", 1000 * tokenUnit, 1, -3, 1},
-		{"a non-positive fleet is one process", 5 * tokenUnit, 0, 8, 5},
-		{"the largest bucket", math.MaxInt64, 1, 8, 8},
+		{"full bucket, one process: up to the bound", 20 * tokenUnit, 1, 8, 0, 8},
+		{"the share per process", 20 * tokenUnit, 10, 8, 0, 2},
+		{"a share under one token asks one", 20 * tokenUnit, 100, 8, 0, 1},
+		{"empty bucket asks one", 0, 10, 8, 0, 1},
+		{"fractions round down", 29*tokenUnit + 999_999, 10, 8, 0, 2},
+		{"no lease", 1000 * tokenUnit, 1, 1, 0, 1},
+		{"a non-positive bound is one", 1000 * tokenUnit, 1, -3, 0, 1},
+		{"a non-positive fleet is one process", 5 * tokenUnit, 0, 8, 0, 5},
+		{"the largest bucket", math.MaxInt64, 1, 8, 0, 8},
+		{"leases held count against the bound", 40 * tokenUnit, 1, 8, 3, 5},
+		{"a process at the bound asks one", 40 * tokenUnit, 1, 8, 7, 1},
+		{"past the bound still one", 40 * tokenUnit, 1, 8, 30, 1},
+		{"a share under the room is the share", 40 * tokenUnit, 10, 8, 3, 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := leaseWant(tt.tokens, tt.fleetSize, tt.maxLease); got != tt.want {
-				t.Errorf("leaseWant(%d, %d, %d) = %d; want %d", tt.tokens, tt.fleetSize, tt.maxLease, got, tt.want)
+			if got := leaseWant(tt.tokens, tt.fleetSize, tt.maxLease, tt.held); got != tt.want {
+				t.Errorf("leaseWant(%d, %d, %d, %d) = %d; want %d", tt.tokens, tt.fleetSize, tt.maxLease, tt.held, got, tt.want)
 			}
 		})
 	}
@@ -290,6 +295,7 @@ func TestHoldCredit(t *testing.T) {
 		{"believed empty, a whole token goes", false, true, tokenUnit, 0, false},
 		{"believed empty, too old", false, true, 1, maxCreditHold, false},
 		{"bucket not empty", false, false, 1, 0, false},
+		{"the clock went back: the age is unknown and the credit goes", true, true, 1, -time.Nanosecond, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -66,33 +66,21 @@ return {granted, tokens}
 // errClosed is returned for a call attempted after Close.
 var errClosed = errors.New("redisretry: budget closed")
 
-// eval runs bucketScript once: it adds add units and takes take units,
-// a whole token or none, and reports whether the take was granted and the
-// tokens left, in units.
-func (b *Budget) eval(ctx context.Context, add, take int64) (granted bool, tokens int64, err error) {
-	n, tokens, err := b.evalN(ctx, add, take/tokenUnit)
-	return n > 0, tokens, err
-}
-
-// evalN runs bucketScript once: it adds add units and takes up to want
-// whole tokens, and reports how many it took and the tokens left, in
-// units.
-func (b *Budget) evalN(ctx context.Context, add, want int64) (granted, tokens int64, err error) {
-	res, err := do(b, ctx, func(ctx context.Context) ([]int64, error) {
-		keys := []string{b.keys[0], b.noncePrefix + b.nonces.next(), b.announce}
-		return bucketScript.Run(ctx, b.rdb, keys, b.capacity, add, want,
-			millis(b.ttl()), nonceTTL(b.callTimeout()), b.announceMillis()).Int64Slice()
-	})
+// runScript runs c once and reports its answer. Every reply, a probe's
+// included, says what the bucket holds: the next lease and whether
+// deposits wait (lease.go) follow it.
+func (b *Budget) runScript(ctx context.Context, c scriptCall) (reply, error) {
+	keys := []string{b.keys[0], b.noncePrefix + c.nonce, b.announce}
+	res, err := bucketScript.Run(ctx, b.rdb, keys, b.capacity, c.add, c.want,
+		millis(b.ttl()), nonceTTL(b.callTimeout()), b.announceMillis()).Int64Slice()
 	if err != nil {
-		return 0, 0, b.wrap(err)
+		return reply{}, b.wrap(err)
 	}
 	if len(res) != 2 {
-		return 0, 0, fmt.Errorf("redisretry: key %q: the script returned %d values; want 2", b.keys[0], len(res))
+		return reply{}, fmt.Errorf("redisretry: key %q: the script returned %d values; want 2", b.keys[0], len(res))
 	}
-	// Every reply, a probe's included, says what the bucket holds: the
-	// next lease and whether deposits wait (lease.go) follow it.
 	b.lastTokens.Store(res[1])
-	return res[0], res[1], nil
+	return reply{granted: res[0], tokens: res[1]}, nil
 }
 
 // result is what a call on its own goroutine hands back.
@@ -106,18 +94,13 @@ type result[T any] struct {
 // whichever is first. A go-redis client without ContextTimeoutEnabled
 // reads a reply until its ReadTimeout whatever the context says, so
 // waiting for f alone could outlast the caller's deadline. Close waits for
-// the calls left running.
+// the calls left running. It is for calls that change nothing; the
+// script's go through send (settle.go).
 func do[T any](b *Budget, ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	var zero T
-	b.callMu.Lock()
-	if b.closed {
-		b.callMu.Unlock()
+	if !b.startCall(false, false) {
 		return zero, errClosed
 	}
-	b.calls.Add(1)
-	b.inflight.Add(1)
-	b.callMu.Unlock()
-
 	ctx, cancel := context.WithTimeout(ctx, b.callTimeout())
 	defer cancel()
 	done := make(chan result[T], 1)

@@ -32,7 +32,7 @@ func (s State) String() string {
 
 // fallBack switches from the shared bucket to the local one, reporting
 // the change once, after err from a Redis call. The counts pending are
-// not replayed: whether the failed call applied them is unknown.
+// dropped (the leased tokens of the failed call are replayed, settle.go).
 func (b *Budget) fallBack(err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -83,13 +83,10 @@ func (b *Budget) run() {
 		}
 		next := interval
 		if b.state.Load() == int32(Local) {
-			if b.probe() {
-				backoff = interval
-			} else {
-				backoff = min(2*backoff, b.maxProbeInterval())
-				// Half fixed, half random: a fleet that lost Redis
-				// together does not probe it together.
-				next = backoff/2 + rand.N(backoff/2+1)
+			ok := b.probe()
+			backoff = nextBackoff(backoff, ok, interval, b.maxProbeInterval())
+			if !ok {
+				next = spread(backoff, rand.Float64())
 			}
 		} else {
 			ctx, cancel := context.WithTimeout(context.Background(), b.callTimeout())
@@ -100,8 +97,9 @@ func (b *Budget) run() {
 	}
 }
 
-// probe makes one call that changes no count (it creates a missing key
-// full and refreshes the TTL), and switches back to the shared bucket when
+// probe replays the calls whose answer was lost (settle.go), or, when
+// there are none, makes one call that changes no count (it creates a
+// missing key full and refreshes the TTL), and switches back to the shared bucket when
 // it succeeds. While an earlier call is still waiting for a reply (a client
 // without ContextTimeoutEnabled waits for its ReadTimeout), it makes none:
 // a Redis that does not answer gets at most one call at a time.
@@ -111,9 +109,29 @@ func (b *Budget) probe() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.callTimeout())
 	defer cancel()
-	if _, _, err := b.eval(ctx, 0, 0); err != nil {
+	sent, err := b.replay(ctx, false)
+	if err == nil && !sent {
+		_, err = b.send(ctx, scriptCall{nonce: b.nonces.next()}, 0)
+	}
+	if err != nil {
 		return false
 	}
 	b.recover()
 	return true
+}
+
+// nextBackoff returns the wait after an attempt to reach Redis: first
+// after one that succeeded (ok), else twice the last, at most limit.
+func nextBackoff(last time.Duration, ok bool, first, limit time.Duration) time.Duration {
+	if ok {
+		return first
+	}
+	return max(min(2*last, limit), first)
+}
+
+// spread returns a wait of d, half fixed and half random (from r in
+// [0, 1)), so that a fleet that lost Redis together does not try it again
+// together.
+func spread(d time.Duration, r float64) time.Duration {
+	return d/2 + time.Duration(float64(d/2)*r)
 }

@@ -308,3 +308,44 @@ func TestWithdrawUnderAFakeClock(t *testing.T) {
 		t.Fatal("Withdraw under a live fake-clock context did not return")
 	}
 }
+
+func TestNextBackoff(t *testing.T) {
+	t.Parallel()
+	const first, limit = 100 * time.Millisecond, time.Second
+	tests := []struct {
+		name string
+		last time.Duration
+		ok   bool
+		want time.Duration
+	}{
+		{"success starts over", 800 * time.Millisecond, true, first},
+		{"a failure doubles", first, false, 2 * first},
+		{"up to the limit", 800 * time.Millisecond, false, limit},
+		{"never past it", limit, false, limit},
+		{"never under the first", 0, false, first},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := nextBackoff(tt.last, tt.ok, first, limit); got != tt.want {
+				t.Errorf("nextBackoff(%v, %v, %v, %v) = %v; want %v", tt.last, tt.ok, first, limit, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSpread(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		r    float64
+		want time.Duration
+	}{
+		{0, 500 * time.Millisecond},
+		{0.5, 750 * time.Millisecond},
+		{0.999999, 999999500 * time.Nanosecond},
+	}
+	for _, tt := range tests {
+		if got := spread(time.Second, tt.r); got != tt.want {
+			t.Errorf("spread(1s, %v) = %v; want %v", tt.r, got, tt.want)
+		}
+	}
+}
