@@ -5,6 +5,10 @@ package redisretry
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,5 +76,57 @@ func TestRefusedTakeoverLetsTheExpiredOwnerComplete(t *testing.T) {
 	r, err := s.Reserve(ctx, "order-1", "payload-A", time.Minute)
 	if err != nil || r.State != idempotency.StateCompleted {
 		t.Fatalf("retry after the Complete = %+v, %v; want the recorded response replayed", r, err)
+	}
+}
+
+// Through the Handler: a slow charge outlives its lock, a retry's
+// take-over is refused for want of a replica (503, nothing run), and the
+// charge then finishes. It is recorded, and the client's next retry is
+// answered the charge: the operation runs once.
+func TestRefusedTakeoverThroughTheHandlerChargesOnce(t *testing.T) {
+	set := redistest.StartSentinel(t)
+	rdb := set.Client(t)
+	s, _ := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient, WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond})
+	replica, err := set.Replica()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var charges atomic.Int32
+	started, finish := make(chan struct{}, 2), make(chan struct{})
+	charge := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if charges.Add(1) == 1 {
+			started <- struct{}{}
+			<-finish // the provider is slow
+		}
+		w.WriteHeader(http.StatusCreated)
+		w.Write([]byte("charged"))
+	})
+	h := idempotency.Handler(charge, s, idempotency.Options{LockTTL: 50 * time.Millisecond})
+	send := func() *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/charges", strings.NewReader(`{"order":1}`))
+		req.Header.Set("Idempotency-Key", "order-1")
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	first := make(chan *httptest.ResponseRecorder, 1)
+	go func() { first <- send() }()
+	<-started
+	time.Sleep(200 * time.Millisecond) // past the lock's TTL
+
+	replica.Freeze()
+	retry := send()
+	replica.Thaw()
+	if retry.Code != http.StatusServiceUnavailable {
+		t.Fatalf("retry with the replica frozen = %d; want 503", retry.Code)
+	}
+	close(finish)
+	if got := <-first; got.Code != http.StatusCreated {
+		t.Fatalf("first attempt = %d; want 201", got.Code)
+	}
+	last := send()
+	if n := charges.Load(); n != 1 || last.Code != http.StatusCreated || last.Body.String() != "charged" {
+		t.Fatalf("after a take-over refused for want of a replica: %d charges, last retry %d %q; want 1 charge, the recorded 201 replayed",
+			n, last.Code, last.Body.String())
 	}
 }
