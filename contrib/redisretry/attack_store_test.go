@@ -2,6 +2,7 @@ package redisretry
 
 import (
 	"context"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -156,5 +157,49 @@ func TestCompleteWithWaitReplicasFollowsAMovedSlot(t *testing.T) {
 	}
 	if r, err := s.Reserve(ctx, "order-1", "fp", time.Minute); err != nil || r.State != idempotency.StateCompleted {
 		t.Fatalf("retry after the Complete = %+v, %v; want the response replayed", r, err)
+	}
+}
+
+// lossyClusterClient returns a client of c whose connections to the
+// master of key's slot pass through a proxy that can lose replies.
+func lossyClusterClient(t *testing.T, c *redistest.Cluster, slotKey string) (*redis.ClusterClient, *redistest.Proxy) {
+	t.Helper()
+	plain := c.Client(t)
+	slot := int(plain.ClusterKeySlot(context.Background(), slotKey).Val())
+	owner, err := c.Owner(slot)
+	must(t, err)
+	proxy := redistest.StartProxy(t, owner.Addr())
+	opts := c.ClusterOptions()
+	opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr == owner.Addr() {
+			addr = proxy.Addr()
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	rdb := redis.NewClusterClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	return rdb, proxy
+}
+
+// On a Cluster with WaitReplicas, a Reserve whose reply was lost after
+// Redis ran it answers the caller's own reservation, as on one server:
+// not an error that leaves the key locked by no one for LockTTL.
+func TestLostReplyReserveOnClusterWithWaitReplicasAnswersTheReservation(t *testing.T) {
+	ctx := context.Background()
+	c := redistest.StartCluster(t, 3, 1)
+	prefix := uniquePrefix(t)
+	rdb, proxy := lossyClusterClient(t, c, recordKey(prefix, "order-1"))
+	s, err := NewIdempotencyStore(rdb, prefix, IdempotencyOptions{CallTimeout: patient, WaitReplicas: 1, WaitTimeout: patient / 4})
+	must(t, err)
+	must(t, reserveScript.Load(ctx, rdb).Err())
+
+	proxy.LoseNext("evalsha", 1)
+	r, err := s.Reserve(ctx, "order-1", "fp", time.Minute)
+	if proxy.Lost() != 1 {
+		t.Fatalf("the proxy lost %d replies; want 1", proxy.Lost())
+	}
+	if err != nil || r.State != idempotency.StateReserved {
+		again, _ := s.Reserve(ctx, "order-1", "fp", time.Minute)
+		t.Fatalf("Reserve whose first reply was lost = %+v, %v; want reserved (a retry now meets %v until the lock expires)", r, err, again.State)
 	}
 }
