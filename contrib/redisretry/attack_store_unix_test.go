@@ -52,7 +52,7 @@ func TestRefusedTakeoverLetsTheExpiredOwnerComplete(t *testing.T) {
 	ctx := context.Background()
 	set := redistest.StartSentinel(t)
 	rdb := set.Client(t)
-	s, _ := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient, WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond})
+	s, prefix := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient, WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond})
 	replica, err := set.Replica()
 	if err != nil {
 		t.Fatal(err)
@@ -68,12 +68,17 @@ func TestRefusedTakeoverLetsTheExpiredOwnerComplete(t *testing.T) {
 	if !errors.Is(err, ErrNotReplicated) {
 		t.Fatalf("take-over with the replica frozen = %v; want ErrNotReplicated", err)
 	}
+	// The replica thawed: calls from here on wait for it as long as need be.
+	patientStore, err := NewIdempotencyStore(rdb, prefix, IdempotencyOptions{CallTimeout: patient, WaitReplicas: 1, WaitTimeout: patient / 4})
+	if err != nil {
+		t.Fatal(err)
+	}
 	charged := &idempotency.Response{Status: 201, Body: []byte("charged")}
-	if err := s.Complete(ctx, "order-1", slow.Token, charged, time.Minute); err != nil {
+	if err := patientStore.Complete(ctx, "order-1", slow.Token, charged, time.Minute); err != nil {
 		t.Fatalf("Complete by the owner of the expired lock, after a take-over that was refused = %v; want nil "+
 			"(fenced, its response goes unrecorded and the client's retry runs the operation a second time)", err)
 	}
-	r, err := s.Reserve(ctx, "order-1", "payload-A", time.Minute)
+	r, err := patientStore.Reserve(ctx, "order-1", "payload-A", time.Minute)
 	if err != nil || r.State != idempotency.StateCompleted {
 		t.Fatalf("retry after the Complete = %+v, %v; want the recorded response replayed", r, err)
 	}
