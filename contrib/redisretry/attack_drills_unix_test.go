@@ -11,9 +11,7 @@ import (
 	"github.com/httpretry/httpretry/idempotency"
 )
 
-// A hung master delays and fails only the keys in its own slots: a
-// Reserve of a key whose master answers succeeds, whatever the state of
-// the other masters when the store checks the eviction policy.
+// Expected: Reserve of a key whose master answers succeeds while another master hangs.
 func TestDrillReserveOnAHealthyMasterWorksWhileAnotherMasterHangs(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.StartCluster(t, 3, 0, "--cluster-node-timeout", "60000")

@@ -91,10 +91,7 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// A Complete that lands while its key's slot migrates to another master
-// records the response (within CallTimeout): a migration is routine, and
-// a Complete that fails leaves the response unrecorded, so the client's
-// retry after LockTTL runs the operation a second time.
+// Expected: a Complete landing while its key's slot migrates records the response within CallTimeout.
 func TestCompleteDuringSlotMigrationRecordsTheResponse(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.StartCluster(t, 3, 0)
@@ -124,11 +121,7 @@ func TestCompleteDuringSlotMigrationRecordsTheResponse(t *testing.T) {
 	}
 }
 
-// With WaitReplicas, a Complete after its key's slot moved to another
-// master reaches the new master and records the response, as it does
-// without WaitReplicas (go-redis follows the MOVED redirection): a client
-// whose layout is stale (reloaded every 60 s by default) must not leave an
-// operation that ran unrecorded, for the retry to run it a second time.
+// Expected: with WaitReplicas, a Complete after its key's slot moved follows MOVED and records the response.
 func TestCompleteWithWaitReplicasFollowsAMovedSlot(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.StartCluster(t, 3, 1)
@@ -181,9 +174,7 @@ func lossyClusterClient(t *testing.T, c *redistest.Cluster, slotKey string) (*re
 	return rdb, proxy
 }
 
-// On a Cluster with WaitReplicas, a Reserve whose reply was lost after
-// Redis ran it answers the caller's own reservation, as on one server:
-// not an error that leaves the key locked by no one for LockTTL.
+// Expected: on a Cluster with WaitReplicas, a Reserve whose reply was lost answers the caller's own reservation.
 func TestLostReplyReserveOnClusterWithWaitReplicasAnswersTheReservation(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.StartCluster(t, 3, 1)

@@ -16,8 +16,7 @@ import (
 	"github.com/httpretry/httpretry/idempotency"
 )
 
-// A take-over that Reserve refuses for want of a replica leaves the key
-// bound to its first payload: another payload still meets a mismatch.
+// Expected: a take-over refused with ErrNotReplicated leaves the key bound to its first payload (422 for another).
 func TestRefusedTakeoverKeepsTheKeysFirstPayload(t *testing.T) {
 	ctx := context.Background()
 	set := redistest.StartSentinel(t)
@@ -45,9 +44,7 @@ func TestRefusedTakeoverKeepsTheKeysFirstPayload(t *testing.T) {
 	}
 }
 
-// A take-over that Reserve refuses for want of a replica takes nothing
-// over: the owner of the expired lock, still running, may Complete, and
-// its response is recorded (no one took the key over).
+// Expected: a take-over refused with ErrNotReplicated takes nothing over; the expired lock's owner may still Complete.
 func TestRefusedTakeoverLetsTheExpiredOwnerComplete(t *testing.T) {
 	ctx := context.Background()
 	set := redistest.StartSentinel(t)
@@ -84,10 +81,7 @@ func TestRefusedTakeoverLetsTheExpiredOwnerComplete(t *testing.T) {
 	}
 }
 
-// Through the Handler: a slow charge outlives its lock, a retry's
-// take-over is refused for want of a replica (503, nothing run), and the
-// charge then finishes. It is recorded, and the client's next retry is
-// answered the charge: the operation runs once.
+// Expected: a retry refused with 503 for want of a replica never makes the slow first attempt run twice.
 func TestRefusedTakeoverThroughTheHandlerChargesOnce(t *testing.T) {
 	set := redistest.StartSentinel(t)
 	rdb := set.Client(t)
