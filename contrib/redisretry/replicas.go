@@ -123,8 +123,9 @@ func isRedirect(err error) bool {
 	return redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")
 }
 
-// unreserve frees a reservation that did not reach enough replicas,
-// best effort: if it fails, the lock expires in its own time.
-func (s *IdempotencyStore) unreserve(ctx context.Context, key string, token idempotency.Token) {
-	releaseScript.Run(ctx, s.rdb, s.keys(key), tokenArg(token), s.nonceTTL())
+// undo puts back what the reservation of token replaced, best effort:
+// if it fails, the reservation stays until its lock expires, and runs
+// nothing.
+func (s *IdempotencyStore) undo(ctx context.Context, keys []string, token idempotency.Token, prev replaced) {
+	undoScript.Run(ctx, s.rdb, keys[:2], tokenArg(token), prev.token, prev.ttl)
 }
