@@ -266,7 +266,10 @@ func (s *IdempotencyStore) Release(ctx context.Context, key string, token idempo
 	defer cancel()
 	// Release waits for no replica: one that misses it keeps the key
 	// reserved until its lock expires, which runs nothing twice.
-	ok, err := releaseScript.Run(ctx, s.rdb, s.keys(key), tokenArg(token), s.nonceTTL()).Int()
+	keys := s.keys(key)
+	ok, err := resend(ctx, false, s.reloader(ctx), func() *redis.Cmd {
+		return releaseScript.Run(ctx, s.rdb, keys, tokenArg(token), s.nonceTTL())
+	}).Int()
 	if err != nil {
 		return wrapStoreErr("release", err)
 	}
