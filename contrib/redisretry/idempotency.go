@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/httpretry/httpretry/idempotency"
@@ -140,15 +139,15 @@ type IdempotencyStore struct {
 	opts   IdempotencyOptions
 	nonces *nonces
 
-	// policyOK is when a check found maxmemory-policy noeviction, in
-	// Unix nanoseconds; 0 before that or after a check failed.
-	policyOK atomic.Int64
+	// verdicts remembers the servers whose maxmemory-policy a check found
+	// to be noeviction, and when (see eviction.go).
+	verdicts verdicts
 }
 
 // NewIdempotencyStore returns a store that keeps its records in rdb under
 // keys that start with prefix. opts may hold at most one
-// [IdempotencyOptions]. It makes no Redis call; the first Reserve checks
-// the server's maxmemory-policy, and [IdempotencyStore.CheckEvictionPolicy]
+// [IdempotencyOptions]. It makes no Redis call; the first Reserve on each
+// server (on a Cluster, each master) checks its maxmemory-policy, and [IdempotencyStore.CheckEvictionPolicy]
 // makes that check at start-up.
 func NewIdempotencyStore(rdb redis.UniversalClient, prefix string, opts ...IdempotencyOptions) (*IdempotencyStore, error) {
 	if rdb == nil {
@@ -197,7 +196,7 @@ func (s *IdempotencyStore) Reserve(ctx context.Context, key, fingerprint string,
 	if ended(ctx) {
 		return idempotency.Reservation{}, wrapStoreErr("reserve", ctx.Err())
 	}
-	if err := s.checkEvictionPolicy(ctx); err != nil {
+	if err := s.checkEvictionPolicy(ctx, key); err != nil {
 		return idempotency.Reservation{}, err
 	}
 	// Once sent, the script is waited for until CallTimeout even when ctx
