@@ -63,12 +63,17 @@ type IdempotencyOptions struct {
 	// WaitReplicas, when positive, makes Reserve and Complete wait until
 	// that many replicas acknowledged their writes (WAIT on the same
 	// connection, after the script), for at most WaitTimeout. A
-	// reservation fewer replicas acknowledged is freed again and Reserve
-	// fails with an error wrapping [ErrNotReplicated]: the Handler answers
-	// 503 and runs nothing, where a failover could otherwise have lost the
-	// reservation and let a retry run the operation a second time. A
-	// Complete fewer replicas acknowledged fails likewise (its response is
-	// recorded on the primary; the lock expires in its own time). The
+	// reservation fewer replicas acknowledged is undone (a fresh key is
+	// freed; a take-over gives the key back to the expired reservation,
+	// whose owner may still complete it) and Reserve fails with an error
+	// wrapping [ErrNotReplicated]: the Handler answers 503 and runs
+	// nothing, where a failover could otherwise have lost the reservation
+	// and let a retry run the operation a second time. A Complete fewer
+	// replicas acknowledged fails likewise, although its response is
+	// recorded on the primary, which replays it: a replica that missed it
+	// still holds the reservation, whose lock expires there in its own
+	// time, and a failover to it before it catches up loses the response.
+	// The
 	// price is a round trip to a replica on every Reserve and Complete,
 	// and while no replica answers, every Reserve fails after
 	// WaitTimeout. It needs a *redis.Client (a Sentinel failover client is
@@ -252,8 +257,9 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idemp
 		return idempotency.ErrStaleToken
 	}
 	if acked != nil {
-		// Recorded on the primary only: the lock stays, to expire in its
-		// own time, as after any failed Complete.
+		// Recorded (and the lock deleted) on the primary, which replays
+		// the response; a replica that missed it still holds the
+		// reservation, whose lock expires there in its own time.
 		return acked
 	}
 	return nil
