@@ -95,9 +95,11 @@ func TestIdempotencyStoreSpreadsOverClusterMasters(t *testing.T) {
 	}
 }
 
-// On a Cluster the eviction policy is read on every master: one master
-// configured to evict is enough for Reserve to refuse, before writing
-// anything.
+// On a Cluster CheckEvictionPolicy reads the policy of every master, and
+// Reserve that of its key's master: a key on a master configured to evict
+// is refused, before anything is written. (A Reserve does not wait for the
+// other masters: their policy does not touch its key, and one that hangs
+// must not stall the keys of the others.)
 func TestIdempotencyStoreChecksEvictionOnEveryClusterMaster(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.StartCluster(t, 3, 0)
@@ -121,9 +123,10 @@ func TestIdempotencyStoreChecksEvictionOnEveryClusterMaster(t *testing.T) {
 			if !errors.Is(err, ErrEvictionPolicy) || !strings.Contains(err.Error(), "allkeys-lru") {
 				t.Fatalf("CheckEvictionPolicy with master %d at allkeys-lru = %v; want ErrEvictionPolicy naming it", i, err)
 			}
-			fresh, _ := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient})
-			if _, err := fresh.Reserve(ctx, "k", "fp", time.Minute); !errors.Is(err, ErrEvictionPolicy) {
-				t.Fatalf("Reserve = %v; want ErrEvictionPolicy", err)
+			fresh, freshPrefix := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient})
+			key := keyOnMaster(t, c, rdb, freshPrefix, masters[i])
+			if _, err := fresh.Reserve(ctx, key, "fp", time.Minute); !errors.Is(err, ErrEvictionPolicy) {
+				t.Fatalf("Reserve of a key on master %d = %v; want ErrEvictionPolicy", i, err)
 			}
 		})
 	}
@@ -136,4 +139,22 @@ func TestIdempotencyStoreChecksEvictionOnEveryClusterMaster(t *testing.T) {
 	if n.Load() != 0 {
 		t.Fatalf("%d keys under the first store's prefix; want 0", n.Load())
 	}
+}
+
+// keyOnMaster returns an idempotency key whose records, under prefix,
+// live on master.
+func keyOnMaster(t *testing.T, c *redistest.Cluster, rdb *redis.ClusterClient, prefix string, master *redistest.Server) string {
+	t.Helper()
+	for i := range 1000 {
+		key := fmt.Sprint("k", i)
+		owner, err := c.Owner(int(rdb.ClusterKeySlot(context.Background(), recordKey(prefix, key)).Val()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if owner == master {
+			return key
+		}
+	}
+	t.Fatal("no key of 1000 lands on the master")
+	return ""
 }

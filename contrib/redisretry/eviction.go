@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -41,48 +42,122 @@ const policyRecheck = time.Minute
 // Cluster, every master) and returns nil when it is noeviction, an error
 // wrapping [ErrEvictionPolicy] when it is anything else, and another error
 // when Redis does not answer or tells neither way. The store makes this
-// check itself before its first Reserve and then at most once a minute;
-// call it at start-up to fail there rather than on the first request.
-// With [IdempotencyOptions.AllowEviction] the store skips it, but
-// CheckEvictionPolicy still reports.
+// check itself on the server of each Reserve's key (on a Cluster, the
+// key's master) before its first Reserve there and then at most once a
+// minute; call it at start-up to fail there rather than on the first
+// request. With [IdempotencyOptions.AllowEviction] the store skips it,
+// but CheckEvictionPolicy still reports.
 func (s *IdempotencyStore) CheckEvictionPolicy(ctx context.Context) error {
-	return s.checkPolicy(ctx, "eviction policy check")
-}
-
-// checkPolicy reads the maxmemory-policy of every server and judges it;
-// op names the operation in an error of Redis.
-func (s *IdempotencyStore) checkPolicy(ctx context.Context, op string) error {
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
-	check := func(ctx context.Context, c redis.Cmdable) error {
-		policy, err := readPolicy(ctx, c)
-		if err != nil {
-			return wrapStoreErr(op, err)
-		}
-		return judgePolicy(policy)
-	}
+	const op = "eviction policy check"
 	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return check(ctx, c) })
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return s.checkServer(ctx, c, c.Options().Addr, op)
+		})
 	}
-	return check(ctx, s.rdb)
+	return s.checkServer(ctx, s.rdb, "", op)
 }
 
-// checkEvictionPolicy makes the check Reserve needs: none with
-// AllowEviction, and none within policyRecheck of a passed one.
-func (s *IdempotencyStore) checkEvictionPolicy(ctx context.Context) error {
+// checkServer reads the maxmemory-policy of the server c at addr, judges
+// it and remembers the verdict; op names the operation in an error of
+// Redis.
+func (s *IdempotencyStore) checkServer(ctx context.Context, c redis.Cmdable, addr, op string) error {
+	policy, err := readPolicy(ctx, c)
+	if err != nil {
+		err = wrapStoreErr(op, err)
+	} else {
+		err = judgePolicy(policy)
+	}
+	s.verdicts.record(addr, time.Now(), err)
+	return err
+}
+
+// checkEvictionPolicy makes the check Reserve of key needs: none with
+// AllowEviction, and otherwise one of the server that holds key (on a
+// Cluster, the key's master) unless a check of it passed within
+// policyRecheck. A Reserve thus waits for no other master: one that hangs
+// stalls only the keys it holds.
+func (s *IdempotencyStore) checkEvictionPolicy(ctx context.Context, key string) error {
 	if s.opts.AllowEviction {
 		return nil
 	}
-	now := time.Now().UnixNano()
-	if last := s.policyOK.Load(); last != 0 && now-last < int64(policyRecheck) {
+	var c redis.Cmdable = s.rdb
+	addr := ""
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		node, err := cc.MasterForKey(ctx, s.keyBase(key)+"r")
+		if err != nil {
+			return wrapStoreErr("reserve", err)
+		}
+		c, addr = node, node.Options().Addr
+	}
+	if s.verdicts.fresh(addr, time.Now()) {
 		return nil
 	}
-	if err := s.checkPolicy(ctx, "reserve"); err != nil {
-		s.policyOK.Store(0)
-		return err
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
+	defer cancel()
+	return s.checkServer(ctx, c, addr, "reserve")
+}
+
+// maxVerdicts bounds the servers remembered: more than any Cluster has
+// masters. Past it (addresses come and go with failovers over a long
+// life) the store forgets them all and checks each again.
+const maxVerdicts = 1024
+
+// verdicts remembers, per server address ("" for a store on one server
+// or on Sentinel), when a check last found noeviction.
+type verdicts struct {
+	mu sync.Mutex
+	ok map[string]time.Time
+}
+
+// fresh reports whether a check of addr passed within policyRecheck
+// of now.
+func (v *verdicts) fresh(addr string, now time.Time) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return policyFresh(v.ok[addr], now)
+}
+
+// record remembers the verdict err of a check of addr made at now.
+func (v *verdicts) record(addr string, now time.Time, err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	switch verdictOf(err) {
+	case verdictPass:
+		if v.ok == nil || len(v.ok) >= maxVerdicts {
+			v.ok = map[string]time.Time{}
+		}
+		v.ok[addr] = now
+	case verdictRefuse:
+		delete(v.ok, addr)
 	}
-	s.policyOK.Store(now)
-	return nil
+}
+
+// policyFresh reports whether a noeviction verdict found at last (zero:
+// never) still stands at now.
+func policyFresh(last, now time.Time) bool {
+	return !last.IsZero() && now.Sub(last) < policyRecheck
+}
+
+// verdict is what a check's outcome does to what the store remembers.
+type verdict int
+
+const (
+	verdictKeep   verdict = iota // no answer: the last verdict stands, to expire in its time
+	verdictPass                  // noeviction: trusted for policyRecheck
+	verdictRefuse                // another policy: forgotten, every Reserve checks again
+)
+
+// verdictOf says what a check that returned err does to the verdict.
+func verdictOf(err error) verdict {
+	switch {
+	case err == nil:
+		return verdictPass
+	case errors.Is(err, ErrEvictionPolicy):
+		return verdictRefuse
+	}
+	return verdictKeep
 }
 
 // readPolicy reads maxmemory-policy with CONFIG GET, and from INFO memory

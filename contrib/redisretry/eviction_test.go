@@ -3,6 +3,7 @@ package redisretry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -148,5 +149,57 @@ func TestIdempotencyStoreRefusesRedisThatHidesItsPolicy(t *testing.T) {
 	allowing, _ := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient, AllowEviction: true})
 	if r, err := allowing.Reserve(ctx, "k", "fp", time.Minute); err != nil || r.State != idempotency.StateReserved {
 		t.Fatalf("Reserve with AllowEviction = %+v, %v; want reserved", r, err)
+	}
+}
+
+// A noeviction verdict stands for policyRecheck; a check that gets no
+// answer leaves the last verdict as it was, and one that finds another
+// policy forgets it.
+func TestPolicyVerdicts(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		last, now time.Time
+		want      bool
+	}{
+		{time.Time{}, t0, false},
+		{t0, t0, true},
+		{t0, t0.Add(policyRecheck - time.Nanosecond), true},
+		{t0, t0.Add(policyRecheck), false},
+	} {
+		if got := policyFresh(tc.last, tc.now); got != tc.want {
+			t.Errorf("policyFresh(%v, %v) = %v; want %v", tc.last, tc.now, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		err  error
+		want verdict
+	}{
+		{nil, verdictPass},
+		{judgePolicy("allkeys-lru"), verdictRefuse},
+		{wrapStoreErr("reserve", context.DeadlineExceeded), verdictKeep},
+		{errors.New("connection refused"), verdictKeep},
+	} {
+		if got := verdictOf(tc.err); got != tc.want {
+			t.Errorf("verdictOf(%v) = %d; want %d", tc.err, got, tc.want)
+		}
+	}
+	var v verdicts
+	v.record("a:1", t0, nil)
+	v.record("a:1", t0.Add(time.Second), wrapStoreErr("reserve", context.DeadlineExceeded))
+	if !v.fresh("a:1", t0.Add(2*time.Second)) {
+		t.Error("a timed-out check reset a good verdict")
+	}
+	if v.fresh("b:1", t0) {
+		t.Error("a server never checked has a verdict")
+	}
+	v.record("a:1", t0.Add(3*time.Second), judgePolicy("volatile-ttl"))
+	if v.fresh("a:1", t0.Add(3*time.Second)) {
+		t.Error("a refused policy left the good verdict standing")
+	}
+	for i := range maxVerdicts + 1 {
+		v.record(fmt.Sprint("h:", i), t0, nil)
+	}
+	if n := len(v.ok); n > maxVerdicts {
+		t.Errorf("%d verdicts remembered; want at most %d", n, maxVerdicts)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/httpretry/httpretry/idempotency"
@@ -64,12 +63,17 @@ type IdempotencyOptions struct {
 	// WaitReplicas, when positive, makes Reserve and Complete wait until
 	// that many replicas acknowledged their writes (WAIT on the same
 	// connection, after the script), for at most WaitTimeout. A
-	// reservation fewer replicas acknowledged is freed again and Reserve
-	// fails with an error wrapping [ErrNotReplicated]: the Handler answers
-	// 503 and runs nothing, where a failover could otherwise have lost the
-	// reservation and let a retry run the operation a second time. A
-	// Complete fewer replicas acknowledged fails likewise (its response is
-	// recorded on the primary; the lock expires in its own time). The
+	// reservation fewer replicas acknowledged is undone (a fresh key is
+	// freed; a take-over gives the key back to the expired reservation,
+	// whose owner may still complete it) and Reserve fails with an error
+	// wrapping [ErrNotReplicated]: the Handler answers 503 and runs
+	// nothing, where a failover could otherwise have lost the reservation
+	// and let a retry run the operation a second time. A Complete fewer
+	// replicas acknowledged fails likewise, although its response is
+	// recorded on the primary, which replays it: a replica that missed it
+	// still holds the reservation, whose lock expires there in its own
+	// time, and a failover to it before it catches up loses the response.
+	// The
 	// price is a round trip to a replica on every Reserve and Complete,
 	// and while no replica answers, every Reserve fails after
 	// WaitTimeout. It needs a *redis.Client (a Sentinel failover client is
@@ -140,15 +144,15 @@ type IdempotencyStore struct {
 	opts   IdempotencyOptions
 	nonces *nonces
 
-	// policyOK is when a check found maxmemory-policy noeviction, in
-	// Unix nanoseconds; 0 before that or after a check failed.
-	policyOK atomic.Int64
+	// verdicts remembers the servers whose maxmemory-policy a check found
+	// to be noeviction, and when (see eviction.go).
+	verdicts verdicts
 }
 
 // NewIdempotencyStore returns a store that keeps its records in rdb under
 // keys that start with prefix. opts may hold at most one
-// [IdempotencyOptions]. It makes no Redis call; the first Reserve checks
-// the server's maxmemory-policy, and [IdempotencyStore.CheckEvictionPolicy]
+// [IdempotencyOptions]. It makes no Redis call; the first Reserve on each
+// server (on a Cluster, each master) checks its maxmemory-policy, and [IdempotencyStore.CheckEvictionPolicy]
 // makes that check at start-up.
 func NewIdempotencyStore(rdb redis.UniversalClient, prefix string, opts ...IdempotencyOptions) (*IdempotencyStore, error) {
 	if rdb == nil {
@@ -197,7 +201,7 @@ func (s *IdempotencyStore) Reserve(ctx context.Context, key, fingerprint string,
 	if ended(ctx) {
 		return idempotency.Reservation{}, wrapStoreErr("reserve", ctx.Err())
 	}
-	if err := s.checkEvictionPolicy(ctx); err != nil {
+	if err := s.checkEvictionPolicy(ctx, key); err != nil {
 		return idempotency.Reservation{}, err
 	}
 	// Once sent, the script is waited for until CallTimeout even when ctx
@@ -220,9 +224,10 @@ func (s *IdempotencyStore) Reserve(ctx context.Context, key, fingerprint string,
 	}
 	if r.State == idempotency.StateReserved && acked != nil {
 		// Not on enough replicas: a failover could lose it and let a
-		// retry run the operation again. Free the key on the primary, so
-		// that the client's retry may reserve it, and run nothing.
-		s.unreserve(ctx, key, r.Token)
+		// retry run the operation again. Put back on the primary what it
+		// replaced (nothing, or a take-over's expired reservation, whose
+		// owner may still be running), and run nothing.
+		s.undo(ctx, keys, r.Token, parseReplaced(res))
 		return idempotency.Reservation{}, acked
 	}
 	return r, nil
@@ -252,8 +257,9 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idemp
 		return idempotency.ErrStaleToken
 	}
 	if acked != nil {
-		// Recorded on the primary only: the lock stays, to expire in its
-		// own time, as after any failed Complete.
+		// Recorded (and the lock deleted) on the primary, which replays
+		// the response; a replica that missed it still holds the
+		// reservation, whose lock expires there in its own time.
 		return acked
 	}
 	return nil
@@ -265,7 +271,10 @@ func (s *IdempotencyStore) Release(ctx context.Context, key string, token idempo
 	defer cancel()
 	// Release waits for no replica: one that misses it keeps the key
 	// reserved until its lock expires, which runs nothing twice.
-	ok, err := releaseScript.Run(ctx, s.rdb, s.keys(key), tokenArg(token), s.nonceTTL()).Int()
+	keys := s.keys(key)
+	ok, err := resend(ctx, false, s.reloader(ctx), func() *redis.Cmd {
+		return releaseScript.Run(ctx, s.rdb, keys, tokenArg(token), s.nonceTTL())
+	}).Int()
 	if err != nil {
 		return wrapStoreErr("release", err)
 	}
@@ -291,21 +300,34 @@ func (s *IdempotencyStore) Release(ctx context.Context, key string, token idempo
 
 // reserveScript: KEYS record, lock, nonce; ARGV fingerprint, lock TTL
 // (ms), reservation TTL (ms), nonce TTL (ms). Returns {1, token, took
-// over}, {2}, {4} or {3, 0, 0, status, header, body}.
+// over, replaced token, replaced TTL}, {2}, {4} or {3, 0, 0, status,
+// header, body}.
+//
+// A reservation also says what it replaced, so that one fewer replicas
+// acknowledged can be undone (see undoScript): on a take-over, the
+// expired reservation's token (as text) and its record's TTL in
+// milliseconds; on a fresh key, "0" and 0.
 //
 // A lock without its record (evicted, or deleted by hand) is a live
 // owner whose fingerprint is gone: in progress, until the lock expires.
 // The token is max(last + 1, TIME in microseconds), formatted with %d:
 // Lua prints numbers above 10^14 in exponent form.
+//
+// A second delivery refreshes its nonce's TTL: that write moves the
+// connection's replication offset past everything the first delivery
+// wrote, so a WAIT after it counts replicas that have the reservation.
 var reserveScript = redis.NewScript(`
 local seen = redis.call('GET', KEYS[3])
 if seen then
-  local tok, took = string.match(seen, '^(%d+) (%d)$')
-  return {1, tonumber(tok), tonumber(took)}
+  redis.call('PEXPIRE', KEYS[3], ARGV[4])
+  local tok, took, prev, pttl = string.match(seen, '^(%d+) (%d) (%d+) (%-?%d+)$')
+  return {1, tonumber(tok), tonumber(took), prev, tonumber(pttl)}
 end
 local rec = redis.call('HMGET', KEYS[1], 'st', 'fp', 'tok')
 local took = 0
 local last = 0
+local prev = '0'
+local pttl = 0
 if rec[1] then
   if rec[2] ~= ARGV[1] then return {4} end
   if rec[1] == 'c' then
@@ -315,6 +337,8 @@ if rec[1] then
   if redis.call('EXISTS', KEYS[2]) == 1 then return {2} end
   took = 1
   last = tonumber(rec[3]) or 0
+  if last > 0 then prev = rec[3] end
+  pttl = redis.call('PTTL', KEYS[1])
 elseif redis.call('EXISTS', KEYS[2]) == 1 then
   return {2}
 end
@@ -323,13 +347,40 @@ local tok = string.format('%d', math.max(last + 1, tonumber(now[1]) * 1000000 + 
 redis.call('HSET', KEYS[1], 'st', 'p', 'fp', ARGV[1], 'tok', tok)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 redis.call('SET', KEYS[2], tok, 'PX', ARGV[2])
-redis.call('SET', KEYS[3], tok .. ' ' .. took, 'PX', ARGV[4])
-return {1, tonumber(tok), took}
+redis.call('SET', KEYS[3], tok .. ' ' .. took .. ' ' .. prev .. ' ' .. pttl, 'PX', ARGV[4])
+return {1, tonumber(tok), took, prev, pttl}
+`)
+
+// undoScript: KEYS record, lock; ARGV the reservation's token, the
+// token it replaced ("0": none), the replaced record's TTL (ms). Returns
+// 1, or 0 when the record no longer holds that reservation (then it
+// changes nothing).
+//
+// It puts back what a reservation replaced: a fresh key is freed
+// (record and lock); a take-over gives the record back its previous
+// token and TTL and deletes the lock, which had expired (a take-over
+// needs that), so the key keeps its first payload and the owner of the
+// expired lock may still Complete or Release. The state was "p" and the
+// fingerprint the same (a take-over needs both), so they stay as they are.
+var undoScript = redis.NewScript(`
+local rec = redis.call('HMGET', KEYS[1], 'st', 'tok')
+if rec[1] ~= 'p' or rec[2] ~= ARGV[1] then return 0 end
+if ARGV[2] == '0' then
+  redis.call('DEL', KEYS[1], KEYS[2])
+  return 1
+end
+redis.call('HSET', KEYS[1], 'tok', ARGV[2])
+if tonumber(ARGV[3]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+redis.call('DEL', KEYS[2])
+return 1
 `)
 
 // completeScript: KEYS record, lock, nonce; ARGV token, TTL (ms), status,
 // header, body, nonce TTL (ms). Returns 1, or 0 when the token does not
 // own the reservation.
+//
+// A second delivery refreshes its nonce's TTL, for the WAIT after it
+// (see reserveScript).
 //
 // Its first write is PEXPIRE, which Redis allows over maxmemory: once a
 // script has written, Redis lets it finish, so a full Redis still records
@@ -338,7 +389,10 @@ return {1, tonumber(tok), took}
 // would run the operation again. The overshoot is one response per
 // running operation.
 var completeScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[3]) == 1 then return 1 end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('PEXPIRE', KEYS[3], ARGV[6])
+  return 1
+end
 local rec = redis.call('HMGET', KEYS[1], 'st', 'tok')
 if rec[1] ~= 'p' or rec[2] ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -392,7 +446,8 @@ func isTimeout(err error) bool {
 var errBadRecord = errors.New("malformed record; give the store a prefix of its own")
 
 // parseReservation decodes the reserve script's reply: {state, token,
-// took over} or, for a completed record, {3, 0, 0, status, header, body}.
+// took over, replaced token, replaced TTL} or, for a completed record,
+// {3, 0, 0, status, header, body}.
 func parseReservation(res []any) (idempotency.Reservation, error) {
 	if len(res) == 0 {
 		return idempotency.Reservation{}, errBadRecord
@@ -402,7 +457,7 @@ func parseReservation(res []any) (idempotency.Reservation, error) {
 	case idempotency.StateInProgress, idempotency.StateMismatch:
 		return idempotency.Reservation{State: idempotency.State(state)}, nil
 	case idempotency.StateReserved:
-		if len(res) != 3 {
+		if len(res) != 5 {
 			return idempotency.Reservation{}, errBadRecord
 		}
 		tok, _ := res[1].(int64)
@@ -419,6 +474,30 @@ func parseReservation(res []any) (idempotency.Reservation, error) {
 		return idempotency.Reservation{State: idempotency.StateCompleted, Response: resp}, nil
 	}
 	return idempotency.Reservation{}, errBadRecord
+}
+
+// replaced is what a reservation replaced: the token of the expired
+// reservation it took over, as text ("0": none), and that record's TTL in
+// milliseconds.
+type replaced struct {
+	token string
+	ttl   int64
+}
+
+// parseReplaced reads what a reservation replaced from the reserve
+// script's reply, which parseReservation accepted as a reservation. A
+// reply it cannot read is "nothing": the undo then frees the key, as a
+// fresh reservation's undo does.
+func parseReplaced(res []any) replaced {
+	if len(res) != 5 {
+		return replaced{token: "0"}
+	}
+	tok, ok := res[3].(string)
+	ttl, _ := res[4].(int64)
+	if !ok || tok == "" {
+		tok = "0"
+	}
+	return replaced{token: tok, ttl: ttl}
 }
 
 // parseResponse decodes a completed record's status, header and body.

@@ -45,22 +45,40 @@ func canWait(rdb redis.UniversalClient) error {
 	return fmt.Errorf("redisretry: IdempotencyOptions.WaitReplicas needs a *redis.Client or a *redis.ClusterClient, not %T", rdb)
 }
 
-// run runs script on keys. Without WaitReplicas it is script.Run. With
-// it, the script and a WAIT go in one pipeline to the key's master, and
-// acked is an error wrapping ErrNotReplicated when fewer replicas than
-// WaitReplicas acknowledged (or the WAIT failed); it is nil otherwise,
-// and whenever the script failed.
+// run runs script on keys, sending it again through redirects,
+// migrations and lost replies within ctx (see redirect.go). Without
+// WaitReplicas it is script.Run. With it, the script and a WAIT go in one
+// pipeline to the key's master, and acked is an error wrapping
+// ErrNotReplicated when fewer replicas than WaitReplicas acknowledged (or
+// the WAIT failed); it is nil otherwise, and whenever the script failed.
 func (s *IdempotencyStore) run(ctx context.Context, op string, script *redis.Script, keys []string, args ...any) (cmd *redis.Cmd, acked error) {
 	if s.opts.WaitReplicas <= 0 {
-		return script.Run(ctx, s.rdb, keys, args...), nil
+		return resend(ctx, false, s.reloader(ctx), func() *redis.Cmd {
+			return script.Run(ctx, s.rdb, keys, args...)
+		}), nil
 	}
+	var wait *redis.Cmd
+	cmd = resend(ctx, true, s.reloader(ctx), func() *redis.Cmd {
+		var c *redis.Cmd
+		c, wait = s.runWaiting(ctx, script, keys, args...)
+		return c
+	})
+	if cmd.Err() != nil {
+		return cmd, nil
+	}
+	return cmd, s.judgeWait(op, wait)
+}
+
+// runWaiting sends script and a WAIT in one pipeline to the master of
+// keys' slot, as the client last learnt it, once.
+func (s *IdempotencyStore) runWaiting(ctx context.Context, script *redis.Script, keys []string, args ...any) (cmd, wait *redis.Cmd) {
 	node, err := s.master(ctx, keys[0])
 	if err != nil {
 		cmd := redis.NewCmd(ctx)
 		cmd.SetErr(err)
 		return cmd, nil
 	}
-	cmd, wait := s.pipeWait(ctx, node, func(p redis.Pipeliner) *redis.Cmd {
+	cmd, wait = s.pipeWait(ctx, node, func(p redis.Pipeliner) *redis.Cmd {
 		return script.EvalSha(ctx, p, keys, args...)
 	})
 	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
@@ -68,15 +86,7 @@ func (s *IdempotencyStore) run(ctx context.Context, op string, script *redis.Scr
 			return script.Eval(ctx, p, keys, args...)
 		})
 	}
-	if err := cmd.Err(); err != nil {
-		if c, ok := s.rdb.(*redis.ClusterClient); ok && isRedirect(err) {
-			// The key's slot moved (a failover or a migration): learn
-			// where, for the next call.
-			c.ReloadState(ctx)
-		}
-		return cmd, nil
-	}
-	return cmd, s.judgeWait(op, wait)
+	return cmd, wait
 }
 
 // pipeWait sends the script that eval adds and a WAIT in one pipeline on
@@ -117,14 +127,11 @@ func (s *IdempotencyStore) master(ctx context.Context, key string) (*redis.Clien
 	return nil, canWait(s.rdb)
 }
 
-// isRedirect reports a Cluster redirection: the node no longer serves the
-// slot.
-func isRedirect(err error) bool {
-	return redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")
-}
-
-// unreserve frees a reservation that did not reach enough replicas,
-// best effort: if it fails, the lock expires in its own time.
-func (s *IdempotencyStore) unreserve(ctx context.Context, key string, token idempotency.Token) {
-	releaseScript.Run(ctx, s.rdb, s.keys(key), tokenArg(token), s.nonceTTL())
+// undo puts back what the reservation of token replaced, best effort:
+// if it fails, the reservation stays until its lock expires, and runs
+// nothing.
+func (s *IdempotencyStore) undo(ctx context.Context, keys []string, token idempotency.Token, prev replaced) {
+	resend(ctx, false, s.reloader(ctx), func() *redis.Cmd {
+		return undoScript.Run(ctx, s.rdb, keys[:2], tokenArg(token), prev.token, prev.ttl)
+	})
 }
