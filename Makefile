@@ -54,10 +54,10 @@ check:
 ## gocyclo and race-enabled tests of every module (bench with -short), then the example modules
 ## without -race, then the Prometheus rules and the API check. The Redis
 ## module's tests and drills, which mostly wait on real servers, run beside
-## the other modules' (make -j2; each target's output is printed whole)
+## the other modules', then the examples, rules and API check take the
+## slot that frees first (make -j2; each target's output is printed whole)
 test: deps vet cross lint cyclo
-	@$(MAKE) --no-print-directory -j2 --output-sync=target race-local race-redis
-	@$(MAKE) --no-print-directory examples rules apicheck
+	@$(MAKE) --no-print-directory -j2 --output-sync=target race-local race-redis examples rules apicheck
 
 ## deps: programs the tests start: redis-server, redis-cli (Cluster set-up)
 ## and redis-sentinel (contrib/redisretry, the fleet storm), and promtool

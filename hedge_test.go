@@ -516,7 +516,9 @@ func TestHedgeRefusedByThrottleLeavesAttemptRunning(t *testing.T) {
 	base := httptestutil.NewTransport(fc, httptestutil.Step{Body: "slow", Delay: 50 * ms})
 	// The first attempt's draw, 0.95, is above the cap of 0.9: admitted;
 	// the hedge's, 0, is refused.
-	th := &Throttle{MinRate: -1, Rand: sequence(0.95, 0)}
+	draws := sequence(0.95, 0)
+	var drawn atomic.Int32
+	th := &Throttle{MinRate: -1, Rand: func() float64 { drawn.Add(1); return draws() }}
 	s := th.dests.get("api.example", 0, initThrottleState)
 	throttleAt(th, s, fc, 10, false)
 	budget := NewTokenBucket(5, 0)
@@ -524,6 +526,14 @@ func TestHedgeRefusedByThrottleLeavesAttemptRunning(t *testing.T) {
 	var o Outcome
 	ch := start(tr, newRequest(t, WithOutcome(context.Background(), &o), "GET", "https://api.example/items", nil))
 	advanceAt(t, fc, base, 1, 2, 10*ms)
+	// The hedge's draw decides it; only then may the first attempt answer,
+	// or the loop could see the answer before the delay's timer.
+	for deadline := time.Now().Add(5 * time.Second); drawn.Load() < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the throttle drew %d times; want 2 (the first attempt's, the hedge's)", drawn.Load())
+		}
+		time.Sleep(100 * time.Microsecond) // a poll, not a timing assumption
+	}
 	advance(t, fc, 1, 40*ms)
 	r := await(t, ch)
 	if r.err != nil {
