@@ -34,7 +34,7 @@ figure_header = echo "\# $(1), $$(date -u +%Y-%m-%d), commit $$(git rev-parse --
 # concurrency, and the SDKs build far slower under the race detector.
 EXAMPLE_MODULES := examples/sdks
 
-.PHONY: check test deps vet cross lint lint-examples cyclo race race-local race-redis examples rules apicheck demo bench storm storm-fleet throttle hedge fuzz mutate faultmatrix layers ci-time
+.PHONY: check test deps vet cross lint lint-examples cyclo race examples rules apicheck demo bench storm storm-fleet throttle hedge fuzz mutate faultmatrix layers ci-time
 
 ## check: the fast loop, under a minute on a warm cache: gofmt (fails on
 ## any file it would change), go vet, and race-enabled short tests of the
@@ -53,11 +53,9 @@ check:
 ## test: go vet (for this platform, then cross-compiled), staticcheck,
 ## gocyclo and race-enabled tests of every module (bench with -short), then the example modules
 ## without -race, then the Prometheus rules and the API check. The Redis
-## module's tests and drills, which mostly wait on real servers, run beside
-## the other modules', then the examples, rules and API check take the
-## slot that frees first (make -j2; each target's output is printed whole)
-test: deps vet cross lint cyclo
-	@$(MAKE) --no-print-directory -j2 --output-sync=target race-local race-redis examples rules apicheck
+## failover drills are their own CI step (make redis-drills), as is the
+## examples' staticcheck (make lint-examples): .ci/run runs all three
+test: deps vet cross lint cyclo race examples rules apicheck
 
 ## deps: programs the tests start: redis-server, redis-cli (Cluster set-up)
 ## and redis-sentinel (contrib/redisretry, the fleet storm), and promtool
@@ -112,26 +110,19 @@ cyclo:
 	@files=$$(git ls-files '*.go' 2>/dev/null | grep -vE '_test\.go$$|^bench/|(^|/)examples/|/testdata/' || find . -name '*.go' ! -name '*_test.go' ! -path './bench/*' ! -path '*/examples/*' ! -path '*/testdata/*'); \
 		out=$$($(GOCYCLO) -over 15 $$files) || { echo "$$out"; exit 1; }
 
-race: race-local race-redis
-
-## race-local: race-enabled tests of every module but contrib/redisretry
-race-local: deps
-	@for m in $(filter-out contrib/redisretry,$(MODULES)); do short=; [ $$m = bench ] && short=-short; \
+race: deps
+	@for m in $(MODULES); do short=; [ $$m = bench ] && short=-short; \
 		echo "go test -race $$short ($$m)"; (cd $$m && $(GO) test -race -count=1 $$short ./...) || exit 1; done
-
-## race-redis: race-enabled tests of contrib/redisretry, then its drills
-race-redis: deps
-	@echo "go test -race (contrib/redisretry)"
-	@cd contrib/redisretry && $(GO) test -race -count=1 ./...
-	@$(MAKE) --no-print-directory redis-drills
 
 ## redis-drills: contrib/redisretry's failover drills (build tag drills),
 ## real servers killed and failed over under traffic: a Cluster master
 ## killed mid-traffic, Sentinel failovers with and without WaitReplicas
 ## (a few minutes)
 redis-drills: deps
-	@echo "go test -race -tags drills -run '^TestDrill' (contrib/redisretry)"
-	@cd contrib/redisretry && $(GO) vet -tags drills . && $(GO) test -race -count=1 -tags drills -run '^TestDrill' .
+	@echo "go test -race -tags drills (contrib/redisretry: the drills, and the harness's failover tests)"
+	@cd contrib/redisretry && $(GO) vet -tags drills ./... && \
+		$(GO) test -race -count=1 -tags drills -run '^TestDrill' . && \
+		$(GO) test -race -count=1 -tags drills -run '^(TestClusterKillMasterPromotesReplica|TestSentinelReportsPrimaryAndFailsOver)$$' ./redistest
 
 ## rules: promtool checks promretry's recording and alerting rules and
 ## runs their unit tests
