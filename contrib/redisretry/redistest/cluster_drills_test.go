@@ -8,6 +8,9 @@ package redistest
 import (
 	"context"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Killing a master promotes its replica: the Cluster serves every slot
@@ -66,5 +69,25 @@ func TestClusterKillMasterPromotesReplica(t *testing.T) {
 	}
 	if got, err := eventually(ctx, rdb, keys[0]); err != nil || got != "before" {
 		t.Fatalf("GET after CLUSTER FAILOVER = %q, %v; want before", got, err)
+	}
+}
+
+func addrs(servers []*Server) []string {
+	var out []string
+	for _, s := range servers {
+		out = append(out, s.Addr())
+	}
+	return out
+}
+
+// eventually reads key until a read succeeds or 20 s pass.
+func eventually(ctx context.Context, rdb *redis.ClusterClient, key string) (string, error) {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		v, err := rdb.Get(ctx, key).Result()
+		if err == nil || time.Now().After(deadline) {
+			return v, err
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

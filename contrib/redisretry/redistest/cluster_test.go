@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -122,25 +121,5 @@ func TestNewClusterWithoutRedisCliNamesThePackage(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
-	}
-}
-
-func addrs(servers []*Server) []string {
-	var out []string
-	for _, s := range servers {
-		out = append(out, s.Addr())
-	}
-	return out
-}
-
-// eventually reads key until a read succeeds or 20 s pass.
-func eventually(ctx context.Context, rdb *redis.ClusterClient, key string) (string, error) {
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		v, err := rdb.Get(ctx, key).Result()
-		if err == nil || time.Now().After(deadline) {
-			return v, err
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
