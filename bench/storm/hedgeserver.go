@@ -18,7 +18,8 @@ const opHeader = "X-Hedge-Op"
 
 // latencyProfile returns the service time of a request arriving at
 // elapsed since the server started, given u, a uniform draw in [0, 1)
-// fixed by the seed, the operation and the attempt's order of arrival;
+// fixed by the run's random stream, the operation and the attempt's
+// order of arrival;
 // queued is true when the request must first take one of the server's
 // bounded slots.
 type latencyProfile func(elapsed time.Duration, u float64) (service time.Duration, queued bool)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"image/color"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,32 +99,9 @@ func metastableChart(path string, runs []*metaRun) error {
 	p.X.Min, p.X.Max = 0, total(phases).Seconds()+0.3
 	p.X.Tick.Marker = secondsTicker{}
 	p.Y.Tick.Marker = plainTicks{}
-	var at float64
-	names := plotter.XYLabels{}
-	for i, ph := range phases {
-		names.XYs = append(names.XYs, plotter.XY{X: at + ph.dur.Seconds()/2, Y: p.Y.Max * 0.02})
-		names.Labels = append(names.Labels, ph.name)
-		at += ph.dur.Seconds()
-		if i == len(phases)-1 {
-			break
-		}
-		l, err := plotter.NewLine(plotter.XYs{{X: at, Y: 0}, {X: at, Y: p.Y.Max}})
-		if err != nil {
-			return err
-		}
-		l.LineStyle.Color = color.Gray{Y: 160}
-		l.LineStyle.Dashes = []vg.Length{vg.Points(2), vg.Points(3)}
-		p.Add(l)
-	}
-	labels, err := plotter.NewLabels(names)
-	if err != nil {
+	if err := markPhases(p, phases); err != nil {
 		return err
 	}
-	for i := range labels.TextStyle {
-		labels.TextStyle[i].Color = color.Gray{Y: 100}
-		labels.TextStyle[i].XAlign = -0.5
-	}
-	p.Add(labels)
 	p.Add(plotter.NewGrid())
 	return p.Save(8*vg.Inch, 4.5*vg.Inch, path)
 }
