@@ -17,7 +17,7 @@ import (
 const (
 	DefaultThrottleK         = 2
 	DefaultThrottleMaxReject = 0.9
-	DefaultThrottleWindow    = 800 * time.Millisecond
+	DefaultThrottleWindow    = 600 * time.Millisecond
 	DefaultThrottleMinRate   = 1 // requests per second
 )
 
@@ -66,7 +66,7 @@ var ErrThrottled = errors.New("httpretry: refused locally: the destination is ov
 // the server's Retry-After says when to retry.
 //
 // The zero value is ready to use: K 2, at most 90% refused, a window of
-// 800ms in ten buckets reaching back up to 4s at low rates, no refusal
+// 600ms in ten buckets reaching back up to 3s at low rates, no refusal
 // below 1 request per second,
 // destinations keyed by host, at most [DefaultMaxDestinations] of them.
 // Set Transport.Throttle to a *Throttle to turn it on; transports that
@@ -91,8 +91,8 @@ type Throttle struct {
 	// Window/10 each, and the oldest is dropped as time moves on, so a
 	// healed server is trusted again within about two windows: the
 	// admitted share grows by a factor of e every Window/K. 0 (or less)
-	// means 800ms, with which 95% are admitted again within 2s of a
-	// server healing after a long outage. Where the window holds fewer
+	// means 600ms, with which 95% are admitted again about 1.1s after a
+	// server heals from a long outage. Where the window holds fewer
 	// than 10 requests and no accept (a destination called a few times a
 	// second, failing), the counts reach back over older buckets until
 	// they hold 10 requests, at most 5 windows back, and never past a

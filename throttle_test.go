@@ -166,7 +166,7 @@ func TestThrottleMinRate(t *testing.T) {
 }
 
 // TestThrottleReachesBackAtLowRates: a destination failing twice a
-// second has 2 requests in the 800ms window; the counts reach back over
+// second has 2 requests in an 800ms window; the counts reach back over
 // older buckets, to 4s, and the probability is the SRE form's on the 8
 // failures there: 8/9. An accept stops the reach: the window alone
 // decides again.
@@ -174,7 +174,7 @@ func TestThrottleReachesBackAtLowRates(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	var r float64
-	th := &Throttle{Rand: func() float64 { return r }}
+	th := &Throttle{Window: 800 * time.Millisecond, Rand: func() float64 { return r }}
 	s := th.dests.get("k", 0, initThrottleState)
 	for i := range 8 {
 		if i > 0 {
@@ -295,7 +295,7 @@ func TestThrottleWindowRollsOver(t *testing.T) {
 func TestThrottleCreditsQuietAccepts(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
-	th := &Throttle{Rand: func() float64 { return 0 }}
+	th := &Throttle{Window: 800 * time.Millisecond, Rand: func() float64 { return 0 }}
 	s := th.dests.get("k", 0, initThrottleState)
 	fc.Advance(time.Second)
 	for range 10 { // 100 accepts a second
@@ -358,8 +358,9 @@ func throttleSim(th *Throttle, fc *clockwork.FakeClock, rate int, d time.Duratio
 // TestThrottleOutageAndRecovery: 1000 operations a second, a 10s outage,
 // then healthy. During the outage at most the cap's 10% reaches the
 // server (the first window's refusals build up); after healing, the
-// admitted fraction is back to 95% within 2 s with the default Window,
-// and all are admitted in the healthy phase.
+// admitted fraction is back to 95% within 1.5s with the default Window
+// (1.1s on this clock; the scenarios' target is 2s), and all are admitted
+// in the healthy phase.
 func TestThrottleOutageAndRecovery(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
@@ -380,8 +381,8 @@ func TestThrottleOutageAndRecovery(t *testing.T) {
 			break
 		}
 	}
-	if recovered < 0 || recovered > 20 {
-		t.Fatalf("admitted fraction per 100ms after healing: %v; want ≥ 0.95 within 2s", admitted[120:])
+	if recovered < 0 || recovered > 15 {
+		t.Fatalf("admitted fraction per 100ms after healing: %v; want ≥ 0.95 within 1.5s", admitted[120:])
 	}
 	t.Logf("recovered to ≥95%% admitted within %dms of healing", recovered*100)
 	for j := 0; j < 20; j++ {
@@ -560,7 +561,7 @@ func TestThrottleSpreadsFirstAcceptsOverTheirTime(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	var r float64
-	th := &Throttle{Rand: func() float64 { return r }}
+	th := &Throttle{Window: 800 * time.Millisecond, Rand: func() float64 { return r }}
 	s := th.dests.get("k", 0, initThrottleState)
 	for i := range 8 {
 		if i > 0 {

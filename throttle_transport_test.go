@@ -42,12 +42,12 @@ func TestThrottledOperationFailsAtOnce(t *testing.T) {
 	var done []Outcome
 	budget := NewTokenBucket(5, 1)
 	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Budget: budget,
-		Throttle: &Throttle{Rand: func() float64 { return 0 }},
+		Throttle: &Throttle{Window: 800 * time.Millisecond, Rand: func() float64 { return 0 }},
 		OnDone:   func(_ *http.Request, o Outcome) { done = append(done, o) }}
 	client := &http.Client{Transport: tr}
-	// MinRate's 1 a second over the 4s the counts reach back when they
-	// hold fewer than 10 requests and no accept: 4 requests before any
-	// refusal.
+	// MinRate's 1 a second over the 4s an 800ms window's counts reach
+	// back when they hold fewer than 10 requests and no accept: 4
+	// requests before any refusal.
 	for i := range 4 {
 		resp, err := client.Get("http://api.test/")
 		if err != nil {

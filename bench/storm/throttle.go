@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"runtime"
 	"slices"
@@ -21,7 +22,9 @@ import (
 //     by a 5 s capacity drop (metastable.go);
 //   - two-hosts: one client, two hosts, one of them down (hosts.go);
 //   - quota: a server that states its quota in headers (quota.go);
-//   - throttle-fleet: the outage over P processes, a throttle each.
+//   - throttle-fleet: the outage over P processes, a throttle each, each
+//     process calling at fleetRate; and, for comparison, the outage's own
+//     arrivals dealt to the same P processes (a few a second each).
 //
 // Every policy of a scenario gets the same arrivals.
 var throttleScenarios = []string{"throttle-outage", "throttle-brownout", "metastable", "two-hosts", "quota", "throttle-fleet"}
@@ -51,13 +54,14 @@ type tconfig struct {
 	deadline time.Duration // per operation
 	seed     uint64
 
-	healthy  time.Duration // before and after the outage and brownout
-	outage   time.Duration // the outage's length
-	brownout time.Duration // the brownout's length; capacity is half the offered load
-	fleet    int           // processes in throttle-fleet
-	hostFail int           // two-hosts: 1 in hostFail operations to the healthy host fail their first attempt
-	meta     metaConfig
-	quota    quotaConfig
+	healthy   time.Duration // before and after the outage and brownout
+	outage    time.Duration // the outage's length
+	brownout  time.Duration // the brownout's length; capacity is half the offered load
+	fleet     int           // processes in throttle-fleet
+	fleetRate float64       // operations per second of each process in throttle-fleet
+	hostFail  int           // two-hosts: 1 in hostFail operations to the healthy host fail their first attempt
+	meta      metaConfig
+	quota     quotaConfig
 
 	scenarios []string
 	log       io.Writer
@@ -69,7 +73,7 @@ func defaultTConfig(c config) tconfig {
 	return tconfig{
 		rate: c.rate, capacity: c.capacity, service: c.service, deadline: c.deadline, seed: c.seed,
 		healthy: 4 * time.Second, outage: 10 * time.Second, brownout: 4 * time.Second,
-		fleet: 100, hostFail: 20,
+		fleet: 100, fleetRate: 20, hostFail: 20,
 		meta:  defaultMetaConfig(),
 		quota: quotaConfig{limit: 100, window: time.Second, rate: 300, dur: 6 * time.Second, service: 2 * time.Millisecond},
 		log:   c.log,
@@ -81,7 +85,8 @@ type tresults struct {
 	cfg      tconfig
 	outage   []*trun
 	brownout []*trun
-	fleet    []*trun
+	fleet    []*trun // P processes at fleetRate each
+	fleetLow []*trun // P processes sharing the outage's arrivals
 	meta     []*metaRun
 	hosts    []*hostsRun
 	quota    []*quotaRun
@@ -168,10 +173,10 @@ func send(ctx context.Context, d dest, start time.Time, i, phase int, deadline t
 }
 
 // runShedding passes policy p, over n processes, through phases on a
-// fresh shedding server (server.go).
-func runShedding(ctx context.Context, c tconfig, scenario string, phases []phase, arr []arrival, p policy, n int) *trun {
+// fresh shedding server (server.go) that serves capacity requests at once.
+func runShedding(ctx context.Context, c tconfig, scenario string, phases []phase, arr []arrival, p policy, n, capacity int) *trun {
 	runtime.GC()
-	srv := newServer(phases, c.capacity, c.service, total(phases)+c.deadline+time.Second)
+	srv := newServer(phases, capacity, c.service, total(phases)+c.deadline+time.Second)
 	f := newFleet(p, n)
 	ops := driveTo(ctx, srv.start, arr, c.deadline, func(i int) dest {
 		return dest{client: f.client(i), url: srv.url()}
@@ -199,28 +204,32 @@ func runThrottle(ctx context.Context, c tconfig) *tresults {
 		fmt.Fprintf(c.log, format+"\n", a...)
 	}
 	has := func(s string) bool { return slices.Contains(c.scenarios, s) }
+	fleetRate, fleetCap := c.fleetRate*float64(c.fleet), fleetCapacity(c)
 	shedding := []struct {
 		name string
 		keys []string
 		n    int
+		rate float64
+		cap  int
 		ph   []phase
 		dst  *[]*trun
 	}{
-		{"throttle-outage", []string{keySingle, keyBudget, keyThrottle, keyFailsafe}, 1, c.outageSchedule(), &res.outage},
-		{"throttle-brownout", []string{keySingle, keyBudget, keyThrottle, keyFailsafe}, 1, c.brownoutSchedule(), &res.brownout},
-		{"throttle-fleet", []string{keyBudget, keyThrottle, keyNoMin}, c.fleet, c.outageSchedule(), &res.fleet},
+		{"throttle-outage", []string{keySingle, keyBudget, keyThrottle, keyFailsafe}, 1, c.rate, c.capacity, c.outageSchedule(), &res.outage},
+		{"throttle-brownout", []string{keySingle, keyBudget, keyThrottle, keyFailsafe}, 1, c.rate, c.capacity, c.brownoutSchedule(), &res.brownout},
+		{"throttle-fleet", []string{keySingle, keyBudget, keyThrottle, keyNoMin}, c.fleet, fleetRate, fleetCap, c.outageSchedule(), &res.fleet},
+		{"throttle-fleet", []string{keyThrottle}, c.fleet, c.rate, c.capacity, c.outageSchedule(), &res.fleetLow},
 	}
 	for _, sc := range shedding {
 		if !has(sc.name) {
 			continue
 		}
-		arr := arrivals(c.seed, c.rate, sc.ph)
+		arr := arrivals(c.seed, sc.rate, sc.ph)
 		for _, p := range throttlePolicies(0, sc.keys...) {
 			if ctx.Err() != nil {
 				return res
 			}
 			progress("%s: %s in %s, %d operations", sc.name, p.name, plural(sc.n, "process", "processes"), len(arr))
-			*sc.dst = append(*sc.dst, runShedding(ctx, c, sc.name, sc.ph, arr, p, sc.n))
+			*sc.dst = append(*sc.dst, runShedding(ctx, c, sc.name, sc.ph, arr, p, sc.n, sc.cap))
 		}
 	}
 	runOthers(ctx, c, res, has, progress)
@@ -286,4 +295,11 @@ func (c tconfig) brownoutSchedule() []phase {
 		{name: "brownout", dur: c.brownout, mode: paced, rate: c.rate / 2},
 		{name: "recovery", dur: c.healthy},
 	}
+}
+
+// fleetCapacity is the requests the fleet's server serves at once: the
+// fleet offers P·fleetRate a second, and its server keeps the single
+// process's headroom.
+func fleetCapacity(c tconfig) int {
+	return int(math.Ceil(float64(c.capacity) * c.fleetRate * float64(c.fleet) / c.rate))
 }

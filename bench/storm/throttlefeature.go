@@ -8,7 +8,7 @@ import (
 
 // throttleDesc says how the throttle policy is configured.
 const throttleDesc = "httpretry defaults with Throttle: &httpretry.Throttle{} (its zero value: K 2, at most 90% refused, " +
-	"an 800ms sliding window reaching back up to 4s at low rates, no refusal below 1 request per second, per host, first attempts and retries, " +
+	"a 600ms sliding window reaching back up to 3s at low rates, no refusal below 1 request per second, per host, first attempts and retries, " +
 	"quota pacing from rate-limit headers) and BudgetPerHost: true"
 
 // withThrottle turns on the throttle, with its defaults, and a retry

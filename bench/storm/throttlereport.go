@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -145,19 +146,44 @@ func throttleLines(res *tresults) ([]string, []target) {
 		lines = append(lines, l)
 		ts = append(ts, t...)
 	}
-	if t := findT(res.fleet, keyThrottle); t != nil && findT(res.outage, keySingle) != nil {
-		m := measureOutage(t, findT(res.outage, keySingle))
-		var others []string
-		for _, r := range res.fleet {
-			if r.policy.key != keyThrottle {
-				o := measureOutage(r, findT(res.outage, keySingle))
-				others = append(others, fmt.Sprintf("%s: load %.2fx, recovery %s", r.policy.name, o.load, recoveryText(o.recovery, o.recovered)))
-			}
-		}
-		lines = append(lines, outageLine(fmt.Sprintf("fleet: P=%d outage", t.processes), m, others))
-		ts = append(ts, outageTargets(fmt.Sprintf("fleet P=%d", t.processes), m)...)
+	if l, t, ok := fleetLine(res); ok {
+		lines = append(lines, l)
+		ts = append(ts, t...)
 	}
 	return lines, ts
+}
+
+// fleetLine reports the fleet's runs: the throttle's at fleetRate a
+// process against a single attempt's over the same processes and
+// arrivals, the other policies', and the throttle's over the outage's own
+// arrivals, a few a second a process, against the outage's single
+// attempt.
+func fleetLine(res *tresults) (string, []target, bool) {
+	s, t := findT(res.fleet, keySingle), findT(res.fleet, keyThrottle)
+	if s == nil || t == nil {
+		return "", nil, false
+	}
+	m := measureOutage(t, s)
+	var others []string
+	for _, r := range res.fleet {
+		if r.policy.key != keyThrottle && r.policy.key != keySingle {
+			o := measureOutage(r, s)
+			others = append(others, fmt.Sprintf("%s: load %.2fx, recovery %s", r.policy.name, o.load, recoveryText(o.recovery, o.recovered)))
+		}
+	}
+	if low, ls := findT(res.fleetLow, keyThrottle), findT(res.outage, keySingle); low != nil && ls != nil {
+		o := measureOutage(low, ls)
+		others = append(others, fmt.Sprintf("%s at %s a second each: load %.2fx, recovery %s",
+			low.policy.name, perProcess(res.cfg.rate, res.cfg.fleet), o.load, recoveryText(o.recovery, o.recovered)))
+	}
+	prefix := fmt.Sprintf("fleet: P=%d outage", t.processes)
+	l := outageLine(prefix, m, nil) + fmt.Sprintf(", %s operations a second each", perProcess(res.cfg.fleetRate*float64(res.cfg.fleet), res.cfg.fleet))
+	return withOthers(l, others), outageTargets(fmt.Sprintf("fleet P=%d", t.processes), m), true
+}
+
+// perProcess formats a rate shared by n processes, per process.
+func perProcess(rate float64, n int) string {
+	return strconv.FormatFloat(rate/float64(max(n, 1)), 'g', 3, 64)
 }
 
 // brownoutLine reports the brownout runs.
@@ -351,8 +377,16 @@ func throttleReport(res *tresults) string {
 		b.WriteString("\n")
 	}
 	if len(res.fleet) > 0 {
-		fmt.Fprintf(&b, "## Fleet\n\nThe outage, the same arrivals dealt in turn to P = %d processes, each with its own Transport; recovery against the single attempt of the outage above.\n\n", c.fleet)
-		outageTable(&b, res.fleet, findT(res.outage, keySingle))
+		fmt.Fprintf(&b, "## Fleet\n\nThe outage, over P = %d processes, each with its own Transport, each calling %s times a second (%.0f a second in all, dealt in turn), "+
+			"against a server that serves %d requests at once; recovery against the single attempt of these processes.\n\n",
+			c.fleet, perProcess(c.fleetRate*float64(c.fleet), c.fleet), c.fleetRate*float64(c.fleet), fleetCapacity(c))
+		outageTable(&b, res.fleet, findT(res.fleet, keySingle))
+	}
+	if len(res.fleetLow) > 0 {
+		fmt.Fprintf(&b, "The outage's own arrivals, %.0f a second, dealt in turn to the same %d processes, %s a second each; recovery against the outage's single attempt. "+
+			"A process that calls this rarely learns of the heal only from an attempt it still sends (see docs/overload.md).\n\n",
+			c.rate, c.fleet, perProcess(c.rate, c.fleet))
+		outageTable(&b, res.fleetLow, findT(res.outage, keySingle))
 	}
 	b.WriteString("## Policies\n\n")
 	for _, k := range []string{keySingle, keyNaive, keyBudget, keyThrottle, keyNoMin, keyFailsafe} {
