@@ -435,10 +435,15 @@ func (op *operation) decide(resp *http.Response, err error) decision {
 	r.serverDelay, r.hasServerDelay = op.retryAfter(resp, now)
 	r.serverDelay, r.hasServerDelay = longestServerDelay(r.serverDelay, r.hasServerDelay, op.notBefore, op.hasNotBefore, now)
 	r.backoff = op.t.jitter(backoffWindow(op.t.baseDelay(), op.t.maxDelay(), op.attempts-1))
+	reset, spent := op.quotaSpent(&r, now)
 	// A body obtained for a retry that then stops is closed by cleanup.
 	d := next(op.policy, r, now)
 	if d.stop != "" {
 		return d
+	}
+	if spent && now.Add(d.wait).Before(reset) {
+		// Sent before the reset, the retry would meet another 429.
+		return stopWith(Throttled)
 	}
 	if op.dest != nil && op.t.Throttle.admitRetry(op.dest, op.clock) != nil {
 		return stopWith(Throttled)
@@ -530,5 +535,25 @@ func (op *operation) wait() StopReason {
 		// stopped), or the operation's Timeout ended the wait.
 		return DeadlineExhausted
 	}
+	if op.dest != nil && !op.t.Throttle.takeQuota(op.dest, op.clock.Now()) {
+		// Others spent the quota's new window while this one waited.
+		op.stopErr = ErrQuotaExhausted
+		return Throttled
+	}
 	return ""
+}
+
+// quotaSpent reports whether the destination's quota is spent now, and
+// when it resets. With WaitQuota the reset is, for the rules, a delay the
+// server asked for, as Retry-After is: the retry waits for it when the
+// deadline and MaxRetryAfter allow.
+func (op *operation) quotaSpent(r *facts, now time.Time) (time.Time, bool) {
+	if op.dest == nil {
+		return time.Time{}, false
+	}
+	reset, spent := op.t.Throttle.quotaSpent(op.dest, now)
+	if spent && op.t.Throttle.WaitQuota {
+		r.serverDelay, r.hasServerDelay = longestServerDelay(r.serverDelay, r.hasServerDelay, reset, true, now)
+	}
+	return reset, spent
 }

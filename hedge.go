@@ -327,7 +327,8 @@ const (
 )
 
 // withdrawHedge asks the Throttle, if any, as for a retry, then takes a
-// token from the extra-load cap and one from the budget, both or neither.
+// token from the extra-load cap, one from the budget and a request from
+// the destination's known quota, all or none.
 func (op *operation) withdrawHedge() int {
 	if op.dest != nil && op.t.Throttle.admitRetry(op.dest, op.clock) != nil {
 		return hedgeThrottled
@@ -338,6 +339,12 @@ func (op *operation) withdrawHedge() int {
 	if !op.budget.Withdraw(op.ctx) {
 		op.dist.refundExtra()
 		return hedgeOverBudget
+	}
+	if op.dest != nil && !op.t.Throttle.takeQuota(op.dest, op.clock.Now()) {
+		// The destination's quota is spent: a hedge would meet a 429.
+		op.dist.refundExtra()
+		op.budget.Refund()
+		return hedgeThrottled
 	}
 	return hedgeGranted
 }

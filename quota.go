@@ -62,6 +62,18 @@ const quotaSame = time.Second
 // admit takes one request from the known quota. It returns the reset
 // time and false when the quota is spent.
 func (q *quotaState) admit(now time.Time) (time.Time, bool) {
+	return q.check(now, true)
+}
+
+// spent reports whether the known quota is spent at now, and its reset,
+// without taking a request from it.
+func (q *quotaState) spent(now time.Time) (time.Time, bool) {
+	reset, ok := q.check(now, false)
+	return reset, !ok
+}
+
+// check is admit, which takes a request when take is set, and spent.
+func (q *quotaState) check(now time.Time, take bool) (time.Time, bool) {
 	u := q.until.Load()
 	if u == 0 {
 		return time.Time{}, true
@@ -91,7 +103,7 @@ func (q *quotaState) admit(now time.Time) (time.Time, bool) {
 		// response says more.
 		q.until.CompareAndSwap(u, 0)
 		return time.Time{}, true
-	case n == 1:
+	case n == 1 && take:
 		return held.take(now)
 	case open:
 		return time.Time{}, true

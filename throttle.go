@@ -62,8 +62,12 @@ var ErrThrottled = errors.New("httpretry: refused locally: the destination is ov
 // It also paces by the quota a server announces (see [ParseRateLimit]):
 // once a response says a destination's quota is spent, new operations to
 // it are refused with [ErrQuotaExhausted] until the quota's reset, or,
-// with WaitQuota, held until then. Retries are not paced by the quota:
-// the server's Retry-After says when to retry.
+// with WaitQuota, held until then. Retries and hedges take from the
+// quota too, so that the server sees no more than it granted: a retry
+// that would be sent before a spent quota resets is refused (the
+// operation stops with Throttled and returns its last answer), or, with
+// WaitQuota, waits for the reset when the deadline and MaxRetryAfter
+// allow; a hedge is not sent while the quota is spent.
 //
 // The zero value is ready to use: K 2, at most 90% refused, a window of
 // 600ms in ten buckets reaching back up to 3s at low rates, no refusal
@@ -290,6 +294,25 @@ func (th *Throttle) admitRetry(s *throttleState, clock clockwork.Clock) error {
 		return nil
 	}
 	return th.refuse(s, clock)
+}
+
+// quotaSpent reports whether s's destination said its quota is spent at
+// now, and when it resets. A Throttle that ignores quotas never says so.
+func (th *Throttle) quotaSpent(s *throttleState, now time.Time) (time.Time, bool) {
+	if th.IgnoreQuota || s.quota.until.Load() == 0 {
+		return time.Time{}, false
+	}
+	return s.quota.spent(now)
+}
+
+// takeQuota takes a request from s's destination's known quota for a
+// retry or a hedge about to be sent, and reports false when it is spent.
+func (th *Throttle) takeQuota(s *throttleState, now time.Time) bool {
+	if th.IgnoreQuota || s.quota.until.Load() == 0 {
+		return true
+	}
+	_, ok := s.quota.admit(now)
+	return ok
 }
 
 // refuse draws whether an attempt to the hot destination s is refused,

@@ -73,7 +73,7 @@ func defaultTConfig(c config) tconfig {
 	return tconfig{
 		rate: c.rate, capacity: c.capacity, service: c.service, deadline: c.deadline, seed: c.seed,
 		healthy: 4 * time.Second, outage: 10 * time.Second, brownout: 4 * time.Second,
-		fleet: 100, fleetRate: 20, hostFail: 20,
+		fleet: 100, fleetRate: 50, hostFail: 20,
 		meta:  defaultMetaConfig(),
 		quota: quotaConfig{limit: 100, window: time.Second, rate: 300, dur: 6 * time.Second, service: 2 * time.Millisecond},
 		log:   c.log,
