@@ -35,9 +35,13 @@ type destinations[T any] struct {
 // destination is one key's state.
 type destination[T any] struct {
 	key   string
-	used  atomic.Bool // looked up since the last eviction passed it
+	used  atomic.Bool              // looked up since the last eviction passed it
+	spelt atomic.Pointer[spelling] // a request's spelling of the host the key canonicalises, once seen
 	state T
 }
+
+// spelling is a scheme and host as a request wrote them.
+type spelling struct{ scheme, host string }
 
 // touch marks e used, writing only when the mark is not already set, so
 // that a lookup of a hot key does not keep writing its cache line.
@@ -116,6 +120,25 @@ func (d *destinations[T]) evict() {
 	})
 }
 
+// getHost returns the state of req's host, keyed as hostKey names it.
+// When req spells its host as the last destination looked up was first
+// spelled, that destination is returned without canonicalising the host
+// again: the common case of one host, called the same way every time.
+func (d *destinations[T]) getHost(req *http.Request, max int, init func(*T)) *T {
+	scheme, host := requestHost(req)
+	if e := d.last.Load(); e != nil {
+		if sp := e.spelt.Load(); sp != nil && sp.host == host && sp.scheme == scheme {
+			return e.touch()
+		}
+	}
+	st := d.get(canonicalHost(scheme, host), max, init)
+	if e := d.last.Load(); e != nil && &e.state == st && e.spelt.Load() == nil {
+		// Cloned: the request's host may be part of a longer URL string.
+		e.spelt.CompareAndSwap(nil, &spelling{scheme: strings.Clone(scheme), host: strings.Clone(host)})
+	}
+	return st
+}
+
 // len returns the number of keys held, for tests.
 func (d *destinations[T]) len() int {
 	d.mu.Lock()
@@ -126,14 +149,20 @@ func (d *destinations[T]) len() int {
 // hostKey names req's host as a destination: the URL's host (the Host
 // field when the URL has none), canonical as canonicalHost makes it.
 func hostKey(req *http.Request) string {
-	scheme, host := "", req.Host
+	return canonicalHost(requestHost(req))
+}
+
+// requestHost returns req's scheme and host as it spells them: the URL's
+// host, or the Host field when the URL has none.
+func requestHost(req *http.Request) (scheme, host string) {
+	host = req.Host
 	if u := req.URL; u != nil {
 		scheme = u.Scheme
 		if u.Host != "" {
 			host = u.Host
 		}
 	}
-	return canonicalHost(scheme, host)
+	return scheme, host
 }
 
 // canonicalHost returns the one spelling of a host, with an optional

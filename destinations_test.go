@@ -82,3 +82,49 @@ func TestDestinationsEvictsAKeyNotUsedLately(t *testing.T) {
 		t.Errorf("hot's state = %d; want 42", *hot)
 	}
 }
+
+// TestDestinationsGetHostBySpelling: getHost finds a host's state by the
+// spelling the last lookup used, and every spelling of one host, in turn
+// or after another host, reaches the same state; a host evicted is not
+// found through its old spelling.
+func TestDestinationsGetHostBySpelling(t *testing.T) {
+	var d destinations[int]
+	get := func(url string) *int {
+		req, err := http.NewRequest("GET", url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.getHost(req, 2, nil)
+	}
+	a := get("http://API.test/x")
+	for _, u := range []string{"http://API.test/y", "http://api.test:80/", "HTTP://api.TEST/", "http://API.test/z"} {
+		if got := get(u); got != a {
+			t.Errorf("%s: another state than http://API.test's", u)
+		}
+	}
+	b := get("https://other.test/")
+	if b == a {
+		t.Fatal("other.test shares api.test's state")
+	}
+	if got := get("http://API.test/"); got != a {
+		t.Error("api.test after other.test: another state")
+	}
+	if !raceEnabled {
+		req, _ := http.NewRequest("GET", "http://API.test/", nil)
+		if n := testing.AllocsPerRun(100, func() { d.getHost(req, 2, nil) }); n != 0 {
+			t.Errorf("a lookup by the last spelling allocates %v times; want 0", n)
+		}
+	}
+	// More hosts than the table holds: api.test is evicted at some point;
+	// once it is, its old spelling finds a fresh state, not the old one.
+	for _, u := range []string{"http://third.test/", "https://other.test/", "http://fourth.test/", "http://fifth.test/"} {
+		get(u)
+		if d.len() > 2 {
+			t.Fatalf("%d keys held; want at most 2", d.len())
+		}
+	}
+	_, held := d.m.Load("api.test")
+	if got := get("http://API.test/"); !held && got == a {
+		t.Error("api.test, evicted, found through its old spelling")
+	}
+}

@@ -16,7 +16,7 @@ func (t *Transport) budgetFor(req *http.Request) Budget {
 	if t.Budget != nil || !t.BudgetPerHost {
 		return t.budget()
 	}
-	return t.hostBudgetTable().get(hostKey(req), 0, initHostBudget).b
+	return t.hostBudgetTable().getHost(req, 0, initHostBudget).b
 }
 
 // hostBudgetTable returns the per-host budgets, created on first use and

@@ -190,17 +190,12 @@ func (th *Throttle) rand() float64 {
 	return rand.Float64()
 }
 
-// key names req's destination.
-func (th *Throttle) key(req *http.Request) string {
-	if th.Key != nil {
-		return th.Key(req)
-	}
-	return hostKey(req)
-}
-
 // dest returns the state of req's destination.
 func (th *Throttle) dest(req *http.Request) *throttleState {
-	return th.dests.get(th.key(req), th.MaxKeys, initThrottleState)
+	if th.Key == nil {
+		return th.dests.getHost(req, th.MaxKeys, initThrottleState)
+	}
+	return th.dests.get(th.Key(req), th.MaxKeys, initThrottleState)
 }
 
 func initThrottleState(s *throttleState) { s.quota.read.Store(true) }

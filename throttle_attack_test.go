@@ -144,7 +144,7 @@ func TestThrottleOneStateForOneHost(t *testing.T) {
 		a, b := httptest.NewRequest("GET", pair[0], nil), httptest.NewRequest("GET", pair[1], nil)
 		th := &Throttle{}
 		if th.dest(a) != th.dest(b) {
-			t.Errorf("throttle: %s and %s are two destinations (keys %q, %q); want one", pair[0], pair[1], th.key(a), th.key(b))
+			t.Errorf("throttle: %s and %s are two destinations (keys %q, %q); want one", pair[0], pair[1], hostKey(a), hostKey(b))
 		}
 		tr := &Transport{BudgetPerHost: true}
 		if tr.budgetFor(a) != tr.budgetFor(b) {
