@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/httptestutil"
@@ -13,15 +14,16 @@ import (
 
 // TestMetricsThrottled: operations a Throttle refuses are counted as
 // operations with stop_reason throttled and outcome error, and make no
-// attempt: 4 attempts reach the failing server (below the throttle's
-// minimum rate), the other 6 operations are refused.
+// attempt: 4 attempts reach the failing server (MinRate, 1 a second over
+// the 4s an 800ms window reaches back, lets them through), the other 6
+// operations are refused.
 func TestMetricsThrottled(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503})
 	budget := httpretry.NewTokenBucket(1, 0)
 	m, metrics := newMetrics(t, Options{Budget: budget})
 	tr := hook(&httpretry.Transport{Base: base, Clock: fc, MaxAttempts: 1, Budget: budget,
-		Throttle: &httpretry.Throttle{Rand: func() float64 { return 0 }}}, m)
+		Throttle: &httpretry.Throttle{Window: 800 * time.Millisecond, Rand: func() float64 { return 0 }}}, m)
 	refused := 0
 	for range 10 {
 		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://api.test/books/1", nil))

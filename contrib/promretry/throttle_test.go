@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/httptestutil"
@@ -13,14 +14,15 @@ import (
 // TestThrottledOperationsCounted: operations a Throttle refuses are
 // counted, scraped from a real promhttp handler, as operations with
 // reason "throttled" and outcome "error", with no attempt: 4 attempts
-// reach the failing server (below the throttle's minimum rate), the other
+// reach the failing server (MinRate, 1 a second over the 4s an 800ms
+// window reaches back, lets them through), the other
 // 6 operations are refused.
 func TestThrottledOperationsCounted(t *testing.T) {
 	c, reg := newCollector(t, Options{})
 	const series = `httpretry_operations_total{method="GET",outcome="error",reason="throttled",route="api.test"}`
 	fc := clockwork.NewFakeClock()
 	tr := &httpretry.Transport{Base: httptestutil.NewTransport(fc, httptestutil.Step{Status: 503}), Clock: fc,
-		MaxAttempts: 1, Throttle: &httpretry.Throttle{Rand: func() float64 { return 0 }}}
+		MaxAttempts: 1, Throttle: &httpretry.Throttle{Window: 800 * time.Millisecond, Rand: func() float64 { return 0 }}}
 	c.Instrument(tr)
 	refused := 0
 	for range 10 {
