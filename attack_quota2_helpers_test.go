@@ -42,11 +42,13 @@ func newPacedServer(fc clockwork.Clock, limit int, window time.Duration) *pacedS
 
 func (s *pacedServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.hits++
+	hit := s.hits
+	s.mu.Unlock()
 	status := 200
 	if s.answer != nil {
-		st, err := s.answer(req, s.hits)
+		// Outside the lock: an answer may hold its request.
+		st, err := s.answer(req, hit)
 		if err != nil {
 			return nil, err
 		}
@@ -54,6 +56,8 @@ func (s *pacedServer) RoundTrip(req *http.Request) (*http.Response, error) {
 			status = st
 		}
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	elapsed := s.clock.Since(s.zero)
 	n := int64(elapsed / s.window)
 	if n != s.current {
