@@ -58,8 +58,11 @@ type operation struct {
 	wakeAt  time.Time // when the next attempt is planned to start
 	stopErr error     // the error that ended the operation, when not err
 
-	dest   *throttleState // the destination's, when a Throttle is set
-	budget Budget         // the retry budget, the host's own with BudgetPerHost
+	dest *throttleState // the destination's, when a Throttle is set
+	// quotaCounted says the last request taken from the destination's
+	// quota was counted, to give back if its attempt is not sent.
+	quotaCounted bool
+	budget       Budget // the retry budget, the host's own with BudgetPerHost
 }
 
 // attempt is the state of one attempt: its context and what releases it,
@@ -141,6 +144,7 @@ func (op *operation) begin() error {
 		op.ctx, op.derived = withRetriesOwned(op.ctx), true
 	}
 	if err := op.prepare(); err != nil {
+		op.refundQuota()
 		return err
 	}
 	op.setHedging(owned)
@@ -435,7 +439,7 @@ func (op *operation) decide(resp *http.Response, err error) decision {
 	r.serverDelay, r.hasServerDelay = op.retryAfter(resp, now)
 	r.serverDelay, r.hasServerDelay = longestServerDelay(r.serverDelay, r.hasServerDelay, op.notBefore, op.hasNotBefore, now)
 	r.backoff = op.t.jitter(backoffWindow(op.t.baseDelay(), op.t.maxDelay(), op.attempts-1))
-	reset, spent := op.quotaSpent(&r, now)
+	reset, spent := op.quotaSpent(&r, resp, now)
 	// A body obtained for a retry that then stops is closed by cleanup.
 	d := next(op.policy, r, now)
 	if d.stop != "" {
@@ -535,25 +539,38 @@ func (op *operation) wait() StopReason {
 		// stopped), or the operation's Timeout ended the wait.
 		return DeadlineExhausted
 	}
-	if op.dest != nil && !op.t.Throttle.takeQuota(op.dest, op.clock.Now()) {
+	if op.dest != nil && !op.takeQuotaForRetry() {
 		// Others spent the quota's new window while this one waited.
 		op.stopErr = ErrQuotaExhausted
+		if op.err != nil {
+			op.stopErr = fmt.Errorf("%w (last attempt: %w)", ErrQuotaExhausted, op.err)
+		}
 		return Throttled
 	}
 	return ""
 }
 
 // quotaSpent reports whether the destination's quota is spent now, and
-// when it resets. With WaitQuota the reset is, for the rules, a delay the
+// when it resets: the quota the attempt's response named, when it named
+// one the destination holds, which the retry, the same request, draws
+// from too. With WaitQuota the reset is, for the rules, a delay the
 // server asked for, as Retry-After is: the retry waits for it when the
 // deadline and MaxRetryAfter allow.
-func (op *operation) quotaSpent(r *facts, now time.Time) (time.Time, bool) {
+func (op *operation) quotaSpent(r *facts, resp *http.Response, now time.Time) (time.Time, bool) {
 	if op.dest == nil {
 		return time.Time{}, false
 	}
-	reset, spent := op.t.Throttle.quotaSpent(op.dest, now)
-	if spent && op.t.Throttle.WaitQuota {
+	reset, spent := op.t.Throttle.quotaSpent(op.dest, resp, now)
+	if spent && op.t.Throttle.WaitQuota && op.mayWaitFor(reset, now) {
 		r.serverDelay, r.hasServerDelay = longestServerDelay(r.serverDelay, r.hasServerDelay, reset, true, now)
 	}
 	return reset, spent
+}
+
+// mayWaitFor reports whether the operation may wait, at now, for a quota
+// that resets at reset: no longer than MaxRetryAfter, and with
+// MinAttemptTime left before the deadline after it.
+func (op *operation) mayWaitFor(reset, now time.Time) bool {
+	d := reset.Sub(now)
+	return d <= op.policy.maxRetryAfter && (!op.hasDeadline || op.deadline.Sub(reset) >= op.policy.minAttemptTime)
 }

@@ -302,6 +302,7 @@ func (op *operation) hedgeNow(timer clockwork.Timer) {
 		// No body for it: as good as refused.
 		op.budget.Refund()
 		op.dist.refundExtra()
+		op.refundQuota()
 		op.refusedOnce = true
 		return
 	}
@@ -340,7 +341,7 @@ func (op *operation) withdrawHedge() int {
 		op.dist.refundExtra()
 		return hedgeOverBudget
 	}
-	if op.dest != nil && !op.t.Throttle.takeQuota(op.dest, op.clock.Now()) {
+	if op.dest != nil && !op.takeQuota() {
 		// The destination's quota is spent: a hedge would meet a 429.
 		op.dist.refundExtra()
 		op.budget.Refund()

@@ -62,21 +62,85 @@ const quotaSame = time.Second
 // admit takes one request from the known quota. It returns the reset
 // time and false when the quota is spent.
 func (q *quotaState) admit(now time.Time) (time.Time, bool) {
-	return q.check(now, true)
+	reset, ok, _ := q.check(now, true)
+	return reset, ok
+}
+
+// take is admit for an attempt about to be sent, reporting too whether a
+// request was counted, to be given back if the attempt is then not sent
+// (see refund).
+func (q *quotaState) take(now time.Time) (ok, counted bool) {
+	_, ok, counted = q.check(now, true)
+	return ok, counted
 }
 
 // spent reports whether the known quota is spent at now, and its reset,
 // without taking a request from it.
 func (q *quotaState) spent(now time.Time) (time.Time, bool) {
-	reset, ok := q.check(now, false)
+	reset, ok, _ := q.check(now, false)
 	return reset, !ok
 }
 
-// check is admit, which takes a request when take is set, and spent.
-func (q *quotaState) check(now time.Time, take bool) (time.Time, bool) {
+// spentNamed reports whether the quota named name is spent at now, and
+// its reset; held is false when no such quota is held.
+func (q *quotaState) spentNamed(name string, now time.Time) (reset time.Time, spent, held bool) {
+	q.mu.Lock()
+	var s *quotaSlot
+	for i := range q.slots {
+		if q.slots[i].name == name && q.slots[i].until.Load() != 0 {
+			s = &q.slots[i]
+		}
+	}
+	q.mu.Unlock()
+	if s == nil {
+		return time.Time{}, false, false
+	}
+	until, ok := q.current(s, now)
+	if !ok {
+		return time.Time{}, false, false
+	}
+	return until, s.left.Load() <= 0, true
+}
+
+// refund gives back a request counted for an attempt that was then not
+// sent.
+func (q *quotaState) refund() {
+	if s := q.single(); s != nil {
+		s.left.Add(1)
+		decrementIfPositive(&s.inflight)
+	}
+}
+
+// unanswered ends the count of a request in flight that got no response
+// (observe ends those that did), so that later responses are taken at
+// their word again.
+func (q *quotaState) unanswered() {
+	if s := q.single(); s != nil {
+		decrementIfPositive(&s.inflight)
+	}
+}
+
+// single returns the one quota held, nil when none or several are: only
+// a single quota counts requests in flight (see check).
+func (q *quotaState) single() *quotaSlot {
+	var held *quotaSlot
+	for i := range q.slots {
+		if q.slots[i].until.Load() != 0 {
+			if held != nil {
+				return nil
+			}
+			held = &q.slots[i]
+		}
+	}
+	return held
+}
+
+// check is admit, which takes a request when take is set, and spent; it
+// reports whether a request was counted.
+func (q *quotaState) check(now time.Time, take bool) (time.Time, bool, bool) {
 	u := q.until.Load()
 	if u == 0 {
-		return time.Time{}, true
+		return time.Time{}, true, false
 	}
 	var (
 		held  *quotaSlot
@@ -102,13 +166,13 @@ func (q *quotaState) check(now time.Time, take bool) (time.Time, bool) {
 		// Every window has reset with nothing to renew: admit until a
 		// response says more.
 		q.until.CompareAndSwap(u, 0)
-		return time.Time{}, true
+		return time.Time{}, true, false
 	case n == 1 && take:
 		return held.take(now)
 	case open:
-		return time.Time{}, true
+		return time.Time{}, true, false
 	}
-	return reset, false
+	return reset, false, false
 }
 
 // current returns the reset of s's window at now, and whether s holds a
@@ -152,17 +216,17 @@ func renewedReset(until, now, period int64) int64 {
 }
 
 // take takes one request from s's window, ending at until.
-func (s *quotaSlot) take(now time.Time) (time.Time, bool) {
+func (s *quotaSlot) take(now time.Time) (reset time.Time, ok, counted bool) {
 	until := time.Unix(0, s.until.Load())
 	if !now.Before(until) {
-		return time.Time{}, true // reset meanwhile
+		return time.Time{}, true, false // reset meanwhile
 	}
 	if s.left.Add(-1) < 0 {
 		s.left.Add(1)
-		return until, false
+		return until, false, false
 	}
 	s.inflight.Add(1)
-	return until, true
+	return until, true, true
 }
 
 // storeMax stores v in a unless a holds more.
@@ -296,7 +360,12 @@ func quotaUpdate(rl RateLimit, spent bool, until, left, inflight int64, now time
 		remaining = 0
 	}
 	next := now.Add(rl.Reset).UnixNano()
-	if until == 0 || absDuration(time.Duration(next-until)) > quotaSame {
+	// A later reset with more left at the server than here and in
+	// flight: the server's window is a newer one than the one held,
+	// however close their resets, which resets in whole seconds cannot
+	// tell apart for windows of a second or two.
+	newer := next > until && remaining > max(left, 0)+inflight
+	if until == 0 || absDuration(time.Duration(next-until)) > quotaSame || newer {
 		return next, remaining
 	}
 	if inflight > 0 {

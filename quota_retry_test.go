@@ -109,7 +109,7 @@ func TestQuotaRetryPastTheResetTakesFromTheQuota(t *testing.T) {
 	// Still in the window the retry took from: spent, though the retry's
 	// answer said nothing of the quota.
 	th := tr.Throttle
-	if _, spent := th.quotaSpent(th.dest(newRequest(t, context.Background(), "GET", "http://api.test/", nil)), fc.Now()); !spent || hits.Load() != 2 {
+	if _, spent := th.quotaSpent(th.dest(newRequest(t, context.Background(), "GET", "http://api.test/", nil)), nil, fc.Now()); !spent || hits.Load() != 2 {
 		t.Fatalf("quota spent %v after the retry, %d sent; want spent, 2 sent", spent, hits.Load())
 	}
 }

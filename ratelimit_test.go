@@ -113,6 +113,8 @@ func TestQuotaUpdate(t *testing.T) {
 		{"new window: the server's count", RateLimit{Remaining: 100, Reset: 60 * time.Second, HasReset: true}, false, at(time.Second), 0, 3, at(60 * time.Second), 100},
 		{"spent: nothing left", RateLimit{Remaining: 5, Reset: 3 * time.Second, HasReset: true}, true, 0, 0, 0, at(3 * time.Second), 0},
 		{"spent in the same window", RateLimit{Remaining: 5, Reset: 3 * time.Second, HasReset: true}, true, at(3 * time.Second), 4, 0, at(3 * time.Second), 0},
+		{"a later reset with more left than here and in flight: a newer window", RateLimit{Remaining: 9, Reset: 1500 * time.Millisecond, HasReset: true}, false, at(800 * time.Millisecond), 3, 1, at(1500 * time.Millisecond), 9},
+		{"an earlier reset with more left: the same window, the smaller count", RateLimit{Remaining: 9, Reset: 500 * time.Millisecond, HasReset: true}, false, at(800 * time.Millisecond), 3, 1, at(800 * time.Millisecond), 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

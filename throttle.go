@@ -67,7 +67,9 @@ var ErrThrottled = errors.New("httpretry: refused locally: the destination is ov
 // that would be sent before a spent quota resets is refused (the
 // operation stops with Throttled and returns its last answer), or, with
 // WaitQuota, waits for the reset when the deadline and MaxRetryAfter
-// allow; a hedge is not sent while the quota is spent.
+// allow (else it is refused as without WaitQuota); a hedge is not sent
+// while the quota is spent. Where a destination has several quotas, a
+// retry is paced by the one its attempt's answer named.
 //
 // The zero value is ready to use: K 2, at most 90% refused, a window of
 // 600ms in ten buckets reaching back up to 3s at low rates, no refusal
@@ -261,23 +263,42 @@ type throttleState struct {
 // that has signalled nothing for a window is admitted without a clock
 // reading or a lock.
 func (th *Throttle) admit(s *throttleState, clock clockwork.Clock) (time.Time, error) {
+	reset, _, err := th.admitCounted(s, clock)
+	return reset, err
+}
+
+// admitCounted is admit, reporting too whether a request was counted in
+// the destination's quota, to be given back if the operation then sends
+// nothing.
+func (th *Throttle) admitCounted(s *throttleState, clock clockwork.Clock) (time.Time, bool, error) {
 	if s.quota.until.Load() == 0 && !s.hot.Load() {
-		return time.Time{}, nil
+		return time.Time{}, false, nil
 	}
 	return th.decide(s, clock)
 }
 
-// decide is admit for a destination that has a known quota or is hot.
-func (th *Throttle) decide(s *throttleState, clock clockwork.Clock) (time.Time, error) {
+// decide is admit for a destination that has a known quota or is hot. A
+// request taken from the quota is given back when the throttle then
+// refuses the operation.
+func (th *Throttle) decide(s *throttleState, clock clockwork.Clock) (time.Time, bool, error) {
+	counted := false
 	if !th.IgnoreQuota && s.quota.until.Load() != 0 {
-		if reset, ok := s.quota.admit(clock.Now()); !ok {
-			return reset, ErrQuotaExhausted
+		ok := false
+		if ok, counted = s.quota.take(clock.Now()); !ok {
+			reset, _ := s.quota.spent(clock.Now())
+			return reset, false, ErrQuotaExhausted
 		}
 	}
 	if !s.hot.Load() {
-		return time.Time{}, nil
+		return time.Time{}, counted, nil
 	}
-	return time.Time{}, th.refuse(s, clock)
+	if err := th.refuse(s, clock); err != nil {
+		if counted {
+			s.quota.refund()
+		}
+		return time.Time{}, false, err
+	}
+	return time.Time{}, counted, nil
 }
 
 // admitRetry decides whether a retry to s's destination may be sent: the
@@ -292,22 +313,41 @@ func (th *Throttle) admitRetry(s *throttleState, clock clockwork.Clock) error {
 }
 
 // quotaSpent reports whether s's destination said its quota is spent at
-// now, and when it resets. A Throttle that ignores quotas never says so.
-func (th *Throttle) quotaSpent(s *throttleState, now time.Time) (time.Time, bool) {
+// now, and when it resets: the quota resp names when s holds it, else
+// every quota s holds. A Throttle that ignores quotas never says so.
+func (th *Throttle) quotaSpent(s *throttleState, resp *http.Response, now time.Time) (time.Time, bool) {
 	if th.IgnoreQuota || s.quota.until.Load() == 0 {
 		return time.Time{}, false
+	}
+	if resp != nil {
+		if rl, ok := ParseRateLimit(resp.Header, now); ok {
+			if reset, spent, held := s.quota.spentNamed(rl.Name, now); held {
+				return reset, spent
+			}
+		}
 	}
 	return s.quota.spent(now)
 }
 
-// takeQuota takes a request from s's destination's known quota for a
+// takeQuota takes a request from the destination's known quota for a
 // retry or a hedge about to be sent, and reports false when it is spent.
-func (th *Throttle) takeQuota(s *throttleState, now time.Time) bool {
-	if th.IgnoreQuota || s.quota.until.Load() == 0 {
+func (op *operation) takeQuota() bool {
+	op.quotaCounted = false
+	if op.t.Throttle.IgnoreQuota || op.dest.quota.until.Load() == 0 {
 		return true
 	}
-	_, ok := s.quota.admit(now)
+	ok, counted := op.dest.quota.take(op.clock.Now())
+	op.quotaCounted = counted
 	return ok
+}
+
+// refundQuota gives back the request last taken from the quota, when it
+// was counted, for an attempt that was then not sent.
+func (op *operation) refundQuota() {
+	if op.quotaCounted {
+		op.quotaCounted = false
+		op.dest.quota.refund()
+	}
 }
 
 // refuse draws whether an attempt to the hot destination s is refused,
@@ -514,32 +554,60 @@ func (op *operation) throttle() error {
 		return nil
 	}
 	op.dest = th.dest(op.req)
-	reset, err := th.admit(op.dest, op.clock)
+	reset, counted, err := th.admitCounted(op.dest, op.clock)
+	op.quotaCounted = counted
 	if err != ErrQuotaExhausted || !th.WaitQuota {
 		return err
 	}
-	now := op.clock.Now()
-	d := reset.Sub(now)
-	if d > op.policy.maxRetryAfter || (op.hasDeadline && op.deadline.Sub(reset) < op.policy.minAttemptTime) {
+	if !op.waitForQuota(reset) {
 		return err
 	}
-	timer := op.clock.NewTimer(d)
+	_, op.quotaCounted, err = th.admitCounted(op.dest, op.clock)
+	return err
+}
+
+// waitForQuota waits, with WaitQuota, until a spent quota resets at
+// reset, when mayWaitFor allows it; it reports false when it did not
+// wait or the wait ended with the operation's context or the request's
+// Cancel channel.
+func (op *operation) waitForQuota(reset time.Time) bool {
+	now := op.clock.Now()
+	if !op.t.Throttle.WaitQuota || !op.mayWaitFor(reset, now) {
+		return false
+	}
+	timer := op.clock.NewTimer(reset.Sub(now))
 	defer timer.Stop()
 	select {
 	case <-timer.Chan():
 	case <-op.ctx.Done():
-		return err
+		return false
 	case <-op.cancelChan():
-		return err
+		return false
 	}
 	op.waited += op.clock.Since(now)
-	_, err = th.admit(op.dest, op.clock)
-	return err
+	return true
+}
+
+// takeQuotaForRetry takes a request from the quota for a retry about to
+// be sent; with WaitQuota, a quota spent while the retry waited is waited
+// for once more, until its reset, when that fits.
+func (op *operation) takeQuotaForRetry() bool {
+	if op.takeQuota() {
+		return true
+	}
+	reset, spent := op.dest.quota.spent(op.clock.Now())
+	return spent && op.waitForQuota(reset) && op.takeQuota()
 }
 
 // recordAttempt tells the Throttle how the attempt that just ended went.
 func (op *operation) recordAttempt(resp *http.Response, err error) {
-	if op.dest == nil || (err != nil && op.callerEnded()) {
+	if op.dest == nil {
+		return
+	}
+	if resp == nil {
+		op.dest.quota.unanswered()
+	}
+	if err != nil && op.callerEnded() {
 		return
 	}
 	op.t.Throttle.record(op.dest, resp, err, op.clock)
