@@ -341,7 +341,7 @@ func (op *operation) withdrawHedge() int {
 		op.dist.refundExtra()
 		return hedgeOverBudget
 	}
-	if op.dest != nil && !op.takeQuota() {
+	if _, ok := op.takeQuota(); !ok {
 		// The destination's quota is spent: a hedge would meet a 429.
 		op.dist.refundExtra()
 		op.budget.Refund()

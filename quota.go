@@ -69,9 +69,8 @@ func (q *quotaState) admit(now time.Time) (time.Time, bool) {
 // take is admit for an attempt about to be sent, reporting too whether a
 // request was counted, to be given back if the attempt is then not sent
 // (see refund).
-func (q *quotaState) take(now time.Time) (ok, counted bool) {
-	_, ok, counted = q.check(now, true)
-	return ok, counted
+func (q *quotaState) take(now time.Time) (reset time.Time, ok, counted bool) {
+	return q.check(now, true)
 }
 
 // spent reports whether the known quota is spent at now, and its reset,

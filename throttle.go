@@ -283,9 +283,8 @@ func (th *Throttle) admitCounted(s *throttleState, clock clockwork.Clock) (time.
 func (th *Throttle) decide(s *throttleState, clock clockwork.Clock) (time.Time, bool, error) {
 	counted := false
 	if !th.IgnoreQuota && s.quota.until.Load() != 0 {
-		ok := false
-		if ok, counted = s.quota.take(clock.Now()); !ok {
-			reset, _ := s.quota.spent(clock.Now())
+		reset, ok := time.Time{}, false
+		if reset, ok, counted = s.quota.take(clock.Now()); !ok {
 			return reset, false, ErrQuotaExhausted
 		}
 	}
@@ -330,15 +329,16 @@ func (th *Throttle) quotaSpent(s *throttleState, resp *http.Response, now time.T
 }
 
 // takeQuota takes a request from the destination's known quota for a
-// retry or a hedge about to be sent, and reports false when it is spent.
-func (op *operation) takeQuota() bool {
+// retry or a hedge about to be sent, and reports false, with the quota's
+// reset, when it is spent. Without a Throttle it takes nothing.
+func (op *operation) takeQuota() (time.Time, bool) {
 	op.quotaCounted = false
-	if op.t.Throttle.IgnoreQuota || op.dest.quota.until.Load() == 0 {
-		return true
+	if op.dest == nil || op.t.Throttle.IgnoreQuota || op.dest.quota.until.Load() == 0 {
+		return time.Time{}, true
 	}
-	ok, counted := op.dest.quota.take(op.clock.Now())
+	reset, ok, counted := op.dest.quota.take(op.clock.Now())
 	op.quotaCounted = counted
-	return ok
+	return reset, ok
 }
 
 // refundQuota gives back the request last taken from the quota, when it
@@ -592,11 +592,15 @@ func (op *operation) waitForQuota(reset time.Time) bool {
 // be sent; with WaitQuota, a quota spent while the retry waited is waited
 // for once more, until its reset, when that fits.
 func (op *operation) takeQuotaForRetry() bool {
-	if op.takeQuota() {
+	reset, ok := op.takeQuota()
+	if ok {
 		return true
 	}
-	reset, spent := op.dest.quota.spent(op.clock.Now())
-	return spent && op.waitForQuota(reset) && op.takeQuota()
+	if !op.waitForQuota(reset) {
+		return false
+	}
+	_, ok = op.takeQuota()
+	return ok
 }
 
 // recordAttempt tells the Throttle how the attempt that just ended went.
