@@ -50,10 +50,15 @@ type hedged struct {
 // setHedging settles whether the operation learns latencies and whether it
 // is hedged, after its request template is settled.
 func (op *operation) setHedging(owned bool) {
-	t := op.t
-	if !t.learns() {
-		return
+	if op.t.learns() {
+		op.settleHedging(owned)
 	}
+}
+
+// settleHedging is setHedging's work when the Transport learns latencies,
+// apart so that setHedging inlines.
+func (op *operation) settleHedging(owned bool) {
+	t := op.t
 	op.dist = t.latencies().lookup(t.latencyKey(op.req))
 	h := t.Hedging
 	if h == nil || owned || op.policy.maxAttempts < 2 {

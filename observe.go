@@ -10,6 +10,14 @@ import (
 // wait scheduled before the next one (0 when none follows) and the part
 // of it the server asked for.
 func (op *operation) onAttempt(d decision) {
+	if op.t.OnAttempt != nil || op.trace != nil {
+		op.reportAttempt(d)
+	}
+}
+
+// reportAttempt is onAttempt's work when there is a hook to call or a
+// trace to release, apart so that onAttempt inlines.
+func (op *operation) reportAttempt(d decision) {
 	if op.t.OnAttempt == nil {
 		op.releaseTrace()
 		return

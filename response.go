@@ -259,9 +259,14 @@ func (b *cancelRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
 // keeping it writable for 101 responses. With nothing to release it leaves
 // resp as it is.
 func wrapBody(resp *http.Response, cancelAttempt, cancelOp context.CancelFunc, idle *idleWatch) {
-	if cancelAttempt == nil && cancelOp == nil && idle == nil {
-		return
+	if cancelAttempt != nil || cancelOp != nil || idle != nil {
+		wrapBodyWith(resp, cancelAttempt, cancelOp, idle)
 	}
+}
+
+// wrapBodyWith is wrapBody's work when there is something to release,
+// apart so that wrapBody inlines.
+func wrapBodyWith(resp *http.Response, cancelAttempt, cancelOp context.CancelFunc, idle *idleWatch) {
 	cb := cancelBody{rc: resp.Body, cancelAttempt: cancelAttempt, cancelOp: cancelOp, idle: idle}
 	if resp.Body == http.NoBody {
 		// Nothing will be read: release at once.

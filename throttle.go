@@ -549,10 +549,15 @@ func countBack(ring *[throttleRing]bucket, head int) (req, acc float64, n int) {
 // wait ends, refused, with the operation's context or the request's
 // Cancel channel.
 func (op *operation) throttle() error {
-	th := op.t.Throttle
-	if th == nil {
+	if op.t.Throttle == nil {
 		return nil
 	}
+	return op.admitFirst(op.t.Throttle)
+}
+
+// admitFirst is throttle's work when a Throttle is set, apart so that
+// throttle inlines.
+func (op *operation) admitFirst(th *Throttle) error {
 	op.dest = th.dest(op.req)
 	reset, counted, err := th.admitCounted(op.dest, op.clock)
 	op.quotaCounted = counted
@@ -605,9 +610,14 @@ func (op *operation) takeQuotaForRetry() bool {
 
 // recordAttempt tells the Throttle how the attempt that just ended went.
 func (op *operation) recordAttempt(resp *http.Response, err error) {
-	if op.dest == nil {
-		return
+	if op.dest != nil {
+		op.recordAt(resp, err)
 	}
+}
+
+// recordAt is recordAttempt's work when a Throttle is set, apart so that
+// recordAttempt inlines.
+func (op *operation) recordAt(resp *http.Response, err error) {
 	if resp == nil {
 		op.dest.quota.unanswered()
 	}

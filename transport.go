@@ -268,6 +268,13 @@ func (t *Transport) base() http.RoundTripper {
 	if t.Base != nil {
 		return t.Base
 	}
+	return t.defaultBaseOrNew()
+}
+
+// defaultBaseOrNew returns the default Base, created on first use. It is
+// apart from base so that base, on every request, stays cheap enough to
+// inline.
+func (t *Transport) defaultBaseOrNew() http.RoundTripper {
 	if b := t.defaultBase.Load(); b != nil {
 		return b
 	}
