@@ -106,8 +106,8 @@ func do[T any](b *Budget, ctx context.Context, f func(context.Context) (T, error
 	done := make(chan result[T], 1)
 	go func() {
 		defer b.calls.Done()
-		defer b.inflight.Add(-1)
 		v, err := f(ctx)
+		b.inflight.Add(-1) // before the answer, as in send
 		done <- result[T]{v, err}
 	}()
 	select {

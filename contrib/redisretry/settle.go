@@ -99,9 +99,11 @@ func (b *Budget) send(ctx context.Context, c scriptCall, spend int64) (reply, er
 	callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.callTimeout())
 	go func() {
 		defer b.calls.Done()
-		defer b.inflight.Add(-1)
 		defer cancel()
 		r, err := b.runScript(callCtx, c)
+		// Out of flight before the answer is handed over: a probe that
+		// follows the call at once must not find it still running.
+		b.inflight.Add(-1)
 		if h.state.CompareAndSwap(0, handedOver) {
 			h.done <- result[reply]{r, err}
 			return

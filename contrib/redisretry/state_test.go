@@ -369,3 +369,28 @@ func TestParseReplaced(t *testing.T) {
 		}
 	}
 }
+
+// TestNoCallInFlightOnceItsAnswerIsIn: the prober makes no call while one
+// is still waiting for its reply. A call whose answer the caller already
+// has is not waiting: a probe that follows it at once must not be
+// refused for it, however late its goroutine runs on a busy machine.
+func TestNoCallInFlightOnceItsAnswerIsIn(t *testing.T) {
+	t.Parallel()
+	_, rdb := server(t)
+	b := newBudget(t, rdb, "inflight-answered", 20, 0, Options{FlushInterval: time.Hour, CallTimeout: patient})
+	ctx := context.Background()
+	for i := range 200 {
+		if _, err := b.send(ctx, scriptCall{nonce: b.nonces.next()}, 0); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if n := b.inflight.Load(); n != 0 {
+			t.Fatalf("call %d answered, yet %d call(s) still counted in flight: a probe now would be refused", i, n)
+		}
+		if _, err := b.Tokens(ctx); err != nil {
+			t.Fatalf("Tokens %d: %v", i, err)
+		}
+		if n := b.inflight.Load(); n != 0 {
+			t.Fatalf("Tokens %d answered, yet %d call(s) still counted in flight", i, n)
+		}
+	}
+}
