@@ -151,6 +151,10 @@ func TestSuccessPathAllocations(t *testing.T) {
 		{"default over http.Transport", &Transport{Base: newMemTransport()}, "mem://api.test/", 0},
 		{"attempt timeout over http.Transport", &Transport{Base: newMemTransport(), AttemptTimeout: time.Second}, "mem://api.test/", 8},
 		{"default over another Base", &Transport{Base: newStaticBase()}, "http://api.test/", 2},
+		// A destination's throttle, quota and budget are found by its
+		// host without allocating once it is known.
+		{"throttle over http.Transport", &Transport{Base: newMemTransport(), Throttle: &Throttle{}}, "mem://api.test/", 0},
+		{"throttle and budget per host over http.Transport", &Transport{Base: newMemTransport(), Throttle: &Throttle{}, BudgetPerHost: true}, "mem://api.test/", 0},
 		// Hooks cost the connection trace's context and the attempt's
 		// request copy; DNS and connect timings cost more, when asked for.
 		{"hooks over http.Transport", &Transport{Base: newMemTransport(), OnAttempt: func(*http.Request, Attempt) {}, OnDone: func(*http.Request, Outcome) {}}, "mem://api.test/", 2},
