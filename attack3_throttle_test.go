@@ -190,3 +190,48 @@ func TestAttack3ThrottleOneDestinationForEverySpellingOfAHost(t *testing.T) {
 		}
 	}
 }
+
+// TestAttack3ThrottleARefusalBelowIsNotAnAccept: a one-attempt wrapper
+// (for hooks or a deadline, docs/rules.md) over a retrying Transport,
+// both with a Throttle, as Clone gives them. The server answers 503 to
+// everything for 2s. An operation the inner Transport refused never
+// reached the server, yet the wrapper's Throttle counts the inner
+// refusal's error as accepted ("accepted" means the server did not
+// signal overload; here the server was never asked). With two Throttles
+// the wrapper's believes the server accepts nearly everything; with one
+// shared, the false accepts lower the refusals and the server sees far
+// more than one throttled layer lets through.
+func TestAttack3ThrottleARefusalBelowIsNotAnAccept(t *testing.T) {
+	t.Parallel()
+	for _, shared := range []bool{false, true} {
+		fc := clockwork.NewFakeClock()
+		down := func(*http.Request) int { return 503 }
+		base, alone := &countingBase{status: down}, &countingBase{status: down}
+		thInner, thOuter := &Throttle{Rand: evenDraws()}, &Throttle{Rand: evenDraws()}
+		if shared {
+			thOuter = thInner
+		}
+		inner := &Transport{Base: base, Clock: fc, MaxAttempts: 3, Jitter: noJitter, Throttle: thInner}
+		outer := &Transport{Base: inner, Clock: fc, MaxAttempts: 1, Throttle: thOuter}
+		single := &Transport{Base: alone, Clock: fc, MaxAttempts: 3, Jitter: noJitter, Throttle: &Throttle{Rand: evenDraws()}}
+		for range 2000 {
+			for _, tr := range []*Transport{outer, single} {
+				resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+				if err == nil {
+					resp.Body.Close()
+				}
+			}
+			fc.Advance(time.Millisecond)
+		}
+		s := thOuter.dests.get("api.test", 0, initThrottleState)
+		s.mu.Lock()
+		req, acc, _ := s.w.counts()
+		s.mu.Unlock()
+		if !shared && acc > 0 {
+			t.Errorf("two Throttles: the wrapper's window holds %.0f accepts of %.0f requests while the server answered only 503; want 0 accepts (an operation refused below never reached the server)", acc, req)
+		}
+		if got, want := base.hits.Load(), alone.hits.Load(); shared && float64(got) > 1.25*float64(want) {
+			t.Errorf("one shared Throttle: the server took %d requests of 2000 operations in the outage through the wrapper, %d through the retrying Transport alone; want about as many (the wrapper counts the inner refusals as accepts: its window holds %.0f accepts)", got, want, acc)
+		}
+	}
+}
