@@ -192,3 +192,17 @@ func TestAttack3QuotaHeaderlessResponseAtMostOne429PerWindow(t *testing.T) {
 		srv.mu.Unlock()
 	}
 }
+
+// TestAttack3ParseRateLimitStringParameterHoldingASemicolon: a policy's
+// parameters may include a String (RFC 9651 §3.3.3), which may hold ";".
+// ParseRateLimit splits the parameters on every ";", so text inside a
+// string is read as parameters: here a note's "r=100" overrides the
+// policy's r=0, and a spent quota is read as 100 remaining.
+func TestAttack3ParseRateLimitStringParameterHoldingASemicolon(t *testing.T) {
+	t.Parallel()
+	h := http.Header{"Ratelimit": {`"default";r=0;t=30;note="see docs;r=100;"`}}
+	rl, ok := ParseRateLimit(h, time.Unix(1_700_000_000, 0))
+	if !ok || rl.Remaining != 0 || rl.Reset != 30*time.Second {
+		t.Errorf("ParseRateLimit(%q) = %+v, %v; want Remaining 0, Reset 30s (r=0 and t=30 are the policy's parameters; \"see docs;r=100;\" is a string's content)", h["Ratelimit"][0], rl, ok)
+	}
+}
