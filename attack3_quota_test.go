@@ -206,3 +206,79 @@ func TestAttack3ParseRateLimitStringParameterHoldingASemicolon(t *testing.T) {
 		t.Errorf("ParseRateLimit(%q) = %+v, %v; want Remaining 0, Reset 30s (r=0 and t=30 are the policy's parameters; \"see docs;r=100;\" is a string's content)", h["Ratelimit"][0], rl, ok)
 	}
 }
+
+// twoPolicyServer announces two policies on every response, as the
+// draft's own examples do: a burst of 3 a second and 10 per 100s, both
+// counting every request it serves; past either it answers 429.
+type twoPolicyServer struct {
+	clock clockwork.Clock
+	zero  time.Time
+
+	mu        sync.Mutex
+	burstWin  int64
+	burstUsed int
+	dayWin    int64
+	dayUsed   int
+	tooMany   map[int64]int // 429s per 100s window
+	served    int
+}
+
+func (s *twoPolicyServer) RoundTrip(req *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	el := s.clock.Since(s.zero)
+	bw, dw := int64(el/time.Second), int64(el/(100*time.Second))
+	if bw != s.burstWin {
+		s.burstWin, s.burstUsed = bw, 0
+	}
+	if dw != s.dayWin {
+		s.dayWin, s.dayUsed = dw, 0
+	}
+	status := 200
+	if s.burstUsed >= 3 || s.dayUsed >= 10 {
+		status = 429
+		s.tooMany[dw]++
+	} else {
+		s.burstUsed++
+		s.dayUsed++
+		s.served++
+	}
+	secs := func(w time.Duration, n int64) int64 { return int64((w*time.Duration(n+1) - el + time.Second - 1) / time.Second) }
+	h := http.Header{
+		"Ratelimit-Policy": {`"burst";q=3;w=1, "day";q=10;w=100`},
+		"Ratelimit": {`"burst";r=` + strconv.Itoa(3-s.burstUsed) + `;t=` + strconv.FormatInt(secs(time.Second, bw), 10) +
+			`, "day";r=` + strconv.Itoa(10-s.dayUsed) + `;t=` + strconv.FormatInt(secs(100*time.Second, dw), 10)},
+	}
+	return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: req}, nil
+}
+
+// TestAttack3QuotaSeveralPoliciesInOneFieldAtMostOne429PerWindow: the
+// RateLimit field lists two policies that both apply to every request
+// (3 a second, 10 per 100s). ParseRateLimit keeps the one with the least
+// remaining, so as the day's count falls below the burst's, the
+// destination holds two "quotas" by name, and with several held an
+// operation is refused only when every one is spent. The burst's slot
+// renews every second and is never spent again, so once the 100s quota is
+// spent every operation is sent and meets a 429: the README promises at
+// most one per quota window.
+func TestAttack3QuotaSeveralPoliciesInOneFieldAtMostOne429PerWindow(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	srv := &twoPolicyServer{clock: fc, zero: fc.Now(), tooMany: map[int64]int{}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
+	refused := 0
+	for range 200 { // 5 operations a second for 40s, inside the first 100s window
+		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+		if errors.Is(err, ErrQuotaExhausted) {
+			refused++
+		} else if err == nil {
+			resp.Body.Close()
+		}
+		fc.Advance(200 * time.Millisecond)
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if n := srv.tooMany[0]; n > 1 {
+		t.Errorf("RateLimit listing two policies (3/s and 10/100s) on every response: %d 429s in the first 100s window (%d served, %d refused locally); want at most 1 (README: a process gets at most one 429 per quota window)", n, srv.served, refused)
+	}
+}
