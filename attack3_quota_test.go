@@ -243,7 +243,9 @@ func (s *twoPolicyServer) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.dayUsed++
 		s.served++
 	}
-	secs := func(w time.Duration, n int64) int64 { return int64((w*time.Duration(n+1) - el + time.Second - 1) / time.Second) }
+	secs := func(w time.Duration, n int64) int64 {
+		return int64((w*time.Duration(n+1) - el + time.Second - 1) / time.Second)
+	}
 	h := http.Header{
 		"Ratelimit-Policy": {`"burst";q=3;w=1, "day";q=10;w=100`},
 		"Ratelimit": {`"burst";r=` + strconv.Itoa(3-s.burstUsed) + `;t=` + strconv.FormatInt(secs(time.Second, bw), 10) +
