@@ -151,7 +151,8 @@ func TestAttack3ThrottleHedgeLoserCountsAsARequest(t *testing.T) {
 // destination", and docs/overload.md that a failing host cannot be
 // reached around its throttle by spelling it another way. A fully
 // qualified name with its trailing dot, and an IPv6 address written out
-// in full, name the same host the dialer connects to; each is a fresh
+// in full, and a port with a leading zero (the dialer reads "080" as 80)
+// name the same host and port the dialer connects to; each is a fresh
 // destination, and a request spelled so reaches the failing host while
 // every other spelling of it is refused.
 func TestAttack3ThrottleOneDestinationForEverySpellingOfAHost(t *testing.T) {
@@ -159,6 +160,7 @@ func TestAttack3ThrottleOneDestinationForEverySpellingOfAHost(t *testing.T) {
 	for _, pair := range [][2]string{
 		{"http://api.test/", "http://api.test./"},
 		{"https://api.test/", "https://api.test.:443/"},
+		{"http://api.test/", "http://api.test:080/"},
 		{"http://[2001:db8::1]:8080/", "http://[2001:db8:0:0:0:0:0:1]:8080/"},
 	} {
 		fc := clockwork.NewFakeClock()
