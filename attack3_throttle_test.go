@@ -150,7 +150,7 @@ func TestAttack3ThrottleHedgeLoserCountsAsARequest(t *testing.T) {
 // field's documentation promises "every spelling of a host is one
 // destination", and docs/overload.md that a failing host cannot be
 // reached around its throttle by spelling it another way. A fully
-// qualified name with its trailing dot, and an IPv6 address written out
+// qualified name with its trailing dot, an IPv6 address written out
 // in full, and a port with a leading zero (the dialer reads "080" as 80)
 // name the same host and port the dialer connects to; each is a fresh
 // destination, and a request spelled so reaches the failing host while
