@@ -1,0 +1,286 @@
+package httpretry
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// xQuotaServer is a Base with a quota of limit requests per window
+// (windows from the clock's zero), announced in X-RateLimit-Limit,
+// -Remaining and -Reset (seconds, rounded up), as GitHub-style APIs do.
+// A request for /plain is answered 404 with no rate-limit headers and is
+// not counted, as a route the API gateway does not meter (or a proxy's
+// own error page) is.
+type xQuotaServer struct {
+	clock  clockwork.Clock
+	zero   time.Time
+	limit  int
+	window time.Duration
+
+	mu      sync.Mutex
+	current int64
+	used    int
+	tooMany map[int64]int
+}
+
+func (s *xQuotaServer) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Path == "/plain" {
+		return response(req, 404, ""), nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	elapsed := s.clock.Since(s.zero)
+	n := int64(elapsed / s.window)
+	if n != s.current {
+		s.current, s.used = n, 0
+	}
+	status := 200
+	if s.used >= s.limit {
+		status = 429
+		s.tooMany[n]++
+	} else {
+		s.used++
+	}
+	reset := s.window*time.Duration(n+1) - elapsed
+	h := http.Header{
+		"X-Ratelimit-Limit":     {strconv.Itoa(s.limit)},
+		"X-Ratelimit-Remaining": {strconv.Itoa(s.limit - s.used)},
+		"X-Ratelimit-Reset":     {strconv.FormatInt(int64((reset+time.Second-1)/time.Second), 10)},
+	}
+	return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: req}, nil
+}
+
+// TestAttack3QuotaHeaderlessResponseDoesNotBlindThePacing: one response
+// without rate-limit headers (a 404 from a route the gateway does not
+// meter) in the first window. In the next window the server answers 200
+// with "X-RateLimit-Remaining: 0", and the README promises: "Once a
+// response says a destination's quota is spent, new operations to it are
+// refused at once until the reset". The Transport stopped reading
+// headers after the header-less 404, dropped the quota at the reset, and
+// ignores every later 200: the next operation meets a 429.
+func TestAttack3QuotaHeaderlessResponseDoesNotBlindThePacing(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	srv := &xQuotaServer{clock: fc, zero: fc.Now(), limit: 3, window: 10 * time.Second, tooMany: map[int64]int{}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
+	call := func(path string) (int, error) {
+		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test"+path, nil))
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	// Window 0: a metered call, the header-less 404, then until refused.
+	call("/a")
+	call("/plain")
+	for range 4 {
+		call("/a")
+	}
+	fc.Advance(10 * time.Second)
+	// Window 1: the server says remaining 2, 1, 0 on three 200s.
+	var log []string
+	for i := range 4 {
+		st, err := call("/a")
+		log = append(log, strconv.Itoa(st)+" "+errString(err))
+		if i == 3 && !errors.Is(err, ErrQuotaExhausted) {
+			t.Errorf("window 1, after a 200 said X-RateLimit-Remaining: 0: got status %d, err %v; want refused with ErrQuotaExhausted (README: once a response says the quota is spent, new operations are refused until the reset); calls in window 1: %q", st, err, log)
+		}
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.tooMany[1] > 0 {
+		t.Errorf("window 1: %d 429s after the server announced its quota spent; want 0", srv.tooMany[1])
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
+
+// gatedX holds the metered requests of an xQuotaServer at a gate.
+type gatedX struct {
+	srv     *xQuotaServer
+	mu      sync.Mutex
+	entered int
+	gate    chan struct{}
+}
+
+func (g *gatedX) RoundTrip(req *http.Request) (*http.Response, error) {
+	g.mu.Lock()
+	g.entered++
+	gate := g.gate
+	g.mu.Unlock()
+	if gate != nil && req.URL.Path != "/plain" {
+		<-gate
+	}
+	return g.srv.RoundTrip(req)
+}
+
+// TestAttack3QuotaHeaderlessResponseAtMostOne429PerWindow: the headline
+// promise, "a process gets at most one 429 per quota window", with 6
+// concurrent callers at the start of a window of a quota of 3 whose size
+// and length the client learned in the previous window. Without the
+// header-less 404 the renewed window admits 3 and refuses 3; after it,
+// every caller goes and the server answers 3 429s in one window.
+func TestAttack3QuotaHeaderlessResponseAtMostOne429PerWindow(t *testing.T) {
+	t.Parallel()
+	for _, plain := range []bool{false, true} {
+		fc := clockwork.NewFakeClock()
+		srv := &xQuotaServer{clock: fc, zero: fc.Now(), limit: 3, window: 10 * time.Second, tooMany: map[int64]int{}}
+		g := &gatedX{srv: srv}
+		tr := &Transport{Base: g, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
+		call := func(path string) error {
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test"+path, nil))
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err
+		}
+		call("/a")
+		if plain {
+			call("/plain")
+		}
+		for range 3 {
+			call("/a")
+		}
+		fc.Advance(10 * time.Second)
+		g.mu.Lock()
+		g.gate, g.entered = make(chan struct{}), 0
+		g.mu.Unlock()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		refused := 0
+		for range 6 {
+			wg.Go(func() {
+				if err := call("/a"); errors.Is(err, ErrThrottled) {
+					mu.Lock()
+					refused++
+					mu.Unlock()
+				}
+			})
+		}
+		// Open the gate once every caller reached the server or was
+		// refused (a poll, not a timing assumption; 5s at most).
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			g.mu.Lock()
+			n := g.entered
+			g.mu.Unlock()
+			mu.Lock()
+			r := refused
+			mu.Unlock()
+			if n+r >= 6 {
+				break
+			}
+		}
+		close(g.gate)
+		wg.Wait()
+		srv.mu.Lock()
+		if n := srv.tooMany[1]; n > 1 {
+			t.Errorf("header-less 404 in window 0: %v; window 1: %d 429s from 6 concurrent callers against a quota of 3 the client had learned; want at most 1 (README: a process gets at most one 429 per quota window)", plain, n)
+		}
+		srv.mu.Unlock()
+	}
+}
+
+// TestAttack3ParseRateLimitStringParameterHoldingASemicolon: a policy's
+// parameters may include a String (RFC 9651 §3.3.3), which may hold ";".
+// ParseRateLimit splits the parameters on every ";", so text inside a
+// string is read as parameters: here a note's "r=100" overrides the
+// policy's r=0, and a spent quota is read as 100 remaining.
+func TestAttack3ParseRateLimitStringParameterHoldingASemicolon(t *testing.T) {
+	t.Parallel()
+	h := http.Header{"Ratelimit": {`"default";r=0;t=30;note="see docs;r=100;"`}}
+	rl, ok := ParseRateLimit(h, time.Unix(1_700_000_000, 0))
+	if !ok || rl.Remaining != 0 || rl.Reset != 30*time.Second {
+		t.Errorf("ParseRateLimit(%q) = %+v, %v; want Remaining 0, Reset 30s (r=0 and t=30 are the policy's parameters; \"see docs;r=100;\" is a string's content)", h["Ratelimit"][0], rl, ok)
+	}
+}
+
+// twoPolicyServer announces two policies on every response, as the
+// draft's own examples do: a burst of 3 a second and 10 per 100s, both
+// counting every request it serves; past either it answers 429.
+type twoPolicyServer struct {
+	clock clockwork.Clock
+	zero  time.Time
+
+	mu        sync.Mutex
+	burstWin  int64
+	burstUsed int
+	dayWin    int64
+	dayUsed   int
+	tooMany   map[int64]int // 429s per 100s window
+	served    int
+}
+
+func (s *twoPolicyServer) RoundTrip(req *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	el := s.clock.Since(s.zero)
+	bw, dw := int64(el/time.Second), int64(el/(100*time.Second))
+	if bw != s.burstWin {
+		s.burstWin, s.burstUsed = bw, 0
+	}
+	if dw != s.dayWin {
+		s.dayWin, s.dayUsed = dw, 0
+	}
+	status := 200
+	if s.burstUsed >= 3 || s.dayUsed >= 10 {
+		status = 429
+		s.tooMany[dw]++
+	} else {
+		s.burstUsed++
+		s.dayUsed++
+		s.served++
+	}
+	secs := func(w time.Duration, n int64) int64 {
+		return int64((w*time.Duration(n+1) - el + time.Second - 1) / time.Second)
+	}
+	h := http.Header{
+		"Ratelimit-Policy": {`"burst";q=3;w=1, "day";q=10;w=100`},
+		"Ratelimit": {`"burst";r=` + strconv.Itoa(3-s.burstUsed) + `;t=` + strconv.FormatInt(secs(time.Second, bw), 10) +
+			`, "day";r=` + strconv.Itoa(10-s.dayUsed) + `;t=` + strconv.FormatInt(secs(100*time.Second, dw), 10)},
+	}
+	return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: req}, nil
+}
+
+// TestAttack3QuotaSeveralPoliciesInOneFieldAtMostOne429PerWindow: the
+// RateLimit field lists two policies that both apply to every request
+// (3 a second, 10 per 100s). ParseRateLimit keeps the one with the least
+// remaining, so as the day's count falls below the burst's, the
+// destination holds two "quotas" by name, and with several held an
+// operation is refused only when every one is spent. The burst's slot
+// renews every second and is never spent again, so once the 100s quota is
+// spent every operation is sent and meets a 429: the README promises at
+// most one per quota window.
+func TestAttack3QuotaSeveralPoliciesInOneFieldAtMostOne429PerWindow(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	srv := &twoPolicyServer{clock: fc, zero: fc.Now(), tooMany: map[int64]int{}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
+	refused := 0
+	for range 200 { // 5 operations a second for 40s, inside the first 100s window
+		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+		if errors.Is(err, ErrQuotaExhausted) {
+			refused++
+		} else if err == nil {
+			resp.Body.Close()
+		}
+		fc.Advance(200 * time.Millisecond)
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if n := srv.tooMany[0]; n > 1 {
+		t.Errorf("RateLimit listing two policies (3/s and 10/100s) on every response: %d 429s in the first 100s window (%d served, %d refused locally); want at most 1 (README: a process gets at most one 429 per quota window)", n, srv.served, refused)
+	}
+}
