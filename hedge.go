@@ -415,6 +415,7 @@ func (op *operation) settle() *panicValue {
 			continue
 		}
 		op.learnLoser(a)
+		op.recordLoser(a)
 		op.reportLoser(a)
 		releaseLoser(a)
 	}
@@ -450,6 +451,7 @@ func collectLosers(op *operation, losers []*attempt, results <-chan *attempt, gr
 			continue
 		}
 		op.learnLoser(a)
+		op.recordLoser(a)
 		releaseLoser(a)
 		if a.trace != nil {
 			a.trace.release()

@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"context"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -111,8 +112,8 @@ type Throttle struct {
 
 	// MinRate is the request rate per second, over the time the counts
 	// reach back (see Window), below which the throttle never refuses: a
-	// few failures of a destination called rarely say little. 0 (or NaN)
-	// means 1, low enough that each process of a large fleet, calling a
+	// few failures of a destination called rarely say little. 0, NaN or
+	// +Inf means 1, low enough that each process of a large fleet, calling a
 	// shared dependency a couple of times a second, still relieves it; a
 	// negative value means no minimum.
 	MinRate float64
@@ -179,7 +180,7 @@ func (th *Throttle) window() time.Duration {
 // which the throttle refuses any.
 func (th *Throttle) minRequests(span time.Duration) float64 {
 	rate := th.MinRate
-	if rate == 0 || math.IsNaN(rate) {
+	if rate == 0 || math.IsNaN(rate) || math.IsInf(rate, 1) {
 		rate = DefaultThrottleMinRate
 	}
 	return max(rate, 0) * span.Seconds()
@@ -404,6 +405,20 @@ func (th *Throttle) count(s *throttleState, clock clockwork.Clock) {
 	s.sync(th, now)
 }
 
+// recordSent counts an attempt that was sent and has no answer to count,
+// a hedge the operation canceled when another won: a request, not an
+// accept. A cold destination, which refuses nothing, counts only accepts.
+func (th *Throttle) recordSent(s *throttleState, clock clockwork.Clock) {
+	if !s.hot.Load() {
+		return
+	}
+	now := clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sync(th, now)
+	s.w.add(1, 0)
+}
+
 // recordSlow is record for any other result.
 func (th *Throttle) recordSlow(s *throttleState, resp *http.Response, err error, clock clockwork.Clock) {
 	if resp != nil && !th.IgnoreQuota && s.quota.wants(resp) {
@@ -447,15 +462,24 @@ func (s *throttleState) sync(th *Throttle, now time.Time) {
 // foldSpan is the time over which accepts counted while cold are spread
 // when folded at now: since the last fold; before the first fold, since
 // the first accept was counted (first, in UnixNano); with neither known,
-// one bucket's width, as if just now.
+// one bucket's width, as if just now. It is never longer than the ring:
+// the accepts were counted without the clock, so when that time holds a
+// quiet spell they may all have come after it, and spreading them over
+// the spell would leave a burst that just came in next to nothing. An
+// accept is taken as no older than the counts can reach back; the most
+// this can overstate is pendingFold accepts, gone from the window one
+// Window later.
 func foldSpan(lastFold time.Time, first int64, now time.Time, width time.Duration) time.Duration {
+	var d time.Duration
 	switch {
 	case !lastFold.IsZero():
-		return now.Sub(lastFold)
+		d = now.Sub(lastFold)
 	case first != 0:
-		return max(now.Sub(time.Unix(0, first)), width)
+		d = max(now.Sub(time.Unix(0, first)), width)
+	default:
+		d = width
 	}
-	return width
+	return min(d, throttleRing*width)
 }
 
 // window is a ring of buckets of equal width, the newest at head, each
@@ -621,8 +645,28 @@ func (op *operation) recordAt(resp *http.Response, err error) {
 	if resp == nil {
 		op.dest.quota.unanswered()
 	}
-	if err != nil && op.callerEnded() {
+	if err != nil && (op.callerEnded() || errors.Is(err, ErrThrottled)) {
+		// The caller left, or a layer below refused the attempt
+		// locally: the server said nothing.
 		return
 	}
 	op.t.Throttle.record(op.dest, resp, err, op.clock)
+}
+
+// recordLoser tells the Throttle how a hedged attempt that lost went. A
+// loser the operation canceled was sent, so it counts as a request, and
+// as nothing else: its cancel says nothing of the server. A loser that
+// had its answer first counts as any attempt does.
+func (op *operation) recordLoser(a *attempt) {
+	if op.dest == nil {
+		return
+	}
+	if a.resp != nil || !errors.Is(a.err, context.Canceled) || op.callerEnded() {
+		op.recordAt(a.resp, a.err)
+		return
+	}
+	op.dest.quota.unanswered()
+	if !a.unsent {
+		op.t.Throttle.recordSent(op.dest, op.clock)
+	}
 }

@@ -541,6 +541,8 @@ func TestFoldSpan(t *testing.T) {
 		{"before the first fold: since the first accept", time.Time{}, now.Add(-4 * time.Second).UnixNano(), 4 * time.Second},
 		{"a first accept just now: one bucket", time.Time{}, now.UnixNano(), width},
 		{"neither known: one bucket", time.Time{}, 0, width},
+		{"a quiet spell longer than the ring: the ring", now.Add(-10 * time.Minute), 0, throttleRing * width},
+		{"before the first fold, a first accept long ago: the ring", time.Time{}, now.Add(-10 * time.Minute).UnixNano(), throttleRing * width},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
