@@ -25,12 +25,12 @@ const DefaultMaxDestinations = 1024
 // to the next sweeps the ring, clearing the marks it passes, and evicts
 // the first key it finds unmarked; the new key takes that key's place,
 // just behind the hand. A key is evicted only when it has not been looked
-// up since the hand last passed it, a full turn of the ring before (as
-// many insertions as the table holds keys): a destination in steady use
-// is not given up while others come and go. The choice depends on the
-// order of lookups alone. A sweep clears at most two turns of marks
-// before it evicts the key under the hand, and every mark it clears was
-// set by a lookup, so an insertion costs amortised O(1).
+// up since it was added or since the hand last passed it, a full turn of
+// the ring before: a destination in steady use is not given up while
+// others come and go. The choice depends on the order of lookups alone.
+// Every mark a sweep clears was set by a lookup, so an insertion costs
+// amortised O(1); while lookups keep marking keys as it sweeps, a sweep
+// stops after two turns and evicts the key under the hand.
 //
 // Hosts are looked up by the spelling a request writes (scheme and host),
 // which is canonicalised only when first seen (see canonicalHost): a

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -230,5 +232,32 @@ func TestDestinationsBoundLowered(t *testing.T) {
 	}
 	if _, ok := d.keys.m.Load("new"); !ok {
 		t.Error("the key added was not held")
+	}
+}
+
+// TestDestinationsConcurrentLookupsAndEvictions: lookups and evictions
+// from several goroutines at once keep the bound and find one state for
+// one key while it is held.
+func TestDestinationsConcurrentLookupsAndEvictions(t *testing.T) {
+	t.Parallel()
+	var d destinations[atomic.Int64]
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				req, _ := http.NewRequest("GET", fmt.Sprintf("http://H%d.test:0%d/", (i*7+g)%24, 80+i%2), nil)
+				d.getHost(req, 8, nil).Add(1)
+				d.get(fmt.Sprint(i%5), 8, nil)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := d.len(); n > 8 {
+		t.Errorf("%d keys held; want at most 8", n)
+	}
+	if n := d.spellings.len(); n > 16 {
+		t.Errorf("%d spellings held; want at most 16", n)
 	}
 }
