@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,138 +13,210 @@ import (
 const DefaultMaxDestinations = 1024
 
 // destinations is a bounded table of per-destination state, keyed by a
-// short string (a host, or a key a caller's function names). Lookups of a
-// key already present take no lock and allocate nothing: the last hit is
-// kept for the common case of one destination, and the rest are in a
-// sync.Map. When the table is full, adding a key evicts another, so the
-// memory it holds is bounded whatever keys the requests name; an evicted
-// destination starts again from fresh state. The key evicted is one not
-// used since the previous eviction (a second chance, as the CLOCK
-// approximation of least recently used gives): a lookup marks its key
-// used, and an eviction clears the marks it passes. A destination in
-// constant use is never the one given up while others come and go.
+// short string (a host in its canonical spelling, or a key a caller's
+// function names). Lookups of a key already present take no lock and
+// allocate nothing. When the table is full, adding a key evicts another,
+// so the memory it holds is bounded whatever keys the requests name; an
+// evicted destination starts again from fresh state.
+//
+// The key evicted is chosen by CLOCK, an approximation of least recently
+// used: the keys sit on a ring in the order they were added, a lookup
+// marks its key used, and a hand that keeps its place from one eviction
+// to the next sweeps the ring, clearing the marks it passes, and evicts
+// the first key it finds unmarked; the new key takes that key's place,
+// just behind the hand. A key is evicted only when it has not been looked
+// up since it was added or since the hand last passed it, a full turn of
+// the ring before: a destination in steady use is not given up while
+// others come and go. The choice depends on the order of lookups alone.
+// Every mark a sweep clears was set by a lookup, so an insertion costs
+// amortised O(1); while lookups keep marking keys as it sweeps, a sweep
+// stops after two turns and evicts the key under the hand.
+//
+// Hosts are looked up by the spelling a request writes (scheme and host),
+// which is canonicalised only when first seen (see canonicalHost): a
+// second table, of twice the bound, remembers which destination each
+// spelling names, evicting as the first does.
 //
 // The zero value is an empty table; it must not be copied after first use.
 type destinations[T any] struct {
-	last atomic.Pointer[destination[T]]
-	m    sync.Map // string -> *destination[T]
-
-	mu sync.Mutex // protects n and every store to or delete from m
-	n  int        // the number of keys in m
+	keys      table[string, T]
+	spellings table[spelling, atomic.Pointer[entry[string, T]]]
 }
 
-// destination is one key's state.
-type destination[T any] struct {
-	key   string
-	used  atomic.Bool              // looked up since the last eviction passed it
-	spelt atomic.Pointer[spelling] // a request's spelling of the host the key canonicalises, once seen
-	state T
-}
-
-// spelling is a scheme and host as a request wrote them.
+// spelling is a scheme and host as a request writes them.
 type spelling struct{ scheme, host string }
-
-// touch marks e used, writing only when the mark is not already set, so
-// that a lookup of a hot key does not keep writing its cache line.
-func (e *destination[T]) touch() *T {
-	if !e.used.Load() {
-		e.used.Store(true)
-	}
-	return &e.state
-}
 
 // get returns key's state, creating it with init when key is new. max
 // bounds the number of keys; 0 or less means DefaultMaxDestinations.
 func (d *destinations[T]) get(key string, max int, init func(*T)) *T {
-	if e := d.last.Load(); e != nil && e.key == key {
-		return e.touch()
-	}
-	if v, ok := d.m.Load(key); ok {
-		e := v.(*destination[T])
-		d.last.Store(e)
-		return e.touch()
-	}
-	return d.add(key, max, init)
+	return &d.entry(key, max, init).val
 }
 
-// add stores a new key's state, evicting another key when the table is
-// full.
-func (d *destinations[T]) add(key string, max int, init func(*T)) *T {
-	if max <= 0 {
-		max = DefaultMaxDestinations
+func (d *destinations[T]) entry(key string, max int, init func(*T)) *entry[string, T] {
+	if e := d.keys.lookup(key); e != nil {
+		return e
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if v, ok := d.m.Load(key); ok { // added since the lookup
-		return &v.(*destination[T]).state
-	}
-	for d.n >= max {
-		d.evict()
-	}
-	e := &destination[T]{key: key}
-	if init != nil {
-		init(&e.state)
-	}
-	d.m.Store(key, e)
-	d.n++
-	d.last.Store(e)
-	return &e.state
+	// Cloned: the key may be part of a longer string, a request's URL.
+	return d.keys.add(strings.Clone(key), maxDestinations(max), init)
 }
 
-// evict removes one key not used since the last eviction passed it,
-// clearing the marks of those it passes; when every key is marked, a
-// second pass finds one the first cleared. d.mu must be held.
-func (d *destinations[T]) evict() {
-	for range 2 {
-		evicted := false
-		d.m.Range(func(k, v any) bool {
-			e := v.(*destination[T])
-			if e.used.Swap(false) {
-				return true
-			}
-			d.m.Delete(k)
-			d.n--
-			d.last.CompareAndSwap(e, nil)
-			evicted = true
-			return false
-		})
-		if evicted {
-			return
-		}
-	}
-	// Every key was used again while the passes ran: give up any one.
-	d.m.Range(func(k, v any) bool {
-		d.m.Delete(k)
-		d.n--
-		d.last.CompareAndSwap(v.(*destination[T]), nil)
-		return false
-	})
-}
-
-// getHost returns the state of req's host, keyed as hostKey names it.
-// When req spells its host as the last destination looked up was first
-// spelled, that destination is returned without canonicalising the host
-// again: the common case of one host, called the same way every time.
+// getHost returns the state of req's host, keyed as hostKey names it. A
+// spelling seen before finds its destination without canonicalising the
+// host again.
 func (d *destinations[T]) getHost(req *http.Request, max int, init func(*T)) *T {
 	scheme, host := requestHost(req)
-	if e := d.last.Load(); e != nil {
-		if sp := e.spelt.Load(); sp != nil && sp.host == host && sp.scheme == scheme {
-			return e.touch()
+	sp := spelling{scheme: scheme, host: host}
+	if s := d.spellings.lookup(sp); s != nil {
+		if e := s.val.Load(); e != nil && !e.gone.Load() {
+			return &e.touch().val
 		}
 	}
-	st := d.get(canonicalHost(scheme, host), max, init)
-	if e := d.last.Load(); e != nil && &e.state == st && e.spelt.Load() == nil {
-		// Cloned: the request's host may be part of a longer URL string.
-		e.spelt.CompareAndSwap(nil, &spelling{scheme: strings.Clone(scheme), host: strings.Clone(host)})
-	}
-	return st
+	return d.addSpelling(sp, max, init)
+}
+
+// addSpelling canonicalises a spelling not seen before, or whose
+// destination was evicted since, and remembers which destination it
+// names.
+func (d *destinations[T]) addSpelling(sp spelling, max int, init func(*T)) *T {
+	max = maxDestinations(max)
+	e := d.entry(canonicalHost(sp.scheme, sp.host), max, init)
+	sp = spelling{scheme: strings.Clone(sp.scheme), host: strings.Clone(sp.host)}
+	d.spellings.add(sp, max2(max), nil).val.Store(e)
+	return &e.val
 }
 
 // len returns the number of keys held, for tests.
-func (d *destinations[T]) len() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.n
+func (d *destinations[T]) len() int { return d.keys.len() }
+
+// maxDestinations returns the bound max names: DefaultMaxDestinations
+// when it is 0 or less.
+func maxDestinations(max int) int {
+	if max <= 0 {
+		return DefaultMaxDestinations
+	}
+	return max
+}
+
+// max2 returns twice max, the bound on the spellings remembered, without
+// overflowing.
+func max2(max int) int {
+	if max > int(^uint(0)>>2) {
+		return max
+	}
+	return 2 * max
+}
+
+// table is a bounded map from K to V, evicting by CLOCK as destinations
+// describes. The zero value is an empty table.
+type table[K comparable, V any] struct {
+	last atomic.Pointer[entry[K, V]] // the entry looked up last
+	m    sync.Map                    // K -> *entry[K, V]
+
+	mu   sync.Mutex     // protects ring and hand, and every store to or delete from m
+	ring []*entry[K, V] // the entries held, in the order the hand meets them
+	hand int            // the index in ring the next sweep starts at
+}
+
+// entry is one key's value in a table.
+type entry[K comparable, V any] struct {
+	key  K
+	used atomic.Bool // looked up since the hand last passed it
+	gone atomic.Bool // evicted
+	val  V
+}
+
+// touch marks e used, writing only when the mark is not already set, so
+// that a lookup of a hot key does not keep writing its cache line.
+func (e *entry[K, V]) touch() *entry[K, V] {
+	if !e.used.Load() {
+		e.used.Store(true)
+	}
+	return e
+}
+
+// lookup returns key's entry, marked used, or nil when key is not held.
+// It takes no lock and allocates nothing.
+func (t *table[K, V]) lookup(key K) *entry[K, V] {
+	if e := t.last.Load(); e != nil && e.key == key && !e.gone.Load() {
+		return e.touch()
+	}
+	if v, ok := t.m.Load(key); ok {
+		e := v.(*entry[K, V])
+		t.last.Store(e)
+		return e.touch()
+	}
+	return nil
+}
+
+// add returns key's entry, creating it with init when key is not held,
+// after evicting as many entries as it takes to hold at most max (at
+// least 1).
+func (t *table[K, V]) add(key K, max int, init func(*V)) *entry[K, V] {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if v, ok := t.m.Load(key); ok { // added since the lookup
+		return v.(*entry[K, V])
+	}
+	e := &entry[K, V]{key: key}
+	if init != nil {
+		init(&e.val)
+	}
+	for len(t.ring) > max { // the bound was lowered
+		t.remove(t.victim())
+	}
+	if len(t.ring) < max {
+		t.ring = append(t.ring, e)
+	} else {
+		i := t.victim()
+		t.drop(t.ring[i])
+		t.ring[i] = e
+		t.hand = (i + 1) % len(t.ring)
+	}
+	t.m.Store(key, e)
+	t.last.Store(e)
+	return e
+}
+
+// victim returns the index of the entry to evict: the first from the hand
+// on not used since the hand last passed it, the hand clearing the marks
+// of those it passes and stopping on it. While lookups keep marking
+// entries as it sweeps, it stops after two turns of the ring.
+func (t *table[K, V]) victim() int {
+	for range 2 * len(t.ring) {
+		e := t.ring[t.hand]
+		if !e.used.Load() {
+			break
+		}
+		e.used.Store(false)
+		t.hand = (t.hand + 1) % len(t.ring)
+	}
+	return t.hand
+}
+
+// remove evicts the entry at index i, moving the last entry into its
+// place.
+func (t *table[K, V]) remove(i int) {
+	t.drop(t.ring[i])
+	n := len(t.ring) - 1
+	t.ring[i] = t.ring[n]
+	t.ring[n] = nil
+	t.ring = t.ring[:n]
+	if t.hand >= n {
+		t.hand = 0
+	}
+}
+
+// drop deletes e from the map and marks it evicted.
+func (t *table[K, V]) drop(e *entry[K, V]) {
+	t.m.Delete(e.key)
+	e.gone.Store(true)
+}
+
+// len returns the number of entries held.
+func (t *table[K, V]) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.ring)
 }
 
 // hostKey names req's host as a destination: the URL's host (the Host
@@ -166,19 +239,94 @@ func requestHost(req *http.Request) (scheme, host string) {
 }
 
 // canonicalHost returns the one spelling of a host, with an optional
-// port, that every spelling of it shares: lower-case, since DNS names
-// compare without case (RFC 4343) and so do IPv6 hex digits; without the
-// scheme's default port (:80 for http, :443 for https, RFC 9110 §4.2) or
-// an empty one. It allocates only when host holds an upper-case letter.
+// port, that every spelling naming the same destination shares:
+//
+//   - a name lower-case, since DNS names compare without case (RFC
+//     4343), and without one trailing dot (the root: "api.test." is the
+//     fully qualified "api.test");
+//   - an IP address in brackets as net/netip writes it (lower-case hex,
+//     zeros compressed), and an IPv4 address, or an IPv4-mapped IPv6
+//     one (the dialer connects to the IPv4 address it maps), as dotted
+//     decimal without brackets;
+//   - the port as its decimal number without leading zeros (the dialer
+//     reads "080" as 80), and none when it is empty or the scheme's
+//     default (:80 for http, :443 for https, RFC 9110 §4.2).
+//
+// It allocates only when host is not already canonical.
 func canonicalHost(scheme, host string) string {
-	host = strings.ToLower(host)
+	name, port, hasPort := splitHostPort(host)
+	cname := canonicalName(name)
+	cport := canonicalPort(scheme, port)
+	keep := hasPort && cport != ""
 	switch {
-	case strings.HasSuffix(host, ":"):
-		host = host[:len(host)-1]
-	case strings.EqualFold(scheme, "http") && strings.HasSuffix(host, ":80"):
-		host = host[:len(host)-len(":80")]
-	case strings.EqualFold(scheme, "https") && strings.HasSuffix(host, ":443"):
-		host = host[:len(host)-len(":443")]
+	case cname == name && !keep:
+		return name
+	case cname == name && cport == port:
+		return host
+	case !keep:
+		return cname
 	}
-	return host
+	return cname + ":" + cport
+}
+
+// splitHostPort splits host at the colon before its port, when it has
+// one: the last colon, outside brackets.
+func splitHostPort(host string) (name, port string, hasPort bool) {
+	i := strings.LastIndexByte(host, ':')
+	if i < 0 || strings.LastIndexByte(host, ']') > i {
+		return host, "", false
+	}
+	return host[:i], host[i+1:], true
+}
+
+// canonicalName returns the canonical spelling of a host without its
+// port, as canonicalHost describes.
+func canonicalName(name string) string {
+	if len(name) > 2 && name[0] == '[' && name[len(name)-1] == ']' {
+		return canonicalIPLiteral(name)
+	}
+	return strings.ToLower(strings.TrimSuffix(name, "."))
+}
+
+// canonicalIPLiteral returns the canonical spelling of an address in
+// brackets: brackets and the address as net/netip writes it, or the
+// dotted decimal of an IPv4 address. Anything else in brackets is only
+// lower-cased.
+func canonicalIPLiteral(lit string) string {
+	inner := lit[1 : len(lit)-1]
+	a, err := netip.ParseAddr(inner)
+	if err != nil {
+		return strings.ToLower(lit)
+	}
+	a = a.Unmap()
+	var buf [64]byte
+	b := a.AppendTo(buf[:0])
+	switch {
+	case a.Is4():
+		return string(b)
+	case string(b) == inner:
+		return lit
+	}
+	return "[" + string(b) + "]"
+}
+
+// canonicalPort returns port as its decimal number without leading
+// zeros, or "" when it is empty or scheme's default. A port that is not
+// a number is returned as it is.
+func canonicalPort(scheme, port string) string {
+	if strings.TrimLeft(port, "0123456789") != "" {
+		return port
+	}
+	if port != "" {
+		port = strings.TrimLeft(port, "0")
+		if port == "" {
+			port = "0"
+		}
+	}
+	switch {
+	case port == "80" && strings.EqualFold(scheme, "http"),
+		port == "443" && strings.EqualFold(scheme, "https"):
+		return ""
+	}
+	return port
 }

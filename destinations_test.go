@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -27,6 +30,28 @@ func TestCanonicalHost(t *testing.T) {
 		{"https", "[::1]:443", "[::1]"},
 		{"", "api.test:80", "api.test:80"},
 		{"http", "", ""},
+		// The root's trailing dot, once.
+		{"http", "api.test.", "api.test"},
+		{"https", "API.test.:443", "api.test"},
+		{"http", "api.test.:8080", "api.test:8080"},
+		{"http", "1.2.3.4.", "1.2.3.4"},
+		// A port is its decimal number.
+		{"http", "api.test:080", "api.test"},
+		{"https", "api.test:000443", "api.test"},
+		{"http", "api.test:08080", "api.test:8080"},
+		{"http", "api.test:0", "api.test:0"},
+		{"http", "api.test:000", "api.test:0"},
+		{"http", "api.test:x1", "api.test:x1"},
+		// An address as net/netip writes it; IPv4, mapped or not, bare.
+		{"http", "[2001:db8:0:0:0:0:0:1]:8080", "[2001:db8::1]:8080"},
+		{"http", "[2001:0DB8::0001]", "[2001:db8::1]"},
+		{"https", "[0:0:0:0:0:0:0:1]:0443", "[::1]"},
+		{"http", "[::ffff:1.2.3.4]", "1.2.3.4"},
+		{"http", "[::FFFF:102:304]:8080", "1.2.3.4:8080"},
+		{"http", "[1.2.3.4]:80", "1.2.3.4"},
+		{"http", "[fe80::1%eth0]:8080", "[fe80::1%eth0]:8080"},
+		{"http", "[not-an-address]:8080", "[not-an-address]:8080"},
+		{"http", "[::1", "[::1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.scheme+" "+tt.host, func(t *testing.T) {
@@ -55,7 +80,7 @@ func TestHostKeyTakesHostWhenTheURLHasNone(t *testing.T) {
 // canonical form, or with only a default port to drop, costs no
 // allocation on the success path.
 func TestCanonicalHostAllocatesNothingWhenCanonical(t *testing.T) {
-	for _, host := range []string{"api.test", "api.test:443", "[::1]:8080"} {
+	for _, host := range []string{"api.test", "api.test:443", "[::1]:8080", "[2001:db8::1]", "1.2.3.4:8080", "api.test:8443"} {
 		if n := testing.AllocsPerRun(100, func() { canonicalHost("https", host) }); n != 0 {
 			t.Errorf("canonicalHost(%q): %v allocs; want 0", host, n)
 		}
@@ -123,8 +148,116 @@ func TestDestinationsGetHostBySpelling(t *testing.T) {
 			t.Fatalf("%d keys held; want at most 2", d.len())
 		}
 	}
-	_, held := d.m.Load("api.test")
+	_, held := d.keys.m.Load("api.test")
 	if got := get("http://API.test/"); !held && got == a {
 		t.Error("api.test, evicted, found through its old spelling")
+	}
+}
+
+// TestDestinationsGetHostByASpellingSeenBefore: a spelling that is not
+// canonical, seen once, finds its destination again without allocating,
+// after another spelling was looked up; the spellings remembered are
+// bounded, at twice the destinations.
+func TestDestinationsGetHostByASpellingSeenBefore(t *testing.T) {
+	var d destinations[int]
+	upper, _ := http.NewRequest("GET", "http://API.test.:080/", nil)
+	other, _ := http.NewRequest("GET", "http://api.test/", nil)
+	a := d.getHost(upper, 4, nil)
+	if got := d.getHost(other, 4, nil); got != a {
+		t.Fatal("http://api.test/: another state than http://API.test.:080/'s")
+	}
+	if !raceEnabled {
+		n := testing.AllocsPerRun(100, func() {
+			d.getHost(upper, 4, nil)
+			d.getHost(other, 4, nil)
+		})
+		if n != 0 {
+			t.Errorf("lookups by two spellings seen before allocate %v times; want 0", n)
+		}
+	}
+	for i := range 100 {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("http://API.test:%05d/", 80+i), nil)
+		d.getHost(req, 4, nil)
+		if n := d.spellings.len(); n > 8 {
+			t.Fatalf("%d spellings remembered; want at most 8", n)
+		}
+	}
+}
+
+// TestDestinationsEvictionDependsOnLookupsAlone: the key evicted is the
+// one CLOCK names, whatever the map's order: with keys a, b, c, d added
+// to a table of 4 and b and d looked up, e takes a's place; f takes c's,
+// the hand passing b and clearing its mark; g takes e's, the hand passing
+// d; h takes b's, whose mark the hand cleared a turn before.
+func TestDestinationsEvictionDependsOnLookupsAlone(t *testing.T) {
+	t.Parallel()
+	for range 20 {
+		var d destinations[int]
+		for _, k := range []string{"a", "b", "c", "d"} {
+			d.get(k, 4, nil)
+		}
+		d.get("b", 4, nil)
+		d.get("d", 4, nil)
+		for _, step := range []struct {
+			add  string
+			want []string
+		}{
+			{"e", []string{"b", "c", "d", "e"}},
+			{"f", []string{"b", "d", "e", "f"}},
+			{"g", []string{"b", "d", "f", "g"}},
+			{"h", []string{"d", "f", "g", "h"}},
+		} {
+			d.get(step.add, 4, nil)
+			var held []string
+			d.keys.m.Range(func(k, _ any) bool { held = append(held, k.(string)); return true })
+			slices.Sort(held)
+			if !slices.Equal(held, step.want) {
+				t.Fatalf("after adding %s: %v held; want %v", step.add, held, step.want)
+			}
+		}
+	}
+}
+
+// TestDestinationsBoundLowered: a table whose bound is lowered gives up
+// keys until it holds no more than the new bound.
+func TestDestinationsBoundLowered(t *testing.T) {
+	t.Parallel()
+	var d destinations[int]
+	for i := range 8 {
+		d.get(fmt.Sprint(i), 8, nil)
+	}
+	d.get("new", 3, nil)
+	if n := d.len(); n != 3 {
+		t.Errorf("%d keys held after the bound went from 8 to 3; want 3", n)
+	}
+	if _, ok := d.keys.m.Load("new"); !ok {
+		t.Error("the key added was not held")
+	}
+}
+
+// TestDestinationsConcurrentLookupsAndEvictions: lookups and evictions
+// from several goroutines at once keep the bound and find one state for
+// one key while it is held.
+func TestDestinationsConcurrentLookupsAndEvictions(t *testing.T) {
+	t.Parallel()
+	var d destinations[atomic.Int64]
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				req, _ := http.NewRequest("GET", fmt.Sprintf("http://H%d.test:0%d/", (i*7+g)%24, 80+i%2), nil)
+				d.getHost(req, 8, nil).Add(1)
+				d.get(fmt.Sprint(i%5), 8, nil)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := d.len(); n > 8 {
+		t.Errorf("%d keys held; want at most 8", n)
+	}
+	if n := d.spellings.len(); n > 16 {
+		t.Errorf("%d spellings held; want at most 16", n)
 	}
 }
