@@ -120,9 +120,10 @@ type Throttle struct {
 
 	// Key names a request's destination. It must return a short, bounded
 	// name (never a path or a query): each distinct key holds about a
-	// kilobyte of state. If nil, the request URL's host, lower-case and
-	// without the scheme's default port, so that every spelling of a
-	// host is one destination.
+	// kilobyte of state. If nil, the request URL's host in one canonical
+	// spelling (lower-case, without a trailing dot or the scheme's
+	// default port, an IP address as net/netip writes it), so that every
+	// spelling of a host is one destination.
 	Key func(req *http.Request) string
 
 	// MaxKeys bounds the destinations held; past it, one not used lately
