@@ -29,16 +29,19 @@ const maxQuotaNames = 4
 
 // quotaState is what a destination last said of its quotas, one slot per
 // quota name (X-RateLimit-Resource, or a RateLimit policy's name; "" for
-// an unnamed quota). A destination's first response is read; after that,
-// every response while the last one read carried rate-limit headers, and
-// every 429: a destination that sends none costs nothing per request.
+// an unnamed quota). Every response that carries rate-limit fields is
+// read, and every 429; a response without them costs three header
+// look-ups.
 //
-// With one quota held, each operation admitted takes one from its count.
-// With several, a request's quota is not known before its response names
-// it: an operation is refused only when every quota held is spent, and
-// takes from none.
+// The quotas one response announces together all apply to the request it
+// answered: they form a group, and a request drawing from the group is
+// refused while any one of them is spent. Quotas announced apart (GitHub's
+// core and search, named by X-RateLimit-Resource) are groups of their
+// own. Which group a request draws from is known only from its response:
+// an operation is refused only when every group held has a spent quota.
+// When every quota held is in one group, each operation admitted takes
+// one from each's count; with several groups, from none.
 type quotaState struct {
-	read  atomic.Bool  // read the next response's headers
 	until atomic.Int64 // nonzero while a quota may be held: the latest reset set, in Unix nanoseconds
 
 	mu    sync.Mutex // protects the slots' names, their assignment and renewal
@@ -47,12 +50,14 @@ type quotaState struct {
 
 // quotaSlot is one quota of a destination.
 type quotaSlot struct {
-	name     string       // protected by quotaState.mu
-	until    atomic.Int64 // when the window resets, in Unix nanoseconds; 0 when none is held
-	left     atomic.Int64 // requests the window admits before until
-	limit    atomic.Int64 // requests a window admits, announced or the most seen; 0 when not known
-	period   atomic.Int64 // a window's length in nanoseconds, announced or the longest reset seen; 0 when not known
-	inflight atomic.Int64 // operations admitted from left whose response has not been read
+	name      string        // protected by quotaState.mu
+	until     atomic.Int64  // when the window resets, in Unix nanoseconds; 0 when none is held
+	left      atomic.Int64  // requests the window admits before until
+	limit     atomic.Int64  // requests a window admits, announced or the most seen; 0 when not known
+	period    atomic.Int64  // a window's length in nanoseconds, announced or the longest reset seen; 0 when not known
+	inflight  atomic.Int64  // operations admitted from left whose response has not been read
+	group     atomic.Uint32 // the slots last announced with this one, itself included, one bit each
+	announced atomic.Bool   // a response announced this quota since its window began
 }
 
 // quotaSame is how far apart two announced resets may be and still name
@@ -80,33 +85,38 @@ func (q *quotaState) spent(now time.Time) (time.Time, bool) {
 	return reset, !ok
 }
 
-// spentNamed reports whether the quota named name is spent at now, and
-// its reset; held is false when no such quota is held.
+// spentNamed reports whether the group of the quota named name has a
+// spent quota at now, and when the group opens again; held is false when
+// no such quota is held.
 func (q *quotaState) spentNamed(name string, now time.Time) (reset time.Time, spent, held bool) {
+	i := -1
 	q.mu.Lock()
-	var s *quotaSlot
-	for i := range q.slots {
-		if q.slots[i].name == name && q.slots[i].until.Load() != 0 {
-			s = &q.slots[i]
+	for j := range q.slots {
+		if q.slots[j].name == name && q.slots[j].until.Load() != 0 {
+			i = j
 		}
 	}
 	q.mu.Unlock()
-	if s == nil {
+	if i < 0 {
 		return time.Time{}, false, false
 	}
-	until, ok := q.current(s, now)
-	if !ok {
+	v := q.view(now)
+	if v.held&(1<<i) == 0 {
 		return time.Time{}, false, false
 	}
-	return until, s.left.Load() <= 0, true
+	opens := v.opens(i)
+	return unixTime(opens), opens != 0, true
 }
 
 // refund gives back a request counted for an attempt that was then not
 // sent.
 func (q *quotaState) refund() {
-	if s := q.single(); s != nil {
-		s.left.Add(1)
-		decrementIfPositive(&s.inflight)
+	drawn := q.drawn()
+	for i := range q.slots {
+		if s := &q.slots[i]; drawn&(1<<i) != 0 {
+			s.left.Add(1)
+			decrementIfPositive(&s.inflight)
+		}
 	}
 }
 
@@ -114,24 +124,25 @@ func (q *quotaState) refund() {
 // (observe ends those that did), so that later responses are taken at
 // their word again.
 func (q *quotaState) unanswered() {
-	if s := q.single(); s != nil {
-		decrementIfPositive(&s.inflight)
+	drawn := q.drawn()
+	for i := range q.slots {
+		if drawn&(1<<i) != 0 {
+			decrementIfPositive(&q.slots[i].inflight)
+		}
 	}
 }
 
-// single returns the one quota held, nil when none or several are: only
-// a single quota counts requests in flight (see check).
-func (q *quotaState) single() *quotaSlot {
-	var held *quotaSlot
+// drawn returns the slots every request draws from, as held now, without
+// renewing any.
+func (q *quotaState) drawn() uint32 {
+	var v quotaView
 	for i := range q.slots {
-		if q.slots[i].until.Load() != 0 {
-			if held != nil {
-				return nil
-			}
-			held = &q.slots[i]
+		if s := &q.slots[i]; s.until.Load() != 0 {
+			v.held |= 1 << i
+			v.group[i] = s.group.Load()
 		}
 	}
-	return held
+	return v.drawn()
 }
 
 // check is admit, which takes a request when take is set, and spent; it
@@ -141,45 +152,145 @@ func (q *quotaState) check(now time.Time, take bool) (time.Time, bool, bool) {
 	if u == 0 {
 		return time.Time{}, true, false
 	}
-	var (
-		held  *quotaSlot
-		n     int
-		open  bool      // some quota held has requests left
-		reset time.Time // the earliest reset of a spent one
-	)
+	v := q.view(now)
+	if v.held == 0 {
+		// Every window has reset with nothing to renew: admit until a
+		// response says more.
+		q.until.CompareAndSwap(u, 0)
+		return time.Time{}, true, false
+	}
+	if drawn := v.drawn(); take && drawn != 0 {
+		return q.takeFrom(drawn)
+	}
+	reset, ok := v.open()
+	return unixTime(reset), ok, false
+}
+
+// view returns the quotas held at now, renewing those whose window has
+// reset (see current).
+func (q *quotaState) view(now time.Time) quotaView {
+	var v quotaView
 	for i := range q.slots {
 		s := &q.slots[i]
 		until, ok := q.current(s, now)
 		if !ok {
 			continue
 		}
-		n, held = n+1, s
-		if s.left.Load() > 0 {
-			open = true
-		} else if reset.IsZero() || until.Before(reset) {
-			reset = until
+		v.held |= 1 << i
+		v.until[i] = until.UnixNano()
+		v.left[i] = s.left.Load()
+		v.group[i] = s.group.Load()
+	}
+	return v
+}
+
+// takeFrom takes one request from each quota in drawn. When one is spent
+// it takes from none, and returns the latest reset of the spent ones.
+func (q *quotaState) takeFrom(drawn uint32) (reset time.Time, ok, counted bool) {
+	var taken uint32
+	var spent int64
+	for i := range q.slots {
+		s := &q.slots[i]
+		if drawn&(1<<i) == 0 {
+			continue
+		}
+		if s.left.Add(-1) < 0 {
+			s.left.Add(1)
+			spent = max(spent, s.until.Load())
+			continue
+		}
+		taken |= 1 << i
+	}
+	for i := range q.slots {
+		switch s := &q.slots[i]; {
+		case taken&(1<<i) == 0:
+		case spent != 0:
+			s.left.Add(1)
+		default:
+			s.inflight.Add(1)
 		}
 	}
-	switch {
-	case n == 0:
-		// Every window has reset with nothing to renew: admit until a
-		// response says more.
-		q.until.CompareAndSwap(u, 0)
-		return time.Time{}, true, false
-	case n == 1 && take:
-		return held.take(now)
-	case open:
-		return time.Time{}, true, false
+	if spent != 0 {
+		return unixTime(spent), false, false
 	}
-	return reset, false, false
+	return time.Time{}, true, taken != 0
+}
+
+// unixTime returns the time of Unix nanoseconds ns; the zero Time for 0.
+func unixTime(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// quotaView is the quotas of a destination held at one time: a slot's
+// bit in held, and its reset, count and group.
+type quotaView struct {
+	held  uint32
+	until [maxQuotaNames]int64
+	left  [maxQuotaNames]int64
+	group [maxQuotaNames]uint32
+}
+
+// groupOf returns the quotas held in slot i's group.
+func (v *quotaView) groupOf(i int) uint32 {
+	return (v.group[i] | 1<<i) & v.held
+}
+
+// opens returns when a request may draw from slot i's group: 0 when every
+// quota held in it has requests left, else the latest reset of its spent
+// ones.
+func (v *quotaView) opens(i int) int64 {
+	var at int64
+	g := v.groupOf(i)
+	for j := range maxQuotaNames {
+		if g&(1<<j) != 0 && v.left[j] <= 0 {
+			at = max(at, v.until[j])
+		}
+	}
+	return at
+}
+
+// open reports whether a request may go: some group held has every quota
+// with requests left. Else it returns when the first group opens.
+func (v *quotaView) open() (int64, bool) {
+	var first int64
+	for i := range maxQuotaNames {
+		if v.held&(1<<i) == 0 {
+			continue
+		}
+		at := v.opens(i)
+		if at == 0 {
+			return 0, true
+		}
+		if first == 0 || at < first {
+			first = at
+		}
+	}
+	return first, false
+}
+
+// drawn returns the quotas every request draws from: all those held when
+// they form one group, else none, since which group a request draws from
+// is known only from its response.
+func (v *quotaView) drawn() uint32 {
+	for i := range maxQuotaNames {
+		if v.held&(1<<i) != 0 && v.groupOf(i) != v.held {
+			return 0
+		}
+	}
+	return v.held
 }
 
 // current returns the reset of s's window at now, and whether s holds a
 // quota. A window that has reset is renewed with the quota's limit when
-// both the limit and the window's length are known and the destination
-// still sends rate-limit headers, so that the callers waiting for the
-// reset are admitted up to the quota, not all at once before any
-// response says what the new window holds.
+// both the limit and the window's length are known and a response
+// announced the quota during the window that ended, so that the callers
+// waiting for the reset are admitted up to the quota, not all at once
+// before any response says what the new window holds; a quota no
+// response announced for a whole window is dropped, as one the
+// destination no longer meters.
 func (q *quotaState) current(s *quotaSlot, now time.Time) (time.Time, bool) {
 	u := s.until.Load()
 	if u == 0 {
@@ -195,7 +306,7 @@ func (q *quotaState) current(s *quotaSlot, now time.Time) (time.Time, bool) {
 		return time.Unix(0, u), u != 0
 	}
 	limit, period := s.limit.Load(), s.period.Load()
-	if !q.read.Load() || limit <= 0 || period <= 0 {
+	if !s.announced.Load() || limit <= 0 || period <= 0 {
 		s.until.Store(0)
 		return time.Time{}, false
 	}
@@ -203,6 +314,7 @@ func (q *quotaState) current(s *quotaSlot, now time.Time) (time.Time, bool) {
 	// left before until: whoever sees the new window sees its count.
 	s.left.Store(limit)
 	s.inflight.Store(0)
+	s.announced.Store(false)
 	s.until.Store(next)
 	storeMax(&q.until, next)
 	return time.Unix(0, next), true
@@ -212,20 +324,6 @@ func (q *quotaState) current(s *quotaSlot, now time.Time) (time.Time, bool) {
 // of period that follow one ending at until ≤ now.
 func renewedReset(until, now, period int64) int64 {
 	return until + period*(1+(now-until)/period)
-}
-
-// take takes one request from s's window, ending at until.
-func (s *quotaSlot) take(now time.Time) (reset time.Time, ok, counted bool) {
-	until := time.Unix(0, s.until.Load())
-	if !now.Before(until) {
-		return time.Time{}, true, false // reset meanwhile
-	}
-	if s.left.Add(-1) < 0 {
-		s.left.Add(1)
-		return until, false, false
-	}
-	s.inflight.Add(1)
-	return until, true, true
 }
 
 // storeMax stores v in a unless a holds more.
@@ -238,29 +336,46 @@ func storeMax(a *atomic.Int64, v int64) {
 	}
 }
 
-// wants reports whether resp's headers should be read for the quota.
+// wants reports whether resp's headers should be read for the quota:
+// those of a 429, and of any response with rate-limit fields.
 func (q *quotaState) wants(resp *http.Response) bool {
-	return q.read.Load() || resp.StatusCode == http.StatusTooManyRequests
+	return resp.StatusCode == http.StatusTooManyRequests || hasRateLimitFields(resp.Header)
 }
 
-// observe reads what resp says of the quota.
+// observe reads what resp says of the quotas. Of several quotas the
+// response announces, a 429 spends the one ParseRateLimit returns, the
+// one with the least left; the others take the counts announced.
 func (q *quotaState) observe(resp *http.Response, now time.Time) {
-	rl, ok := ParseRateLimit(resp.Header, now)
-	if q.read.Load() != ok {
-		q.read.Store(ok)
-	}
+	set := parseRateLimits(resp.Header, now)
 	var ra time.Duration
 	hasRA := false
 	if resp.StatusCode == http.StatusTooManyRequests {
 		ra, hasRA = ParseRetryAfter(resp.Header, now)
 	}
-	a, ok := quotaAnnounced(rl, ok, resp.StatusCode, ra, hasRA)
-	if !ok {
-		return
-	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	s := q.slot(a.rl.Name)
+	var group uint32
+	for i := range max(set.n, 1) {
+		status := resp.StatusCode
+		if i > 0 {
+			status = http.StatusOK
+		}
+		if a, ok := quotaAnnounced(set.rl[i], i < set.n, status, ra, hasRA); ok {
+			group |= q.update(a, group, now)
+		}
+	}
+	for i := range q.slots {
+		if group&(1<<i) != 0 {
+			q.slots[i].group.Store(group)
+		}
+	}
+}
+
+// update keeps what a response announced of one quota, in a slot not in
+// taken, and returns that slot's bit. q.mu must be held.
+func (q *quotaState) update(a announcement, taken uint32, now time.Time) uint32 {
+	i := q.slot(a.rl.Name, taken)
+	s := &q.slots[i]
 	inflight := decrementIfPositive(&s.inflight)
 	until, left := quotaUpdate(a.rl, a.spent, s.until.Load(), s.left.Load(), inflight, now)
 	if a.paced {
@@ -271,33 +386,41 @@ func (q *quotaState) observe(resp *http.Response, now time.Time) {
 	}
 	s.left.Store(left)
 	s.until.Store(until)
+	s.announced.Store(true)
 	storeMax(&q.until, until)
+	return 1 << i
 }
 
-// slot returns the slot of the quota named name: its own, a free one, or
-// the one that resets first. q.mu must be held.
-func (q *quotaState) slot(name string) *quotaSlot {
-	var free, first *quotaSlot
+// slot returns the index of the slot of the quota named name: its own, a
+// free one, or the one that resets first, never one in taken. q.mu must
+// be held.
+func (q *quotaState) slot(name string, taken uint32) int {
+	free, first := -1, -1
 	for i := range q.slots {
 		s := &q.slots[i]
 		u := s.until.Load()
 		switch {
+		case taken&(1<<i) != 0:
 		case s.name == name && u != 0:
-			return s
-		case u == 0 && (free == nil || s.name == name):
-			free = s
-		case u != 0 && (first == nil || u < first.until.Load()):
-			first = s
+			return i
+		case u == 0 && (free < 0 || s.name == name):
+			free = i
+		case u != 0 && (first < 0 || u < q.slots[first].until.Load()):
+			first = i
 		}
 	}
-	if free == nil {
+	if free < 0 {
 		free = first
 	}
-	if free.name != name {
-		free.name = strings.Clone(name) // not the header's memory
-		free.limit.Store(0)
-		free.period.Store(0)
-		free.inflight.Store(0)
+	if s := &q.slots[free]; s.name != name {
+		s.name = strings.Clone(name) // not the header's memory
+		s.limit.Store(0)
+		s.period.Store(0)
+		s.inflight.Store(0)
+		for j := range q.slots {
+			q.slots[j].group.And(^uint32(1 << free))
+		}
+		s.group.Store(1 << free)
 	}
 	return free
 }

@@ -19,7 +19,6 @@ func TestQuotaNamedAllSpentRefuses(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1000, 0)
 	var q quotaState
-	q.read.Store(true)
 	observeAt(&q, 200, http.Header{"Ratelimit": {`"core";r=0;t=60`}}, now)
 	observeAt(&q, 200, http.Header{"Ratelimit": {`"search";r=3;t=30`}}, now)
 	if _, ok := q.admit(now); !ok {
@@ -45,7 +44,6 @@ func TestQuotaNamesAreBounded(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1000, 0)
 	var q quotaState
-	q.read.Store(true)
 	for i := range 3 * maxQuotaNames {
 		observeAt(&q, 200, http.Header{"Ratelimit": {fmt.Sprintf(`"n%d";r=5;t=%d`, i, 10+i)}}, now)
 	}
@@ -65,33 +63,40 @@ func TestQuotaNamesAreBounded(t *testing.T) {
 	}
 }
 
-// TestQuotaResetRenewsOnlyWhileHeadersCome: a window that resets is
-// renewed with the quota's size while the destination sends rate-limit
-// headers; once a response comes without them, the reset admits every
-// operation until a response says more.
-func TestQuotaResetRenewsOnlyWhileHeadersCome(t *testing.T) {
+// TestQuotaResetRenewsOnlyWhileAnnounced: a window that resets is renewed
+// with the quota's size when a response announced the quota during the
+// window that ended, whatever responses without rate-limit headers came
+// between; a quota no response announced for a whole window is dropped,
+// and the next reset admits every operation until a response says more.
+func TestQuotaResetRenewsOnlyWhileAnnounced(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1000, 0)
 	h := http.Header{"Ratelimit": {`"default";r=0;t=1`}, "Ratelimit-Policy": {`"default";q=3;w=1`}}
+	admitted := func(q *quotaState, at time.Duration) int {
+		n := 0
+		for range 10 {
+			if _, ok := q.admit(now.Add(at)); ok {
+				n++
+			}
+		}
+		return n
+	}
 	for _, headersStop := range []bool{false, true} {
 		var q quotaState
-		q.read.Store(true)
 		observeAt(&q, 200, h, now)
-		if headersStop {
-			observeAt(&q, 200, http.Header{}, now)
+		observeAt(&q, 404, http.Header{}, now.Add(500*time.Millisecond))
+		if n := admitted(&q, 1500*time.Millisecond); n != 3 {
+			t.Errorf("headers stopped %v: %d of 10 admitted at the first reset; want 3", headersStop, n)
 		}
-		admitted := 0
-		for range 10 {
-			if _, ok := q.admit(now.Add(1500 * time.Millisecond)); ok {
-				admitted++
-			}
+		if !headersStop {
+			observeAt(&q, 200, h, now.Add(1600*time.Millisecond))
 		}
 		want := 3
 		if headersStop {
 			want = 10
 		}
-		if admitted != want {
-			t.Errorf("headers stopped %v: %d of 10 admitted at the reset; want %d", headersStop, admitted, want)
+		if n := admitted(&q, 2500*time.Millisecond); n != want {
+			t.Errorf("headers stopped %v: %d of 10 admitted at the second reset; want %d", headersStop, n, want)
 		}
 	}
 }

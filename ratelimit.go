@@ -58,10 +58,11 @@ const (
 //     §5.3). Of several policies, the one with the least remaining
 //     counts (the longest reset among those with the same); a member
 //     without a valid r is skipped. A parameter given twice takes its
-//     last value (RFC 9651 §4.2.3.2), and a quoted name may hold escaped
-//     quotes. A policy without t takes the window w of the
-//     RateLimit-Policy member of the same name, when there is one, as its
-//     reset; that member's q and w give Limit and Window. The earlier
+//     last value (RFC 9651 §4.2.3.2); a quoted name, or a String
+//     parameter, may hold escaped quotes, commas and semicolons. A policy
+//     without t takes the window w of the RateLimit-Policy member of the
+//     same name, when there is one, as its reset; that member's q and w
+//     give Limit and Window. The earlier
 //     drafts' dictionary form (`limit=100, remaining=0, reset=30`) is read
 //     too, when the field's first member is a key=value pair.
 //   - RateLimit-Remaining with RateLimit-Reset (and RateLimit-Limit), the
@@ -79,15 +80,80 @@ const (
 // (RateLimit{}, false); a missing or invalid reset gives HasReset false.
 // ParseRateLimit reads no clock: now is the time the response arrived.
 func ParseRateLimit(h http.Header, now time.Time) (RateLimit, bool) {
+	set := parseRateLimits(h, now)
+	return set.rl[0], set.n > 0
+}
+
+// hasRateLimitFields reports whether h holds a field a quota is read
+// from: three look-ups, no parsing, so that a response without them costs
+// next to nothing.
+func hasRateLimitFields(h http.Header) bool {
+	return len(h["Ratelimit"]) > 0 || len(h["Ratelimit-Remaining"]) > 0 || len(h["X-Ratelimit-Remaining"]) > 0
+}
+
+// rateLimits is every quota one response announces, each applying to the
+// request it answers: at most maxQuotaNames, one per name, the one
+// ParseRateLimit returns first, then the others by the same order.
+type rateLimits struct {
+	n  int
+	rl [maxQuotaNames]RateLimit
+}
+
+// oneRateLimit returns the set of rl alone.
+func oneRateLimit(rl RateLimit) rateLimits {
+	return rateLimits{n: 1, rl: [maxQuotaNames]RateLimit{rl}}
+}
+
+// tighter reports whether the quota a binds before b: less remaining, or
+// as much for longer.
+func tighter(a, b RateLimit) bool {
+	return a.Remaining < b.Remaining || (a.Remaining == b.Remaining && a.Reset > b.Reset)
+}
+
+// add adds p to the set: in its place by tighter, after those as tight;
+// of two of the same name, the tighter is kept; past maxQuotaNames, the
+// least tight is dropped.
+func (s *rateLimits) add(p RateLimit) {
+	for i := range s.n {
+		if s.rl[i].Name == p.Name {
+			if !tighter(p, s.rl[i]) {
+				return
+			}
+			copy(s.rl[i:], s.rl[i+1:s.n])
+			s.n--
+			break
+		}
+	}
+	i := s.n
+	if i == len(s.rl) {
+		if !tighter(p, s.rl[i-1]) {
+			return
+		}
+		i--
+	} else {
+		s.n++
+	}
+	for ; i > 0 && tighter(p, s.rl[i-1]); i-- {
+		s.rl[i] = s.rl[i-1]
+	}
+	s.rl[i] = p
+}
+
+// parseRateLimits reads every quota h announces, as ParseRateLimit
+// describes.
+func parseRateLimits(h http.Header, now time.Time) rateLimits {
 	if v := h["Ratelimit"]; len(v) > 0 {
-		if rl, ok := parseRateLimitField(v, h["Ratelimit-Policy"]); ok {
-			return rl, true
+		if set := parseRateLimitField(v, h["Ratelimit-Policy"]); set.n > 0 {
+			return set
 		}
 	}
 	if rl, ok := parseRateLimitPair(h, draftFields, now); ok {
-		return rl, true
+		return oneRateLimit(rl)
 	}
-	return parseRateLimitPair(h, xFields, now)
+	if rl, ok := parseRateLimitPair(h, xFields, now); ok {
+		return oneRateLimit(rl)
+	}
+	return rateLimits{}
 }
 
 // rateLimitFields names the separate fields of one form; with epoch, a
@@ -155,28 +221,22 @@ func resetDelay(secs int64, h http.Header, now time.Time, epoch bool) time.Durat
 
 // parseRateLimitField reads the RateLimit field's lines: the structured
 // list of policies, or the earlier dictionary form.
-func parseRateLimitField(lines, policies []string) (RateLimit, bool) {
-	var (
-		rl    RateLimit
-		found bool
-	)
+func parseRateLimitField(lines, policies []string) rateLimits {
+	var set rateLimits
 	for i, m := range listMembers(lines) {
 		if i == 0 && isDictMember(m) {
 			// The earlier drafts' dictionary: "remaining=0, reset=30"
 			// or "limit=100, remaining=0, reset=30".
-			return parseRateLimitDict(lines)
+			if rl, ok := parseRateLimitDict(lines); ok {
+				return oneRateLimit(rl)
+			}
+			return set
 		}
-		p, ok := policyQuota(m, policies)
-		if ok && (!found || p.Remaining < rl.Remaining || (p.Remaining == rl.Remaining && p.Reset > rl.Reset)) {
-			rl, found = p, true
+		if p, ok := policyQuota(m, policies); ok {
+			set.add(p)
 		}
 	}
-	if found {
-		q, w := policyLimits(policies, rl.Name)
-		rl.Limit, rl.Window = q, resetDelay(w, nil, time.Time{}, false)
-		rl.Name = quotaName(rl.Name)
-	}
-	return rl, found
+	return set
 }
 
 // isDictMember reports whether a list member is a key=value pair of the
@@ -187,19 +247,20 @@ func isDictMember(m string) bool {
 }
 
 // policyQuota reads one RateLimit member: its r, and its t or else the
-// window w of the RateLimit-Policy member of the same name. ok is false
-// for a member without a valid r.
+// window w of the RateLimit-Policy member of the same name, whose q and w
+// give Limit and Window. ok is false for a member without a valid r.
 func policyQuota(m string, policies []string) (RateLimit, bool) {
 	name, params := sfItem(m)
 	r, ok := sfParam(params, "r")
 	if !ok {
 		return RateLimit{}, false
 	}
-	rl := RateLimit{Remaining: r, Name: name}
+	q, w := policyLimits(policies, name)
+	rl := RateLimit{Remaining: r, Name: quotaName(name), Limit: q, Window: resetDelay(w, nil, time.Time{}, false)}
 	if t, ok := sfParam(params, "t"); ok {
 		rl.Reset, rl.HasReset = resetDelay(t, nil, time.Time{}, false), true
-	} else if _, w := policyLimits(policies, name); w > 0 {
-		rl.Reset, rl.HasReset = resetDelay(w, nil, time.Time{}, false), true
+	} else if w > 0 {
+		rl.Reset, rl.HasReset = rl.Window, true
 	}
 	return rl, true
 }
@@ -262,9 +323,16 @@ func listMembers(lines []string) func(yield func(int, string) bool) {
 	}
 }
 
-// splitMembers yields the comma-separated members of a list, trimmed,
-// ignoring commas inside quoted strings.
+// splitMembers yields the comma-separated members of a list, trimmed.
 func splitMembers(v string) func(yield func(int, string) bool) {
+	return splitOutsideStrings(v, ',')
+}
+
+// splitOutsideStrings yields the parts of v between the separators sep,
+// trimmed and not empty, ignoring a sep inside a quoted string: a String
+// runs from a quote to the next quote not escaped by a backslash (RFC
+// 9651 §3.3.3).
+func splitOutsideStrings(v string, sep byte) func(yield func(int, string) bool) {
 	return func(yield func(int, string) bool) {
 		n, start, quoted := 0, 0, false
 		for i := 0; i <= len(v); i++ {
@@ -276,7 +344,7 @@ func splitMembers(v string) func(yield func(int, string) bool) {
 				case c == '\\' && quoted:
 					i++
 					continue
-				case c != ',' || quoted:
+				case c != sep || quoted:
 					continue
 				}
 			}
@@ -313,10 +381,11 @@ func sfItem(m string) (name, params string) {
 
 // sfParam returns the Integer value of the parameter key in params. A
 // parameter given twice takes its last value (RFC 9651 §4.2.3.2), even
-// when that one is not an Integer.
+// when that one is not an Integer; a ";" inside a String value does not
+// end it.
 func sfParam(params, key string) (n int64, ok bool) {
-	for p := range strings.SplitSeq(params, ";") {
-		k, v, _ := strings.Cut(strings.Trim(p, " \t"), "=")
+	for _, p := range splitOutsideStrings(params, ';') {
+		k, v, _ := strings.Cut(p, "=")
 		if k == key {
 			// A bare key is Boolean true: not an Integer.
 			n, ok = parseSFInteger(v)
