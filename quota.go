@@ -29,9 +29,12 @@ const maxQuotaNames = 4
 
 // quotaState is what a destination last said of its quotas, one slot per
 // quota name (X-RateLimit-Resource, or a RateLimit policy's name; "" for
-// an unnamed quota). Every response that carries rate-limit fields is
-// read, and every 429; a response without them costs three header
-// look-ups.
+// an unnamed quota). Every 429 is read, and, while a quota is held, every
+// response; with none held, a destination's first response is, and each
+// next one while the last one read carried rate-limit fields. A
+// destination that sends none costs two atomic loads per request and no
+// header look-up, and a response without fields (a 404 from a route the
+// gateway does not meter) stops nothing while a quota is held.
 //
 // The quotas one response announces together all apply to the request it
 // answered: they form a group, and a request drawing from the group is
@@ -42,6 +45,7 @@ const maxQuotaNames = 4
 // When every quota held is in one group, each operation admitted takes
 // one from each's count; with several groups, from none.
 type quotaState struct {
+	read  atomic.Bool  // the last response read carried rate-limit fields; see wants
 	until atomic.Int64 // nonzero while a quota may be held: the latest reset set, in Unix nanoseconds
 
 	mu    sync.Mutex // protects the slots' names, their assignment and renewal
@@ -336,10 +340,11 @@ func storeMax(a *atomic.Int64, v int64) {
 	}
 }
 
-// wants reports whether resp's headers should be read for the quota:
-// those of a 429, and of any response with rate-limit fields.
+// wants reports whether resp's headers should be read for the quota, as
+// quotaState describes: a 429's; any while a quota is held; else when the
+// last response read carried rate-limit fields.
 func (q *quotaState) wants(resp *http.Response) bool {
-	return resp.StatusCode == http.StatusTooManyRequests || hasRateLimitFields(resp.Header)
+	return resp.StatusCode == http.StatusTooManyRequests || q.until.Load() != 0 || q.read.Load()
 }
 
 // observe reads what resp says of the quotas. Of several quotas the
@@ -347,6 +352,9 @@ func (q *quotaState) wants(resp *http.Response) bool {
 // one with the least left; the others take the counts announced.
 func (q *quotaState) observe(resp *http.Response, now time.Time) {
 	set := parseRateLimits(resp.Header, now)
+	if has := set.n > 0; q.read.Load() != has {
+		q.read.Store(has)
+	}
 	var ra time.Duration
 	hasRA := false
 	if resp.StatusCode == http.StatusTooManyRequests {

@@ -84,13 +84,6 @@ func ParseRateLimit(h http.Header, now time.Time) (RateLimit, bool) {
 	return set.rl[0], set.n > 0
 }
 
-// hasRateLimitFields reports whether h holds a field a quota is read
-// from: three look-ups, no parsing, so that a response without them costs
-// next to nothing.
-func hasRateLimitFields(h http.Header) bool {
-	return len(h["Ratelimit"]) > 0 || len(h["Ratelimit-Remaining"]) > 0 || len(h["X-Ratelimit-Remaining"]) > 0
-}
-
 // rateLimits is every quota one response announces, each applying to the
 // request it answers: at most maxQuotaNames, one per name, the one
 // ParseRateLimit returns first, then the others by the same order.

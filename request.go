@@ -15,7 +15,8 @@ import (
 // request may be repeated.
 func (op *operation) prepare() error {
 	req, t := op.req, op.t
-	if req.Body == nil || req.Body == http.NoBody {
+	if !op.ownsBody {
+		// begin found no body to own: none, or http.NoBody.
 		op.body = bodyNone
 	} else if req.GetBody != nil {
 		op.body = bodyGetBody

@@ -202,9 +202,9 @@ func (th *Throttle) dest(req *http.Request) *throttleState {
 	return th.dests.get(th.Key(req), th.MaxKeys, initThrottleState)
 }
 
-// initThrottleState prepares a new destination's state: the zero state
-// is one with no known quota that has signalled nothing.
-func initThrottleState(*throttleState) {}
+// initThrottleState prepares a new destination's state: its first
+// response is read for a quota.
+func initThrottleState(s *throttleState) { s.quota.read.Store(true) }
 
 // rejectProbability is the probability with which the throttle refuses
 // an operation, given the requests and accepts counted in the window: the
@@ -383,7 +383,8 @@ const pendingFold = 64
 
 // record counts an attempt's result, accepted or an overload signal,
 // and reads what its response says of the quota. A response below 429
-// without rate-limit fields from a cold destination is only counted.
+// from a cold destination that the quota does not want read (see
+// quotaState) is only counted.
 func (th *Throttle) record(s *throttleState, resp *http.Response, err error, clock clockwork.Clock) {
 	if err == nil && resp.StatusCode < http.StatusTooManyRequests && !s.hot.Load() && !s.quota.wants(resp) {
 		th.count(s, clock)
