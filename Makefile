@@ -81,24 +81,16 @@ deps:
 vet:
 	@for m in $(MODULES); do echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...) || exit 1; done
 
-## cross: every module for each of CROSS_GOOS, so that files for other
-## platforms (classify_windows.go) keep building and their tests keep
-## compiling. The released modules are vetted, which type-checks them and
-## compiles their dependencies for that platform. bench and the example
-## modules hold no platform-specific file, and vetting them would compile
-## every SDK (Kubernetes' API types above all) and the plotting library
-## once more per platform, minutes from a cold cache: for them
-## `go list -deps -test` checks that each of their packages (named one by
-## one, so that one without files for the platform is an error, not
-## skipped) and of their dependencies, tests included, has files for the
-## platform and that every import resolves; make vet and make examples vet
-## their code for this platform.
 ## cross: go vet for Windows and macOS of the modules with files for some
 ## platforms only (CROSS_MODULES); the other released modules are the
 ## same code on every platform, and the step fails when one of them gains
 ## such a file (a _windows.go, _unix.go, … name or a //go:build line), so
-## that it is added to CROSS_MODULES. bench and the examples are checked
-## to resolve their imports there.
+## that it is added to CROSS_MODULES. bench and the examples hold no such
+## file, and vetting them would compile every SDK once more per platform:
+## `go list -deps -test` checks that each of their packages and
+## dependencies, tests included, has files for the platform and that every
+## import resolves; make vet and make examples vet their code for this
+## platform.
 CROSS_GOOS := windows darwin
 CROSS_MODULES := . contrib/redisretry
 PLATFORMS := aix|android|darwin|dragonfly|freebsd|hurd|illumos|ios|js|linux|netbsd|openbsd|plan9|solaris|wasip1|windows|unix|other
