@@ -409,18 +409,18 @@ func (th *Throttle) count(s *throttleState, clock clockwork.Clock) {
 	s.sync(th, now)
 }
 
-// recordSent counts an attempt that was sent and has no answer to count,
-// a hedge the operation canceled when another won: a request, not an
-// accept. A cold destination, which refuses nothing, counts only accepts.
-func (th *Throttle) recordSent(s *throttleState, clock clockwork.Clock) {
+// accept counts an accepted attempt: in pending while s is cold, in the
+// window while it is hot.
+func (th *Throttle) accept(s *throttleState, clock clockwork.Clock) {
 	if !s.hot.Load() {
+		th.count(s, clock)
 		return
 	}
 	now := clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sync(th, now)
-	s.w.add(1, 0)
+	s.w.add(1, 1)
 }
 
 // recordSlow is record for any other result.
@@ -428,24 +428,17 @@ func (th *Throttle) recordSlow(s *throttleState, resp *http.Response, err error,
 	if resp != nil && !th.IgnoreQuota && s.quota.wants(resp) {
 		s.quota.observe(resp, clock.Now())
 	}
-	signal := overloadSignal(resp, err)
-	if !signal && !s.hot.Load() {
-		th.count(s, clock)
+	if !overloadSignal(resp, err) {
+		th.accept(s, clock)
 		return
 	}
 	now := clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if signal {
-		s.hot.Store(true)
-		s.lastSignal = now
-	}
+	s.hot.Store(true)
+	s.lastSignal = now
 	s.sync(th, now)
-	if signal {
-		s.w.add(1, 0)
-	} else {
-		s.w.add(1, 1)
-	}
+	s.w.add(1, 0)
 }
 
 // sync moves s's window to now and folds the pending accepts into it;
@@ -658,9 +651,11 @@ func (op *operation) recordAt(resp *http.Response, err error) {
 }
 
 // recordLoser tells the Throttle how a hedged attempt that lost went. A
-// loser the operation canceled was sent, so it counts as a request, and
-// as nothing else: its cancel says nothing of the server. A loser that
-// had its answer first counts as any attempt does.
+// loser the operation canceled was sent and signalled no overload: it
+// counts as a request and an accept, as the definition of an accept has
+// it. Counted as a request alone, the hedges of a healthy destination
+// would look like refusals, and would keep it refused for good. A loser
+// that had its answer first counts as any attempt does.
 func (op *operation) recordLoser(a *attempt) {
 	if op.dest == nil {
 		return
@@ -671,6 +666,6 @@ func (op *operation) recordLoser(a *attempt) {
 	}
 	op.dest.quota.unanswered()
 	if !a.unsent {
-		op.t.Throttle.recordSent(op.dest, op.clock)
+		op.t.Throttle.accept(op.dest, op.clock)
 	}
 }
