@@ -53,6 +53,7 @@ func (d *destinations[T]) get(key string, max int, init func(*T)) *T {
 }
 
 func (d *destinations[T]) entry(key string, max int, init func(*T)) *entry[string, T] {
+	key = boundKey(key)
 	if e := d.keys.lookup(key); e != nil {
 		return e
 	}
@@ -65,6 +66,10 @@ func (d *destinations[T]) entry(key string, max int, init func(*T)) *entry[strin
 // host again.
 func (d *destinations[T]) getHost(req *http.Request, max int, init func(*T)) *T {
 	scheme, host := requestHost(req)
+	if len(scheme)+len(host) > maxKeyLen {
+		// No host name is this long: its spelling is not remembered.
+		return d.get(canonicalHost(scheme, host), max, init)
+	}
 	sp := spelling{scheme: scheme, host: host}
 	if s := d.spellings.lookup(sp); s != nil {
 		if e := s.val.Load(); e != nil && !e.gone.Load() {
@@ -220,9 +225,25 @@ func (t *table[K, V]) len() int {
 }
 
 // hostKey names req's host as a destination: the URL's host (the Host
-// field when the URL has none), canonical as canonicalHost makes it.
+// field when the URL has none), canonical as canonicalHost makes it, and
+// bounded as boundKey bounds it.
 func hostKey(req *http.Request) string {
-	return canonicalHost(requestHost(req))
+	return boundKey(canonicalHost(requestHost(req)))
+}
+
+// maxKeyLen bounds the bytes of a destination's name that are kept, so
+// that the memory a table of destinations holds is bounded whatever the
+// requests name: a host name has at most 253 bytes, and a longer key
+// (which no host name makes, and a Key function must not) is cut to its
+// first maxKeyLen bytes. Keys that share those bytes share a destination.
+const maxKeyLen = 300
+
+// boundKey returns key cut to maxKeyLen bytes.
+func boundKey(key string) string {
+	if len(key) > maxKeyLen {
+		return key[:maxKeyLen]
+	}
+	return key
 }
 
 // requestHost returns req's scheme and host as it spells them: the URL's

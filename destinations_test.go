@@ -3,8 +3,10 @@ package httpretry
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -259,5 +261,31 @@ func TestDestinationsConcurrentLookupsAndEvictions(t *testing.T) {
 	}
 	if n := d.spellings.len(); n > 16 {
 		t.Errorf("%d spellings held; want at most 16", n)
+	}
+}
+
+// TestDestinationsBoundKeyLength: no host name is longer than 253 bytes;
+// a longer name is kept only as its first maxKeyLen bytes, and its
+// spelling is not remembered, so that what a table holds is bounded
+// whatever the requests name.
+func TestDestinationsBoundKeyLength(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("a", 1000)
+	var d destinations[int]
+	for i, host := range []string{"x" + long, "x" + long + "b", "y" + long} {
+		req := httptest.NewRequest("GET", "http://"+host+"/", nil)
+		*d.getHost(req, 0, nil) += i + 1
+		if k := hostKey(req); len(k) != maxKeyLen {
+			t.Errorf("hostKey of a %d-byte host: %d bytes; want %d", len(host), len(k), maxKeyLen)
+		}
+	}
+	if got := d.len(); got != 2 {
+		t.Errorf("%d destinations for two hosts that share their first %d bytes and one that does not; want 2", got, maxKeyLen)
+	}
+	if got := *d.getHost(httptest.NewRequest("GET", "http://x"+long+"/", nil), 0, nil); got != 1+2 {
+		t.Errorf("the shared destination holds %d; want 3", got)
+	}
+	if got := d.spellings.len(); got != 0 {
+		t.Errorf("%d spellings of over-long hosts remembered; want 0", got)
 	}
 }

@@ -3,6 +3,7 @@ package httpretry
 import (
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,7 +80,7 @@ func (s *latencySet) lookup(key string) *latencyDist {
 		return s.other
 	}
 	d = newLatencyDist()
-	s.keys[key] = d
+	s.keys[strings.Clone(key)] = d // the key may be part of a request's URL
 	return d
 }
 

@@ -120,7 +120,7 @@ type Throttle struct {
 
 	// Key names a request's destination. It must return a short, bounded
 	// name (never a path or a query): each distinct key holds about a
-	// kilobyte of state. If nil, the request URL's host in one canonical
+	// kilobyte of state, and only its first 300 bytes are kept. If nil, the request URL's host in one canonical
 	// spelling (lower-case, without a trailing dot or the scheme's
 	// default port, an IP address as net/netip writes it), so that every
 	// spelling of a host is one destination.
