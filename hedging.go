@@ -227,7 +227,7 @@ func (l *LearnedTimeout) minSamples() int {
 // latencyKey names the distribution req's latencies belong to.
 func (t *Transport) latencyKey(req *http.Request) string {
 	if h := t.Hedging; h != nil && h.Key != nil {
-		return h.Key(req)
+		return boundKey(h.Key(req))
 	}
 	return hostKey(req)
 }
