@@ -57,6 +57,7 @@ type quotaSlot struct {
 	name      string        // protected by quotaState.mu
 	until     atomic.Int64  // when the window resets, in Unix nanoseconds; 0 when none is held
 	left      atomic.Int64  // requests the window admits before until
+	low       atomic.Int64  // the least count a response announced in the window: the server's count
 	limit     atomic.Int64  // requests a window admits, announced or the most seen; 0 when not known
 	period    atomic.Int64  // a window's length in nanoseconds, announced or the longest reset seen; 0 when not known
 	inflight  atomic.Int64  // operations admitted from left whose response has not been read
@@ -317,6 +318,7 @@ func (q *quotaState) current(s *quotaSlot, now time.Time) (time.Time, bool) {
 	next := renewedReset(u, now.UnixNano(), period)
 	// left before until: whoever sees the new window sees its count.
 	s.left.Store(limit)
+	s.low.Store(limit)
 	s.inflight.Store(0)
 	s.announced.Store(false)
 	s.until.Store(next)
@@ -385,7 +387,8 @@ func (q *quotaState) update(a announcement, taken uint32, now time.Time) uint32 
 	i := q.slot(a.rl.Name, taken)
 	s := &q.slots[i]
 	inflight := decrementIfPositive(&s.inflight)
-	until, left := quotaUpdate(a.rl, a.spent, s.until.Load(), s.left.Load(), inflight, now)
+	held := heldQuota{until: s.until.Load(), left: s.left.Load(), low: s.low.Load(), inflight: inflight, period: s.period.Load()}
+	until, left, low := quotaUpdate(a.rl, a.spent, held, now)
 	if a.paced {
 		// A window's count says how large the quota is and how long
 		// its window lasts, when the headers do not.
@@ -393,6 +396,7 @@ func (q *quotaState) update(a announcement, taken uint32, now time.Time) uint32 
 		s.period.Store(periodOf(a.rl, s.period.Load()))
 	}
 	s.left.Store(left)
+	s.low.Store(low)
 	s.until.Store(until)
 	s.announced.Store(true)
 	storeMax(&q.until, until)
@@ -477,31 +481,51 @@ func quotaAnnounced(rl RateLimit, ok bool, status int, ra time.Duration, hasRA b
 	return announcement{}, false
 }
 
+// heldQuota is what a destination holds of one quota, for quotaUpdate:
+// its window's reset (0 for none), the requests left in it here, the
+// least count a response announced in it, the operations still in flight
+// that took from it, and the window's length when known.
+type heldQuota struct {
+	until, left, low, inflight, period int64
+}
+
 // quotaUpdate decides the quota to keep after a response announced rl,
-// given the one known (until, left; until 0 for none) and the operations
-// still in flight that took from it: within the same window, the server's
-// count is the truth when nothing is in flight, and otherwise the
-// smaller of it and the local count holds, since requests admitted after
-// the server counted are still on their way; a new window takes the
-// server's count; spent, nothing is left.
-func quotaUpdate(rl RateLimit, spent bool, until, left, inflight int64, now time.Time) (newUntil, newLeft int64) {
+// given the one held: the window's reset, the count here and the
+// server's count, the least announced in the window. Within one window
+// the server's count never rises: an answer with more left than one
+// already read was counted before it and arrived late, and says nothing
+// new. So the server's count is the least announced; with nothing in
+// flight it is the count here (a server may not count some requests),
+// and otherwise the smaller of it and the count here holds, since
+// requests admitted after the server counted are still on their way. An
+// answer for a new window takes the server's count; spent, nothing is
+// left.
+func quotaUpdate(rl RateLimit, spent bool, q heldQuota, now time.Time) (until, left, low int64) {
 	remaining := rl.Remaining
 	if spent {
 		remaining = 0
 	}
 	next := now.Add(rl.Reset).UnixNano()
-	// A later reset with more left at the server than here and in
-	// flight: the server's window is a newer one than the one held,
-	// however close their resets, which resets in whole seconds cannot
-	// tell apart for windows of a second or two.
-	newer := next > until && remaining > max(left, 0)+inflight
-	if until == 0 || absDuration(time.Duration(next-until)) > quotaSame || newer {
-		return next, remaining
+	if q.until == 0 || absDuration(time.Duration(next-q.until)) > quotaSame || newerWindow(next, remaining, q) {
+		return next, remaining, remaining
 	}
-	if inflight > 0 {
-		return until, min(left, remaining)
+	low = min(q.low, remaining)
+	if q.inflight > 0 {
+		return q.until, min(q.left, remaining), low
 	}
-	return until, remaining
+	return q.until, low, low
+}
+
+// newerWindow reports whether an answer whose reset is next, with
+// remaining left, is for a window newer than the one held, however
+// close their resets: resets in whole seconds cannot tell the windows of
+// a quota of a second or two apart (a window of up to 2·quotaSame, or of
+// a length not known), and a later reset with more left at the server
+// than here and in flight is a newer window. For longer windows a newer
+// one has a reset more than quotaSame later, and an answer with a reset
+// close to the one held and more left is a late one.
+func newerWindow(next, remaining int64, q heldQuota) bool {
+	return q.period <= int64(2*quotaSame) && next > q.until && remaining > max(q.left, 0)+q.inflight
 }
 
 // limitOf returns a quota's size: the announced limit, else the most a
