@@ -27,14 +27,20 @@ func (quotaExhaustedError) Is(target error) bool { return target == ErrThrottled
 // name takes the place of the one that resets first.
 const maxQuotaNames = 4
 
+// quotaMisses is how many responses in a row without rate-limit fields
+// a destination holding no quota is read for; past them only its 429s
+// are, and a sample of the others (see sample).
+const quotaMisses = 16
+
 // quotaState is what a destination last said of its quotas, one slot per
 // quota name (X-RateLimit-Resource, or a RateLimit policy's name; "" for
 // an unnamed quota). Every 429 is read, and, while a quota is held, every
-// response; with none held, a destination's first response is, and each
-// next one while the last one read carried rate-limit fields. A
-// destination that sends none costs two atomic loads per request and no
-// header look-up, and a response without fields (a 404 from a route the
-// gateway does not meter) stops nothing while a quota is held.
+// response; with none held, each response until quotaMisses in a row
+// had no rate-limit fields. A destination that sends none then costs two
+// atomic loads per request and no header look-up; one that sends fields
+// on some routes only (a 404 from a route the gateway does not meter) is
+// still read, and a response without fields stops nothing while a quota
+// is held.
 //
 // The quotas one response announces together all apply to the request it
 // answered: they form a group, and a request drawing from the group is
@@ -45,8 +51,8 @@ const maxQuotaNames = 4
 // When every quota held is in one group, each operation admitted takes
 // one from each's count; with several groups, from none.
 type quotaState struct {
-	read  atomic.Bool  // the last response read carried rate-limit fields; see wants
-	until atomic.Int64 // nonzero while a quota may be held: the latest reset set, in Unix nanoseconds
+	misses atomic.Int32 // responses read in a row without rate-limit fields, up to quotaMisses; see wants
+	until  atomic.Int64 // nonzero while a quota may be held: the latest reset set, in Unix nanoseconds
 
 	mu    sync.Mutex // protects the slots' names, their assignment and renewal
 	slots [maxQuotaNames]quotaSlot
@@ -343,10 +349,33 @@ func storeMax(a *atomic.Int64, v int64) {
 }
 
 // wants reports whether resp's headers should be read for the quota, as
-// quotaState describes: a 429's; any while a quota is held; else when the
-// last response read carried rate-limit fields.
+// quotaState describes: a 429's; any while a quota is held; else while
+// fewer than quotaMisses responses in a row had no rate-limit fields.
 func (q *quotaState) wants(resp *http.Response) bool {
-	return resp.StatusCode == http.StatusTooManyRequests || q.until.Load() != 0 || q.read.Load()
+	return resp.StatusCode == http.StatusTooManyRequests || q.until.Load() != 0 || q.misses.Load() < quotaMisses
+}
+
+// sample starts reading a destination's responses again when resp, one
+// not read, carries rate-limit fields: a destination that sent none for
+// quotaMisses responses and then starts to is read again before its
+// first 429. It looks the fields up without parsing them.
+func (q *quotaState) sample(resp *http.Response) {
+	if q.misses.Load() != 0 && hasRateLimitFields(resp.Header) {
+		q.misses.Store(0)
+	}
+}
+
+// miss counts whether a response read carried rate-limit fields (has):
+// one with fields starts the count of misses again, one without adds to
+// it, up to quotaMisses.
+func (q *quotaState) miss(has bool) {
+	m := q.misses.Load()
+	switch {
+	case has && m != 0:
+		q.misses.Store(0)
+	case !has && m < quotaMisses:
+		q.misses.CompareAndSwap(m, m+1)
+	}
 }
 
 // observe reads what resp says of the quotas. Of several quotas the
@@ -354,9 +383,7 @@ func (q *quotaState) wants(resp *http.Response) bool {
 // one with the least left; the others take the counts announced.
 func (q *quotaState) observe(resp *http.Response, now time.Time) {
 	set := parseRateLimits(resp.Header, now)
-	if has := set.n > 0; q.read.Load() != has {
-		q.read.Store(has)
-	}
+	q.miss(set.n > 0)
 	var ra time.Duration
 	hasRA := false
 	if resp.StatusCode == http.StatusTooManyRequests {

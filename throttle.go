@@ -202,9 +202,9 @@ func (th *Throttle) dest(req *http.Request) *throttleState {
 	return th.dests.get(th.Key(req), th.MaxKeys, initThrottleState)
 }
 
-// initThrottleState prepares a new destination's state: its first
-// response is read for a quota.
-func initThrottleState(s *throttleState) { s.quota.read.Store(true) }
+// initThrottleState prepares a new destination's state: its zero value,
+// whose first responses are read for a quota (see quotaState).
+func initThrottleState(*throttleState) {}
 
 // rejectProbability is the probability with which the throttle refuses
 // an operation, given the requests and accepts counted in the window: the
@@ -384,29 +384,33 @@ const pendingFold = 64
 // record counts an attempt's result, accepted or an overload signal,
 // and reads what its response says of the quota. A response below 429
 // from a cold destination that the quota does not want read (see
-// quotaState) is only counted.
+// quotaState) is only counted, and sampled when the count is folded.
 func (th *Throttle) record(s *throttleState, resp *http.Response, err error, clock clockwork.Clock) {
 	if err == nil && resp.StatusCode < http.StatusTooManyRequests && !s.hot.Load() && !s.quota.wants(resp) {
-		th.count(s, clock)
+		if th.count(s, clock) {
+			s.quota.sample(resp)
+		}
 		return
 	}
 	th.recordSlow(s, resp, err, clock)
 }
 
 // count counts an accept of a cold destination, folding the pending
-// accepts into its window every pendingFold.
-func (th *Throttle) count(s *throttleState, clock clockwork.Clock) {
+// accepts into its window every pendingFold; it reports whether it
+// folded them.
+func (th *Throttle) count(s *throttleState, clock clockwork.Clock) bool {
 	n := s.pending.Add(1)
 	if n == 1 && s.first.Load() == 0 {
 		s.first.CompareAndSwap(0, clock.Now().UnixNano())
 	}
 	if n < pendingFold {
-		return
+		return false
 	}
 	now := clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sync(th, now)
+	return true
 }
 
 // recordSent counts an attempt that was sent and has no answer to count,
