@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,6 +54,7 @@ const quotaMisses = 16
 type quotaState struct {
 	misses atomic.Int32 // responses read in a row without rate-limit fields, up to quotaMisses; see wants
 	until  atomic.Int64 // nonzero while a quota may be held: the latest reset set, in Unix nanoseconds
+	paused atomic.Int64 // every request is refused before it, in Unix nanoseconds; see pausesDestination
 
 	mu    sync.Mutex // protects the slots' names, their assignment and renewal
 	slots [maxQuotaNames]quotaSlot
@@ -100,6 +102,9 @@ func (q *quotaState) spent(now time.Time) (time.Time, bool) {
 // spent quota at now, and when the group opens again; held is false when
 // no such quota is held.
 func (q *quotaState) spentNamed(name string, now time.Time) (reset time.Time, spent, held bool) {
+	if p := q.paused.Load(); now.UnixNano() < p {
+		return unixTime(p), true, true
+	}
 	i := -1
 	q.mu.Lock()
 	for j := range q.slots {
@@ -162,6 +167,9 @@ func (q *quotaState) check(now time.Time, take bool) (time.Time, bool, bool) {
 	u := q.until.Load()
 	if u == 0 {
 		return time.Time{}, true, false
+	}
+	if p := q.paused.Load(); now.UnixNano() < p {
+		return unixTime(p), false, false
 	}
 	v := q.view(now)
 	if v.held == 0 {
@@ -391,6 +399,13 @@ func (q *quotaState) observe(resp *http.Response, now time.Time) {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	var names [maxQuotaNames]string
+	if resp.StatusCode == http.StatusTooManyRequests && pausesDestination(&set, q.namesHeld(names[:0])) {
+		if a, ok := quotaAnnounced(set.rl[0], set.n > 0, resp.StatusCode, ra, hasRA); ok {
+			q.pause(now.Add(a.rl.Reset).UnixNano())
+		}
+		return
+	}
 	var group uint32
 	for i := range max(set.n, 1) {
 		status := resp.StatusCode
@@ -406,6 +421,47 @@ func (q *quotaState) observe(resp *http.Response, now time.Time) {
 			q.slots[i].group.Store(group)
 		}
 	}
+}
+
+// pause refuses every request to the destination until until, and ends
+// the count in flight of the request that met the pause.
+func (q *quotaState) pause(until int64) {
+	q.unanswered()
+	storeMax(&q.paused, until)
+	storeMax(&q.until, until)
+}
+
+// namesHeld appends the names of the quotas held to names. q.mu must be
+// held.
+func (q *quotaState) namesHeld(names []string) []string {
+	for i := range q.slots {
+		if q.slots[i].until.Load() != 0 {
+			names = append(names, q.slots[i].name)
+		}
+	}
+	return names
+}
+
+// pausesDestination decides whether a 429 that announced set pauses its
+// whole destination, which holds the quotas named held, rather than
+// spending one quota. A 429 that names a quota (a RateLimit policy, an
+// X-RateLimit-Resource) spends that one, and its group; so does one that
+// names none when the destination holds an unnamed quota, or holds none
+// (the 429's is then its only quota). A 429 that names none (Retry-After
+// alone, a secondary limit's; X-RateLimit fields a gateway adds beside
+// the named quotas of the application behind it) while only named quotas
+// are held does not say which one it spent: it pauses the destination,
+// every request to it refused until its reset.
+func pausesDestination(set *rateLimits, held []string) bool {
+	if len(held) == 0 {
+		return false
+	}
+	for i := range set.n {
+		if set.rl[i].Name != "" {
+			return false
+		}
+	}
+	return !slices.Contains(held, "")
 }
 
 // update keeps what a response announced of one quota, in a slot not in
