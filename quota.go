@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"math/bits"
 	"net/http"
 	"slices"
 	"strings"
@@ -56,8 +57,9 @@ type quotaState struct {
 	until  atomic.Int64 // nonzero while a quota may be held: the latest reset set, in Unix nanoseconds
 	paused atomic.Int64 // every request is refused before it, in Unix nanoseconds; see pausesDestination
 
-	mu    sync.Mutex // protects the slots' names, their assignment and renewal
-	slots [maxQuotaNames]quotaSlot
+	mu     sync.Mutex // protects the slots' names, their assignment and renewal, and routes
+	slots  [maxQuotaNames]quotaSlot
+	routes *quotaRouteTable // made once several groups are held; see rememberRoute
 }
 
 // quotaSlot is one quota of a destination.
@@ -80,21 +82,22 @@ const quotaSame = time.Second
 // admit takes one request from the known quota. It returns the reset
 // time and false when the quota is spent.
 func (q *quotaState) admit(now time.Time) (time.Time, bool) {
-	reset, ok, _ := q.check(now, true)
+	reset, ok, _ := q.check(now, true, nil)
 	return reset, ok
 }
 
-// take is admit for an attempt about to be sent, reporting too whether a
-// request was counted, to be given back if the attempt is then not sent
-// (see refund).
-func (q *quotaState) take(now time.Time) (reset time.Time, ok, counted bool) {
-	return q.check(now, true)
+// take is admit for an attempt of req about to be sent, reporting too
+// whether a request was counted, to be given back if the attempt is then
+// not sent (see refund). With several groups held, req's route may say
+// which it draws from (see quotaRouteTable); req may be nil.
+func (q *quotaState) take(now time.Time, req *http.Request) (reset time.Time, ok, counted bool) {
+	return q.check(now, true, req)
 }
 
 // spent reports whether the known quota is spent at now, and its reset,
 // without taking a request from it.
 func (q *quotaState) spent(now time.Time) (time.Time, bool) {
-	reset, ok, _ := q.check(now, false)
+	reset, ok, _ := q.check(now, false, nil)
 	return reset, !ok
 }
 
@@ -162,8 +165,9 @@ func (q *quotaState) drawn() uint32 {
 }
 
 // check is admit, which takes a request when take is set, and spent; it
-// reports whether a request was counted.
-func (q *quotaState) check(now time.Time, take bool) (time.Time, bool, bool) {
+// reports whether a request was counted. req, when not nil, is the
+// request to admit.
+func (q *quotaState) check(now time.Time, take bool, req *http.Request) (time.Time, bool, bool) {
 	u := q.until.Load()
 	if u == 0 {
 		return time.Time{}, true, false
@@ -178,8 +182,15 @@ func (q *quotaState) check(now time.Time, take bool) (time.Time, bool, bool) {
 		q.until.CompareAndSwap(u, 0)
 		return time.Time{}, true, false
 	}
-	if drawn := v.drawn(); take && drawn != 0 {
+	drawn := v.drawn()
+	if take && drawn != 0 {
 		return q.takeFrom(drawn)
+	}
+	if drawn == 0 && req != nil {
+		// Several groups: req's route may say which it draws from.
+		if at := q.routeOpens(&v, req); at != 0 {
+			return unixTime(at), false, false
+		}
 	}
 	reset, ok := v.open()
 	return unixTime(reset), ok, false
@@ -407,19 +418,27 @@ func (q *quotaState) observe(resp *http.Response, now time.Time) {
 		return
 	}
 	var group uint32
+	named := -1 // the slot of the first quota the response named
 	for i := range max(set.n, 1) {
 		status := resp.StatusCode
 		if i > 0 {
 			status = http.StatusOK
 		}
 		if a, ok := quotaAnnounced(set.rl[i], i < set.n, status, ra, hasRA); ok {
-			group |= q.update(a, group, now)
+			bit := q.update(a, group, now)
+			group |= bit
+			if named < 0 && a.rl.Name != "" {
+				named = bits.TrailingZeros32(bit)
+			}
 		}
 	}
 	for i := range q.slots {
 		if group&(1<<i) != 0 {
 			q.slots[i].group.Store(group)
 		}
+	}
+	if named >= 0 {
+		q.rememberRoute(resp.Request, named)
 	}
 }
 

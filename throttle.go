@@ -267,28 +267,28 @@ type throttleState struct {
 // that has signalled nothing for a window is admitted without a clock
 // reading or a lock.
 func (th *Throttle) admit(s *throttleState, clock clockwork.Clock) (time.Time, error) {
-	reset, _, err := th.admitCounted(s, clock)
+	reset, _, err := th.admitCounted(s, nil, clock)
 	return reset, err
 }
 
-// admitCounted is admit, reporting too whether a request was counted in
-// the destination's quota, to be given back if the operation then sends
-// nothing.
-func (th *Throttle) admitCounted(s *throttleState, clock clockwork.Clock) (time.Time, bool, error) {
+// admitCounted is admit for req (nil when not known), reporting too
+// whether a request was counted in the destination's quota, to be given
+// back if the operation then sends nothing.
+func (th *Throttle) admitCounted(s *throttleState, req *http.Request, clock clockwork.Clock) (time.Time, bool, error) {
 	if s.quota.until.Load() == 0 && !s.hot.Load() {
 		return time.Time{}, false, nil
 	}
-	return th.decide(s, clock)
+	return th.decide(s, req, clock)
 }
 
 // decide is admit for a destination that has a known quota or is hot. A
 // request taken from the quota is given back when the throttle then
 // refuses the operation.
-func (th *Throttle) decide(s *throttleState, clock clockwork.Clock) (time.Time, bool, error) {
+func (th *Throttle) decide(s *throttleState, req *http.Request, clock clockwork.Clock) (time.Time, bool, error) {
 	counted := false
 	if !th.IgnoreQuota && s.quota.until.Load() != 0 {
 		reset, ok := time.Time{}, false
-		if reset, ok, counted = s.quota.take(clock.Now()); !ok {
+		if reset, ok, counted = s.quota.take(clock.Now(), req); !ok {
 			return reset, false, ErrQuotaExhausted
 		}
 	}
@@ -340,7 +340,7 @@ func (op *operation) takeQuota() (time.Time, bool) {
 	if op.dest == nil || op.t.Throttle.IgnoreQuota || op.dest.quota.until.Load() == 0 {
 		return time.Time{}, true
 	}
-	reset, ok, counted := op.dest.quota.take(op.clock.Now())
+	reset, ok, counted := op.dest.quota.take(op.clock.Now(), op.req)
 	op.quotaCounted = counted
 	return reset, ok
 }
@@ -591,7 +591,7 @@ func (op *operation) throttle() error {
 // throttle inlines.
 func (op *operation) admitFirst(th *Throttle) error {
 	op.dest = th.dest(op.req)
-	reset, counted, err := th.admitCounted(op.dest, op.clock)
+	reset, counted, err := th.admitCounted(op.dest, op.req, op.clock)
 	op.quotaCounted = counted
 	if err != ErrQuotaExhausted || !th.WaitQuota {
 		return err
@@ -599,7 +599,7 @@ func (op *operation) admitFirst(th *Throttle) error {
 	if !op.waitForQuota(reset) {
 		return err
 	}
-	_, op.quotaCounted, err = th.admitCounted(op.dest, op.clock)
+	_, op.quotaCounted, err = th.admitCounted(op.dest, op.req, op.clock)
 	return err
 }
 
