@@ -1,7 +1,9 @@
 package httpretry
 
 import (
+	"math/bits"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,14 +29,20 @@ func (quotaExhaustedError) Is(target error) bool { return target == ErrThrottled
 // name takes the place of the one that resets first.
 const maxQuotaNames = 4
 
+// quotaMisses is how many responses in a row without rate-limit fields
+// a destination holding no quota is read for; past them only its 429s
+// are, and a sample of the others (see sample).
+const quotaMisses = 16
+
 // quotaState is what a destination last said of its quotas, one slot per
 // quota name (X-RateLimit-Resource, or a RateLimit policy's name; "" for
 // an unnamed quota). Every 429 is read, and, while a quota is held, every
-// response; with none held, a destination's first response is, and each
-// next one while the last one read carried rate-limit fields. A
-// destination that sends none costs two atomic loads per request and no
-// header look-up, and a response without fields (a 404 from a route the
-// gateway does not meter) stops nothing while a quota is held.
+// response; with none held, each response until quotaMisses in a row
+// had no rate-limit fields. A destination that sends none then costs two
+// atomic loads per request and no header look-up; one that sends fields
+// on some routes only (a 404 from a route the gateway does not meter) is
+// still read, and a response without fields stops nothing while a quota
+// is held.
 //
 // The quotas one response announces together all apply to the request it
 // answered: they form a group, and a request drawing from the group is
@@ -45,11 +53,13 @@ const maxQuotaNames = 4
 // When every quota held is in one group, each operation admitted takes
 // one from each's count; with several groups, from none.
 type quotaState struct {
-	read  atomic.Bool  // the last response read carried rate-limit fields; see wants
-	until atomic.Int64 // nonzero while a quota may be held: the latest reset set, in Unix nanoseconds
+	misses atomic.Int32 // responses read in a row without rate-limit fields, up to quotaMisses; see wants
+	until  atomic.Int64 // nonzero while a quota may be held: the latest reset set, in Unix nanoseconds
+	paused atomic.Int64 // every request is refused before it, in Unix nanoseconds; see pausesDestination
 
-	mu    sync.Mutex // protects the slots' names, their assignment and renewal
-	slots [maxQuotaNames]quotaSlot
+	mu     sync.Mutex // protects the slots' names, their assignment and renewal, and routes
+	slots  [maxQuotaNames]quotaSlot
+	routes *quotaRouteTable // made once several groups are held; see rememberRoute
 }
 
 // quotaSlot is one quota of a destination.
@@ -57,6 +67,7 @@ type quotaSlot struct {
 	name      string        // protected by quotaState.mu
 	until     atomic.Int64  // when the window resets, in Unix nanoseconds; 0 when none is held
 	left      atomic.Int64  // requests the window admits before until
+	low       atomic.Int64  // the least count a response announced in the window: the server's count
 	limit     atomic.Int64  // requests a window admits, announced or the most seen; 0 when not known
 	period    atomic.Int64  // a window's length in nanoseconds, announced or the longest reset seen; 0 when not known
 	inflight  atomic.Int64  // operations admitted from left whose response has not been read
@@ -71,21 +82,22 @@ const quotaSame = time.Second
 // admit takes one request from the known quota. It returns the reset
 // time and false when the quota is spent.
 func (q *quotaState) admit(now time.Time) (time.Time, bool) {
-	reset, ok, _ := q.check(now, true)
+	reset, ok, _ := q.check(now, true, nil)
 	return reset, ok
 }
 
-// take is admit for an attempt about to be sent, reporting too whether a
-// request was counted, to be given back if the attempt is then not sent
-// (see refund).
-func (q *quotaState) take(now time.Time) (reset time.Time, ok, counted bool) {
-	return q.check(now, true)
+// take is admit for an attempt of req about to be sent, reporting too
+// whether a request was counted, to be given back if the attempt is then
+// not sent (see refund). With several groups held, req's route may say
+// which it draws from (see quotaRouteTable); req may be nil.
+func (q *quotaState) take(now time.Time, req *http.Request) (reset time.Time, ok, counted bool) {
+	return q.check(now, true, req)
 }
 
 // spent reports whether the known quota is spent at now, and its reset,
 // without taking a request from it.
 func (q *quotaState) spent(now time.Time) (time.Time, bool) {
-	reset, ok, _ := q.check(now, false)
+	reset, ok, _ := q.check(now, false, nil)
 	return reset, !ok
 }
 
@@ -93,6 +105,9 @@ func (q *quotaState) spent(now time.Time) (time.Time, bool) {
 // spent quota at now, and when the group opens again; held is false when
 // no such quota is held.
 func (q *quotaState) spentNamed(name string, now time.Time) (reset time.Time, spent, held bool) {
+	if p := q.paused.Load(); now.UnixNano() < p {
+		return unixTime(p), true, true
+	}
 	i := -1
 	q.mu.Lock()
 	for j := range q.slots {
@@ -150,11 +165,15 @@ func (q *quotaState) drawn() uint32 {
 }
 
 // check is admit, which takes a request when take is set, and spent; it
-// reports whether a request was counted.
-func (q *quotaState) check(now time.Time, take bool) (time.Time, bool, bool) {
+// reports whether a request was counted. req, when not nil, is the
+// request to admit.
+func (q *quotaState) check(now time.Time, take bool, req *http.Request) (time.Time, bool, bool) {
 	u := q.until.Load()
 	if u == 0 {
 		return time.Time{}, true, false
+	}
+	if p := q.paused.Load(); now.UnixNano() < p {
+		return unixTime(p), false, false
 	}
 	v := q.view(now)
 	if v.held == 0 {
@@ -163,8 +182,15 @@ func (q *quotaState) check(now time.Time, take bool) (time.Time, bool, bool) {
 		q.until.CompareAndSwap(u, 0)
 		return time.Time{}, true, false
 	}
-	if drawn := v.drawn(); take && drawn != 0 {
+	drawn := v.drawn()
+	if take && drawn != 0 {
 		return q.takeFrom(drawn)
+	}
+	if drawn == 0 && req != nil {
+		// Several groups: req's route may say which it draws from.
+		if at := q.routeOpens(&v, req); at != 0 {
+			return unixTime(at), false, false
+		}
 	}
 	reset, ok := v.open()
 	return unixTime(reset), ok, false
@@ -317,6 +343,7 @@ func (q *quotaState) current(s *quotaSlot, now time.Time) (time.Time, bool) {
 	next := renewedReset(u, now.UnixNano(), period)
 	// left before until: whoever sees the new window sees its count.
 	s.left.Store(limit)
+	s.low.Store(limit)
 	s.inflight.Store(0)
 	s.announced.Store(false)
 	s.until.Store(next)
@@ -341,10 +368,33 @@ func storeMax(a *atomic.Int64, v int64) {
 }
 
 // wants reports whether resp's headers should be read for the quota, as
-// quotaState describes: a 429's; any while a quota is held; else when the
-// last response read carried rate-limit fields.
+// quotaState describes: a 429's; any while a quota is held; else while
+// fewer than quotaMisses responses in a row had no rate-limit fields.
 func (q *quotaState) wants(resp *http.Response) bool {
-	return resp.StatusCode == http.StatusTooManyRequests || q.until.Load() != 0 || q.read.Load()
+	return resp.StatusCode == http.StatusTooManyRequests || q.until.Load() != 0 || q.misses.Load() < quotaMisses
+}
+
+// sample starts reading a destination's responses again when resp, one
+// not read, carries rate-limit fields: a destination that sent none for
+// quotaMisses responses and then starts to is read again before its
+// first 429. It looks the fields up without parsing them.
+func (q *quotaState) sample(resp *http.Response) {
+	if q.misses.Load() != 0 && hasRateLimitFields(resp.Header) {
+		q.misses.Store(0)
+	}
+}
+
+// miss counts whether a response read carried rate-limit fields (has):
+// one with fields starts the count of misses again, one without adds to
+// it, up to quotaMisses.
+func (q *quotaState) miss(has bool) {
+	m := q.misses.Load()
+	switch {
+	case has && m != 0:
+		q.misses.Store(0)
+	case !has && m < quotaMisses:
+		q.misses.CompareAndSwap(m, m+1)
+	}
 }
 
 // observe reads what resp says of the quotas. Of several quotas the
@@ -352,9 +402,7 @@ func (q *quotaState) wants(resp *http.Response) bool {
 // one with the least left; the others take the counts announced.
 func (q *quotaState) observe(resp *http.Response, now time.Time) {
 	set := parseRateLimits(resp.Header, now)
-	if has := set.n > 0; q.read.Load() != has {
-		q.read.Store(has)
-	}
+	q.miss(set.n > 0)
 	var ra time.Duration
 	hasRA := false
 	if resp.StatusCode == http.StatusTooManyRequests {
@@ -362,14 +410,26 @@ func (q *quotaState) observe(resp *http.Response, now time.Time) {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	var names [maxQuotaNames]string
+	if resp.StatusCode == http.StatusTooManyRequests && pausesDestination(&set, q.namesHeld(names[:0])) {
+		if a, ok := quotaAnnounced(set.rl[0], set.n > 0, resp.StatusCode, ra, hasRA); ok {
+			q.pause(now.Add(a.rl.Reset).UnixNano())
+		}
+		return
+	}
 	var group uint32
+	named := -1 // the slot of the first quota the response named
 	for i := range max(set.n, 1) {
 		status := resp.StatusCode
 		if i > 0 {
 			status = http.StatusOK
 		}
 		if a, ok := quotaAnnounced(set.rl[i], i < set.n, status, ra, hasRA); ok {
-			group |= q.update(a, group, now)
+			bit := q.update(a, group, now)
+			group |= bit
+			if named < 0 && a.rl.Name != "" {
+				named = bits.TrailingZeros32(bit)
+			}
 		}
 	}
 	for i := range q.slots {
@@ -377,6 +437,50 @@ func (q *quotaState) observe(resp *http.Response, now time.Time) {
 			q.slots[i].group.Store(group)
 		}
 	}
+	if named >= 0 {
+		q.rememberRoute(resp.Request, named)
+	}
+}
+
+// pause refuses every request to the destination until until, and ends
+// the count in flight of the request that met the pause.
+func (q *quotaState) pause(until int64) {
+	q.unanswered()
+	storeMax(&q.paused, until)
+	storeMax(&q.until, until)
+}
+
+// namesHeld appends the names of the quotas held to names. q.mu must be
+// held.
+func (q *quotaState) namesHeld(names []string) []string {
+	for i := range q.slots {
+		if q.slots[i].until.Load() != 0 {
+			names = append(names, q.slots[i].name)
+		}
+	}
+	return names
+}
+
+// pausesDestination decides whether a 429 that announced set pauses its
+// whole destination, which holds the quotas named held, rather than
+// spending one quota. A 429 that names a quota (a RateLimit policy, an
+// X-RateLimit-Resource) spends that one, and its group; so does one that
+// names none when the destination holds an unnamed quota, or holds none
+// (the 429's is then its only quota). A 429 that names none (Retry-After
+// alone, a secondary limit's; X-RateLimit fields a gateway adds beside
+// the named quotas of the application behind it) while only named quotas
+// are held does not say which one it spent: it pauses the destination,
+// every request to it refused until its reset.
+func pausesDestination(set *rateLimits, held []string) bool {
+	if len(held) == 0 {
+		return false
+	}
+	for i := range set.n {
+		if set.rl[i].Name != "" {
+			return false
+		}
+	}
+	return !slices.Contains(held, "")
 }
 
 // update keeps what a response announced of one quota, in a slot not in
@@ -385,7 +489,8 @@ func (q *quotaState) update(a announcement, taken uint32, now time.Time) uint32 
 	i := q.slot(a.rl.Name, taken)
 	s := &q.slots[i]
 	inflight := decrementIfPositive(&s.inflight)
-	until, left := quotaUpdate(a.rl, a.spent, s.until.Load(), s.left.Load(), inflight, now)
+	held := heldQuota{until: s.until.Load(), left: s.left.Load(), low: s.low.Load(), inflight: inflight, period: s.period.Load()}
+	until, left, low := quotaUpdate(a.rl, a.spent, held, now)
 	if a.paced {
 		// A window's count says how large the quota is and how long
 		// its window lasts, when the headers do not.
@@ -393,6 +498,7 @@ func (q *quotaState) update(a announcement, taken uint32, now time.Time) uint32 
 		s.period.Store(periodOf(a.rl, s.period.Load()))
 	}
 	s.left.Store(left)
+	s.low.Store(low)
 	s.until.Store(until)
 	s.announced.Store(true)
 	storeMax(&q.until, until)
@@ -477,31 +583,51 @@ func quotaAnnounced(rl RateLimit, ok bool, status int, ra time.Duration, hasRA b
 	return announcement{}, false
 }
 
+// heldQuota is what a destination holds of one quota, for quotaUpdate:
+// its window's reset (0 for none), the requests left in it here, the
+// least count a response announced in it, the operations still in flight
+// that took from it, and the window's length when known.
+type heldQuota struct {
+	until, left, low, inflight, period int64
+}
+
 // quotaUpdate decides the quota to keep after a response announced rl,
-// given the one known (until, left; until 0 for none) and the operations
-// still in flight that took from it: within the same window, the server's
-// count is the truth when nothing is in flight, and otherwise the
-// smaller of it and the local count holds, since requests admitted after
-// the server counted are still on their way; a new window takes the
-// server's count; spent, nothing is left.
-func quotaUpdate(rl RateLimit, spent bool, until, left, inflight int64, now time.Time) (newUntil, newLeft int64) {
+// given the one held: the window's reset, the count here and the
+// server's count, the least announced in the window. Within one window
+// the server's count never rises: an answer with more left than one
+// already read was counted before it and arrived late, and says nothing
+// new. So the server's count is the least announced; with nothing in
+// flight it is the count here (a server may not count some requests),
+// and otherwise the smaller of it and the count here holds, since
+// requests admitted after the server counted are still on their way. An
+// answer for a new window takes the server's count; spent, nothing is
+// left.
+func quotaUpdate(rl RateLimit, spent bool, q heldQuota, now time.Time) (until, left, low int64) {
 	remaining := rl.Remaining
 	if spent {
 		remaining = 0
 	}
 	next := now.Add(rl.Reset).UnixNano()
-	// A later reset with more left at the server than here and in
-	// flight: the server's window is a newer one than the one held,
-	// however close their resets, which resets in whole seconds cannot
-	// tell apart for windows of a second or two.
-	newer := next > until && remaining > max(left, 0)+inflight
-	if until == 0 || absDuration(time.Duration(next-until)) > quotaSame || newer {
-		return next, remaining
+	if q.until == 0 || absDuration(time.Duration(next-q.until)) > quotaSame || newerWindow(next, remaining, q) {
+		return next, remaining, remaining
 	}
-	if inflight > 0 {
-		return until, min(left, remaining)
+	low = min(q.low, remaining)
+	if q.inflight > 0 {
+		return q.until, min(q.left, remaining), low
 	}
-	return until, remaining
+	return q.until, low, low
+}
+
+// newerWindow reports whether an answer whose reset is next, with
+// remaining left, is for a window newer than the one held, however
+// close their resets: resets in whole seconds cannot tell the windows of
+// a quota of a second or two apart (a window of up to 2·quotaSame, or of
+// a length not known), and a later reset with more left at the server
+// than here and in flight is a newer window. For longer windows a newer
+// one has a reset more than quotaSame later, and an answer with a reset
+// close to the one held and more left is a late one.
+func newerWindow(next, remaining int64, q heldQuota) bool {
+	return q.period <= int64(2*quotaSame) && next > q.until && remaining > max(q.left, 0)+q.inflight
 }
 
 // limitOf returns a quota's size: the announced limit, else the most a

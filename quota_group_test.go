@@ -124,3 +124,33 @@ func TestSFParamOutsideStrings(t *testing.T) {
 		}
 	}
 }
+
+// TestQuotaPausesDestination: a 429 that names no quota, while only named
+// quotas are held, pauses the whole destination; one that names a quota,
+// or finds an unnamed one held or none held, spends a quota.
+func TestQuotaPausesDestination(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_000_000, 0)
+	for _, tt := range []struct {
+		name string
+		h    http.Header
+		held []string
+		want bool
+	}{
+		{"Retry-After alone, a named quota held", http.Header{"Retry-After": {"30"}}, []string{"default"}, true},
+		{"unnamed X-RateLimit fields, named quotas held", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"60"}}, []string{"core", "search"}, true},
+		{"Retry-After alone, an unnamed quota held", http.Header{"Retry-After": {"30"}}, []string{""}, false},
+		{"Retry-After alone, an unnamed quota held beside a named one", http.Header{"Retry-After": {"30"}}, []string{"core", ""}, false},
+		{"Retry-After alone, none held", http.Header{"Retry-After": {"30"}}, nil, false},
+		{"names a quota held", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"60"}, "X-Ratelimit-Resource": {"core"}}, []string{"core", "search"}, false},
+		{"names a quota not held", http.Header{"Ratelimit": {`"burst";r=0;t=1`}}, []string{"default"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			set := parseRateLimits(tt.h, now)
+			if got := pausesDestination(&set, tt.held); got != tt.want {
+				t.Errorf("pausesDestination(%v, held %q) = %v; want %v", tt.h, tt.held, got, tt.want)
+			}
+		})
+	}
+}

@@ -149,6 +149,12 @@ func parseRateLimits(h http.Header, now time.Time) rateLimits {
 	return rateLimits{}
 }
 
+// hasRateLimitFields reports whether h holds a field that may announce
+// a quota (see parseRateLimits), without reading it.
+func hasRateLimitFields(h http.Header) bool {
+	return len(h["Ratelimit"]) > 0 || len(h[draftFields.remaining]) > 0 || len(h[xFields.remaining]) > 0
+}
+
 // rateLimitFields names the separate fields of one form; with epoch, a
 // reset of epochThreshold or more is a Unix time.
 type rateLimitFields struct {

@@ -99,29 +99,50 @@ func TestQuotaUpdate(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1000, 0)
 	at := func(d time.Duration) int64 { return now.Add(d).UnixNano() }
+	minute := int64(time.Minute)
+	r := func(remaining int64, reset time.Duration) RateLimit {
+		return RateLimit{Remaining: remaining, Reset: reset, HasReset: true}
+	}
 	tests := []struct {
-		name                  string
-		rl                    RateLimit
-		spent                 bool
-		until, left, inflight int64
-		wantUntil, wantLeft   int64
+		name                         string
+		rl                           RateLimit
+		spent                        bool
+		held                         heldQuota
+		wantUntil, wantLeft, wantLow int64
 	}{
-		{"first quota", RateLimit{Remaining: 40, Reset: 10 * time.Second, HasReset: true}, false, 0, 0, 0, at(10 * time.Second), 40},
-		{"same window, some in flight: the smaller local count", RateLimit{Remaining: 40, Reset: 10 * time.Second, HasReset: true}, false, at(10*time.Second + 500*time.Millisecond), 30, 2, at(10*time.Second + 500*time.Millisecond), 30},
-		{"same window, some in flight: the smaller server count", RateLimit{Remaining: 20, Reset: 10 * time.Second, HasReset: true}, false, at(10 * time.Second), 30, 1, at(10 * time.Second), 20},
-		{"same window, nothing in flight: the server's count", RateLimit{Remaining: 40, Reset: 10 * time.Second, HasReset: true}, false, at(10 * time.Second), 30, 0, at(10 * time.Second), 40},
-		{"new window: the server's count", RateLimit{Remaining: 100, Reset: 60 * time.Second, HasReset: true}, false, at(time.Second), 0, 3, at(60 * time.Second), 100},
-		{"spent: nothing left", RateLimit{Remaining: 5, Reset: 3 * time.Second, HasReset: true}, true, 0, 0, 0, at(3 * time.Second), 0},
-		{"spent in the same window", RateLimit{Remaining: 5, Reset: 3 * time.Second, HasReset: true}, true, at(3 * time.Second), 4, 0, at(3 * time.Second), 0},
-		{"a later reset with more left than here and in flight: a newer window", RateLimit{Remaining: 9, Reset: 1500 * time.Millisecond, HasReset: true}, false, at(800 * time.Millisecond), 3, 1, at(1500 * time.Millisecond), 9},
-		{"an earlier reset with more left: the same window, the smaller count", RateLimit{Remaining: 9, Reset: 500 * time.Millisecond, HasReset: true}, false, at(800 * time.Millisecond), 3, 1, at(800 * time.Millisecond), 3},
+		{"first quota", r(40, 10*time.Second), false, heldQuota{}, at(10 * time.Second), 40, 40},
+		{"same window, some in flight: the smaller local count", r(40, 10*time.Second), false,
+			heldQuota{until: at(10*time.Second + 500*time.Millisecond), left: 30, low: 40, inflight: 2}, at(10*time.Second + 500*time.Millisecond), 30, 40},
+		{"same window, some in flight: the smaller server count", r(20, 10*time.Second), false,
+			heldQuota{until: at(10 * time.Second), left: 30, low: 32, inflight: 1}, at(10 * time.Second), 20, 20},
+		{"same window, nothing in flight: the server's count", r(40, 10*time.Second), false,
+			heldQuota{until: at(10 * time.Second), left: 30, low: 41, inflight: 0}, at(10 * time.Second), 40, 40},
+		{"same window, nothing in flight, a count the server gave before: kept", r(5, 10*time.Second), false,
+			heldQuota{until: at(10 * time.Second), left: 4, low: 5, inflight: 0}, at(10 * time.Second), 5, 5},
+		{"same window, nothing in flight, a late answer with more left: the server's least count", r(2, 60*time.Second), false,
+			heldQuota{until: at(60 * time.Second), left: 0, low: 0, inflight: 0, period: minute}, at(60 * time.Second), 0, 0},
+		{"same window, some in flight, a late answer with more left: the count here", r(5, 60*time.Second), false,
+			heldQuota{until: at(60 * time.Second), left: 1, low: 2, inflight: 1, period: minute}, at(60 * time.Second), 1, 2},
+		{"a late answer with a reset a little later, in a long window: not a newer one", r(2, 60*time.Second), false,
+			heldQuota{until: at(60*time.Second - 5*time.Millisecond), left: 0, low: 0, inflight: 0, period: minute}, at(60*time.Second - 5*time.Millisecond), 0, 0},
+		{"new window: the server's count", r(100, 60*time.Second), false,
+			heldQuota{until: at(time.Second), left: 0, low: 0, inflight: 3}, at(60 * time.Second), 100, 100},
+		{"spent: nothing left", r(5, 3*time.Second), true, heldQuota{}, at(3 * time.Second), 0, 0},
+		{"spent in the same window", r(5, 3*time.Second), true,
+			heldQuota{until: at(3 * time.Second), left: 4, low: 5, inflight: 0}, at(3 * time.Second), 0, 0},
+		{"a later reset with more left than here and in flight, a short window: a newer window", r(9, 1500*time.Millisecond), false,
+			heldQuota{until: at(800 * time.Millisecond), left: 3, low: 4, inflight: 1, period: int64(time.Second)}, at(1500 * time.Millisecond), 9, 9},
+		{"the same with the window's length not known: a newer window", r(9, 1500*time.Millisecond), false,
+			heldQuota{until: at(800 * time.Millisecond), left: 3, low: 4, inflight: 1}, at(1500 * time.Millisecond), 9, 9},
+		{"an earlier reset with more left: the same window, the smaller count", r(9, 500*time.Millisecond), false,
+			heldQuota{until: at(800 * time.Millisecond), left: 3, low: 4, inflight: 1, period: int64(time.Second)}, at(800 * time.Millisecond), 3, 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			u, l := quotaUpdate(tt.rl, tt.spent, tt.until, tt.left, tt.inflight, now)
-			if u != tt.wantUntil || l != tt.wantLeft {
-				t.Errorf("quotaUpdate = (%d, %d); want (%d, %d)", u, l, tt.wantUntil, tt.wantLeft)
+			u, l, low := quotaUpdate(tt.rl, tt.spent, tt.held, now)
+			if u != tt.wantUntil || l != tt.wantLeft || low != tt.wantLow {
+				t.Errorf("quotaUpdate = (%d, %d, %d); want (%d, %d, %d)", u, l, low, tt.wantUntil, tt.wantLeft, tt.wantLow)
 			}
 		})
 	}

@@ -202,9 +202,9 @@ func (th *Throttle) dest(req *http.Request) *throttleState {
 	return th.dests.get(th.Key(req), th.MaxKeys, initThrottleState)
 }
 
-// initThrottleState prepares a new destination's state: its first
-// response is read for a quota.
-func initThrottleState(s *throttleState) { s.quota.read.Store(true) }
+// initThrottleState prepares a new destination's state: its zero value,
+// whose first responses are read for a quota (see quotaState).
+func initThrottleState(*throttleState) {}
 
 // rejectProbability is the probability with which the throttle refuses
 // an operation, given the requests and accepts counted in the window: the
@@ -267,28 +267,28 @@ type throttleState struct {
 // that has signalled nothing for a window is admitted without a clock
 // reading or a lock.
 func (th *Throttle) admit(s *throttleState, clock clockwork.Clock) (time.Time, error) {
-	reset, _, err := th.admitCounted(s, clock)
+	reset, _, err := th.admitCounted(s, nil, clock)
 	return reset, err
 }
 
-// admitCounted is admit, reporting too whether a request was counted in
-// the destination's quota, to be given back if the operation then sends
-// nothing.
-func (th *Throttle) admitCounted(s *throttleState, clock clockwork.Clock) (time.Time, bool, error) {
+// admitCounted is admit for req (nil when not known), reporting too
+// whether a request was counted in the destination's quota, to be given
+// back if the operation then sends nothing.
+func (th *Throttle) admitCounted(s *throttleState, req *http.Request, clock clockwork.Clock) (time.Time, bool, error) {
 	if s.quota.until.Load() == 0 && !s.hot.Load() {
 		return time.Time{}, false, nil
 	}
-	return th.decide(s, clock)
+	return th.decide(s, req, clock)
 }
 
 // decide is admit for a destination that has a known quota or is hot. A
 // request taken from the quota is given back when the throttle then
 // refuses the operation.
-func (th *Throttle) decide(s *throttleState, clock clockwork.Clock) (time.Time, bool, error) {
+func (th *Throttle) decide(s *throttleState, req *http.Request, clock clockwork.Clock) (time.Time, bool, error) {
 	counted := false
 	if !th.IgnoreQuota && s.quota.until.Load() != 0 {
 		reset, ok := time.Time{}, false
-		if reset, ok, counted = s.quota.take(clock.Now()); !ok {
+		if reset, ok, counted = s.quota.take(clock.Now(), req); !ok {
 			return reset, false, ErrQuotaExhausted
 		}
 	}
@@ -340,7 +340,7 @@ func (op *operation) takeQuota() (time.Time, bool) {
 	if op.dest == nil || op.t.Throttle.IgnoreQuota || op.dest.quota.until.Load() == 0 {
 		return time.Time{}, true
 	}
-	reset, ok, counted := op.dest.quota.take(op.clock.Now())
+	reset, ok, counted := op.dest.quota.take(op.clock.Now(), op.req)
 	op.quotaCounted = counted
 	return reset, ok
 }
@@ -384,29 +384,33 @@ const pendingFold = 64
 // record counts an attempt's result, accepted or an overload signal,
 // and reads what its response says of the quota. A response below 429
 // from a cold destination that the quota does not want read (see
-// quotaState) is only counted.
+// quotaState) is only counted, and sampled when the count is folded.
 func (th *Throttle) record(s *throttleState, resp *http.Response, err error, clock clockwork.Clock) {
 	if err == nil && resp.StatusCode < http.StatusTooManyRequests && !s.hot.Load() && !s.quota.wants(resp) {
-		th.count(s, clock)
+		if th.count(s, clock) {
+			s.quota.sample(resp)
+		}
 		return
 	}
 	th.recordSlow(s, resp, err, clock)
 }
 
 // count counts an accept of a cold destination, folding the pending
-// accepts into its window every pendingFold.
-func (th *Throttle) count(s *throttleState, clock clockwork.Clock) {
+// accepts into its window every pendingFold; it reports whether it
+// folded them.
+func (th *Throttle) count(s *throttleState, clock clockwork.Clock) bool {
 	n := s.pending.Add(1)
 	if n == 1 && s.first.Load() == 0 {
 		s.first.CompareAndSwap(0, clock.Now().UnixNano())
 	}
 	if n < pendingFold {
-		return
+		return false
 	}
 	now := clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sync(th, now)
+	return true
 }
 
 // accept counts an accepted attempt: in pending while s is cold, in the
@@ -580,7 +584,7 @@ func (op *operation) throttle() error {
 // throttle inlines.
 func (op *operation) admitFirst(th *Throttle) error {
 	op.dest = th.dest(op.req)
-	reset, counted, err := th.admitCounted(op.dest, op.clock)
+	reset, counted, err := th.admitCounted(op.dest, op.req, op.clock)
 	op.quotaCounted = counted
 	if err != ErrQuotaExhausted || !th.WaitQuota {
 		return err
@@ -588,7 +592,7 @@ func (op *operation) admitFirst(th *Throttle) error {
 	if !op.waitForQuota(reset) {
 		return err
 	}
-	_, op.quotaCounted, err = th.admitCounted(op.dest, op.clock)
+	_, op.quotaCounted, err = th.admitCounted(op.dest, op.req, op.clock)
 	return err
 }
 

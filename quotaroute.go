@@ -1,0 +1,111 @@
+package httpretry
+
+import (
+	"net/http"
+	"strings"
+)
+
+// quotaRoutes is how many routes a destination with several groups of
+// quotas remembers the quota of; a further route takes the place of the
+// oldest.
+const quotaRoutes = 32
+
+// quotaRouteTable remembers, for a destination holding several groups
+// of quotas, which quota each route's requests draw from, as their
+// responses named it: a request on a route known to draw from a spent
+// quota is refused as a request to that quota alone would be. A route is
+// a request's method and the first segment of its URL path ("GET
+// /search"), hashed (see routeKey).
+type quotaRouteTable struct {
+	key    [quotaRoutes]uint64 // 0 for a free entry
+	name   [quotaRoutes]string // the quota the route's last response named
+	oldest int                 // the entry a new route takes
+}
+
+// remember keeps that the route key drew from the quota named name.
+func (t *quotaRouteTable) remember(key uint64, name string) {
+	for i := range t.key {
+		if t.key[i] == key {
+			t.name[i] = name
+			return
+		}
+	}
+	t.key[t.oldest], t.name[t.oldest] = key, name
+	t.oldest = (t.oldest + 1) % quotaRoutes
+}
+
+// lookup returns the name of the quota the route key drew from, when
+// known.
+func (t *quotaRouteTable) lookup(key uint64) (string, bool) {
+	for i := range t.key {
+		if t.key[i] == key {
+			return t.name[i], true
+		}
+	}
+	return "", false
+}
+
+// routeKey returns the route of req, its method and the first segment of
+// its URL path, hashed (FNV-1a); never 0.
+func routeKey(req *http.Request) uint64 {
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	path := ""
+	if req.URL != nil {
+		path = strings.TrimPrefix(req.URL.Path, "/")
+	}
+	if i := strings.IndexByte(path, '/'); i >= 0 {
+		path = path[:i]
+	}
+	h := fnv1a(fnv1a(14695981039346656037, method), " /"+path)
+	return max(h, 1)
+}
+
+// fnv1a adds s to the FNV-1a hash h.
+func fnv1a(h uint64, s string) uint64 {
+	for i := range len(s) {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// rememberRoute keeps, when the destination holds several groups, that
+// req's route drew from the quota of slot i, which its response named.
+// q.mu must be held.
+func (q *quotaState) rememberRoute(req *http.Request, i int) {
+	if req == nil || q.drawn() != 0 {
+		return // one group: every request draws from it
+	}
+	if q.routes == nil {
+		q.routes = new(quotaRouteTable)
+	}
+	q.routes.remember(routeKey(req), q.slots[i].name)
+}
+
+// routeOpens returns when req may draw from the group of the quota its
+// route is known to draw from, as v holds it: 0 when that group has
+// every quota with requests left or the route is not known.
+func (q *quotaState) routeOpens(v *quotaView, req *http.Request) int64 {
+	if req == nil {
+		return 0
+	}
+	key := routeKey(req)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.routes == nil {
+		return 0
+	}
+	name, ok := q.routes.lookup(key)
+	if !ok {
+		return 0
+	}
+	for i := range q.slots {
+		if v.held&(1<<i) != 0 && q.slots[i].name == name {
+			return v.opens(i)
+		}
+	}
+	return 0
+}

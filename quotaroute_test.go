@@ -1,0 +1,96 @@
+package httpretry
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"testing"
+)
+
+// TestRouteKey: a route is a request's method and the first segment of
+// its URL path.
+func TestRouteKey(t *testing.T) {
+	t.Parallel()
+	req := func(method, path string) *http.Request {
+		return &http.Request{Method: method, URL: &url.URL{Path: path}}
+	}
+	for _, tt := range []struct {
+		name string
+		a, b *http.Request
+		same bool
+	}{
+		{"deeper paths of one segment", req("GET", "/search/code"), req("GET", "/search/issues"), true},
+		{"the segment alone", req("GET", "/search"), req("GET", "/search/code"), true},
+		{"no method is GET", req("", "/search"), req("GET", "/search"), true},
+		{"another method", req("POST", "/search"), req("GET", "/search"), false},
+		{"another segment", req("GET", "/repos/a/b"), req("GET", "/search"), false},
+		{"the root and a segment", req("GET", "/"), req("GET", "/search"), false},
+		{"a prefix of a segment", req("GET", "/sea"), req("GET", "/search"), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := routeKey(tt.a) == routeKey(tt.b); got != tt.same {
+				t.Errorf("routeKey(%s %s) == routeKey(%s %s): %v; want %v", tt.a.Method, tt.a.URL.Path, tt.b.Method, tt.b.URL.Path, got, tt.same)
+			}
+		})
+	}
+}
+
+// TestQuotaRouteTableKeepsTheNewest: a route's quota is the last one
+// named; past quotaRoutes, the oldest route is forgotten.
+func TestQuotaRouteTableKeepsTheNewest(t *testing.T) {
+	t.Parallel()
+	var tab quotaRouteTable
+	tab.remember(1, "core")
+	tab.remember(1, "search")
+	if name, ok := tab.lookup(1); !ok || name != "search" {
+		t.Errorf("route 1: %q, %v; want search, the last named", name, ok)
+	}
+	for k := range quotaRoutes {
+		tab.remember(uint64(k+2), "r"+strconv.Itoa(k))
+	}
+	if _, ok := tab.lookup(1); ok {
+		t.Errorf("route 1 kept after %d newer routes; want it forgotten", quotaRoutes)
+	}
+	for k := range quotaRoutes {
+		if name, ok := tab.lookup(uint64(k + 2)); !ok || name != "r"+strconv.Itoa(k) {
+			t.Errorf("route %d: %q, %v; want r%d", k+2, name, ok, k)
+		}
+	}
+}
+
+// TestQuotaRouteRefusesOnlyTheSpentQuotasRoutes: with GitHub's core and
+// search quotas held and core spent, a request on a route whose
+// responses named core is refused; one on the search route, or on a
+// route not seen yet, is sent, since search has requests left.
+func TestQuotaRouteRefusesOnlyTheSpentQuotasRoutes(t *testing.T) {
+	t.Parallel()
+	srv := &resourceServer{left: map[string]int{"core": 1, "search": 30}, tooMany: map[string]int{}}
+	tr := &Transport{Base: srv, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
+	call := func(method, path string) error {
+		resp, err := tr.RoundTrip(newRequest(t, t.Context(), method, "https://api.test"+path, nil))
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	for _, p := range []string{"/search", "/repos/a/b"} { // core: 0 left
+		if err := call("GET", p); err != nil {
+			t.Fatalf("GET %s: %v", p, err)
+		}
+	}
+	for _, tt := range []struct {
+		method, path string
+		refused      bool
+	}{
+		{"GET", "/repos/c/d", true},
+		{"GET", "/search", false},
+		{"GET", "/users/e", false}, // not seen: sent, and meets core's 429
+		{"POST", "/repos/a/b", false},
+	} {
+		if err := call(tt.method, tt.path); errors.Is(err, ErrQuotaExhausted) != tt.refused {
+			t.Errorf("%s %s with core spent: %v; want refused %v", tt.method, tt.path, err, tt.refused)
+		}
+	}
+}
