@@ -73,6 +73,7 @@ type quotaSlot struct {
 	inflight  atomic.Int64  // operations admitted from left whose response has not been read
 	group     atomic.Uint32 // the slots last announced with this one, itself included, one bit each
 	announced atomic.Bool   // a response announced this quota since its window began
+	sized     atomic.Bool   // limit was announced, not taken from the most seen
 }
 
 // quotaSame is how far apart two announced resets may be and still name
@@ -139,9 +140,9 @@ func (q *quotaState) refund() {
 	}
 }
 
-// unanswered ends the count of a request in flight that got no response
-// (observe ends those that did), so that later responses are taken at
-// their word again.
+// unanswered ends the count of a request in flight that got no response,
+// or one that said nothing of the quota (observe ends those that did),
+// so that later responses are taken at their word again.
 func (q *quotaState) unanswered() {
 	drawn := q.drawn()
 	for i := range q.slots {
@@ -437,8 +438,13 @@ func (q *quotaState) observe(resp *http.Response, now time.Time) {
 			q.slots[i].group.Store(group)
 		}
 	}
+	if group == 0 {
+		// Nothing said of the quota: the request's count in flight
+		// ends as for one that got no response.
+		q.unanswered()
+	}
 	if named >= 0 {
-		q.rememberRoute(resp.Request, named)
+		q.rememberRoute(resp.Request, named, now)
 	}
 }
 
@@ -489,13 +495,17 @@ func (q *quotaState) update(a announcement, taken uint32, now time.Time) uint32 
 	i := q.slot(a.rl.Name, taken)
 	s := &q.slots[i]
 	inflight := decrementIfPositive(&s.inflight)
-	held := heldQuota{until: s.until.Load(), left: s.left.Load(), low: s.low.Load(), inflight: inflight, period: s.period.Load()}
+	held := heldQuota{until: s.until.Load(), left: s.left.Load(), low: s.low.Load(), inflight: inflight, period: s.period.Load(),
+		guessed: !s.announced.Load() && !s.sized.Load()}
 	until, left, low := quotaUpdate(a.rl, a.spent, held, now)
 	if a.paced {
 		// A window's count says how large the quota is and how long
 		// its window lasts, when the headers do not.
 		s.limit.Store(limitOf(a.rl, s.limit.Load()))
 		s.period.Store(periodOf(a.rl, s.period.Load()))
+		if a.rl.Limit > 0 && !s.sized.Load() {
+			s.sized.Store(true)
+		}
 	}
 	s.left.Store(left)
 	s.low.Store(low)
@@ -529,6 +539,7 @@ func (q *quotaState) slot(name string, taken uint32) int {
 	if s := &q.slots[free]; s.name != name {
 		s.name = strings.Clone(name) // not the header's memory
 		s.limit.Store(0)
+		s.sized.Store(false)
 		s.period.Store(0)
 		s.inflight.Store(0)
 		for j := range q.slots {
@@ -586,9 +597,12 @@ func quotaAnnounced(rl RateLimit, ok bool, status int, ra time.Duration, hasRA b
 // heldQuota is what a destination holds of one quota, for quotaUpdate:
 // its window's reset (0 for none), the requests left in it here, the
 // least count a response announced in it, the operations still in flight
-// that took from it, and the window's length when known.
+// that took from it, the window's length when known, and whether its
+// count is a guess: a window renewed at a reset, not yet answered, whose
+// size no response announced (it was taken from the most seen).
 type heldQuota struct {
 	until, left, low, inflight, period int64
+	guessed                            bool
 }
 
 // quotaUpdate decides the quota to keep after a response announced rl,
@@ -600,7 +614,8 @@ type heldQuota struct {
 // flight it is the count here (a server may not count some requests),
 // and otherwise the smaller of it and the count here holds, since
 // requests admitted after the server counted are still on their way. An
-// answer for a new window takes the server's count; spent, nothing is
+// answer for a new window takes the server's count, and so does the
+// first answer in a window whose count was a guess; spent, nothing is
 // left.
 func quotaUpdate(rl RateLimit, spent bool, q heldQuota, now time.Time) (until, left, low int64) {
 	remaining := rl.Remaining
@@ -608,7 +623,7 @@ func quotaUpdate(rl RateLimit, spent bool, q heldQuota, now time.Time) (until, l
 		remaining = 0
 	}
 	next := now.Add(rl.Reset).UnixNano()
-	if q.until == 0 || absDuration(time.Duration(next-q.until)) > quotaSame || newerWindow(next, remaining, q) {
+	if q.until == 0 || q.guessed || absDuration(time.Duration(next-q.until)) > quotaSame || newerWindow(next, remaining, q) {
 		return next, remaining, remaining
 	}
 	low = min(q.low, remaining)

@@ -3,6 +3,7 @@ package httpretry
 import (
 	"net/http"
 	"strings"
+	"time"
 )
 
 // quotaRoutes is how many routes a destination with several groups of
@@ -22,16 +23,30 @@ type quotaRouteTable struct {
 	oldest int                 // the entry a new route takes
 }
 
-// remember keeps that the route key drew from the quota named name.
-func (t *quotaRouteTable) remember(key uint64, name string) {
+// remember keeps that the route key drew from the quota named name. A
+// new route takes the place of the oldest whose quota is not spent
+// (spent says which are), or of the oldest when every quota is: the
+// routes of a spent quota are the ones that refuse requests, and routes
+// that come and go (an ID as the first segment) must not push them out.
+func (t *quotaRouteTable) remember(key uint64, name string, spent func(name string) bool) {
 	for i := range t.key {
 		if t.key[i] == key {
 			t.name[i] = name
 			return
 		}
 	}
-	t.key[t.oldest], t.name[t.oldest] = key, name
-	t.oldest = (t.oldest + 1) % quotaRoutes
+	at := t.oldest
+	for n := range quotaRoutes {
+		i := (t.oldest + n) % quotaRoutes
+		if t.key[i] == 0 || !spent(t.name[i]) {
+			at = i
+			break
+		}
+	}
+	t.key[at], t.name[at] = key, name
+	if at == t.oldest {
+		t.oldest = (t.oldest + 1) % quotaRoutes
+	}
 }
 
 // lookup returns the name of the quota the route key drew from, when
@@ -75,14 +90,26 @@ func fnv1a(h uint64, s string) uint64 {
 // rememberRoute keeps, when the destination holds several groups, that
 // req's route drew from the quota of slot i, which its response named.
 // q.mu must be held.
-func (q *quotaState) rememberRoute(req *http.Request, i int) {
+func (q *quotaState) rememberRoute(req *http.Request, i int, now time.Time) {
 	if req == nil || q.drawn() != 0 {
 		return // one group: every request draws from it
 	}
 	if q.routes == nil {
 		q.routes = new(quotaRouteTable)
 	}
-	q.routes.remember(routeKey(req), q.slots[i].name)
+	q.routes.remember(routeKey(req), q.slots[i].name, func(name string) bool { return q.spentHeld(name, now) })
+}
+
+// spentHeld reports whether the quota named name is held and spent at
+// now. q.mu must be held.
+func (q *quotaState) spentHeld(name string, now time.Time) bool {
+	for i := range q.slots {
+		if s := &q.slots[i]; s.name == name {
+			u := s.until.Load()
+			return u != 0 && now.UnixNano() < u && s.left.Load() <= 0
+		}
+	}
+	return false
 }
 
 // routeOpens returns when req may draw from the group of the quota its

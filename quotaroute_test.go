@@ -42,13 +42,13 @@ func TestRouteKey(t *testing.T) {
 func TestQuotaRouteTableKeepsTheNewest(t *testing.T) {
 	t.Parallel()
 	var tab quotaRouteTable
-	tab.remember(1, "core")
-	tab.remember(1, "search")
+	tab.remember(1, "core", func(string) bool { return false })
+	tab.remember(1, "search", func(string) bool { return false })
 	if name, ok := tab.lookup(1); !ok || name != "search" {
 		t.Errorf("route 1: %q, %v; want search, the last named", name, ok)
 	}
 	for k := range quotaRoutes {
-		tab.remember(uint64(k+2), "r"+strconv.Itoa(k))
+		tab.remember(uint64(k+2), "r"+strconv.Itoa(k), func(string) bool { return false })
 	}
 	if _, ok := tab.lookup(1); ok {
 		t.Errorf("route 1 kept after %d newer routes; want it forgotten", quotaRoutes)
@@ -92,5 +92,29 @@ func TestQuotaRouteRefusesOnlyTheSpentQuotasRoutes(t *testing.T) {
 		if err := call(tt.method, tt.path); errors.Is(err, ErrQuotaExhausted) != tt.refused {
 			t.Errorf("%s %s with core spent: %v; want refused %v", tt.method, tt.path, err, tt.refused)
 		}
+	}
+}
+
+// TestQuotaRouteTableKeepsTheRoutesOfASpentQuota: a new route takes the
+// place of the oldest whose quota is not spent, so routes that come and
+// go do not push out the route of a spent quota, which is the one that
+// refuses requests; with every quota spent, the oldest goes.
+func TestQuotaRouteTableKeepsTheRoutesOfASpentQuota(t *testing.T) {
+	t.Parallel()
+	var tab quotaRouteTable
+	spent := func(name string) bool { return name == "search" }
+	tab.remember(1, "search", spent)
+	for k := range 3 * quotaRoutes {
+		tab.remember(uint64(k+2), "core", spent)
+	}
+	if name, ok := tab.lookup(1); !ok || name != "search" {
+		t.Errorf("the spent quota's route after %d routes of another: %q, %v; want search, kept", 3*quotaRoutes, name, ok)
+	}
+	all := func(string) bool { return true }
+	for k := range quotaRoutes {
+		tab.remember(uint64(1000+k), "core", all)
+	}
+	if _, ok := tab.lookup(1); ok {
+		t.Errorf("route 1 kept after %d newer routes, every quota spent; want the oldest forgotten", quotaRoutes)
 	}
 }

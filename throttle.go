@@ -429,8 +429,14 @@ func (th *Throttle) accept(s *throttleState, clock clockwork.Clock) {
 
 // recordSlow is record for any other result.
 func (th *Throttle) recordSlow(s *throttleState, resp *http.Response, err error, clock clockwork.Clock) {
-	if resp != nil && !th.IgnoreQuota && s.quota.wants(resp) {
-		s.quota.observe(resp, clock.Now())
+	if resp != nil && !th.IgnoreQuota {
+		if s.quota.wants(resp) {
+			s.quota.observe(resp, clock.Now())
+		} else {
+			// The slow path: a hot destination's responses are all
+			// sampled, as a cold one's are at each fold.
+			s.quota.sample(resp)
+		}
 	}
 	if !overloadSignal(resp, err) {
 		th.accept(s, clock)
