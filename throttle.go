@@ -275,11 +275,16 @@ func (th *Throttle) admit(s *throttleState, clock clockwork.Clock) (time.Time, e
 // whether a request was counted in the destination's quota, to be given
 // back if the operation then sends nothing.
 func (th *Throttle) admitCounted(s *throttleState, req *http.Request, clock clockwork.Clock) (time.Time, bool, error) {
-	if s.quota.until.Load() == 0 && !s.hot.Load() {
+	if s.idle() {
 		return time.Time{}, false, nil
 	}
 	return th.decide(s, req, clock)
 }
+
+// idle reports whether s's destination has no known quota and has
+// signalled nothing for as far back as the counts reach: an operation
+// to it is admitted without a clock reading or a lock.
+func (s *throttleState) idle() bool { return s.quota.until.Load() == 0 && !s.hot.Load() }
 
 // decide is admit for a destination that has a known quota or is hot. A
 // request taken from the quota is given back when the throttle then
@@ -590,6 +595,9 @@ func (op *operation) throttle() error {
 // throttle inlines.
 func (op *operation) admitFirst(th *Throttle) error {
 	op.dest = th.dest(op.req)
+	if op.dest.idle() {
+		return nil
+	}
 	reset, counted, err := th.admitCounted(op.dest, op.req, op.clock)
 	op.quotaCounted = counted
 	if err != ErrQuotaExhausted || !th.WaitQuota {
