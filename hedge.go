@@ -394,6 +394,9 @@ func (op *operation) settle() *panicValue {
 		return nil
 	}
 	op.losers += len(op.flight)
+	// What the winner (the attempt last ended) said of the server,
+	// for the losers canceled for it.
+	signalled := (op.resp != nil || op.err != nil) && overloadSignal(op.resp, op.err)
 	if op.finishLosers > 0 {
 		for _, a := range op.flight {
 			// Only what was settled before its goroutine started: the
@@ -401,7 +404,7 @@ func (op *operation) settle() *panicValue {
 			op.reportLoser(&attempt{number: a.number, hedge: a.hedge, lastStart: a.lastStart,
 				lastElapsed: op.clock.Since(a.lastStart)})
 		}
-		go collectLosers(op.settled, op.flight, op.results, op.finishLosers)
+		go collectLosers(op.settled, op.flight, op.results, op.finishLosers, signalled)
 		op.flight = nil
 		return nil
 	}
@@ -415,7 +418,7 @@ func (op *operation) settle() *panicValue {
 			continue
 		}
 		op.learnLoser(a)
-		op.recordLoser(a)
+		op.recordLoser(a, signalled)
 		op.reportLoser(a)
 		releaseLoser(a)
 	}
@@ -436,7 +439,7 @@ func (op *operation) reportLoser(a *attempt) {
 // loser's panic cannot be raised on the caller's goroutine: it is logged
 // at Error level instead, never swallowed silently, and raising it here
 // would end the whole process for an answer nobody waits for.
-func collectLosers(op *operation, losers []*attempt, results <-chan *attempt, grace time.Duration) {
+func collectLosers(op *operation, losers []*attempt, results <-chan *attempt, grace time.Duration, signalled bool) {
 	timer := op.clock.AfterFunc(grace, func() {
 		for _, a := range losers {
 			a.cancelAttempt()
@@ -451,7 +454,7 @@ func collectLosers(op *operation, losers []*attempt, results <-chan *attempt, gr
 			continue
 		}
 		op.learnLoser(a)
-		op.recordLoser(a)
+		op.recordLoser(a, signalled)
 		releaseLoser(a)
 		if a.trace != nil {
 			a.trace.release()

@@ -418,6 +418,21 @@ func (th *Throttle) count(s *throttleState, clock clockwork.Clock) bool {
 	return true
 }
 
+// request counts an attempt sent that is neither an accept nor an
+// overload signal: a hedge canceled when an answer that signalled
+// overload won. Only a hot destination counts it: a cold one refuses
+// nothing, and the winner's signal has just made it hot.
+func (th *Throttle) request(s *throttleState, clock clockwork.Clock) {
+	if !s.hot.Load() {
+		return
+	}
+	now := clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sync(th, now)
+	s.w.add(1, 0)
+}
+
 // accept counts an accepted attempt: in pending while s is cold, in the
 // window while it is hot.
 func (th *Throttle) accept(s *throttleState, clock clockwork.Clock) {
@@ -668,13 +683,15 @@ func (op *operation) recordAt(resp *http.Response, err error) {
 	op.t.Throttle.record(op.dest, resp, err, op.clock)
 }
 
-// recordLoser tells the Throttle how a hedged attempt that lost went. A
-// loser the operation canceled was sent and signalled no overload: it
-// counts as a request and an accept, as the definition of an accept has
-// it. Counted as a request alone, the hedges of a healthy destination
-// would look like refusals, and would keep it refused for good. A loser
-// that had its answer first counts as any attempt does.
-func (op *operation) recordLoser(a *attempt) {
+// recordLoser tells the Throttle how a hedged attempt that lost went,
+// given whether the answer it lost to signalled overload. A loser the
+// operation canceled was sent, so it counts as a request; it counts as
+// an accept only when the winner's answer was one: counted as a request
+// alone, the hedges of a healthy destination would look like refusals
+// and keep it refused, and counted as an accept beside a winner that
+// signalled overload, it would hide an outage. A loser that had its
+// answer first counts as any attempt does.
+func (op *operation) recordLoser(a *attempt, lostToSignal bool) {
 	if op.dest == nil {
 		return
 	}
@@ -683,7 +700,11 @@ func (op *operation) recordLoser(a *attempt) {
 		return
 	}
 	op.dest.quota.unanswered()
-	if !a.unsent {
+	switch {
+	case a.unsent:
+	case lostToSignal:
+		op.t.Throttle.request(op.dest, op.clock)
+	default:
 		op.t.Throttle.accept(op.dest, op.clock)
 	}
 }
