@@ -401,7 +401,7 @@ func (q *quotaState) miss(has bool) {
 // observe reads what resp says of the quotas. Of several quotas the
 // response announces, a 429 spends the one ParseRateLimit returns, the
 // one with the least left; the others take the counts announced.
-func (q *quotaState) observe(resp *http.Response, now time.Time) {
+func (q *quotaState) observe(resp *http.Response, now, sent time.Time) {
 	set := parseRateLimits(resp.Header, now)
 	q.miss(set.n > 0)
 	var ra time.Duration
@@ -426,7 +426,7 @@ func (q *quotaState) observe(resp *http.Response, now time.Time) {
 			status = http.StatusOK
 		}
 		if a, ok := quotaAnnounced(set.rl[i], i < set.n, status, ra, hasRA); ok {
-			bit := q.update(a, group, now)
+			bit := q.update(a, group, now, sent)
 			group |= bit
 			if named < 0 && a.rl.Name != "" {
 				named = bits.TrailingZeros32(bit)
@@ -491,13 +491,13 @@ func pausesDestination(set *rateLimits, held []string) bool {
 
 // update keeps what a response announced of one quota, in a slot not in
 // taken, and returns that slot's bit. q.mu must be held.
-func (q *quotaState) update(a announcement, taken uint32, now time.Time) uint32 {
+func (q *quotaState) update(a announcement, taken uint32, now, sent time.Time) uint32 {
 	i := q.slot(a.rl.Name, taken)
 	s := &q.slots[i]
 	inflight := decrementIfPositive(&s.inflight)
 	held := heldQuota{until: s.until.Load(), left: s.left.Load(), low: s.low.Load(), inflight: inflight, period: s.period.Load(),
 		guessed: !s.announced.Load() && !s.sized.Load()}
-	until, left, low := quotaUpdate(a.rl, a.spent, held, now)
+	until, left, low := quotaUpdate(a.rl, a.spent, held, now, sent)
 	if a.paced {
 		// A window's count says how large the quota is and how long
 		// its window lasts, when the headers do not.
@@ -617,13 +617,21 @@ type heldQuota struct {
 // answer for a new window takes the server's count, and so does the
 // first answer in a window whose count was a guess; spent, nothing is
 // left.
-func quotaUpdate(rl RateLimit, spent bool, q heldQuota, now time.Time) (until, left, low int64) {
+func quotaUpdate(rl RateLimit, spent bool, q heldQuota, now, sent time.Time) (until, left, low int64) {
 	remaining := rl.Remaining
 	if spent {
 		remaining = 0
 	}
+	if sent.IsZero() || sent.After(now) {
+		sent = now
+	}
+	if !spent && q.until != 0 && q.period > 0 && sent.UnixNano() < q.until-q.period {
+		// Sent before the held window began: an answer of the one
+		// before, read late, which says nothing of this one.
+		return q.until, q.left, q.low
+	}
 	next := now.Add(rl.Reset).UnixNano()
-	if q.until == 0 || q.guessed || absDuration(time.Duration(next-q.until)) > quotaSame || newerWindow(next, remaining, q) {
+	if q.until == 0 || q.guessed || !sameWindow(q.until, rl.Reset, sent, now) || newerWindow(next, remaining, q) {
 		return next, remaining, remaining
 	}
 	low = min(q.low, remaining)
@@ -631,6 +639,17 @@ func quotaUpdate(rl RateLimit, spent bool, q heldQuota, now time.Time) (until, l
 		return q.until, min(q.left, remaining), low
 	}
 	return q.until, low, low
+}
+
+// sameWindow reports whether an answer read at now for an attempt sent
+// at sent, whose quota resets reset after the server counted it, names
+// the window held, which resets at until. The server counted it at some
+// moment between sent and now, so its window resets between sent+reset
+// and now+reset, and up to quotaSame earlier still, as resets are
+// announced in whole seconds rounded up; until must lie in that span,
+// within quotaSame.
+func sameWindow(until int64, reset time.Duration, sent, now time.Time) bool {
+	return sent.Add(reset).UnixNano()-int64(quotaSame) <= until && until <= now.Add(reset).UnixNano()+int64(quotaSame)
 }
 
 // newerWindow reports whether an answer whose reset is next, with

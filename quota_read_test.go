@@ -59,7 +59,7 @@ func TestQuotaWantsHeadersRead(t *testing.T) {
 			initThrottleState(&s)
 			for _, r := range tt.history {
 				if s.quota.wants(r) {
-					s.quota.observe(r, now)
+					s.quota.observe(r, now, now)
 				}
 			}
 			if tt.sampled != nil {

@@ -144,7 +144,7 @@ func TestQuotaUpdate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			u, l, low := quotaUpdate(tt.rl, tt.spent, tt.held, now)
+			u, l, low := quotaUpdate(tt.rl, tt.spent, tt.held, now, now)
 			if u != tt.wantUntil || l != tt.wantLeft || low != tt.wantLow {
 				t.Errorf("quotaUpdate = (%d, %d, %d); want (%d, %d, %d)", u, l, low, tt.wantUntil, tt.wantLeft, tt.wantLow)
 			}
@@ -290,5 +290,47 @@ func checkRateLimit(t *testing.T, rl RateLimit, ok bool) {
 	}
 	if rl.Reset < 0 || rl.Reset > maxRateLimitReset || (!rl.HasReset && rl.Reset != 0) {
 		t.Errorf("reset %v (has %v) out of [0, %v]", rl.Reset, rl.HasReset, maxRateLimitReset)
+	}
+}
+
+// TestQuotaUpdateAnswerPlacedFromItsSend: an answer was counted by the
+// server at some moment between its attempt's send and now, so its
+// window is placed from both: one whose reset, counted from the send,
+// is the held window's is an answer for it, however late it is read;
+// one sent before the held window began says nothing of it.
+func TestQuotaUpdateAnswerPlacedFromItsSend(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	at := func(d time.Duration) int64 { return now.Add(d).UnixNano() }
+	ten := int64(10 * time.Second)
+	tests := []struct {
+		name                         string
+		rl                           RateLimit
+		spent                        bool
+		held                         heldQuota
+		sent                         time.Time
+		wantUntil, wantLeft, wantLow int64
+	}{
+		{"read 0.5s late, just past the reset: the held window's last answer", RateLimit{Remaining: 0, Reset: time.Second, HasReset: true}, false,
+			heldQuota{until: at(-100 * time.Millisecond), left: 1, low: 1, inflight: 0, period: ten}, now.Add(-500 * time.Millisecond),
+			at(-100 * time.Millisecond), 0, 0},
+		{"the same read at once: a new window", RateLimit{Remaining: 0, Reset: time.Second, HasReset: true}, false,
+			heldQuota{until: at(-1100 * time.Millisecond), left: 1, low: 1, inflight: 0, period: ten}, now,
+			at(time.Second), 0, 0},
+		{"sent before the held window began: says nothing of it", RateLimit{Remaining: 0, Reset: time.Second, HasReset: true}, false,
+			heldQuota{until: at(9900 * time.Millisecond), left: 5, low: 5, inflight: 1, period: ten}, now.Add(-500 * time.Millisecond),
+			at(9900 * time.Millisecond), 5, 5},
+		{"a 429 sent before the held window began: spent all the same", RateLimit{Remaining: 0, Reset: time.Second, HasReset: true}, true,
+			heldQuota{until: at(9900 * time.Millisecond), left: 5, low: 5, inflight: 1, period: ten}, now.Add(-500 * time.Millisecond),
+			at(time.Second), 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			u, l, low := quotaUpdate(tt.rl, tt.spent, tt.held, now, tt.sent)
+			if u != tt.wantUntil || l != tt.wantLeft || low != tt.wantLow {
+				t.Errorf("quotaUpdate = (%v, %d, %d); want (%v, %d, %d)", time.Duration(u-now.UnixNano()), l, low, time.Duration(tt.wantUntil-now.UnixNano()), tt.wantLeft, tt.wantLow)
+			}
+		})
 	}
 }

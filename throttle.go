@@ -390,14 +390,14 @@ const pendingFold = 64
 // and reads what its response says of the quota. A response below 429
 // from a cold destination that the quota does not want read (see
 // quotaState) is only counted, and sampled when the count is folded.
-func (th *Throttle) record(s *throttleState, resp *http.Response, err error, clock clockwork.Clock) {
+func (th *Throttle) record(s *throttleState, resp *http.Response, err error, sent time.Time, clock clockwork.Clock) {
 	if err == nil && resp.StatusCode < http.StatusTooManyRequests && !s.hot.Load() && !s.quota.wants(resp) {
 		if th.count(s, clock) {
 			s.quota.sample(resp)
 		}
 		return
 	}
-	th.recordSlow(s, resp, err, clock)
+	th.recordSlow(s, resp, err, sent, clock)
 }
 
 // count counts an accept of a cold destination, folding the pending
@@ -448,10 +448,10 @@ func (th *Throttle) accept(s *throttleState, clock clockwork.Clock) {
 }
 
 // recordSlow is record for any other result.
-func (th *Throttle) recordSlow(s *throttleState, resp *http.Response, err error, clock clockwork.Clock) {
+func (th *Throttle) recordSlow(s *throttleState, resp *http.Response, err error, sent time.Time, clock clockwork.Clock) {
 	if resp != nil && !th.IgnoreQuota {
 		if s.quota.wants(resp) {
-			s.quota.observe(resp, clock.Now())
+			s.quota.observe(resp, clock.Now(), sent)
 		} else {
 			// The slow path: a hot destination's responses are all
 			// sampled, as a cold one's are at each fold.
@@ -613,6 +613,11 @@ func (op *operation) admitFirst(th *Throttle) error {
 	if op.dest.idle() {
 		return nil
 	}
+	if !op.timed && op.dest.quota.until.Load() != 0 {
+		// An answer's quota is placed in time from when its attempt
+		// was sent (see quotaUpdate): attempts read the clock.
+		op.timed, op.start = true, op.clock.Now()
+	}
 	reset, counted, err := th.admitCounted(op.dest, op.req, op.clock)
 	op.quotaCounted = counted
 	if err != ErrQuotaExhausted || !th.WaitQuota {
@@ -665,13 +670,13 @@ func (op *operation) takeQuotaForRetry() bool {
 // recordAttempt tells the Throttle how the attempt that just ended went.
 func (op *operation) recordAttempt(resp *http.Response, err error) {
 	if op.dest != nil {
-		op.recordAt(resp, err)
+		op.recordAt(resp, err, op.lastStart)
 	}
 }
 
 // recordAt is recordAttempt's work when a Throttle is set, apart so that
 // recordAttempt inlines.
-func (op *operation) recordAt(resp *http.Response, err error) {
+func (op *operation) recordAt(resp *http.Response, err error, sent time.Time) {
 	if resp == nil {
 		op.dest.quota.unanswered()
 	}
@@ -680,7 +685,7 @@ func (op *operation) recordAt(resp *http.Response, err error) {
 		// locally: the server said nothing.
 		return
 	}
-	op.t.Throttle.record(op.dest, resp, err, op.clock)
+	op.t.Throttle.record(op.dest, resp, err, sent, op.clock)
 }
 
 // recordLoser tells the Throttle how a hedged attempt that lost went,
@@ -696,7 +701,7 @@ func (op *operation) recordLoser(a *attempt, lostToSignal bool) {
 		return
 	}
 	if a.resp != nil || !errors.Is(a.err, context.Canceled) || op.callerEnded() {
-		op.recordAt(a.resp, a.err)
+		op.recordAt(a.resp, a.err, a.lastStart)
 		return
 	}
 	op.dest.quota.unanswered()

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 )
 
 // BenchmarkThrottleSuccess measures what the Throttle adds to an
@@ -20,6 +21,6 @@ func BenchmarkThrottleSuccess(b *testing.B) {
 		if _, err := th.admit(s, clock); err != nil {
 			b.Fatal(err)
 		}
-		th.record(s, resp, nil, clock)
+		th.record(s, resp, nil, time.Time{}, clock)
 	}
 }

@@ -91,7 +91,7 @@ func throttleAt(th *Throttle, s *throttleState, fc clockwork.Clock, n int, accep
 		status = 200
 	}
 	for range n {
-		th.record(s, &http.Response{StatusCode: status, Header: http.Header{}}, nil, fc)
+		th.record(s, &http.Response{StatusCode: status, Header: http.Header{}}, nil, time.Time{}, fc)
 	}
 }
 
@@ -456,13 +456,13 @@ func TestThrottleConcurrent(t *testing.T) {
 				if _, err := th.admit(s, realClock); err != nil {
 					upRefused.Add(1)
 				} else {
-					th.record(s, ok, nil, realClock)
+					th.record(s, ok, nil, time.Time{}, realClock)
 				}
 				s = th.dest(down)
 				if _, err := th.admit(s, realClock); err != nil {
 					downRefused.Add(1)
 				} else {
-					th.record(s, busy, nil, realClock)
+					th.record(s, busy, nil, time.Time{}, realClock)
 				}
 			}
 		})
