@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"math"
 	"math/bits"
 	"net/http"
 	"slices"
@@ -622,16 +623,14 @@ func quotaUpdate(rl RateLimit, spent bool, q heldQuota, now, sent time.Time) (un
 	if spent {
 		remaining = 0
 	}
-	if sent.IsZero() || sent.After(now) {
-		sent = now
-	}
-	if !spent && q.until != 0 && q.period > 0 && sent.UnixNano() < q.until-q.period {
-		// Sent before the held window began: an answer of the one
+	from := countedFrom(sent, now, spent)
+	if q.until != 0 && q.period > 0 && from != unknownTime && from < q.until-q.period {
+		// Counted before the held window began: an answer of the one
 		// before, read late, which says nothing of this one.
 		return q.until, q.left, q.low
 	}
 	next := now.Add(rl.Reset).UnixNano()
-	if q.until == 0 || q.guessed || !sameWindow(q.until, rl.Reset, sent, now) || newerWindow(next, remaining, q) {
+	if q.until == 0 || q.guessed || !sameWindow(q.until, rl.Reset, from, now) || newerWindow(next, remaining, q) {
 		return next, remaining, remaining
 	}
 	low = min(q.low, remaining)
@@ -641,15 +640,36 @@ func quotaUpdate(rl RateLimit, spent bool, q heldQuota, now, sent time.Time) (un
 	return q.until, low, low
 }
 
-// sameWindow reports whether an answer read at now for an attempt sent
-// at sent, whose quota resets reset after the server counted it, names
-// the window held, which resets at until. The server counted it at some
-// moment between sent and now, so its window resets between sent+reset
-// and now+reset, and up to quotaSame earlier still, as resets are
-// announced in whole seconds rounded up; until must lie in that span,
-// within quotaSame.
-func sameWindow(until int64, reset time.Duration, sent, now time.Time) bool {
-	return sent.Add(reset).UnixNano()-int64(quotaSame) <= until && until <= now.Add(reset).UnixNano()+int64(quotaSame)
+// unknownTime stands for a time not known, in countedFrom and sameWindow.
+const unknownTime = math.MinInt64
+
+// countedFrom returns the earliest time, in Unix nanoseconds, at which
+// the server may have counted an answer read at now: when its attempt was
+// sent. An attempt sent before its destination's quota was known did not
+// read the clock: for a 429 that is taken as now, so that it spends a
+// window from now, as it says; for another answer it is unknownTime, so
+// that the answer, which may be late, starts no new window.
+func countedFrom(sent, now time.Time, spent bool) int64 {
+	switch {
+	case sent.IsZero() && !spent:
+		return unknownTime
+	case sent.IsZero() || sent.After(now):
+		return now.UnixNano()
+	}
+	return sent.UnixNano()
+}
+
+// sameWindow reports whether an answer read at now, counted by the server
+// no earlier than from (unknownTime when not known), whose quota resets
+// reset after the server counted it, names the held window, which resets
+// at until. Its window resets between from+reset and now+reset, and up to
+// quotaSame earlier still, as resets are announced in whole seconds
+// rounded up; until must lie in that span, within quotaSame.
+func sameWindow(until int64, reset time.Duration, from int64, now time.Time) bool {
+	if until > now.Add(reset).UnixNano()+int64(quotaSame) {
+		return false
+	}
+	return from == unknownTime || from+int64(reset)-int64(quotaSame) <= until
 }
 
 // newerWindow reports whether an answer whose reset is next, with

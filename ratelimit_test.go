@@ -320,8 +320,14 @@ func TestQuotaUpdateAnswerPlacedFromItsSend(t *testing.T) {
 		{"sent before the held window began: says nothing of it", RateLimit{Remaining: 0, Reset: time.Second, HasReset: true}, false,
 			heldQuota{until: at(9900 * time.Millisecond), left: 5, low: 5, inflight: 1, period: ten}, now.Add(-500 * time.Millisecond),
 			at(9900 * time.Millisecond), 5, 5},
-		{"a 429 sent before the held window began: spent all the same", RateLimit{Remaining: 0, Reset: time.Second, HasReset: true}, true,
+		{"a 429 sent before the held window began: the last window's, says nothing of this one", RateLimit{Remaining: 0, Reset: time.Second, HasReset: true}, true,
 			heldQuota{until: at(9900 * time.Millisecond), left: 5, low: 5, inflight: 1, period: ten}, now.Add(-500 * time.Millisecond),
+			at(9900 * time.Millisecond), 5, 5},
+		{"sent when no quota was known (no send time), read just past the reset: the held window's", RateLimit{Remaining: 0, Reset: time.Second, HasReset: true}, false,
+			heldQuota{until: at(-100 * time.Millisecond), left: 1, low: 1, inflight: 0, period: ten}, time.Time{},
+			at(-100 * time.Millisecond), 0, 0},
+		{"a 429 with no send time: spends a window from now", RateLimit{Remaining: 0, Reset: time.Second, HasReset: true}, true,
+			heldQuota{until: at(-1100 * time.Millisecond), left: 1, low: 1, inflight: 0, period: ten}, time.Time{},
 			at(time.Second), 0, 0},
 	}
 	for _, tt := range tests {
