@@ -624,9 +624,11 @@ func quotaUpdate(rl RateLimit, spent bool, q heldQuota, now, sent time.Time) (un
 		remaining = 0
 	}
 	from := countedFrom(sent, now, spent)
-	if q.until != 0 && q.period > 0 && from != unknownTime && from < q.until-q.period {
+	if q.until != 0 && q.period > int64(2*quotaSame) && from != unknownTime && from < q.until-q.period {
 		// Counted before the held window began: an answer of the one
-		// before, read late, which says nothing of this one.
+		// before, read late, which says nothing of this one. (Resets
+		// in whole seconds cannot place a window of up to two seconds
+		// that finely.)
 		return q.until, q.left, q.low
 	}
 	next := now.Add(rl.Reset).UnixNano()
