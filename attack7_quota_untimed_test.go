@@ -18,17 +18,15 @@ import (
 // and its answer is returned when release is closed. spend, when set,
 // is called with the window index to let another process spend some.
 type attack7Server struct {
-	fc       *clockwork.FakeClock
-	t0       time.Time
-	mu       sync.Mutex
-	used     map[int64]int
-	hits     atomic.Int32
-	arrived  chan struct{} // the slow request reached the server
-	count    chan struct{} // the server counts it now
-	counted  chan struct{} // it was counted
-	release  chan struct{} // its answer is read now
-	status   int           // the slow request's status when spent
-	slowOnly atomic.Bool
+	fc      *clockwork.FakeClock
+	t0      time.Time
+	mu      sync.Mutex
+	used    map[int64]int
+	hits    atomic.Int32
+	arrived chan struct{} // the slow request reached the server
+	count   chan struct{} // the server counts it now
+	counted chan struct{} // it was counted
+	release chan struct{} // its answer is read now
 }
 
 func newAttack7Server(fc *clockwork.FakeClock) *attack7Server {

@@ -704,10 +704,3 @@ func periodOf(rl RateLimit, known int64) int64 {
 	}
 	return max(known, int64(rl.Reset))
 }
-
-func absDuration(d time.Duration) time.Duration {
-	if d < 0 {
-		return -d
-	}
-	return d
-}
