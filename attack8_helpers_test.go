@@ -16,12 +16,12 @@ import (
 // counts the 429s it sends per window. "/slow" is counted when count is
 // closed and answered when release is closed; "/fail" fails uncounted.
 type attack8Server struct {
-	fc    *clockwork.FakeClock
-	t0    time.Time
-	win   time.Duration
-	limit int
-	mu    sync.Mutex
-	used  map[int64]int
+	fc      *clockwork.FakeClock
+	t0      time.Time
+	win     time.Duration
+	limit   int
+	mu      sync.Mutex
+	used    map[int64]int
 	tooMany map[int64]int
 
 	arrived, count, counted, release chan struct{}

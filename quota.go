@@ -57,6 +57,10 @@ type quotaState struct {
 	misses atomic.Int32 // responses read in a row without rate-limit fields, up to quotaMisses; see wants
 	until  atomic.Int64 // nonzero while a quota may be held: the latest reset set, in Unix nanoseconds
 	paused atomic.Int64 // every request is refused before it, in Unix nanoseconds; see pausesDestination
+	// knownAt is when a response first made a quota known, in Unix
+	// nanoseconds, 0 before: an attempt that did not read the clock
+	// (see quotaUpdate) was sent before it.
+	knownAt atomic.Int64
 
 	mu     sync.Mutex // protects the slots' names, their assignment and renewal, and routes
 	slots  [maxQuotaNames]quotaSlot
@@ -415,7 +419,7 @@ func (q *quotaState) observe(resp *http.Response, now, sent time.Time) {
 	var names [maxQuotaNames]string
 	if resp.StatusCode == http.StatusTooManyRequests && pausesDestination(&set, q.namesHeld(names[:0])) {
 		if a, ok := quotaAnnounced(set.rl[0], set.n > 0, resp.StatusCode, ra, hasRA); ok {
-			q.pause(now.Add(a.rl.Reset).UnixNano())
+			q.pause(now.Add(a.rl.Reset).UnixNano(), now)
 		}
 		return
 	}
@@ -451,10 +455,18 @@ func (q *quotaState) observe(resp *http.Response, now, sent time.Time) {
 
 // pause refuses every request to the destination until until, and ends
 // the count in flight of the request that met the pause.
-func (q *quotaState) pause(until int64) {
+func (q *quotaState) pause(until int64, now time.Time) {
 	q.unanswered()
+	q.known(now)
 	storeMax(&q.paused, until)
 	storeMax(&q.until, until)
+}
+
+// known keeps, the first time a quota is known, when that was.
+func (q *quotaState) known(now time.Time) {
+	if q.knownAt.Load() == 0 {
+		q.knownAt.CompareAndSwap(0, now.UnixNano())
+	}
 }
 
 // namesHeld appends the names of the quotas held to names. q.mu must be
@@ -497,7 +509,7 @@ func (q *quotaState) update(a announcement, taken uint32, now, sent time.Time) u
 	s := &q.slots[i]
 	inflight := decrementIfPositive(&s.inflight)
 	held := heldQuota{until: s.until.Load(), left: s.left.Load(), low: s.low.Load(), inflight: inflight, period: s.period.Load(),
-		guessed: !s.announced.Load() && !s.sized.Load()}
+		guessed: !s.announced.Load() && !s.sized.Load(), knownAt: q.knownAt.Load()}
 	until, left, low := quotaUpdate(a.rl, a.spent, held, now, sent)
 	if a.paced {
 		// A window's count says how large the quota is and how long
@@ -512,6 +524,7 @@ func (q *quotaState) update(a announcement, taken uint32, now, sent time.Time) u
 	s.low.Store(low)
 	s.until.Store(until)
 	s.announced.Store(true)
+	q.known(now)
 	storeMax(&q.until, until)
 	return 1 << i
 }
@@ -604,6 +617,7 @@ func quotaAnnounced(rl RateLimit, ok bool, status int, ra time.Duration, hasRA b
 type heldQuota struct {
 	until, left, low, inflight, period int64
 	guessed                            bool
+	knownAt                            int64 // when the destination's first quota was known, 0 if not
 }
 
 // quotaUpdate decides the quota to keep after a response announced rl,
@@ -624,7 +638,7 @@ func quotaUpdate(rl RateLimit, spent bool, q heldQuota, now, sent time.Time) (un
 		remaining = 0
 	}
 	from := countedFrom(sent, now, spent)
-	if q.until != 0 && q.period > int64(2*quotaSame) && from != unknownTime && from < q.until-q.period {
+	if by := sentBy(sent, q.knownAt); q.until != 0 && q.period > int64(2*quotaSame) && by != unknownTime && by < q.until-q.period {
 		// Counted before the held window began: an answer of the one
 		// before, read late, which says nothing of this one. (Resets
 		// in whole seconds cannot place a window of up to two seconds
@@ -659,6 +673,20 @@ func countedFrom(sent, now time.Time, spent bool) int64 {
 		return now.UnixNano()
 	}
 	return sent.UnixNano()
+}
+
+// sentBy returns the latest time, in Unix nanoseconds, an answer's
+// attempt was sent: when it was, or, for one that did not read the
+// clock, when the destination's first quota was known (knownAt), since
+// only attempts sent before it do not; unknownTime when neither is known.
+func sentBy(sent time.Time, knownAt int64) int64 {
+	switch {
+	case !sent.IsZero():
+		return sent.UnixNano()
+	case knownAt != 0:
+		return knownAt
+	}
+	return unknownTime
 }
 
 // sameWindow reports whether an answer read at now, counted by the server
