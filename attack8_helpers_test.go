@@ -59,12 +59,6 @@ func (s *attack8Server) spendOther(n int) {
 	s.mu.Unlock()
 }
 
-func (s *attack8Server) tooManyIn(w int64) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.tooMany[w]
-}
-
 func (s *attack8Server) leftIn(w int64) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
