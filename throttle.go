@@ -120,10 +120,11 @@ type Throttle struct {
 
 	// Key names a request's destination. It must return a short, bounded
 	// name (never a path or a query): each distinct key holds about a
-	// kilobyte of state, and only its first 300 bytes are kept. If nil, the request URL's host in one canonical
-	// spelling (lower-case, without a trailing dot or the scheme's
-	// default port, an IP address as net/netip writes it), so that every
-	// spelling of a host is one destination.
+	// kilobyte of state, and only its first 300 bytes are kept. If nil,
+	// the request URL's host in one canonical spelling (lower-case,
+	// without a trailing dot or the scheme's default port, an IP address
+	// as net/netip writes it), so that every spelling of a host is one
+	// destination.
 	Key func(req *http.Request) string
 
 	// MaxKeys bounds the destinations held; past it, one not used lately
@@ -423,14 +424,9 @@ func (th *Throttle) count(s *throttleState, clock clockwork.Clock) bool {
 // overload won. Only a hot destination counts it: a cold one refuses
 // nothing, and the winner's signal has just made it hot.
 func (th *Throttle) request(s *throttleState, clock clockwork.Clock) {
-	if !s.hot.Load() {
-		return
+	if s.hot.Load() {
+		th.tally(s, clock.Now(), 1, 0, false)
 	}
-	now := clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sync(th, now)
-	s.w.add(1, 0)
 }
 
 // accept counts an accepted attempt: in pending while s is cold, in the
@@ -440,11 +436,20 @@ func (th *Throttle) accept(s *throttleState, clock clockwork.Clock) {
 		th.count(s, clock)
 		return
 	}
-	now := clock.Now()
+	th.tally(s, clock.Now(), 1, 1, false)
+}
+
+// tally counts req requests and acc accepts in s's window at now; an
+// overload signal makes s hot from now.
+func (th *Throttle) tally(s *throttleState, now time.Time, req, acc float64, signal bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if signal {
+		s.hot.Store(true)
+		s.lastSignal = now
+	}
 	s.sync(th, now)
-	s.w.add(1, 1)
+	s.w.add(req, acc)
 }
 
 // recordSlow is record for any other result.
@@ -462,13 +467,7 @@ func (th *Throttle) recordSlow(s *throttleState, resp *http.Response, err error,
 		th.accept(s, clock)
 		return
 	}
-	now := clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.hot.Store(true)
-	s.lastSignal = now
-	s.sync(th, now)
-	s.w.add(1, 0)
+	th.tally(s, clock.Now(), 1, 0, true)
 }
 
 // sync moves s's window to now and folds the pending accepts into it;
