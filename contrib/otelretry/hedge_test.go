@@ -175,19 +175,43 @@ func TestHedgeDelayGaugeAdaptive(t *testing.T) {
 	base := srv.Client().Transport.(*http.Transport)
 	defer base.CloseIdleConnections()
 	tr := hook(&httpretry.Transport{Base: base, Hedging: &httpretry.Hedging{MinSamples: 20, MinDelay: 5 * time.Millisecond}}, m)
+	// Once the delay is known, a busy machine may hold an answer past it
+	// and a hedge goes out: the hedge counters then report exactly what
+	// the Outcomes do.
+	var hedges, won, losers atomic.Int64
+	done := tr.OnDone
+	tr.OnDone = func(r *http.Request, o httpretry.Outcome) {
+		done(r, o)
+		hedges.Add(int64(o.Hedges))
+		losers.Add(int64(o.LosersCanceled))
+		if o.HedgeWon {
+			won.Add(1)
+		}
+	}
 	m.ObserveHedgeDelay(tr)
 	client := &http.Client{Transport: tr}
 	host := srv.Listener.Addr().String()
 
 	runOps(t, client, srv.URL, 5)
 	diffLines(t, hedgeLines(metrics()), nil)
+	if n := hedges.Load(); n != 0 {
+		t.Fatalf("%d hedges sent before the delay was known", n)
+	}
 
 	runOps(t, client, srv.URL, 30)
 	want, ok := tr.HedgeDelay(host)
 	if !ok || want < 5*time.Millisecond {
 		t.Fatalf("HedgeDelay(%q) = %v, %v; want at least the 5ms floor, true", host, want, ok)
 	}
-	diffLines(t, hedgeLines(metrics()), []string{
-		fmt.Sprintf("httpretry.client.hedge.delay{httpretry.hedge.key=%s} %g", host, want.Seconds()),
-	})
+	series := "http.request.method=GET,server.address=127.0.0.1"
+	lines := []string{fmt.Sprintf("httpretry.client.hedge.delay{httpretry.hedge.key=%s} %g", host, want.Seconds())}
+	for _, c := range []struct {
+		name string
+		n    int64
+	}{{"hedges", hedges.Load()}, {"hedges.won", won.Load()}, {"hedges.losers_canceled", losers.Load()}} {
+		if c.n > 0 {
+			lines = append(lines, fmt.Sprintf("httpretry.client.%s{%s} %d", c.name, series, c.n))
+		}
+	}
+	diffLines(t, hedgeLines(metrics()), lines)
 }
