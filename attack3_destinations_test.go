@@ -36,13 +36,7 @@ func TestAttack3ThrottleKeepsADestinationInUseAmongOneShotHosts(t *testing.T) {
 			return 200
 		}}
 		tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{MaxKeys: 64, Rand: evenDraws()}}
-		call := func(url string) error {
-			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", url, nil))
-			if err == nil {
-				resp.Body.Close()
-			}
-			return err
-		}
+		call := func(url string) error { return get(t, tr, url) }
 		admitted, n := 0, 0
 		for range 2000 {
 			for range 2 {

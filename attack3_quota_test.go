@@ -19,40 +19,27 @@ import (
 // not counted, as a route the API gateway does not meter (or a proxy's
 // own error page) is.
 type xQuotaServer struct {
-	clock  clockwork.Clock
-	zero   time.Time
-	limit  int
-	window time.Duration
-
+	fixedWindow
 	mu      sync.Mutex
-	current int64
-	used    int
 	tooMany map[int64]int
 }
 
 func (s *xQuotaServer) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Path == "/plain" {
+	if !metered(req) {
 		return response(req, 404, ""), nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	elapsed := s.clock.Since(s.zero)
-	n := int64(elapsed / s.window)
-	if n != s.current {
-		s.current, s.used = n, 0
-	}
+	n, admitted, left, reset := s.take()
 	status := 200
-	if s.used >= s.limit {
+	if !admitted {
 		status = 429
 		s.tooMany[n]++
-	} else {
-		s.used++
 	}
-	reset := s.window*time.Duration(n+1) - elapsed
 	h := http.Header{
 		"X-Ratelimit-Limit":     {strconv.Itoa(s.limit)},
-		"X-Ratelimit-Remaining": {strconv.Itoa(s.limit - s.used)},
-		"X-Ratelimit-Reset":     {strconv.FormatInt(int64((reset+time.Second-1)/time.Second), 10)},
+		"X-Ratelimit-Remaining": {strconv.Itoa(left)},
+		"X-Ratelimit-Reset":     {strconv.FormatInt(reset, 10)},
 	}
 	return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: req}, nil
 }
@@ -68,7 +55,7 @@ func (s *xQuotaServer) RoundTrip(req *http.Request) (*http.Response, error) {
 func TestAttack3QuotaHeaderlessResponseDoesNotBlindThePacing(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
-	srv := &xQuotaServer{clock: fc, zero: fc.Now(), limit: 3, window: 10 * time.Second, tooMany: map[int64]int{}}
+	srv := &xQuotaServer{fixedWindow: newFixedWindow(fc, 3, 10*time.Second), tooMany: map[int64]int{}}
 	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
 	call := func(path string) (int, error) {
 		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test"+path, nil))
@@ -108,24 +95,8 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// gatedX holds the metered requests of an xQuotaServer at a gate.
-type gatedX struct {
-	srv     *xQuotaServer
-	mu      sync.Mutex
-	entered int
-	gate    chan struct{}
-}
-
-func (g *gatedX) RoundTrip(req *http.Request) (*http.Response, error) {
-	g.mu.Lock()
-	g.entered++
-	gate := g.gate
-	g.mu.Unlock()
-	if gate != nil && req.URL.Path != "/plain" {
-		<-gate
-	}
-	return g.srv.RoundTrip(req)
-}
+// metered says whether an xQuotaServer counts req.
+func metered(req *http.Request) bool { return req.URL.Path != "/plain" }
 
 // TestAttack3QuotaHeaderlessResponseAtMostOne429PerWindow: the headline
 // promise, "a process gets at most one 429 per quota window", with 6
@@ -137,16 +108,10 @@ func TestAttack3QuotaHeaderlessResponseAtMostOne429PerWindow(t *testing.T) {
 	t.Parallel()
 	for _, plain := range []bool{false, true} {
 		fc := clockwork.NewFakeClock()
-		srv := &xQuotaServer{clock: fc, zero: fc.Now(), limit: 3, window: 10 * time.Second, tooMany: map[int64]int{}}
-		g := &gatedX{srv: srv}
+		srv := &xQuotaServer{fixedWindow: newFixedWindow(fc, 3, 10*time.Second), tooMany: map[int64]int{}}
+		g := &gatedBase{base: srv, hold: metered}
 		tr := &Transport{Base: g, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
-		call := func(path string) error {
-			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test"+path, nil))
-			if err == nil {
-				resp.Body.Close()
-			}
-			return err
-		}
+		call := func(path string) error { return get(t, tr, "http://api.test"+path) }
 		call("/a")
 		if plain {
 			call("/plain")
@@ -155,36 +120,7 @@ func TestAttack3QuotaHeaderlessResponseAtMostOne429PerWindow(t *testing.T) {
 			call("/a")
 		}
 		fc.Advance(10 * time.Second)
-		g.mu.Lock()
-		g.gate, g.entered = make(chan struct{}), 0
-		g.mu.Unlock()
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		refused := 0
-		for range 6 {
-			wg.Go(func() {
-				if err := call("/a"); errors.Is(err, ErrThrottled) {
-					mu.Lock()
-					refused++
-					mu.Unlock()
-				}
-			})
-		}
-		// Open the gate once every caller reached the server or was
-		// refused (a poll, not a timing assumption; 5s at most).
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-			g.mu.Lock()
-			n := g.entered
-			g.mu.Unlock()
-			mu.Lock()
-			r := refused
-			mu.Unlock()
-			if n+r >= 6 {
-				break
-			}
-		}
-		close(g.gate)
-		wg.Wait()
+		g.burst(6, func() error { return call("/a") })
 		srv.mu.Lock()
 		if n := srv.tooMany[1]; n > 1 {
 			t.Errorf("header-less 404 in window 0: %v; window 1: %d 429s from 6 concurrent callers against a quota of 3 the client had learned; want at most 1 (README: a process gets at most one 429 per quota window)", plain, n)

@@ -32,13 +32,7 @@ func TestAttack3ThrottleBurstAfterAQuietSpellIsNotRefused(t *testing.T) {
 	// A draw of 0.1: refused only when p > 0.1.
 	th := &Throttle{Rand: func() float64 { return 0.1 }}
 	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: th}
-	call := func() error {
-		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err
-	}
+	call := func() error { return get(t, tr, "http://api.test/") }
 	if err := call(); err != nil {
 		t.Fatal(err)
 	}
@@ -166,13 +160,7 @@ func TestAttack3ThrottleOneDestinationForEverySpellingOfAHost(t *testing.T) {
 		fc := clockwork.NewFakeClock()
 		base := &countingBase{status: func(*http.Request) int { return 503 }}
 		tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: func() float64 { return 0 }}}
-		call := func(url string) error {
-			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", url, nil))
-			if err == nil {
-				resp.Body.Close()
-			}
-			return err
-		}
+		call := func(url string) error { return get(t, tr, url) }
 		for range 50 { // 50 failures at 1000 a second: refusing at the cap
 			call(pair[0])
 			fc.Advance(time.Millisecond)

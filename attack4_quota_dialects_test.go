@@ -1,7 +1,6 @@
 package httpretry
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -54,13 +53,7 @@ func TestAttack4QuotaGatewayDialect429PausesTheDestination(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	srv := &dialectServer{left: 21}
 	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
-	call := func() error {
-		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err
-	}
+	call := func() error { return get(t, tr, "http://api.test/") }
 	if err := call(); err != nil { // RateLimit: "default";r=20;t=60
 		t.Fatal(err)
 	}

@@ -1,9 +1,6 @@
 package httpretry
 
 import (
-	"context"
-	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,48 +22,15 @@ func TestAttack4QuotaUnmeteredFirstRouteDoesNotBlindThePacing(t *testing.T) {
 	t.Parallel()
 	for _, plainFirst := range []bool{false, true} {
 		fc := clockwork.NewFakeClock()
-		srv := &xQuotaServer{clock: fc, zero: fc.Now(), limit: 3, window: 10 * time.Second, tooMany: map[int64]int{}}
-		g := &gatedX{srv: srv}
+		srv := &xQuotaServer{fixedWindow: newFixedWindow(fc, 3, 10*time.Second), tooMany: map[int64]int{}}
+		g := &gatedBase{base: srv, hold: metered}
 		tr := &Transport{Base: g, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
-		call := func(path string) error {
-			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test"+path, nil))
-			if err == nil {
-				resp.Body.Close()
-			}
-			return err
-		}
+		call := func(path string) error { return get(t, tr, "http://api.test"+path) }
 		if plainFirst {
 			call("/plain")
 		}
 		call("/a") // 200, X-RateLimit-Remaining: 2
-		g.mu.Lock()
-		g.gate, g.entered = make(chan struct{}), 0
-		g.mu.Unlock()
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		refused := 0
-		for range 6 {
-			wg.Go(func() {
-				if err := call("/a"); errors.Is(err, ErrThrottled) {
-					mu.Lock()
-					refused++
-					mu.Unlock()
-				}
-			})
-		}
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-			g.mu.Lock()
-			n := g.entered
-			g.mu.Unlock()
-			mu.Lock()
-			r := refused
-			mu.Unlock()
-			if n+r >= 6 {
-				break
-			}
-		}
-		close(g.gate)
-		wg.Wait()
+		g.burst(6, func() error { return call("/a") })
 		srv.mu.Lock()
 		if n := srv.tooMany[0]; n > 1 {
 			t.Errorf("first call to an unmetered route: %v; then a 200 with X-RateLimit-Remaining: 2 and 6 concurrent callers: %d 429s in one window; want at most 1 (docs/overload.md: a destination that sends rate-limit fields on some routes only is still paced by the others; a process gets at most one 429 per quota window)", plainFirst, n)

@@ -1,7 +1,6 @@
 package httpretry
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"sync"
@@ -62,13 +61,7 @@ func TestAttack4QuotaRetryAfterOnlyPausesADestinationWithAKnownQuota(t *testing.
 			srv.until = fc.Now().Add(30 * time.Second) // 429 from the first request on
 		}
 		tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
-		call := func() error {
-			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
-			if err == nil {
-				resp.Body.Close()
-			}
-			return err
-		}
+		call := func() error { return get(t, tr, "http://api.test/") }
 		if known {
 			if err := call(); err != nil { // 200, RateLimit: "default";r=50;t=60
 				t.Fatal(err)

@@ -1,7 +1,6 @@
 package httpretry
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -78,13 +77,7 @@ func TestAttack4QuotaStaleAnswerDoesNotRaiseTheCount(t *testing.T) {
 	gate := make(chan struct{})
 	srv := &orderedQuotaServer{clock: fc, limit: 4, hold: map[int]chan struct{}{1: gate}}
 	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
-	call := func() error {
-		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err
-	}
+	call := func() error { return get(t, tr, "http://api.test/") }
 	if err := call(); err != nil { // r=3: the quota is known
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package httpretry
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -58,13 +57,7 @@ func TestAttack4QuotaSpentResourceGetsOne429PerWindow(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	srv := &resourceServer{left: map[string]int{"core": 3, "search": 30}, tooMany: map[string]int{}}
 	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
-	call := func(path string) error {
-		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.test"+path, nil))
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err
-	}
+	call := func(path string) error { return get(t, tr, "https://api.test"+path) }
 	call("/search")
 	refused := 0
 	for range 13 {

@@ -1,7 +1,6 @@
 package httpretry
 
 import (
-	"context"
 	"errors"
 	"strconv"
 	"testing"
@@ -26,13 +25,7 @@ func TestAttack5QuotaRouteMemoryEvictedByIDRoutes(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	srv := &resourceServer{left: map[string]int{"core": 1000, "search": 0}, tooMany: map[string]int{}}
 	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
-	call := func(path string) error {
-		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.test"+path, nil))
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err
-	}
+	call := func(path string) error { return get(t, tr, "https://api.test"+path) }
 	call("/repos")  // core held
 	call("/search") // 429, search spent for the hour; route remembered
 	if err := call("/search"); !errors.Is(err, ErrQuotaExhausted) {

@@ -1,7 +1,6 @@
 package httpretry
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -19,15 +18,10 @@ import (
 // optionally X-RateLimit-Limit; past it, 429. Any other route answers 200
 // without rate-limit fields and does not draw from the quota.
 type meteredRouteServer struct {
-	clock     clockwork.Clock
-	zero      time.Time
-	limit     int
-	window    time.Duration
 	sendLimit bool
 
-	mu      sync.Mutex
-	current int64
-	used    int
+	mu sync.Mutex
+	fixedWindow
 	tooMany map[int64]int
 	lastR   int
 }
@@ -38,26 +32,19 @@ func (s *meteredRouteServer) RoundTrip(req *http.Request) (*http.Response, error
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	elapsed := s.clock.Since(s.zero)
-	n := int64(elapsed / s.window)
-	if n != s.current {
-		s.current, s.used = n, 0
-	}
+	n, admitted, left, reset := s.take()
 	status := 200
-	if s.used >= s.limit {
+	if !admitted {
 		status = 429
 		s.tooMany[n]++
-	} else {
-		s.used++
 	}
-	s.lastR = s.limit - s.used
-	reset := s.window*time.Duration(n+1) - elapsed
+	s.lastR = left
 	resp := response(req, status, "")
 	if s.sendLimit {
 		resp.Header.Set("X-RateLimit-Limit", strconv.Itoa(s.limit))
 	}
-	resp.Header.Set("X-RateLimit-Remaining", strconv.Itoa(s.limit-s.used))
-	resp.Header.Set("X-RateLimit-Reset", strconv.FormatInt(int64((reset+time.Second-1)/time.Second), 10))
+	resp.Header.Set("X-RateLimit-Remaining", strconv.Itoa(left))
+	resp.Header.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
 	return resp, nil
 }
 
@@ -76,15 +63,9 @@ func (s *meteredRouteServer) RoundTrip(req *http.Request) (*http.Response, error
 func TestAttack5QuotaUnmeteredRoutesDoNotSpendTheMeteredQuota(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
-	srv := &meteredRouteServer{clock: fc, zero: fc.Now(), limit: 100, window: time.Hour, sendLimit: true, tooMany: map[int64]int{}}
+	srv := &meteredRouteServer{fixedWindow: newFixedWindow(fc, 100, time.Hour), sendLimit: true, tooMany: map[int64]int{}}
 	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
-	call := func(path string) error {
-		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.test"+path, nil))
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err
-	}
+	call := func(path string) error { return get(t, tr, "https://api.test"+path) }
 	for i := range 200 {
 		path := "/x/" + strconv.Itoa(i)
 		if i%20 == 0 {

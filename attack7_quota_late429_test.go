@@ -21,7 +21,7 @@ import (
 // refused locally while the server's new window has 4 left.
 func TestAttack7QuotaLate429AfterRenewalRefusesFreshWindow(t *testing.T) {
 	fc := clockwork.NewFakeClock()
-	srv := newAttack7Server(fc)
+	srv := newSlowQuotaServer(fc, 10*time.Second, 5)
 	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{}}
 	ctx := context.Background()
 	for i := range 4 { // 4 of the 5, at 0, 1, 2, 3 s
@@ -33,12 +33,12 @@ func TestAttack7QuotaLate429AfterRenewalRefusesFreshWindow(t *testing.T) {
 		fc.Advance(time.Second)
 	}
 	fc.Advance(time.Second) // 5 s: another process spends the last one
-	srv.spendOther()
+	srv.spendOther(1)
 	fc.Advance(4600 * time.Millisecond) // 9.6 s: one left by this process's count
 	slow := start(tr, newRequest(t, ctx, "GET", "http://api.test/slow", nil))
-	attack7WaitClosed(t, srv.arrived, "the slow request's arrival")
+	waitClosed(t, srv.arrived, "the slow request's arrival")
 	close(srv.count)
-	attack7WaitClosed(t, srv.counted, "the slow request's count")
+	waitClosed(t, srv.counted, "the slow request's count")
 	fc.Advance(450 * time.Millisecond) // 10.05 s: a new window at the server and here
 	if r := await(t, start(tr, newRequest(t, ctx, "GET", "http://api.test/", nil))); r.err != nil {
 		t.Fatalf("the first request of the new window was refused: %v", r.err)

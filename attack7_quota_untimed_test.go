@@ -2,88 +2,11 @@ package httpretry
 
 import (
 	"context"
-	"net/http"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 )
-
-// attack7Server is a server with a quota of 5 per 10 s window from t0,
-// announced with X-RateLimit-Limit / -Remaining / -Reset (delta seconds,
-// rounded up). A request to /slow is counted when counted is signalled,
-// and its answer is returned when release is closed. spend, when set,
-// is called with the window index to let another process spend some.
-type attack7Server struct {
-	fc      *clockwork.FakeClock
-	t0      time.Time
-	mu      sync.Mutex
-	used    map[int64]int
-	hits    atomic.Int32
-	arrived chan struct{} // the slow request reached the server
-	count   chan struct{} // the server counts it now
-	counted chan struct{} // it was counted
-	release chan struct{} // its answer is read now
-}
-
-func newAttack7Server(fc *clockwork.FakeClock) *attack7Server {
-	return &attack7Server{fc: fc, t0: fc.Now(), used: map[int64]int{},
-		arrived: make(chan struct{}), count: make(chan struct{}), counted: make(chan struct{}), release: make(chan struct{})}
-}
-
-// countNow counts one request at the fake clock's time and writes the
-// quota fields to resp; the status is 429 when the window was spent.
-func (s *attack7Server) countNow(resp *http.Response) {
-	el := s.fc.Since(s.t0)
-	w := int64(el / (10 * time.Second))
-	s.mu.Lock()
-	s.used[w]++
-	used := s.used[w]
-	s.mu.Unlock()
-	reset := int((10*time.Second - el%(10*time.Second) + time.Second - 1) / time.Second)
-	left := 5 - used
-	if left < 0 {
-		left = 0
-		resp.StatusCode = http.StatusTooManyRequests
-	}
-	resp.Header.Set("X-RateLimit-Limit", "5")
-	resp.Header.Set("X-RateLimit-Remaining", strconv.Itoa(left))
-	resp.Header.Set("X-RateLimit-Reset", strconv.Itoa(reset))
-}
-
-func (s *attack7Server) spendOther() {
-	el := s.fc.Since(s.t0)
-	s.mu.Lock()
-	s.used[int64(el/(10*time.Second))]++
-	s.mu.Unlock()
-}
-
-func (s *attack7Server) RoundTrip(req *http.Request) (*http.Response, error) {
-	s.hits.Add(1)
-	resp := response(req, 200, "ok")
-	if req.URL.Path == "/slow" {
-		close(s.arrived)
-		<-s.count
-		s.countNow(resp)
-		close(s.counted)
-		<-s.release
-		return resp, nil
-	}
-	s.countNow(resp)
-	return resp, nil
-}
-
-func attack7WaitClosed(t *testing.T, ch chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s did not happen", what)
-	}
-}
 
 // attack7Refused sends n requests at the fake clock's time and returns
 // how many were refused, and the first error.
@@ -116,13 +39,13 @@ func attack7Refused(t *testing.T, tr *Transport, n int) (int, error) {
 // old window's last word, not a new window with nothing left".
 func TestAttack7QuotaUntimedLateAnswerRefusesFreshWindow(t *testing.T) {
 	fc := clockwork.NewFakeClock()
-	srv := newAttack7Server(fc)
+	srv := newSlowQuotaServer(fc, 10*time.Second, 5)
 	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{}}
 	ctx := context.Background()
 	// At 0 s, to an idle destination: a slow request the server counts
 	// only at 9.6 s.
 	slow := start(tr, newRequest(t, ctx, "GET", "http://api.test/slow", nil))
-	attack7WaitClosed(t, srv.arrived, "the slow request's arrival")
+	waitClosed(t, srv.arrived, "the slow request's arrival")
 	for i := range 4 { // 4 of the 5, at 0, 1, 2, 3 s: the quota is known
 		r := await(t, start(tr, newRequest(t, ctx, "GET", "http://api.test/", nil)))
 		if r.err != nil {
@@ -133,7 +56,7 @@ func TestAttack7QuotaUntimedLateAnswerRefusesFreshWindow(t *testing.T) {
 	}
 	fc.Advance(5600 * time.Millisecond) // 9.6 s
 	close(srv.count)
-	attack7WaitClosed(t, srv.counted, "the slow request's count")
+	waitClosed(t, srv.counted, "the slow request's count")
 	fc.Advance(500 * time.Millisecond) // 10.1 s: the server's window renewed
 	close(srv.release)
 	if r := await(t, slow); r.err != nil {

@@ -22,12 +22,12 @@ import (
 // the reset.
 func TestAttack8QuotaUntimed429LateRefusesLiveWindow(t *testing.T) {
 	fc := clockwork.NewFakeClock()
-	srv := newAttack8Server(fc, 5*time.Second, 5)
+	srv := newSlowQuotaServer(fc, 5*time.Second, 5)
 	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{}}
 	ctx := context.Background()
 	fc.Advance(4400 * time.Millisecond) // 4.4 s: nothing known yet
 	slow := start(tr, newRequest(t, ctx, "GET", "http://api.test/slow", nil))
-	attack8Wait(t, srv.arrived, "the slow request's arrival")
+	waitClosed(t, srv.arrived, "the slow request's arrival")
 	fc.Advance(100 * time.Millisecond) // 4.5 s: the quota becomes known, 1 left
 	srv.spendOther(3)
 	if r := await(t, start(tr, newRequest(t, ctx, "GET", "http://api.test/", nil))); r.err != nil {
@@ -38,7 +38,7 @@ func TestAttack8QuotaUntimed429LateRefusesLiveWindow(t *testing.T) {
 	fc.Advance(100 * time.Millisecond) // 4.6 s: another process spends the last; the slow one is counted
 	srv.spendOther(1)
 	close(srv.count)
-	attack8Wait(t, srv.counted, "the slow request's count")
+	waitClosed(t, srv.counted, "the slow request's count")
 	fc.Advance(time.Second) // 5.6 s: the new window
 	if r := await(t, start(tr, newRequest(t, ctx, "GET", "http://api.test/", nil))); r.err != nil {
 		t.Fatalf("the first request of the new window was refused: %v", r.err)

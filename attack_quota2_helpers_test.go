@@ -21,22 +21,17 @@ func admitAll() float64 { return 0.999 }
 // headers; an error it returns never reached the server and is not
 // counted.
 type pacedServer struct {
-	clock  clockwork.Clock
-	zero   time.Time
-	limit  int
-	window time.Duration
 	answer func(req *http.Request, hit int) (status int, err error)
 
-	mu      sync.Mutex
-	current int64
-	used    int
+	mu sync.Mutex
+	fixedWindow
 	hits    int           // requests taken, errors included
 	tooMany map[int64]int // 429s per window
 	served  map[int64]int // requests counted per window
 }
 
 func newPacedServer(fc clockwork.Clock, limit int, window time.Duration) *pacedServer {
-	return &pacedServer{clock: fc, zero: fc.Now(), limit: limit, window: window,
+	return &pacedServer{fixedWindow: newFixedWindow(fc, limit, window),
 		tooMany: map[int64]int{}, served: map[int64]int{}}
 }
 
@@ -58,23 +53,15 @@ func (s *pacedServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	elapsed := s.clock.Since(s.zero)
-	n := int64(elapsed / s.window)
-	if n != s.current {
-		s.current, s.used = n, 0
-	}
+	n, admitted, left, reset := s.take()
 	s.served[n]++
-	if s.used >= s.limit {
+	if !admitted {
 		status = 429
 		s.tooMany[n]++
-	} else {
-		s.used++
 	}
-	reset := s.window*time.Duration(n+1) - elapsed
-	secs := int64((reset + time.Second - 1) / time.Second)
 	h := http.Header{
 		"Ratelimit-Policy": {fmt.Sprintf(`"default";q=%d;w=%d`, s.limit, s.window/time.Second)},
-		"Ratelimit":        {fmt.Sprintf(`"default";r=%d;t=%d`, s.limit-s.used, secs)},
+		"Ratelimit":        {fmt.Sprintf(`"default";r=%d;t=%d`, left, reset)},
 	}
 	return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: req}, nil
 }
@@ -90,8 +77,5 @@ func (s *pacedServer) Hits() int {
 func (s *pacedServer) left() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if int64(s.clock.Since(s.zero)/s.window) != s.current {
-		return s.limit
-	}
-	return s.limit - s.used
+	return s.remaining()
 }

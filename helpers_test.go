@@ -108,6 +108,17 @@ func newRequest(t *testing.T, ctx context.Context, method, url string, body io.R
 	return req
 }
 
+// get sends a GET of url through rt and closes the response's body. It
+// returns RoundTrip's error.
+func get(t *testing.T, rt http.RoundTripper, url string) error {
+	t.Helper()
+	resp, err := rt.RoundTrip(newRequest(t, context.Background(), "GET", url, nil))
+	if err == nil {
+		resp.Body.Close()
+	}
+	return err
+}
+
 // readBody reads and closes a response body.
 func readBody(t *testing.T, resp *http.Response) string {
 	t.Helper()

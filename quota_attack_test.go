@@ -36,7 +36,7 @@ func (g *gatedQuota) RoundTrip(req *http.Request) (*http.Response, error) {
 func quotaBurst(t *testing.T, n int, wait bool) map[int64]int {
 	t.Helper()
 	fc := clockwork.NewFakeClock()
-	srv := &quotaServer{clock: fc, zero: fc.Now(), limit: 10, window: time.Second,
+	srv := &quotaServer{fixedWindow: newFixedWindow(fc, 10, time.Second),
 		hits: map[int64]int{}, tooMany: map[int64]int{}}
 	g := &gatedQuota{srv: srv, gate: make(chan struct{})}
 	tr := &Transport{Base: g, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{WaitQuota: wait}}

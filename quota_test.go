@@ -16,14 +16,8 @@ import (
 // windows starting at the clock's zero, announced in RateLimit and
 // RateLimit-Policy; past the quota it answers 429.
 type quotaServer struct {
-	clock  clockwork.Clock
-	zero   time.Time
-	limit  int
-	window time.Duration
-
+	fixedWindow
 	mu      sync.Mutex
-	current int64         // the window's number
-	used    int           // requests in it
 	hits    map[int64]int // requests per window
 	tooMany map[int64]int // 429s per window
 }
@@ -31,23 +25,17 @@ type quotaServer struct {
 func (q *quotaServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	elapsed := q.clock.Since(q.zero)
-	n := int64(elapsed / q.window)
-	if n != q.current {
-		q.current, q.used = n, 0
-	}
+	n, admitted, left, reset := q.take()
 	q.hits[n]++
-	reset := q.window*time.Duration(n+1) - elapsed
-	secs := int64((reset + time.Second - 1) / time.Second)
-	h := http.Header{"Ratelimit-Policy": {fmt.Sprintf(`"default";q=%d;w=%d`, q.limit, q.window/time.Second)}}
 	status := 200
-	if q.used >= q.limit {
+	if !admitted {
 		status = 429
 		q.tooMany[n]++
-	} else {
-		q.used++
 	}
-	h.Set("Ratelimit", fmt.Sprintf(`"default";r=%d;t=%d`, q.limit-q.used, secs))
+	h := http.Header{
+		"Ratelimit-Policy": {fmt.Sprintf(`"default";q=%d;w=%d`, q.limit, q.window/time.Second)},
+		"Ratelimit":        {fmt.Sprintf(`"default";r=%d;t=%d`, left, reset)},
+	}
 	return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: req}, nil
 }
 
@@ -58,7 +46,7 @@ func (q *quotaServer) RoundTrip(req *http.Request) (*http.Response, error) {
 func TestQuotaAtMostOne429PerWindow(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
-	srv := &quotaServer{clock: fc, zero: fc.Now(), limit: 100, window: time.Second,
+	srv := &quotaServer{fixedWindow: newFixedWindow(fc, 100, time.Second),
 		hits: map[int64]int{}, tooMany: map[int64]int{}}
 	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{}}
 	ok, refused := 0, 0
