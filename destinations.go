@@ -46,8 +46,9 @@ type destinations[T any] struct {
 // spelling is a scheme and host as a request writes them.
 type spelling struct{ scheme, host string }
 
-// get returns key's state, creating it with init when key is new. max
-// bounds the number of keys; 0 or less means DefaultMaxDestinations.
+// get returns key's state, creating it (with init, when set) when key
+// is new. max bounds the number of keys; 0 or less means
+// DefaultMaxDestinations.
 func (d *destinations[T]) get(key string, max int, init func(*T)) *T {
 	return &d.entry(key, max, init).val
 }
@@ -153,9 +154,9 @@ func (t *table[K, V]) lookup(key K) *entry[K, V] {
 	return nil
 }
 
-// add returns key's entry, creating it with init when key is not held,
-// after evicting as many entries as it takes to hold at most max (at
-// least 1).
+// add returns key's entry, creating it (with init, when set) when key
+// is not held, after evicting as many entries as it takes to hold at
+// most max (at least 1).
 func (t *table[K, V]) add(key K, max int, init func(*V)) *entry[K, V] {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -519,7 +519,7 @@ func TestHedgeRefusedByThrottleLeavesAttemptRunning(t *testing.T) {
 	draws := sequence(0.95, 0)
 	var drawn atomic.Int32
 	th := &Throttle{MinRate: -1, Rand: func() float64 { drawn.Add(1); return draws() }}
-	s := th.dests.get("api.example", 0, initThrottleState)
+	s := th.dests.get("api.example", 0, nil)
 	throttleAt(th, s, fc, 10, false)
 	budget := NewTokenBucket(5, 0)
 	tr := &Transport{Base: base, Clock: fc, Budget: budget, Hedging: &Hedging{Delay: 10 * ms}, Throttle: th}

@@ -56,7 +56,6 @@ func TestQuotaWantsHeadersRead(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var s throttleState
-			initThrottleState(&s)
 			for _, r := range tt.history {
 				if s.quota.wants(r) {
 					s.quota.observe(r, now, now)

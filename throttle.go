@@ -195,17 +195,15 @@ func (th *Throttle) rand() float64 {
 	return rand.Float64()
 }
 
-// dest returns the state of req's destination.
+// dest returns the state of req's destination. A new destination's
+// state is its zero value, whose first responses are read for a quota
+// (see quotaState).
 func (th *Throttle) dest(req *http.Request) *throttleState {
 	if th.Key == nil {
-		return th.dests.getHost(req, th.MaxKeys, initThrottleState)
+		return th.dests.getHost(req, th.MaxKeys, nil)
 	}
-	return th.dests.get(th.Key(req), th.MaxKeys, initThrottleState)
+	return th.dests.get(th.Key(req), th.MaxKeys, nil)
 }
-
-// initThrottleState prepares a new destination's state: its zero value,
-// whose first responses are read for a quota (see quotaState).
-func initThrottleState(*throttleState) {}
 
 // rejectProbability is the probability with which the throttle refuses
 // an operation, given the requests and accepts counted in the window: the

@@ -72,7 +72,7 @@ func TestThrottleSmallKRecoversAfterHealing(t *testing.T) {
 		th := &Throttle{K: k, Rand: evenDraws()}
 		_, recovered := recoveryAfter(th)
 		if recovered < 0 || recovered > 5*time.Second {
-			s := th.dests.get("k", 0, initThrottleState)
+			s := th.dests.get("k", 0, nil)
 			s.mu.Lock()
 			req, acc, _ := s.w.counts()
 			s.mu.Unlock()
@@ -94,7 +94,7 @@ func TestThrottleTinyWindowDoesNotPanic(t *testing.T) {
 			}()
 			fc := clockwork.NewFakeClock()
 			th := &Throttle{Window: w}
-			s := th.dests.get("k", 0, initThrottleState)
+			s := th.dests.get("k", 0, nil)
 			throttleAt(th, s, fc, 3, false)
 			fc.Advance(time.Millisecond)
 			th.admit(s, fc)
