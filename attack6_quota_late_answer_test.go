@@ -46,7 +46,7 @@ func TestAttack6QuotaLateAnswerRefusesFreshWindow(t *testing.T) {
 		resp.Header.Set("X-RateLimit-Reset", strconv.Itoa(reset))
 		return resp, nil
 	})
-	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{}}
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
 	ctx := context.Background()
 	for i := range 4 { // 4 of the 5, at 0, 1, 2, 3 s
 		r := await(t, start(tr, newRequest(t, ctx, "GET", "http://api.test/", nil)))

@@ -22,7 +22,7 @@ import (
 func TestAttack7QuotaLate429AfterRenewalRefusesFreshWindow(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	srv := newSlowQuotaServer(fc, 10*time.Second, 5)
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
 	ctx := context.Background()
 	for i := range 4 { // 4 of the 5, at 0, 1, 2, 3 s
 		r := await(t, start(tr, newRequest(t, ctx, "GET", "http://api.test/", nil)))

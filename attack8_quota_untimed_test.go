@@ -23,7 +23,7 @@ import (
 func TestAttack8QuotaUntimed429LateRefusesLiveWindow(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	srv := newSlowQuotaServer(fc, 5*time.Second, 5)
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
 	ctx := context.Background()
 	fc.Advance(4400 * time.Millisecond) // 4.4 s: nothing known yet
 	slow := start(tr, newRequest(t, ctx, "GET", "http://api.test/slow", nil))
