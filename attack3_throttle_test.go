@@ -49,7 +49,7 @@ func TestAttack3ThrottleBurstAfterAQuietSpellIsNotRefused(t *testing.T) {
 	}
 	status.Store(200)
 	if err := call(); errors.Is(err, ErrThrottled) {
-		s := th.dests.get("api.test", 0, nil)
+		s := th.dests.Get("api.test", 0, nil)
 		s.mu.Lock()
 		req, acc, _ := s.w.counts()
 		s.mu.Unlock()
@@ -115,7 +115,7 @@ func TestAttack3ThrottleHedgeLoserCountsAsARequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	s := th.dests.get("api.test", 0, nil)
+	s := th.dests.Get("api.test", 0, nil)
 	s.mu.Lock()
 	req0, _, _ := s.w.counts()
 	s.mu.Unlock()
@@ -213,7 +213,7 @@ func TestAttack3ThrottleARefusalBelowIsNotAnAccept(t *testing.T) {
 			}
 			fc.Advance(time.Millisecond)
 		}
-		s := thOuter.dests.get("api.test", 0, nil)
+		s := thOuter.dests.Get("api.test", 0, nil)
 		s.mu.Lock()
 		req, acc, _ := s.w.counts()
 		s.mu.Unlock()

@@ -13,7 +13,7 @@ import (
 // TestAttack4DestinationsMemoryBoundedWhateverTheHosts: a service that
 // calls URLs its users give (webhooks) with the zero Throttle. The
 // destinations are bounded (MaxKeys 1024, "each distinct key holds about
-// a kilobyte of state"; destinations.go: "the memory it holds is bounded
+// a kilobyte of state"; desttable: "the memory it holds is bounded
 // whatever keys the requests name"), but a host's spelling is kept as
 // the request wrote it, twice (the spelling and the canonical key), with
 // no bound on its length: 3072 requests to distinct hosts of 16 KiB
@@ -45,7 +45,7 @@ func TestAttack4DestinationsMemoryBoundedWhateverTheHosts(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
 	if grown > 16<<20 {
-		t.Errorf("after %d requests to distinct 16 KiB hosts, the Throttle keeps %d MiB (%d destinations); want a bound near MaxKeys × about a kilobyte (Throttle.Key: each distinct key holds about a kilobyte of state; destinations.go: the memory it holds is bounded whatever keys the requests name)", 3*DefaultMaxDestinations, grown>>20, th.dests.len())
+		t.Errorf("after %d requests to distinct 16 KiB hosts, the Throttle keeps %d MiB (%d destinations); want a bound near MaxKeys × about a kilobyte (Throttle.Key: each distinct key holds about a kilobyte of state; desttable: the memory it holds is bounded whatever keys the requests name)", 3*DefaultMaxDestinations, grown>>20, th.dests.Len())
 	}
 	runtime.KeepAlive(th)
 }

@@ -288,7 +288,7 @@ func (op *operation) attemptContext() (ctx context.Context, derived bool, limit 
 func (op *operation) attemptLimit() (time.Time, bool) {
 	limit := op.t.AttemptTimeout
 	if op.dist != nil && op.t.LearnAttemptTimeout != nil {
-		if l := op.dist.attemptLimit(op.t.LearnAttemptTimeout); l > 0 && (limit <= 0 || l < limit) {
+		if l := op.dist.AttemptLimit(op.t.LearnAttemptTimeout.minSamples()); l > 0 && (limit <= 0 || l < limit) {
 			limit = l
 		}
 	}

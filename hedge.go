@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/httpretry/httpretry/internal/latency"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -24,7 +25,7 @@ type panicValue struct{ v any }
 // flight and what it reports.
 type hedged struct {
 	hedging      bool          // the operation is hedged
-	dist         *latencyDist  // the latencies of the request's key; nil when not learned
+	dist         *latency.Dist // the latencies of the request's key; nil when not learned
 	delay        time.Duration // the hedge delay, fixed for the operation
 	finishLosers time.Duration // Hedging.FinishLosers
 	flight       []*attempt    // the attempts in flight
@@ -59,7 +60,7 @@ func (op *operation) setHedging(owned bool) {
 // apart so that setHedging inlines.
 func (op *operation) settleHedging(owned bool) {
 	t := op.t
-	op.dist = t.latencies().lookup(t.latencyKey(op.req))
+	op.dist = t.latencies().Lookup(t.latencyKey(op.req))
 	h := t.Hedging
 	if h == nil || owned || op.policy.maxAttempts < 2 {
 		return
@@ -69,10 +70,10 @@ func (op *operation) settleHedging(owned bool) {
 	if !safe {
 		return
 	}
-	op.dist.depositExtra(hedgeHeadroom * h.maxExtraLoad())
+	op.dist.DepositExtra(hedgeHeadroom * h.maxExtraLoad())
 	delay, ok := h.Delay, h.Delay > 0
 	if !ok {
-		delay, ok = op.dist.hedgeDelay(h)
+		delay, ok = op.dist.HedgeDelay(h.minSamples(), h.minDelay())
 	}
 	op.hedging, op.delay, op.finishLosers = ok, delay, h.FinishLosers
 }
@@ -306,7 +307,7 @@ func (op *operation) hedgeNow(timer clockwork.Timer) {
 	if !op.launch(true) {
 		// No body for it: as good as refused.
 		op.budget.Refund()
-		op.dist.refundExtra()
+		op.dist.RefundExtra()
 		op.refundQuota()
 		op.refusedOnce = true
 		return
@@ -339,16 +340,16 @@ func (op *operation) withdrawHedge() int {
 	if op.dest != nil && op.t.Throttle.admitRetry(op.dest, op.clock) != nil {
 		return hedgeThrottled
 	}
-	if !op.dist.withdrawExtra() {
+	if !op.dist.WithdrawExtra() {
 		return hedgeCapped
 	}
 	if !op.budget.Withdraw(op.ctx) {
-		op.dist.refundExtra()
+		op.dist.RefundExtra()
 		return hedgeOverBudget
 	}
 	if _, ok := op.takeQuota(); !ok {
 		// The destination's quota is spent: a hedge would meet a 429.
-		op.dist.refundExtra()
+		op.dist.RefundExtra()
 		op.budget.Refund()
 		return hedgeThrottled
 	}
@@ -478,7 +479,7 @@ func (op *operation) learnLoser(a *attempt) {
 		return
 	}
 	answered := a.err == nil && !op.t.transient(a.resp, a.err)
-	op.dist.record(op.t.latencies(), a.lastElapsed, !answered)
+	op.dist.Record(a.lastElapsed, !answered)
 }
 
 // learn records the latency of an attempt that ended on its own, as the
@@ -489,7 +490,7 @@ func (op *operation) learn(a *attempt, resp *http.Response, err error) {
 	}
 	answered := err == nil && !op.t.transient(resp, err)
 	if record, censored := latencySample(answered, errors.Is(err, ErrAttemptTimeout)); record {
-		op.dist.record(op.t.latencies(), a.lastElapsed, censored)
+		op.dist.Record(a.lastElapsed, censored)
 	}
 }
 

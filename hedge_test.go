@@ -411,10 +411,9 @@ func TestLearnedAttemptTimeoutCutsSlowAttempt(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	base := httptestutil.NewTransport(fc, httptestutil.Step{Action: httptestutil.Hang})
 	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, LearnAttemptTimeout: &LearnedTimeout{}}
-	s := tr.latencies()
-	d := s.lookup("api.example")
+	d := tr.latencies().Lookup("api.example")
 	for range DefaultLearnedMinSamples {
-		d.record(s, 100*ms, false)
+		d.Record(100*ms, false)
 	}
 	var o Outcome
 	ch := start(tr, newRequest(t, WithOutcome(context.Background(), &o), "GET", "https://api.example/items", nil))
@@ -426,7 +425,7 @@ func TestLearnedAttemptTimeoutCutsSlowAttempt(t *testing.T) {
 	if o.Elapsed != 130*ms {
 		t.Errorf("elapsed = %v; want 130ms", o.Elapsed)
 	}
-	if got := d.attemptLimit(tr.LearnAttemptTimeout); got != 130*ms {
+	if got := d.AttemptLimit(DefaultLearnedMinSamples); got != 130*ms {
 		t.Errorf("learned limit = %v; want 130ms", got)
 	}
 }
@@ -480,14 +479,14 @@ func TestHedgeCappedIsSentOnceTheCapRefills(t *testing.T) {
 	)
 	starts := newStartLog(fc)
 	tr := &Transport{Base: base, Clock: fc, Hedging: &Hedging{Delay: 10 * ms}, OnAttemptStart: starts.onStart}
-	d := tr.latencies().lookup("api.example")
-	for d.withdrawExtra() {
+	d := tr.latencies().Lookup("api.example")
+	for d.WithdrawExtra() {
 	}
 	var o Outcome
 	ch := start(tr, newRequest(t, WithOutcome(context.Background(), &o), "GET", "https://api.example/items", nil))
 	advanceAt(t, fc, base, 1, 2, 10*ms) // the delay passes: the cap is empty
 	advance(t, fc, 2, 5*ms)
-	d.depositExtra(1)
+	d.RefundExtra()
 	advance(t, fc, 2, 5*ms) // asked again at 20ms: sent
 	advanceAt(t, fc, base, 2, 3, 2*ms)
 	r := await(t, ch)
@@ -519,7 +518,7 @@ func TestHedgeRefusedByThrottleLeavesAttemptRunning(t *testing.T) {
 	draws := sequence(0.95, 0)
 	var drawn atomic.Int32
 	th := &Throttle{MinRate: -1, Rand: func() float64 { drawn.Add(1); return draws() }}
-	s := th.dests.get("api.example", 0, nil)
+	s := th.dests.Get("api.example", 0, nil)
 	throttleAt(th, s, fc, 10, false)
 	budget := NewTokenBucket(5, 0)
 	tr := &Transport{Base: base, Clock: fc, Budget: budget, Hedging: &Hedging{Delay: 10 * ms}, Throttle: th}

@@ -37,7 +37,7 @@ func TestHedgeLoserReleasesItsQuotaCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	s := th.dests.get("api.test", 0, nil)
+	s := th.dests.Get("api.test", 0, nil)
 	var slot *quotaSlot
 	for i := range s.quota.slots {
 		if s.quota.slots[i].until.Load() != 0 {

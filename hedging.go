@@ -3,6 +3,9 @@ package httpretry
 import (
 	"net/http"
 	"time"
+
+	"github.com/httpretry/httpretry/internal/desttable"
+	"github.com/httpretry/httpretry/internal/latency"
 )
 
 // Defaults for the zero values of Hedging's fields.
@@ -18,8 +21,8 @@ const (
 	// before its adaptive delay (or a learned attempt limit) is used, when
 	// the field that sets it is 0.
 	DefaultMinSamples = 100
-	// DefaultMaxKeys is how many keys keep latencies of their own when
-	// Hedging.MaxKeys is 0; further keys share one.
+	// DefaultMaxKeys is how many keys keep latencies when
+	// Hedging.MaxKeys is 0; past it, one not used lately is forgotten.
 	DefaultMaxKeys = 32
 	// hedgeBurst is how many hedges beyond the MaxExtraLoad share a key
 	// may send in a burst: the extra-load cap is a bucket of this many
@@ -117,8 +120,10 @@ type Hedging struct {
 	// port, as [Throttle] keys it.
 	Key func(req *http.Request) string
 
-	// MaxKeys bounds the number of keys that keep latencies of their
-	// own; requests of further keys share one distribution. Each key
+	// MaxKeys bounds the number of keys that keep latencies; past it, a
+	// new key takes the place of one not used lately (the rule a
+	// [Throttle]'s destinations follow), which starts again with no
+	// latencies when it comes back. Each key
 	// holds 2048 latencies (16 KiB) and a sorting buffer of the same size.
 	// 0 (or negative) means 32.
 	MaxKeys int
@@ -173,11 +178,11 @@ func (t *Transport) HedgeDelay(key string) (time.Duration, bool) {
 	if h.Delay > 0 {
 		return h.Delay, true
 	}
-	d := t.latencies().find(key)
+	d := t.latencies().Find(key)
 	if d == nil {
 		return 0, false
 	}
-	return d.hedgeDelay(h)
+	return d.HedgeDelay(h.minSamples(), h.minDelay())
 }
 
 func (h *Hedging) maxExtraLoad() float64 {
@@ -227,9 +232,29 @@ func (l *LearnedTimeout) minSamples() int {
 // latencyKey names the distribution req's latencies belong to.
 func (t *Transport) latencyKey(req *http.Request) string {
 	if h := t.Hedging; h != nil && h.Key != nil {
-		return boundKey(h.Key(req))
+		return desttable.BoundKey(h.Key(req))
 	}
-	return hostKey(req)
+	return desttable.HostKey(req)
+}
+
+// latencies returns t's latency set, created on first use, or nil when t
+// records no latencies.
+func (t *Transport) latencies() *latency.Set {
+	if !t.learns() {
+		return nil
+	}
+	if s := t.latencySet.Load(); s != nil {
+		return s
+	}
+	cfg := latency.Config{MaxKeys: t.Hedging.maxKeys(), Burst: hedgeBurst}
+	if t.Hedging != nil {
+		cfg.HedgeQuantile = 1 - t.Hedging.maxExtraLoad()
+	}
+	if l := t.LearnAttemptTimeout; l != nil {
+		cfg.Learn = &latency.Learn{Quantile: l.quantile(), Factor: l.factor(), Min: durationOr(l.Min, DefaultLearnedMin), Max: l.Max}
+	}
+	t.latencySet.CompareAndSwap(nil, latency.New(cfg))
+	return t.latencySet.Load()
 }
 
 // learns reports whether t records attempt latencies at all.

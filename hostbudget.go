@@ -1,6 +1,14 @@
 package httpretry
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/httpretry/httpretry/internal/desttable"
+)
+
+// DefaultMaxDestinations is how many destinations a [Throttle] or a
+// per-host budget keeps state for when its limit is 0.
+const DefaultMaxDestinations = desttable.DefaultMax
 
 // hostBudget is one host's retry budget, when BudgetPerHost is set.
 type hostBudget struct{ b *TokenBucket }
@@ -16,15 +24,15 @@ func (t *Transport) budgetFor(req *http.Request) Budget {
 	if t.Budget != nil || !t.BudgetPerHost {
 		return t.budget()
 	}
-	return t.hostBudgetTable().getHost(req, 0, initHostBudget).b
+	return t.hostBudgetTable().GetHost(req, 0, initHostBudget).b
 }
 
 // hostBudgetTable returns the per-host budgets, created on first use and
 // shared with clones.
-func (t *Transport) hostBudgetTable() *destinations[hostBudget] {
+func (t *Transport) hostBudgetTable() *desttable.Table[hostBudget] {
 	if d := t.hostBudgets.Load(); d != nil {
 		return d
 	}
-	t.hostBudgets.CompareAndSwap(nil, &destinations[hostBudget]{})
+	t.hostBudgets.CompareAndSwap(nil, &desttable.Table[hostBudget]{})
 	return t.hostBudgets.Load()
 }

@@ -66,7 +66,7 @@ func TestBudgetPerHostBounded(t *testing.T) {
 	for i := range DefaultMaxDestinations + 50 {
 		tr.budgetFor(newRequest(t, context.Background(), "GET", fmt.Sprintf("http://h%d.test/", i), nil))
 	}
-	if n := tr.hostBudgetTable().len(); n != DefaultMaxDestinations {
+	if n := tr.hostBudgetTable().Len(); n != DefaultMaxDestinations {
 		t.Errorf("%d host budgets; want at most %d", n, DefaultMaxDestinations)
 	}
 	if tr.budgetFor(newRequest(t, context.Background(), "GET", "http://a.test/", nil)) == tr.budgetFor(newRequest(t, context.Background(), "GET", "http://b.test/", nil)) {

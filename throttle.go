@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/httpretry/httpretry/internal/desttable"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -145,7 +146,7 @@ type Throttle struct {
 	// that may be refused. If nil, math/rand/v2's Float64. Tests set it.
 	Rand func() float64
 
-	dests destinations[throttleState]
+	dests desttable.Table[throttleState]
 }
 
 // throttleBuckets is how many buckets the window is cut into;
@@ -200,9 +201,9 @@ func (th *Throttle) rand() float64 {
 // (see quotaState).
 func (th *Throttle) dest(req *http.Request) *throttleState {
 	if th.Key == nil {
-		return th.dests.getHost(req, th.MaxKeys, nil)
+		return th.dests.GetHost(req, th.MaxKeys, nil)
 	}
-	return th.dests.get(th.Key(req), th.MaxKeys, nil)
+	return th.dests.Get(th.Key(req), th.MaxKeys, nil)
 }
 
 // rejectProbability is the probability with which the throttle refuses

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/internal/desttable"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -72,7 +73,7 @@ func TestThrottleSmallKRecoversAfterHealing(t *testing.T) {
 		th := &Throttle{K: k, Rand: evenDraws()}
 		_, recovered := recoveryAfter(th)
 		if recovered < 0 || recovered > 5*time.Second {
-			s := th.dests.get("k", 0, nil)
+			s := th.dests.Get("k", 0, nil)
 			s.mu.Lock()
 			req, acc, _ := s.w.counts()
 			s.mu.Unlock()
@@ -94,7 +95,7 @@ func TestThrottleTinyWindowDoesNotPanic(t *testing.T) {
 			}()
 			fc := clockwork.NewFakeClock()
 			th := &Throttle{Window: w}
-			s := th.dests.get("k", 0, nil)
+			s := th.dests.Get("k", 0, nil)
 			throttleAt(th, s, fc, 3, false)
 			fc.Advance(time.Millisecond)
 			th.admit(s, fc)
@@ -144,7 +145,7 @@ func TestThrottleOneStateForOneHost(t *testing.T) {
 		a, b := httptest.NewRequest("GET", pair[0], nil), httptest.NewRequest("GET", pair[1], nil)
 		th := &Throttle{}
 		if th.dest(a) != th.dest(b) {
-			t.Errorf("throttle: %s and %s are two destinations (keys %q, %q); want one", pair[0], pair[1], hostKey(a), hostKey(b))
+			t.Errorf("throttle: %s and %s are two destinations (keys %q, %q); want one", pair[0], pair[1], desttable.HostKey(a), desttable.HostKey(b))
 		}
 		tr := &Transport{BudgetPerHost: true}
 		if tr.budgetFor(a) != tr.budgetFor(b) {

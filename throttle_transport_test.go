@@ -211,7 +211,7 @@ func TestThrottleRefusesRetries(t *testing.T) {
 	if len(done) != 1 || done[0].Reason != Throttled || done[0].Attempts != 1 || len(attempts) != 1 || attempts[0].Wait != 0 {
 		t.Errorf("OnDone %+v, OnAttempt %+v; want one of each: throttled after 1 attempt, no wait after it", done, attempts)
 	}
-	s := th.dests.get("api.test", 0, nil)
+	s := th.dests.Get("api.test", 0, nil)
 	s.mu.Lock()
 	reqs, acc, _ := s.w.counts()
 	s.mu.Unlock()

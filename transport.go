@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-cleanhttp"
+	"github.com/httpretry/httpretry/internal/desttable"
+	"github.com/httpretry/httpretry/internal/latency"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -248,13 +250,13 @@ type Transport struct {
 
 	// latencySet holds the latencies recorded for Hedging and
 	// LearnAttemptTimeout, created on first use.
-	latencySet atomic.Pointer[latencySet]
+	latencySet atomic.Pointer[latency.Set]
 
 	// defaultBase and defaultBudget hold the defaults created on first
 	// use when Base or Budget is nil.
 	defaultBase   atomic.Pointer[http.Transport]
 	defaultBudget atomic.Pointer[TokenBucket]
-	hostBudgets   atomic.Pointer[destinations[hostBudget]]
+	hostBudgets   atomic.Pointer[desttable.Table[hostBudget]]
 }
 
 // fullJitter is FullJitter, as a variable so that a test can count its

@@ -1,6 +1,6 @@
 package otelretry
 
-import "github.com/httpretry/httpretry/metricsutil/labels"
+import "github.com/httpretry/httpretry/internal/metricsutil/labels"
 
 // The attribute keys this package sets. Every value comes from a fixed
 // table, except the route and the status code, whose distinct values are

@@ -10,7 +10,7 @@ import (
 
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/httptestutil"
-	"github.com/httpretry/httpretry/metricsutil/labels"
+	"github.com/httpretry/httpretry/internal/metricsutil/labels"
 )
 
 func TestMethodIndex(t *testing.T) {

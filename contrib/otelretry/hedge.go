@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/httpretry/httpretry"
-	"github.com/httpretry/httpretry/metricsutil"
+	"github.com/httpretry/httpretry/internal/metricsutil"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )

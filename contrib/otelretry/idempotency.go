@@ -3,47 +3,8 @@ package otelretry
 import (
 	"context"
 
-	"github.com/httpretry/httpretry/idempotency"
-	"github.com/httpretry/httpretry/metricsutil/labels"
+	"github.com/httpretry/httpretry/internal/metricsutil/labels"
 	"go.opentelemetry.io/otel/attribute"
-)
-
-// The kinds of event [Metrics.IdempotencyEvent] counts: what a server's
-// idempotency-key middleware did with one request. They are the kinds of
-// the idempotency package's events, defined from them, so that its hook
-// can pass string(event.Kind) unchanged.
-const (
-	// EventExecuted: the request reserved its key and the handler ran.
-	EventExecuted = string(idempotency.KindExecuted)
-	// EventReplayed: the key's recorded response was sent again without
-	// running the handler.
-	EventReplayed = string(idempotency.KindReplayed)
-	// EventConflict: a request with the same key was still in progress.
-	EventConflict = string(idempotency.KindConflict)
-	// EventMismatch: the key was reused with a different request.
-	EventMismatch = string(idempotency.KindMismatch)
-	// EventMissingKey: a request that needs a key came without one.
-	EventMissingKey = string(idempotency.KindMissingKey)
-	// EventInvalidKey: the key was empty, too long or malformed.
-	EventInvalidKey = string(idempotency.KindInvalidKey)
-	// EventRequestTooLarge: the request body was too large to fingerprint.
-	EventRequestTooLarge = string(idempotency.KindRequestTooLarge)
-	// EventRequestUnreadable: the request body failed to read (the client
-	// stopped sending, or the connection broke).
-	EventRequestUnreadable = string(idempotency.KindRequestUnreadable)
-	// EventTakeover: a request took over a key whose previous owner's
-	// lock had expired.
-	EventTakeover = string(idempotency.KindTakeover)
-	// EventNotRecorded: the handler's response was not recorded, so a
-	// retry runs the handler again.
-	EventNotRecorded = string(idempotency.KindNotRecorded)
-	// EventFenced: the handler finished after another request took its
-	// key over; its response was not recorded.
-	EventFenced = string(idempotency.KindFenced)
-	// EventStoreError: the middleware's store failed.
-	EventStoreError = string(idempotency.KindStoreError)
-	// EventOther stands for any kind not listed above.
-	EventOther = "other"
 )
 
 // eventOpts holds the options of the idempotency counter, one per kind.
@@ -57,14 +18,16 @@ var eventOpts = func() []addOpts {
 
 // IdempotencyEvent counts one event of a server's idempotency-key
 // middleware in httpretry.server.idempotency.events, attribute
-// httpretry.idempotency.event. kind is one of the Event constants; any
-// other string counts as [EventOther], so that a typo or a newer
+// httpretry.idempotency.event. kind is the string of an
+// [github.com/httpretry/httpretry/idempotency.Kind] (string(idempotency.KindReplayed), the one list of
+// them being [github.com/httpretry/httpretry/idempotency.Kinds]); any other string counts as "other", so
+// that a typo or a newer
 // middleware cannot add series. It allocates nothing.
 //
 // It takes a plain string so that a middleware can report to it without
 // importing this package:
 //
-//	mw.OnEvent = func(kind string) { metrics.IdempotencyEvent(kind) }
+//	OnEvent: func(e idempotency.Event) { metrics.IdempotencyEvent(string(e.Kind)) },
 func (m *Metrics) IdempotencyEvent(kind string) {
 	m.idempotencyEvents.Add(context.Background(), 1, eventOpts[labels.Event(kind)]...)
 }

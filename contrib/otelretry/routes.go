@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/httpretry/httpretry/metricsutil"
+	"github.com/httpretry/httpretry/internal/metricsutil"
 )
 
 // DefaultMaxRoutes is the number of distinct route values an adapter

@@ -4,8 +4,8 @@ import (
 	"sync/atomic"
 
 	"github.com/httpretry/httpretry"
-	"github.com/httpretry/httpretry/metricsutil"
-	"github.com/httpretry/httpretry/metricsutil/labels"
+	"github.com/httpretry/httpretry/internal/metricsutil"
+	"github.com/httpretry/httpretry/internal/metricsutil/labels"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/httpretry/httpretry/metricsutil/labels"
+	"github.com/httpretry/httpretry/internal/metricsutil/labels"
 	"go.opentelemetry.io/otel/attribute"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/httpretry/httpretry"
-	"github.com/httpretry/httpretry/metricsutil"
-	"github.com/httpretry/httpretry/metricsutil/labels"
+	"github.com/httpretry/httpretry/internal/metricsutil"
+	"github.com/httpretry/httpretry/internal/metricsutil/labels"
 )
 
 // TestCardinality sends 10,000 operations to 1,000 distinct paths (with

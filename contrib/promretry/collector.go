@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/httpretry/httpretry"
-	"github.com/httpretry/httpretry/metricsutil"
-	"github.com/httpretry/httpretry/metricsutil/labels"
+	"github.com/httpretry/httpretry/internal/metricsutil"
+	"github.com/httpretry/httpretry/internal/metricsutil/labels"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

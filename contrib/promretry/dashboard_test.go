@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/httpretry/httpretry"
+	"github.com/httpretry/httpretry/idempotency"
 )
 
 // TestDashboard checks dashboard.json against the metrics a Collector
@@ -174,7 +175,7 @@ func exportedLabels(t *testing.T) map[string][]string {
 	c.OnAttempt(req, httpretry.Attempt{Number: 1, Status: 503, Duration: time.Millisecond, ConnWait: time.Millisecond, Wait: time.Second})
 	c.OnAttempt(req, httpretry.Attempt{Number: 2, Err: httpretry.ErrAttemptTimeout})
 	c.OnDone(req, httpretry.Outcome{Attempts: 1, Reason: httpretry.Final, Status: 200})
-	c.IdempotencyEvent(EventReplayed)
+	c.IdempotencyEvent(string(idempotency.KindReplayed))
 	out := make(map[string][]string)
 	for key := range samples(scrape(t, reg)) {
 		name, rest, _ := strings.Cut(key, "{")

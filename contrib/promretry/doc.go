@@ -57,7 +57,7 @@
 //     canceled, other.
 //   - reason: the [httpretry.StopReasons] values, or other.
 //   - kind: initial or retry (attempts); attempt or idle (timeouts); the
-//     Event constants (idempotency). cause: retry_after or backoff.
+//     idempotency event kinds, or other. cause: retry_after or backoff.
 //   - conn: new, reused, unknown. phase: conn_wait, dns, connect, tls,
 //     first_byte.
 //

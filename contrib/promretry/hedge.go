@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/httpretry/httpretry"
-	"github.com/httpretry/httpretry/metricsutil"
+	"github.com/httpretry/httpretry/internal/metricsutil"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

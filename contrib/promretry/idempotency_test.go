@@ -1,14 +1,20 @@
 package promretry
 
-import "testing"
+import (
+	"testing"
 
+	"github.com/httpretry/httpretry/idempotency"
+)
+
+// TestIdempotencyEvent: every kind of the idempotency package counts under
+// its own name; any other string, "other" itself included, counts as other.
 func TestIdempotencyEvent(t *testing.T) {
 	c, reg := newCollector(t, Options{})
-	for _, kind := range []string{
-		EventExecuted, EventExecuted, EventReplayed, EventConflict, EventMismatch, EventMissingKey,
-		EventInvalidKey, EventRequestTooLarge, EventRequestUnreadable, EventTakeover, EventNotRecorded, EventFenced, EventStoreError,
-		"Replayed", "", "replayed\x00", "execution", EventOther,
-	} {
+	kinds := []string{string(idempotency.KindExecuted)}
+	for _, k := range idempotency.Kinds() {
+		kinds = append(kinds, string(k))
+	}
+	for _, kind := range append(kinds, "Replayed", "", "replayed\x00", "execution", "other") {
 		c.IdempotencyEvent(kind)
 	}
 	checkFamily(t, samples(scrape(t, reg)), "httpretry_idempotency_events_total", map[string]float64{

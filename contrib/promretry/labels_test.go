@@ -3,7 +3,7 @@ package promretry
 import (
 	"testing"
 
-	"github.com/httpretry/httpretry/metricsutil/labels"
+	"github.com/httpretry/httpretry/internal/metricsutil/labels"
 )
 
 // TestMethodIndex: the method label spells any method RFC 9110 and RFC

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/httpretry/httpretry"
-	"github.com/httpretry/httpretry/metricsutil/labels"
+	"github.com/httpretry/httpretry/internal/metricsutil/labels"
 	"github.com/prometheus/client_golang/prometheus"
 )
 

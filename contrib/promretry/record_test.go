@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/httpretry/httpretry"
+	"github.com/httpretry/httpretry/idempotency"
 )
 
 // TestAttemptConnectionFields records synthetic attempts carrying the
@@ -127,7 +128,7 @@ func TestHooksAllocateNothing(t *testing.T) {
 		c.OnDone(req, o)
 		c.OnAttempt(req, retry)
 		c.OnDone(req, failed)
-		c.IdempotencyEvent(EventReplayed)
+		c.IdempotencyEvent(string(idempotency.KindReplayed))
 	}
 	record() // creates the series
 	if n := testing.AllocsPerRun(1000, record); n != 0 {

@@ -3,7 +3,7 @@ package promretry
 import (
 	"net/http"
 
-	"github.com/httpretry/httpretry/metricsutil"
+	"github.com/httpretry/httpretry/internal/metricsutil"
 )
 
 // Defaults and limits of the route label, the same in every adapter.

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/httpretry/httpretry"
-	"github.com/httpretry/httpretry/metricsutil"
+	"github.com/httpretry/httpretry/internal/metricsutil"
 )
 
 // TestBudgetReadableByMetrics: the metric adapters read a Budget through

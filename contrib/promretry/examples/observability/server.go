@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/httpretry/httpretry"
-	"github.com/httpretry/httpretry/contrib/promretry"
+	"github.com/httpretry/httpretry/idempotency"
 )
 
 // phase is a stretch of the run during which the demo server fails a
@@ -101,7 +101,7 @@ func (s *flakyServer) book(w http.ResponseWriter, r *http.Request) {
 func (s *flakyServer) order(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get(httpretry.IdempotencyKeyHeader)
 	if key == "" {
-		s.events(promretry.EventMissingKey)
+		s.events(string(idempotency.KindMissingKey))
 		http.Error(w, "Idempotency-Key required", http.StatusBadRequest)
 		return
 	}
@@ -113,12 +113,12 @@ func (s *flakyServer) order(w http.ResponseWriter, r *http.Request) {
 	}
 	s.ordersMu.Unlock()
 	if seen {
-		s.events(promretry.EventReplayed)
+		s.events(string(idempotency.KindReplayed))
 		w.WriteHeader(http.StatusCreated)
 		w.Write(stored)
 		return
 	}
-	s.events(promretry.EventExecuted)
+	s.events(string(idempotency.KindExecuted))
 	if s.roll() < s.failRate(time.Now()) {
 		http.Error(w, "response lost", http.StatusBadGateway)
 		return

@@ -1,4 +1,8 @@
-package httpretry
+// Package desttable holds the bounded table of per-destination state that
+// httpretry's throttle, its per-host budgets and its latency estimator
+// share: one eviction rule (CLOCK) and one spelling of a host
+// ([CanonicalHost]) for all of them.
+package desttable
 
 import (
 	"net/http"
@@ -8,16 +12,16 @@ import (
 	"sync/atomic"
 )
 
-// DefaultMaxDestinations is how many destinations a [Throttle] or a
-// per-host budget keeps state for when its limit is 0.
-const DefaultMaxDestinations = 1024
+// DefaultMax is how many keys a table holds when the bound its caller
+// passes is 0 or less.
+const DefaultMax = 1024
 
-// destinations is a bounded table of per-destination state, keyed by a
-// short string (a host in its canonical spelling, or a key a caller's
-// function names). Lookups of a key already present take no lock and
-// allocate nothing. When the table is full, adding a key evicts another,
-// so the memory it holds is bounded whatever keys the requests name; an
-// evicted destination starts again from fresh state.
+// Table is a bounded table of per-destination state, keyed by a short
+// string (a host in its canonical spelling, or a key a caller's function
+// names). Lookups of a key already present take no lock and allocate
+// nothing. When the table is full, adding a key evicts another, so the
+// memory it holds is bounded whatever keys the requests name; an evicted
+// destination starts again from fresh state.
 //
 // The key evicted is chosen by CLOCK, an approximation of least recently
 // used: the keys sit on a ring in the order they were added, a lookup
@@ -33,12 +37,13 @@ const DefaultMaxDestinations = 1024
 // stops after two turns and evicts the key under the hand.
 //
 // Hosts are looked up by the spelling a request writes (scheme and host),
-// which is canonicalised only when first seen (see canonicalHost): a
+// which is canonicalised only when first seen (see [CanonicalHost]): a
 // second table, of twice the bound, remembers which destination each
 // spelling names, evicting as the first does.
 //
-// The zero value is an empty table; it must not be copied after first use.
-type destinations[T any] struct {
+// The zero value is an empty table; it must not be copied after first
+// use. A Table is safe for simultaneous use by multiple goroutines.
+type Table[T any] struct {
 	keys      table[string, T]
 	spellings table[spelling, atomic.Pointer[entry[string, T]]]
 }
@@ -46,30 +51,29 @@ type destinations[T any] struct {
 // spelling is a scheme and host as a request writes them.
 type spelling struct{ scheme, host string }
 
-// get returns key's state, creating it (with init, when set) when key
-// is new. max bounds the number of keys; 0 or less means
-// DefaultMaxDestinations.
-func (d *destinations[T]) get(key string, max int, init func(*T)) *T {
+// Get returns key's state, creating it (with init, when set) when key
+// is new. max bounds the number of keys; 0 or less means [DefaultMax].
+func (d *Table[T]) Get(key string, max int, init func(*T)) *T {
 	return &d.entry(key, max, init).val
 }
 
-func (d *destinations[T]) entry(key string, max int, init func(*T)) *entry[string, T] {
-	key = boundKey(key)
+func (d *Table[T]) entry(key string, max int, init func(*T)) *entry[string, T] {
+	key = BoundKey(key)
 	if e := d.keys.lookup(key); e != nil {
 		return e
 	}
 	// Cloned: the key may be part of a longer string, a request's URL.
-	return d.keys.add(strings.Clone(key), maxDestinations(max), init)
+	return d.keys.add(strings.Clone(key), maxKeys(max), init)
 }
 
-// getHost returns the state of req's host, keyed as hostKey names it. A
+// GetHost returns the state of req's host, keyed as HostKey names it. A
 // spelling seen before finds its destination without canonicalising the
 // host again.
-func (d *destinations[T]) getHost(req *http.Request, max int, init func(*T)) *T {
+func (d *Table[T]) GetHost(req *http.Request, max int, init func(*T)) *T {
 	scheme, host := requestHost(req)
-	if len(scheme)+len(host) > maxKeyLen {
+	if len(scheme)+len(host) > MaxKeyLen {
 		// No host name is this long: its spelling is not remembered.
-		return d.get(canonicalHost(scheme, host), max, init)
+		return d.Get(CanonicalHost(scheme, host), max, init)
 	}
 	sp := spelling{scheme: scheme, host: host}
 	if s := d.spellings.lookup(sp); s != nil {
@@ -83,22 +87,31 @@ func (d *destinations[T]) getHost(req *http.Request, max int, init func(*T)) *T 
 // addSpelling canonicalises a spelling not seen before, or whose
 // destination was evicted since, and remembers which destination it
 // names.
-func (d *destinations[T]) addSpelling(sp spelling, max int, init func(*T)) *T {
-	max = maxDestinations(max)
-	e := d.entry(canonicalHost(sp.scheme, sp.host), max, init)
+func (d *Table[T]) addSpelling(sp spelling, max int, init func(*T)) *T {
+	max = maxKeys(max)
+	e := d.entry(CanonicalHost(sp.scheme, sp.host), max, init)
 	sp = spelling{scheme: strings.Clone(sp.scheme), host: strings.Clone(sp.host)}
 	d.spellings.add(sp, max2(max), nil).val.Store(e)
 	return &e.val
 }
 
-// len returns the number of keys held, for tests.
-func (d *destinations[T]) len() int { return d.keys.len() }
+// Find returns key's state, or nil when key is not held. It neither adds
+// the key nor marks it used: a reader such as a metrics gauge does not
+// keep a destination from being evicted.
+func (d *Table[T]) Find(key string) *T {
+	if v, ok := d.keys.m.Load(BoundKey(key)); ok {
+		return &v.(*entry[string, T]).val
+	}
+	return nil
+}
 
-// maxDestinations returns the bound max names: DefaultMaxDestinations
-// when it is 0 or less.
-func maxDestinations(max int) int {
+// Len returns the number of keys held.
+func (d *Table[T]) Len() int { return d.keys.len() }
+
+// maxKeys returns the bound max names: DefaultMax when it is 0 or less.
+func maxKeys(max int) int {
 	if max <= 0 {
-		return DefaultMaxDestinations
+		return DefaultMax
 	}
 	return max
 }
@@ -112,7 +125,7 @@ func max2(max int) int {
 	return 2 * max
 }
 
-// table is a bounded map from K to V, evicting by CLOCK as destinations
+// table is a bounded map from K to V, evicting by CLOCK as Table
 // describes. The zero value is an empty table.
 type table[K comparable, V any] struct {
 	last atomic.Pointer[entry[K, V]] // the entry looked up last
@@ -225,24 +238,24 @@ func (t *table[K, V]) len() int {
 	return len(t.ring)
 }
 
-// hostKey names req's host as a destination: the URL's host (the Host
-// field when the URL has none), canonical as canonicalHost makes it, and
-// bounded as boundKey bounds it.
-func hostKey(req *http.Request) string {
-	return boundKey(canonicalHost(requestHost(req)))
+// HostKey names req's host as a destination: the URL's host (the Host
+// field when the URL has none), canonical as CanonicalHost makes it, and
+// bounded as BoundKey bounds it.
+func HostKey(req *http.Request) string {
+	return BoundKey(CanonicalHost(requestHost(req)))
 }
 
-// maxKeyLen bounds the bytes of a destination's name that are kept, so
+// MaxKeyLen bounds the bytes of a destination's name that are kept, so
 // that the memory a table of destinations holds is bounded whatever the
 // requests name: a host name has at most 253 bytes, and a longer key
 // (which no host name makes, and a Key function must not) is cut to its
-// first maxKeyLen bytes. Keys that share those bytes share a destination.
-const maxKeyLen = 300
+// first MaxKeyLen bytes. Keys that share those bytes share a destination.
+const MaxKeyLen = 300
 
-// boundKey returns key cut to maxKeyLen bytes.
-func boundKey(key string) string {
-	if len(key) > maxKeyLen {
-		return key[:maxKeyLen]
+// BoundKey returns key cut to MaxKeyLen bytes.
+func BoundKey(key string) string {
+	if len(key) > MaxKeyLen {
+		return key[:MaxKeyLen]
 	}
 	return key
 }
@@ -260,7 +273,7 @@ func requestHost(req *http.Request) (scheme, host string) {
 	return scheme, host
 }
 
-// canonicalHost returns the one spelling of a host, with an optional
+// CanonicalHost returns the one spelling of a host, with an optional
 // port, that every spelling naming the same destination shares:
 //
 //   - a name lower-case, since DNS names compare without case (RFC
@@ -275,7 +288,7 @@ func requestHost(req *http.Request) (scheme, host string) {
 //     default (:80 for http, :443 for https, RFC 9110 §4.2).
 //
 // It allocates only when host is not already canonical.
-func canonicalHost(scheme, host string) string {
+func CanonicalHost(scheme, host string) string {
 	name, port, hasPort := splitHostPort(host)
 	cname := canonicalName(name)
 	cport := canonicalPort(scheme, port)
@@ -302,7 +315,7 @@ func splitHostPort(host string) (name, port string, hasPort bool) {
 }
 
 // canonicalName returns the canonical spelling of a host without its
-// port, as canonicalHost describes.
+// port, as CanonicalHost describes.
 func canonicalName(name string) string {
 	if len(name) > 2 && name[0] == '[' && name[len(name)-1] == ']' {
 		return canonicalIPLiteral(name)

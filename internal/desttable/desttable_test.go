@@ -1,4 +1,4 @@
-package httpretry
+package desttable
 
 import (
 	"fmt"
@@ -58,8 +58,8 @@ func TestCanonicalHost(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.scheme+" "+tt.host, func(t *testing.T) {
 			t.Parallel()
-			if got := canonicalHost(tt.scheme, tt.host); got != tt.want {
-				t.Errorf("canonicalHost(%q, %q) = %q; want %q", tt.scheme, tt.host, got, tt.want)
+			if got := CanonicalHost(tt.scheme, tt.host); got != tt.want {
+				t.Errorf("CanonicalHost(%q, %q) = %q; want %q", tt.scheme, tt.host, got, tt.want)
 			}
 		})
 	}
@@ -70,11 +70,11 @@ func TestCanonicalHost(t *testing.T) {
 func TestHostKeyTakesHostWhenTheURLHasNone(t *testing.T) {
 	t.Parallel()
 	req := &http.Request{URL: &url.URL{Scheme: "http", Path: "/"}, Host: "API.test:80"}
-	if got := hostKey(req); got != "api.test" {
-		t.Errorf("hostKey = %q; want %q", got, "api.test")
+	if got := HostKey(req); got != "api.test" {
+		t.Errorf("HostKey = %q; want %q", got, "api.test")
 	}
-	if got := hostKey(&http.Request{Host: "a.test"}); got != "a.test" {
-		t.Errorf("hostKey without a URL = %q; want %q", got, "a.test")
+	if got := HostKey(&http.Request{Host: "a.test"}); got != "a.test" {
+		t.Errorf("HostKey without a URL = %q; want %q", got, "a.test")
 	}
 }
 
@@ -83,25 +83,25 @@ func TestHostKeyTakesHostWhenTheURLHasNone(t *testing.T) {
 // allocation on the success path.
 func TestCanonicalHostAllocatesNothingWhenCanonical(t *testing.T) {
 	for _, host := range []string{"api.test", "api.test:443", "[::1]:8080", "[2001:db8::1]", "1.2.3.4:8080", "api.test:8443"} {
-		if n := testing.AllocsPerRun(100, func() { canonicalHost("https", host) }); n != 0 {
-			t.Errorf("canonicalHost(%q): %v allocs; want 0", host, n)
+		if n := testing.AllocsPerRun(100, func() { CanonicalHost("https", host) }); n != 0 {
+			t.Errorf("CanonicalHost(%q): %v allocs; want 0", host, n)
 		}
 	}
 }
 
-// TestDestinationsEvictsAKeyNotUsedLately: a table of 4 with one key
+// TestTableEvictsAKeyNotUsedLately: a table of 4 with one key
 // looked up between every new key keeps that key through 100 others, and
 // never holds more than 4.
-func TestDestinationsEvictsAKeyNotUsedLately(t *testing.T) {
+func TestTableEvictsAKeyNotUsedLately(t *testing.T) {
 	t.Parallel()
-	var d destinations[int]
-	hot := d.get("hot", 4, func(n *int) { *n = 42 })
+	var d Table[int]
+	hot := d.Get("hot", 4, func(n *int) { *n = 42 })
 	for i := range 100 {
-		d.get(fmt.Sprintf("k%d", i), 4, nil)
-		if got := d.get("hot", 4, nil); got != hot {
+		d.Get(fmt.Sprintf("k%d", i), 4, nil)
+		if got := d.Get("hot", 4, nil); got != hot {
 			t.Fatalf("after %d other keys, hot was forgotten and created afresh", i+1)
 		}
-		if n := d.len(); n > 4 {
+		if n := d.Len(); n > 4 {
 			t.Fatalf("%d keys held; want at most 4", n)
 		}
 	}
@@ -110,18 +110,18 @@ func TestDestinationsEvictsAKeyNotUsedLately(t *testing.T) {
 	}
 }
 
-// TestDestinationsGetHostBySpelling: getHost finds a host's state by the
+// TestTableGetHostBySpelling: getHost finds a host's state by the
 // spelling the last lookup used, and every spelling of one host, in turn
 // or after another host, reaches the same state; a host evicted is not
 // found through its old spelling.
-func TestDestinationsGetHostBySpelling(t *testing.T) {
-	var d destinations[int]
+func TestTableGetHostBySpelling(t *testing.T) {
+	var d Table[int]
 	get := func(url string) *int {
 		req, err := http.NewRequest("GET", url, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return d.getHost(req, 2, nil)
+		return d.GetHost(req, 2, nil)
 	}
 	a := get("http://API.test/x")
 	for _, u := range []string{"http://API.test/y", "http://api.test:80/", "HTTP://api.TEST/", "http://API.test/z"} {
@@ -138,7 +138,7 @@ func TestDestinationsGetHostBySpelling(t *testing.T) {
 	}
 	if !raceEnabled {
 		req, _ := http.NewRequest("GET", "http://API.test/", nil)
-		if n := testing.AllocsPerRun(100, func() { d.getHost(req, 2, nil) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { d.GetHost(req, 2, nil) }); n != 0 {
 			t.Errorf("a lookup by the last spelling allocates %v times; want 0", n)
 		}
 	}
@@ -146,8 +146,8 @@ func TestDestinationsGetHostBySpelling(t *testing.T) {
 	// once it is, its old spelling finds a fresh state, not the old one.
 	for _, u := range []string{"http://third.test/", "https://other.test/", "http://fourth.test/", "http://fifth.test/"} {
 		get(u)
-		if d.len() > 2 {
-			t.Fatalf("%d keys held; want at most 2", d.len())
+		if d.Len() > 2 {
+			t.Fatalf("%d keys held; want at most 2", d.Len())
 		}
 	}
 	_, held := d.keys.m.Load("api.test")
@@ -156,22 +156,22 @@ func TestDestinationsGetHostBySpelling(t *testing.T) {
 	}
 }
 
-// TestDestinationsGetHostByASpellingSeenBefore: a spelling that is not
+// TestTableGetHostByASpellingSeenBefore: a spelling that is not
 // canonical, seen once, finds its destination again without allocating,
 // after another spelling was looked up; the spellings remembered are
 // bounded, at twice the destinations.
-func TestDestinationsGetHostByASpellingSeenBefore(t *testing.T) {
-	var d destinations[int]
+func TestTableGetHostByASpellingSeenBefore(t *testing.T) {
+	var d Table[int]
 	upper, _ := http.NewRequest("GET", "http://API.test.:080/", nil)
 	other, _ := http.NewRequest("GET", "http://api.test/", nil)
-	a := d.getHost(upper, 4, nil)
-	if got := d.getHost(other, 4, nil); got != a {
+	a := d.GetHost(upper, 4, nil)
+	if got := d.GetHost(other, 4, nil); got != a {
 		t.Fatal("http://api.test/: another state than http://API.test.:080/'s")
 	}
 	if !raceEnabled {
 		n := testing.AllocsPerRun(100, func() {
-			d.getHost(upper, 4, nil)
-			d.getHost(other, 4, nil)
+			d.GetHost(upper, 4, nil)
+			d.GetHost(other, 4, nil)
 		})
 		if n != 0 {
 			t.Errorf("lookups by two spellings seen before allocate %v times; want 0", n)
@@ -179,27 +179,27 @@ func TestDestinationsGetHostByASpellingSeenBefore(t *testing.T) {
 	}
 	for i := range 100 {
 		req, _ := http.NewRequest("GET", fmt.Sprintf("http://API.test:%05d/", 80+i), nil)
-		d.getHost(req, 4, nil)
+		d.GetHost(req, 4, nil)
 		if n := d.spellings.len(); n > 8 {
 			t.Fatalf("%d spellings remembered; want at most 8", n)
 		}
 	}
 }
 
-// TestDestinationsEvictionDependsOnLookupsAlone: the key evicted is the
+// TestTableEvictionDependsOnLookupsAlone: the key evicted is the
 // one CLOCK names, whatever the map's order: with keys a, b, c, d added
 // to a table of 4 and b and d looked up, e takes a's place; f takes c's,
 // the hand passing b and clearing its mark; g takes e's, the hand passing
 // d; h takes b's, whose mark the hand cleared a turn before.
-func TestDestinationsEvictionDependsOnLookupsAlone(t *testing.T) {
+func TestTableEvictionDependsOnLookupsAlone(t *testing.T) {
 	t.Parallel()
 	for range 20 {
-		var d destinations[int]
+		var d Table[int]
 		for _, k := range []string{"a", "b", "c", "d"} {
-			d.get(k, 4, nil)
+			d.Get(k, 4, nil)
 		}
-		d.get("b", 4, nil)
-		d.get("d", 4, nil)
+		d.Get("b", 4, nil)
+		d.Get("d", 4, nil)
 		for _, step := range []struct {
 			add  string
 			want []string
@@ -209,7 +209,7 @@ func TestDestinationsEvictionDependsOnLookupsAlone(t *testing.T) {
 			{"g", []string{"b", "d", "f", "g"}},
 			{"h", []string{"d", "f", "g", "h"}},
 		} {
-			d.get(step.add, 4, nil)
+			d.Get(step.add, 4, nil)
 			var held []string
 			d.keys.m.Range(func(k, _ any) bool { held = append(held, k.(string)); return true })
 			slices.Sort(held)
@@ -220,16 +220,16 @@ func TestDestinationsEvictionDependsOnLookupsAlone(t *testing.T) {
 	}
 }
 
-// TestDestinationsBoundLowered: a table whose bound is lowered gives up
+// TestTableBoundLowered: a table whose bound is lowered gives up
 // keys until it holds no more than the new bound.
-func TestDestinationsBoundLowered(t *testing.T) {
+func TestTableBoundLowered(t *testing.T) {
 	t.Parallel()
-	var d destinations[int]
+	var d Table[int]
 	for i := range 8 {
-		d.get(fmt.Sprint(i), 8, nil)
+		d.Get(fmt.Sprint(i), 8, nil)
 	}
-	d.get("new", 3, nil)
-	if n := d.len(); n != 3 {
+	d.Get("new", 3, nil)
+	if n := d.Len(); n != 3 {
 		t.Errorf("%d keys held after the bound went from 8 to 3; want 3", n)
 	}
 	if _, ok := d.keys.m.Load("new"); !ok {
@@ -237,12 +237,12 @@ func TestDestinationsBoundLowered(t *testing.T) {
 	}
 }
 
-// TestDestinationsConcurrentLookupsAndEvictions: lookups and evictions
+// TestTableConcurrentLookupsAndEvictions: lookups and evictions
 // from several goroutines at once keep the bound and find one state for
 // one key while it is held.
-func TestDestinationsConcurrentLookupsAndEvictions(t *testing.T) {
+func TestTableConcurrentLookupsAndEvictions(t *testing.T) {
 	t.Parallel()
-	var d destinations[atomic.Int64]
+	var d Table[atomic.Int64]
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Add(1)
@@ -250,13 +250,13 @@ func TestDestinationsConcurrentLookupsAndEvictions(t *testing.T) {
 			defer wg.Done()
 			for i := range 2000 {
 				req, _ := http.NewRequest("GET", fmt.Sprintf("http://H%d.test:0%d/", (i*7+g)%24, 80+i%2), nil)
-				d.getHost(req, 8, nil).Add(1)
-				d.get(fmt.Sprint(i%5), 8, nil)
+				d.GetHost(req, 8, nil).Add(1)
+				d.Get(fmt.Sprint(i%5), 8, nil)
 			}
 		}()
 	}
 	wg.Wait()
-	if n := d.len(); n > 8 {
+	if n := d.Len(); n > 8 {
 		t.Errorf("%d keys held; want at most 8", n)
 	}
 	if n := d.spellings.len(); n > 16 {
@@ -264,28 +264,49 @@ func TestDestinationsConcurrentLookupsAndEvictions(t *testing.T) {
 	}
 }
 
-// TestDestinationsBoundKeyLength: no host name is longer than 253 bytes;
-// a longer name is kept only as its first maxKeyLen bytes, and its
+// TestTableBoundKeyLength: no host name is longer than 253 bytes;
+// a longer name is kept only as its first MaxKeyLen bytes, and its
 // spelling is not remembered, so that what a table holds is bounded
 // whatever the requests name.
-func TestDestinationsBoundKeyLength(t *testing.T) {
+func TestTableBoundKeyLength(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("a", 1000)
-	var d destinations[int]
+	var d Table[int]
 	for i, host := range []string{"x" + long, "x" + long + "b", "y" + long} {
 		req := httptest.NewRequest("GET", "http://"+host+"/", nil)
-		*d.getHost(req, 0, nil) += i + 1
-		if k := hostKey(req); len(k) != maxKeyLen {
-			t.Errorf("hostKey of a %d-byte host: %d bytes; want %d", len(host), len(k), maxKeyLen)
+		*d.GetHost(req, 0, nil) += i + 1
+		if k := HostKey(req); len(k) != MaxKeyLen {
+			t.Errorf("HostKey of a %d-byte host: %d bytes; want %d", len(host), len(k), MaxKeyLen)
 		}
 	}
-	if got := d.len(); got != 2 {
-		t.Errorf("%d destinations for two hosts that share their first %d bytes and one that does not; want 2", got, maxKeyLen)
+	if got := d.Len(); got != 2 {
+		t.Errorf("%d destinations for two hosts that share their first %d bytes and one that does not; want 2", got, MaxKeyLen)
 	}
-	if got := *d.getHost(httptest.NewRequest("GET", "http://x"+long+"/", nil), 0, nil); got != 1+2 {
+	if got := *d.GetHost(httptest.NewRequest("GET", "http://x"+long+"/", nil), 0, nil); got != 1+2 {
 		t.Errorf("the shared destination holds %d; want 3", got)
 	}
 	if got := d.spellings.len(); got != 0 {
 		t.Errorf("%d spellings of over-long hosts remembered; want 0", got)
+	}
+}
+
+// TestTableFindNeitherAddsNorMarks: Find returns a held key's state and
+// nil for a key never added, adds nothing, and does not keep a key from
+// being evicted.
+func TestTableFindNeitherAddsNorMarks(t *testing.T) {
+	t.Parallel()
+	var d Table[int]
+	a := d.Get("a", 2, func(n *int) { *n = 7 })
+	if got := d.Find("a"); got != a || *got != 7 {
+		t.Fatalf("Find(a) = %v; want a's state", got)
+	}
+	if got := d.Find("b"); got != nil || d.Len() != 1 {
+		t.Fatalf("Find(b) = %v with %d keys held; want nil and 1", got, d.Len())
+	}
+	d.Get("b", 2, nil)
+	d.Find("a")
+	d.Get("c", 2, nil) // the hand finds a unmarked: only Find read it
+	if got := d.Find("a"); got != nil {
+		t.Error("a, only found since it was added, is still held; want it evicted")
 	}
 }

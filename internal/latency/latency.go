@@ -1,0 +1,239 @@
+// Package latency holds the latency estimator behind httpretry's adaptive
+// hedge delay and learned attempt limit: per key, the most recent attempt
+// latencies, a Kaplan–Meier quantile over them that counts a canceled
+// attempt as "at least this long", and the extra-load cap on hedges.
+//
+// It takes resolved numbers (a quantile, a factor, a bound), never the
+// Transport's configuration: the defaults are the caller's to apply.
+package latency
+
+import (
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/httpretry/httpretry/internal/desttable"
+)
+
+// Window is how many recent latencies a key keeps: 2048 samples of 8
+// bytes, plus a sorting buffer of the same size, 32 KiB per key. At 200
+// requests a second it spans about ten seconds of traffic, so a shift in
+// the distribution is followed within that.
+const Window = 2048
+
+// tokenUnit is one extra-load token in the fixed-point units the cap
+// counts in.
+const tokenUnit = 1_000_000
+
+// Config is what a [Set] derives from the latencies it records, with
+// every default already applied.
+type Config struct {
+	// HedgeQuantile is the quantile the hedge delay is, in (0, 1); 0 when
+	// no hedge delay is derived.
+	HedgeQuantile float64
+	// Learn derives an attempt limit; nil when none is.
+	Learn *Learn
+	// MaxKeys bounds the keys held; a key evicted to make room (by
+	// [desttable.Table]'s rule) starts again with no latencies.
+	MaxKeys int
+	// Burst is how many tokens the extra-load cap of a key holds, and
+	// starts with.
+	Burst int
+}
+
+// Learn is how an attempt limit is derived from a key's latencies: the
+// Quantile times Factor, no less than Min and, when Max is positive, no
+// more than Max.
+type Learn struct {
+	Quantile float64
+	Factor   float64
+	Min      time.Duration
+	Max      time.Duration
+}
+
+// Set holds the distributions of a Transport's keys. The zero value is
+// not usable: make one with [New]. A Set is safe for simultaneous use by
+// multiple goroutines.
+type Set struct {
+	cfg  Config
+	keys desttable.Table[Dist]
+	init func(*Dist)
+}
+
+// New returns an empty set that derives what cfg says.
+func New(cfg Config) *Set {
+	s := &Set{cfg: cfg}
+	s.init = func(d *Dist) {
+		d.set = s
+		d.extra.Store(int64(cfg.Burst) * tokenUnit)
+	}
+	return s
+}
+
+// Lookup returns key's distribution, adding it (and evicting another when
+// the set is full) when key is new.
+func (s *Set) Lookup(key string) *Dist {
+	return s.keys.Get(key, s.cfg.MaxKeys, s.init)
+}
+
+// Find returns key's distribution, or nil when key holds none. It adds no
+// key.
+func (s *Set) Find(key string) *Dist { return s.keys.Find(key) }
+
+// Len returns the number of keys held.
+func (s *Set) Len() int { return s.keys.Len() }
+
+// Dist is one key's recent latencies and what is derived from them.
+// Recording takes its lock; reading the derived delay and limit does not.
+type Dist struct {
+	set       *Set
+	mu        sync.Mutex // protects ring, n, next and fresh
+	computing sync.Mutex // protects sorted; held while the quantiles are computed
+	ring      [Window]uint64
+	sorted    [Window]uint64
+	n         int // samples held, at most Window
+	next      int // where the next sample goes in ring
+	fresh     int // samples recorded since the quantiles were last computed
+
+	held    atomic.Int64 // n, for readers without the lock
+	hedgeAt atomic.Int64 // the hedge quantile, in nanoseconds
+	limitAt atomic.Int64 // the learned attempt limit, in nanoseconds; 0 for none
+	extra   atomic.Int64 // extra-load tokens, in tokenUnit; starts full
+}
+
+// sample encodes a latency for sorting: the duration in the high bits, and
+// the lowest bit set when the latency is censored (the attempt was ended
+// before it answered, so its latency is at least this). Sorted ascending,
+// an answer comes before a censored sample of the same duration, as the
+// Kaplan–Meier estimate needs.
+func sample(d time.Duration, censored bool) uint64 {
+	s := uint64(max(d, 0)) << 1
+	if censored {
+		s |= 1
+	}
+	return s
+}
+
+// Record adds a latency and, every so often, recomputes the quantiles:
+// after every sample while few are held, then after every n/16 (128 once
+// the window is full), so that the cost of sorting, about 50µs for a full
+// window, is spread over the samples. The sort runs outside the lock
+// that recording takes, and is skipped when another is under way.
+func (d *Dist) Record(lat time.Duration, censored bool) {
+	d.mu.Lock()
+	d.ring[d.next] = sample(lat, censored)
+	d.next = (d.next + 1) % Window
+	d.n = min(d.n+1, Window)
+	d.held.Store(int64(d.n))
+	d.fresh++
+	due := d.fresh >= max(1, d.n/16)
+	if !due || !d.computing.TryLock() {
+		d.mu.Unlock()
+		return
+	}
+	d.fresh = 0
+	sorted := d.sorted[:d.n]
+	copy(sorted, d.ring[:d.n])
+	d.mu.Unlock()
+	defer d.computing.Unlock()
+	slices.Sort(sorted)
+	cfg := &d.set.cfg
+	if cfg.HedgeQuantile > 0 {
+		d.hedgeAt.Store(int64(kmQuantile(sorted, cfg.HedgeQuantile)))
+	}
+	if l := cfg.Learn; l != nil {
+		d.limitAt.Store(int64(learnedLimit(l, kmQuantile(sorted, l.Quantile))))
+	}
+}
+
+// kmQuantile returns the smallest latency at which the Kaplan–Meier
+// estimate of P(latency ≤ t) reaches q, from samples sorted ascending. A
+// censored sample stays "at risk" up to its duration and then leaves
+// without counting as an answer, so attempts canceled as losers neither
+// pull the estimate down (as counting them as answers would) nor vanish
+// (as recording only winners would, which drifts the estimate shorter
+// under hedging). When censoring keeps the estimate below q, it returns the
+// largest sample: the quantile is at least that. 0 for no samples.
+func kmQuantile(sorted []uint64, q float64) time.Duration {
+	atRisk := len(sorted)
+	survival := 1.0
+	for _, s := range sorted {
+		if s&1 == 0 {
+			survival *= 1 - 1/float64(atRisk)
+			// A small tolerance so that k answers of n reach k/n.
+			if 1-survival >= q-1e-9 {
+				return time.Duration(s >> 1)
+			}
+		}
+		atRisk--
+	}
+	if len(sorted) == 0 {
+		return 0
+	}
+	return time.Duration(sorted[len(sorted)-1] >> 1)
+}
+
+// learnedLimit derives an attempt limit from the learned quantile q.
+func learnedLimit(l *Learn, q time.Duration) time.Duration {
+	f := float64(q) * l.Factor
+	lim := time.Duration(math.MaxInt64)
+	if f < float64(math.MaxInt64) {
+		lim = time.Duration(f)
+	}
+	lim = max(lim, l.Min)
+	if l.Max > 0 {
+		lim = min(lim, l.Max)
+	}
+	return lim
+}
+
+// HedgeDelay is the adaptive hedge delay, no less than floor, and whether
+// at least minSamples latencies are held to use it.
+func (d *Dist) HedgeDelay(minSamples int, floor time.Duration) (time.Duration, bool) {
+	if d.held.Load() < int64(minSamples) {
+		return 0, false
+	}
+	return max(time.Duration(d.hedgeAt.Load()), floor), true
+}
+
+// AttemptLimit is the learned attempt limit, 0 when none is learned yet:
+// fewer than minSamples latencies are held.
+func (d *Dist) AttemptLimit(minSamples int) time.Duration {
+	if d.held.Load() < int64(minSamples) {
+		return 0
+	}
+	return time.Duration(d.limitAt.Load())
+}
+
+// DepositExtra adds an operation's share, in tokens, to the extra-load
+// cap, which holds at most the set's Burst.
+func (d *Dist) DepositExtra(share float64) {
+	add := int64(share * tokenUnit)
+	full := int64(d.set.cfg.Burst) * tokenUnit
+	for {
+		old := d.extra.Load()
+		n := min(old+add, full)
+		if n == old || d.extra.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+// WithdrawExtra takes a token for a hedge, and reports whether there was
+// one.
+func (d *Dist) WithdrawExtra() bool {
+	for {
+		old := d.extra.Load()
+		if old < tokenUnit {
+			return false
+		}
+		if d.extra.CompareAndSwap(old, old-tokenUnit) {
+			return true
+		}
+	}
+}
+
+// RefundExtra gives back a token for a hedge that was then not sent.
+func (d *Dist) RefundExtra() { d.DepositExtra(1) }

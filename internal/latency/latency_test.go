@@ -1,0 +1,194 @@
+package latency
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+	"time"
+)
+
+const ms = time.Millisecond
+
+// hedgeSet is a set as a Transport with Hedging's defaults makes it.
+func hedgeSet() *Set { return New(Config{HedgeQuantile: 0.98, MaxKeys: 32, Burst: 10}) }
+
+// samples builds sorted samples: answers of the given durations (ms) and
+// censored ones.
+func samples(answers, censored []int) []uint64 {
+	var s []uint64
+	for _, a := range answers {
+		s = append(s, sample(time.Duration(a)*ms, false))
+	}
+	for _, c := range censored {
+		s = append(s, sample(time.Duration(c)*ms, true))
+	}
+	slices.Sort(s)
+	return s
+}
+
+func seq(from, to int) []int {
+	var s []int
+	for i := from; i <= to; i++ {
+		s = append(s, i)
+	}
+	return s
+}
+
+func TestKMQuantile(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		samples []uint64
+		q       float64
+		want    time.Duration
+	}{
+		{"no samples", nil, 0.95, 0},
+		{"uncensored: the empirical quantile", samples(seq(1, 100), nil), 0.95, 95 * ms},
+		{"uncensored median", samples(seq(1, 100), nil), 0.5, 50 * ms},
+		// Ten losers canceled at 5ms are at least 5ms: counting them as
+		// answers would make the median 45ms; dropping them, 50ms;
+		// Kaplan–Meier spreads their mass over the longer answers: 51ms.
+		{"losers canceled early do not pull the estimate down", samples(seq(1, 100), []int{5, 5, 5, 5, 5, 5, 5, 5, 5, 5}), 0.5, 51 * ms},
+		{"censored above every answer: at least the largest sample",
+			samples([]int{1, 2}, []int{50, 60}), 0.95, 60 * ms},
+		// The censored 10ms sample is at risk at 10ms (an answer comes
+		// first at equal times), then leaves: 1/3 answered by 10ms, all by
+		// 20ms.
+		{"an answer and a censored sample of the same duration",
+			samples([]int{10, 20}, []int{10}), 0.5, 20 * ms},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := kmQuantile(c.samples, c.q); got != c.want {
+				t.Errorf("kmQuantile = %v; want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestLatencyWindowForgetsOldSamples: the window keeps the latest 2048
+// latencies, so after a shift from 5ms to 50ms the delay follows within a
+// window's worth of requests.
+func TestLatencyWindowForgetsOldSamples(t *testing.T) {
+	t.Parallel()
+	d := hedgeSet().Lookup("k")
+	for range Window {
+		d.Record(5*ms, false)
+	}
+	if got, _ := d.HedgeDelay(100, ms); got != 5*ms {
+		t.Fatalf("delay = %v; want 5ms", got)
+	}
+	for range Window {
+		d.Record(50*ms, false)
+	}
+	if got, _ := d.HedgeDelay(100, ms); got != 50*ms {
+		t.Errorf("delay after the shift = %v; want 50ms", got)
+	}
+}
+
+// TestLatencyHedgeDelayWaitsForMinSamplesAndKeepsItsFloor: no delay until
+// minSamples latencies are held; then the quantile, never below the
+// floor.
+func TestLatencyHedgeDelayWaitsForMinSamplesAndKeepsItsFloor(t *testing.T) {
+	t.Parallel()
+	d := hedgeSet().Lookup("k")
+	for range 99 {
+		d.Record(100*time.Microsecond, false)
+	}
+	if got, ok := d.HedgeDelay(100, ms); ok || got != 0 {
+		t.Fatalf("after 99 latencies: %v, %v; want 0, false", got, ok)
+	}
+	d.Record(100*time.Microsecond, false)
+	if got, ok := d.HedgeDelay(100, ms); !ok || got != ms {
+		t.Errorf("after 100 latencies of 100µs: %v, %v; want the 1ms floor, true", got, ok)
+	}
+}
+
+// TestLatencyKeysEvictedByCLOCK: past MaxKeys, a new key evicts one not
+// looked up since the hand last passed it, and starts with no latencies;
+// a key in steady use keeps its own; Find adds no key.
+func TestLatencyKeysEvictedByCLOCK(t *testing.T) {
+	t.Parallel()
+	s := New(Config{HedgeQuantile: 0.98, MaxKeys: 2, Burst: 10})
+	hot := s.Lookup("hot")
+	hot.Record(5*ms, false)
+	for i := range 20 {
+		s.Lookup(fmt.Sprint("k", i)).Record(ms, false)
+		if s.Lookup("hot") != hot {
+			t.Fatalf("after %d other keys, hot was evicted", i+1)
+		}
+		if n := s.Len(); n > 2 {
+			t.Fatalf("%d keys held; want at most 2", n)
+		}
+	}
+	if s.Find("k0") != nil {
+		t.Error("k0, not looked up since it was added, is still held")
+	}
+	if got := hot.held.Load(); got != 1 {
+		t.Errorf("hot holds %d latencies; want its own 1", got)
+	}
+	for i := range 100 {
+		s.Find(fmt.Sprint("never", i))
+	}
+	if n := s.Len(); n != 2 {
+		t.Errorf("Find added keys: %d held; want 2", n)
+	}
+}
+
+// TestExtraLoadCap: the cap starts with a burst of Burst hedges and then
+// admits the share deposited per operation, never more than Burst.
+func TestExtraLoadCap(t *testing.T) {
+	t.Parallel()
+	d := hedgeSet().Lookup("k")
+	n := 0
+	for d.WithdrawExtra() {
+		n++
+	}
+	if n != 10 {
+		t.Fatalf("burst = %d; want 10", n)
+	}
+	for range 100 {
+		d.DepositExtra(0.02)
+	}
+	n = 0
+	for d.WithdrawExtra() {
+		n++
+	}
+	if n != 2 {
+		t.Errorf("after 100 operations at 2%%: %d hedges; want 2", n)
+	}
+	for range 50 {
+		d.RefundExtra()
+	}
+	n = 0
+	for d.WithdrawExtra() {
+		n++
+	}
+	if n != 10 {
+		t.Errorf("after 50 refunds: %d hedges; want the burst of 10", n)
+	}
+}
+
+func TestLearnedLimit(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		l    Learn
+		q    time.Duration
+		want time.Duration
+	}{
+		{"p99.9 of 140ms makes 182ms", Learn{Factor: 1.3, Min: 10 * ms}, 140 * ms, 182 * ms},
+		{"the floor", Learn{Factor: 1.3, Min: 10 * ms}, time.Millisecond, 10 * ms},
+		{"the ceiling", Learn{Factor: 1.3, Min: 10 * ms, Max: 150 * ms}, 140 * ms, 150 * ms},
+		{"a factor of 2", Learn{Factor: 2, Min: 10 * ms}, 100 * ms, 200 * ms},
+		{"no overflow", Learn{Factor: 10}, time.Duration(math.MaxInt64 / 2), time.Duration(math.MaxInt64)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := learnedLimit(&c.l, c.q); got != c.want {
+				t.Errorf("learnedLimit = %v; want %v", got, c.want)
+			}
+		})
+	}
+}
