@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -35,7 +36,7 @@ func TestAttack3ThrottleKeepsADestinationInUseAmongOneShotHosts(t *testing.T) {
 			}
 			return 200
 		}}
-		tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{MaxKeys: 64, Rand: evenDraws()}}
+		tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{MaxKeys: 64, Rand: evenDraws()}}
 		call := func(url string) error { return get(t, tr, url) }
 		admitted, n := 0, 0
 		for range 2000 {
@@ -43,7 +44,7 @@ func TestAttack3ThrottleKeepsADestinationInUseAmongOneShotHosts(t *testing.T) {
 				n++
 				call("http://h" + strconv.Itoa(run) + "-" + strconv.Itoa(n) + ".test/")
 			}
-			if err := call("http://down.test/"); !errors.Is(err, ErrThrottled) {
+			if err := call("http://down.test/"); !errors.Is(err, throttle.ErrThrottled) {
 				admitted++
 			}
 			fc.Advance(time.Millisecond)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -56,7 +57,7 @@ func TestAttack3QuotaHeaderlessResponseDoesNotBlindThePacing(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	srv := &xQuotaServer{fixedWindow: newFixedWindow(fc, 3, 10*time.Second), tooMany: map[int64]int{}}
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
 	call := func(path string) (int, error) {
 		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test"+path, nil))
 		if err != nil {
@@ -77,7 +78,7 @@ func TestAttack3QuotaHeaderlessResponseDoesNotBlindThePacing(t *testing.T) {
 	for i := range 4 {
 		st, err := call("/a")
 		log = append(log, strconv.Itoa(st)+" "+errString(err))
-		if i == 3 && !errors.Is(err, ErrQuotaExhausted) {
+		if i == 3 && !errors.Is(err, throttle.ErrQuotaExhausted) {
 			t.Errorf("window 1, after a 200 said X-RateLimit-Remaining: 0: got status %d, err %v; want refused with ErrQuotaExhausted (README: once a response says the quota is spent, new operations are refused until the reset); calls in window 1: %q", st, err, log)
 		}
 	}
@@ -110,7 +111,7 @@ func TestAttack3QuotaHeaderlessResponseAtMostOne429PerWindow(t *testing.T) {
 		fc := clockwork.NewFakeClock()
 		srv := &xQuotaServer{fixedWindow: newFixedWindow(fc, 3, 10*time.Second), tooMany: map[int64]int{}}
 		g := &gatedBase{base: srv, hold: metered}
-		tr := &Transport{Base: g, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
+		tr := &Transport{Base: g, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
 		call := func(path string) error { return get(t, tr, "http://api.test"+path) }
 		call("/a")
 		if plain {
@@ -137,7 +138,7 @@ func TestAttack3QuotaHeaderlessResponseAtMostOne429PerWindow(t *testing.T) {
 func TestAttack3ParseRateLimitStringParameterHoldingASemicolon(t *testing.T) {
 	t.Parallel()
 	h := http.Header{"Ratelimit": {`"default";r=0;t=30;note="see docs;r=100;"`}}
-	rl, ok := ParseRateLimit(h, time.Unix(1_700_000_000, 0))
+	rl, ok := throttle.ParseRateLimit(h, time.Unix(1_700_000_000, 0))
 	if !ok || rl.Remaining != 0 || rl.Reset != 30*time.Second {
 		t.Errorf("ParseRateLimit(%q) = %+v, %v; want Remaining 0, Reset 30s (r=0 and t=30 are the policy's parameters; \"see docs;r=100;\" is a string's content)", h["Ratelimit"][0], rl, ok)
 	}
@@ -203,11 +204,11 @@ func TestAttack3QuotaSeveralPoliciesInOneFieldAtMostOne429PerWindow(t *testing.T
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	srv := &twoPolicyServer{clock: fc, zero: fc.Now(), tooMany: map[int64]int{}}
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
 	refused := 0
 	for range 200 { // 5 operations a second for 40s, inside the first 100s window
 		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
-		if errors.Is(err, ErrQuotaExhausted) {
+		if errors.Is(err, throttle.ErrQuotaExhausted) {
 			refused++
 		} else if err == nil {
 			resp.Body.Close()

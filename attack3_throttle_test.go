@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -30,7 +31,7 @@ func TestAttack3ThrottleBurstAfterAQuietSpellIsNotRefused(t *testing.T) {
 	status.Store(200)
 	base := &countingBase{status: func(*http.Request) int { return int(status.Load()) }}
 	// A draw of 0.1: refused only when p > 0.1.
-	th := &Throttle{Rand: func() float64 { return 0.1 }}
+	th := &throttle.Throttle{Rand: func() float64 { return 0.1 }}
 	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: th}
 	call := func() error { return get(t, tr, "http://api.test/") }
 	if err := call(); err != nil {
@@ -48,11 +49,8 @@ func TestAttack3ThrottleBurstAfterAQuietSpellIsNotRefused(t *testing.T) {
 		t.Fatalf("the 503: %v", err)
 	}
 	status.Store(200)
-	if err := call(); errors.Is(err, ErrThrottled) {
-		s := th.dests.Get("api.test", 0, nil)
-		s.mu.Lock()
-		req, acc, _ := s.w.counts()
-		s.mu.Unlock()
+	if err := call(); errors.Is(err, throttle.ErrThrottled) {
+		req, acc := th.Counts("api.test")
 		t.Errorf("after 60 accepts and 1 failure in the last 600ms: %v; want admitted: the README says the throttle refuses with p = (requests − K·accepts)/(requests + 1) over its window (here 0) and that a healthy phase refuses nothing, but the window (this refusal included) credits %.3f accepts against %.3f requests (the burst's accepts spread over the 10 minutes since the first)", err, acc, req)
 	}
 }
@@ -68,11 +66,11 @@ func TestAttack3ThrottleInfiniteMinRateTakesTheDefault(t *testing.T) {
 	for _, rate := range []float64{math.Inf(1), 0} {
 		fc := clockwork.NewFakeClock()
 		base := &countingBase{status: func(*http.Request) int { return 503 }}
-		tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{MinRate: rate, Rand: evenDraws()}}
+		tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{MinRate: rate, Rand: evenDraws()}}
 		refused := 0
 		for range 200 {
 			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
-			if errors.Is(err, ErrThrottled) {
+			if errors.Is(err, throttle.ErrThrottled) {
 				refused++
 			} else if err == nil {
 				resp.Body.Close()
@@ -94,7 +92,7 @@ func TestAttack3ThrottleInfiniteMinRateTakesTheDefault(t *testing.T) {
 func TestAttack3ThrottleHedgeLoserCountsAsARequest(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
-	th := &Throttle{MinRate: -1, Rand: admitAll}
+	th := &throttle.Throttle{MinRate: -1, Rand: admitAll}
 	var hits atomic.Int32
 	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		n := hits.Add(1)
@@ -115,10 +113,7 @@ func TestAttack3ThrottleHedgeLoserCountsAsARequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	s := th.dests.Get("api.test", 0, nil)
-	s.mu.Lock()
-	req0, _, _ := s.w.counts()
-	s.mu.Unlock()
+	req0, _ := th.Counts("api.test")
 
 	var o Outcome
 	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 2, Throttle: th, Hedging: &Hedging{Delay: 10 * time.Millisecond}}
@@ -132,9 +127,7 @@ func TestAttack3ThrottleHedgeLoserCountsAsARequest(t *testing.T) {
 	if o.Hedges != 1 || o.Winner != 2 || o.LosersCanceled != 1 {
 		t.Fatalf("outcome %+v; want a hedge that won and a loser canceled", o)
 	}
-	s.mu.Lock()
-	req1, _, _ := s.w.counts()
-	s.mu.Unlock()
+	req1, _ := th.Counts("api.test")
 	if got := req1 - req0; got != 2 {
 		t.Errorf("a hedged operation sent 2 attempts (Outcome: %d attempts, %d loser); the throttle counted %v requests; want 2 (docs/overload.md: every attempt counts as a request, hedges included)", o.Attempts, o.LosersCanceled, got)
 	}
@@ -159,18 +152,18 @@ func TestAttack3ThrottleOneDestinationForEverySpellingOfAHost(t *testing.T) {
 	} {
 		fc := clockwork.NewFakeClock()
 		base := &countingBase{status: func(*http.Request) int { return 503 }}
-		tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: func() float64 { return 0 }}}
+		tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: func() float64 { return 0 }}}
 		call := func(url string) error { return get(t, tr, url) }
 		for range 50 { // 50 failures at 1000 a second: refusing at the cap
 			call(pair[0])
 			fc.Advance(time.Millisecond)
 		}
-		if err := call(pair[0]); !errors.Is(err, ErrThrottled) {
+		if err := call(pair[0]); !errors.Is(err, throttle.ErrThrottled) {
 			t.Fatalf("%s after 50 failures: %v; want ErrThrottled", pair[0], err)
 		}
 		before := base.hits.Load()
 		err := call(pair[1])
-		if !errors.Is(err, ErrThrottled) {
+		if !errors.Is(err, throttle.ErrThrottled) {
 			t.Errorf("%s, refused as %s: %v, %d request(s) reached the failing host; want ErrThrottled (Throttle.Key: every spelling of a host is one destination)", pair[1], pair[0], err, base.hits.Load()-before)
 		}
 		a, b := newRequest(t, context.Background(), "GET", pair[0], nil), newRequest(t, context.Background(), "GET", pair[1], nil)
@@ -197,13 +190,13 @@ func TestAttack3ThrottleARefusalBelowIsNotAnAccept(t *testing.T) {
 		fc := clockwork.NewFakeClock()
 		down := func(*http.Request) int { return 503 }
 		base, alone := &countingBase{status: down}, &countingBase{status: down}
-		thInner, thOuter := &Throttle{Rand: evenDraws()}, &Throttle{Rand: evenDraws()}
+		thInner, thOuter := &throttle.Throttle{Rand: evenDraws()}, &throttle.Throttle{Rand: evenDraws()}
 		if shared {
 			thOuter = thInner
 		}
 		inner := &Transport{Base: base, Clock: fc, MaxAttempts: 3, Jitter: noJitter, Throttle: thInner}
 		outer := &Transport{Base: inner, Clock: fc, MaxAttempts: 1, Throttle: thOuter}
-		single := &Transport{Base: alone, Clock: fc, MaxAttempts: 3, Jitter: noJitter, Throttle: &Throttle{Rand: evenDraws()}}
+		single := &Transport{Base: alone, Clock: fc, MaxAttempts: 3, Jitter: noJitter, Throttle: &throttle.Throttle{Rand: evenDraws()}}
 		for range 2000 {
 			for _, tr := range []*Transport{outer, single} {
 				resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
@@ -213,10 +206,7 @@ func TestAttack3ThrottleARefusalBelowIsNotAnAccept(t *testing.T) {
 			}
 			fc.Advance(time.Millisecond)
 		}
-		s := thOuter.dests.Get("api.test", 0, nil)
-		s.mu.Lock()
-		req, acc, _ := s.w.counts()
-		s.mu.Unlock()
+		req, acc := thOuter.Counts("api.test")
 		if !shared && acc > 0 {
 			t.Errorf("two Throttles: the wrapper's window holds %.0f accepts of %.0f requests while the server answered only 503; want 0 accepts (an operation refused below never reached the server)", acc, req)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -52,7 +53,7 @@ func TestAttack4QuotaGatewayDialect429PausesTheDestination(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	srv := &dialectServer{left: 21}
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
 	call := func() error { return get(t, tr, "http://api.test/") }
 	if err := call(); err != nil { // RateLimit: "default";r=20;t=60
 		t.Fatal(err)
@@ -62,7 +63,7 @@ func TestAttack4QuotaGatewayDialect429PausesTheDestination(t *testing.T) {
 	srv.mu.Unlock()
 	sent := 0
 	for range 10 {
-		if err := call(); !errors.Is(err, ErrThrottled) {
+		if err := call(); !errors.Is(err, throttle.ErrThrottled) {
 			sent++
 		}
 		fc.Advance(time.Second)

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -24,7 +25,7 @@ func TestAttack4QuotaUnmeteredFirstRouteDoesNotBlindThePacing(t *testing.T) {
 		fc := clockwork.NewFakeClock()
 		srv := &xQuotaServer{fixedWindow: newFixedWindow(fc, 3, 10*time.Second), tooMany: map[int64]int{}}
 		g := &gatedBase{base: srv, hold: metered}
-		tr := &Transport{Base: g, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
+		tr := &Transport{Base: g, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
 		call := func(path string) error { return get(t, tr, "http://api.test"+path) }
 		if plainFirst {
 			call("/plain")

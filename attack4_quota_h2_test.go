@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/httpretry/httpretry/throttle"
 )
 
 // TestAttack4QuotaHTTP2ConcurrentCallersAtMostOne429: a real loopback
@@ -49,7 +51,7 @@ func TestAttack4QuotaHTTP2ConcurrentCallersAtMostOne429(t *testing.T) {
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	defer srv.Close()
-	tr := &Transport{Base: srv.Client().Transport, MaxAttempts: 1, Throttle: &Throttle{}}
+	tr := &Transport{Base: srv.Client().Transport, MaxAttempts: 1, Throttle: &throttle.Throttle{}}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	call := func() error {
@@ -71,7 +73,7 @@ func TestAttack4QuotaHTTP2ConcurrentCallersAtMostOne429(t *testing.T) {
 		wg.Go(func() {
 			for range 20 {
 				err := call()
-				if errors.Is(err, ErrQuotaExhausted) {
+				if errors.Is(err, throttle.ErrQuotaExhausted) {
 					return
 				}
 				if err != nil {

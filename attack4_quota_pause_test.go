@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -60,7 +61,7 @@ func TestAttack4QuotaRetryAfterOnlyPausesADestinationWithAKnownQuota(t *testing.
 		if !known {
 			srv.until = fc.Now().Add(30 * time.Second) // 429 from the first request on
 		}
-		tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
+		tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
 		call := func() error { return get(t, tr, "http://api.test/") }
 		if known {
 			if err := call(); err != nil { // 200, RateLimit: "default";r=50;t=60
@@ -75,7 +76,7 @@ func TestAttack4QuotaRetryAfterOnlyPausesADestinationWithAKnownQuota(t *testing.
 		for range 5 {
 			fc.Advance(time.Second)
 			err := call()
-			if !errors.Is(err, ErrThrottled) {
+			if !errors.Is(err, throttle.ErrThrottled) {
 				errs = append(errs, errString(err))
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -76,7 +77,7 @@ func TestAttack4QuotaStaleAnswerDoesNotRaiseTheCount(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	gate := make(chan struct{})
 	srv := &orderedQuotaServer{clock: fc, limit: 4, hold: map[int]chan struct{}{1: gate}}
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
 	call := func() error { return get(t, tr, "http://api.test/") }
 	if err := call(); err != nil { // r=3: the quota is known
 		t.Fatal(err)
@@ -111,7 +112,7 @@ func TestAttack4QuotaStaleAnswerDoesNotRaiseTheCount(t *testing.T) {
 	nRefused := 0
 	for range 2 {
 		refused.Go(func() {
-			if err := call(); errors.Is(err, ErrQuotaExhausted) {
+			if err := call(); errors.Is(err, throttle.ErrQuotaExhausted) {
 				mu.Lock()
 				nRefused++
 				mu.Unlock()

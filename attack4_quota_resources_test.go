@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -56,13 +57,13 @@ func TestAttack4QuotaSpentResourceGetsOne429PerWindow(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	srv := &resourceServer{left: map[string]int{"core": 3, "search": 30}, tooMany: map[string]int{}}
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
 	call := func(path string) error { return get(t, tr, "https://api.test"+path) }
 	call("/search")
 	refused := 0
 	for range 13 {
 		fc.Advance(time.Second)
-		if err := call("/repos"); errors.Is(err, ErrThrottled) {
+		if err := call("/repos"); errors.Is(err, throttle.ErrThrottled) {
 			refused++
 		}
 	}

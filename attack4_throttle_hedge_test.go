@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -22,7 +23,7 @@ import (
 // admitted again about 1.1s after a server heals, and a destination
 // turns cold "once five windows pass without a signal or a refusal".
 // But each canceled loser counts as a request and not an accept, so at
-// K = 1.5 (MinThrottleK, a documented setting) the single 503 makes the
+// K = 1.5 (throttle.MinK, a documented setting) the single 503 makes the
 // destination hot, the losers alone push p to a quarter, each refusal
 // counts as a request and as a signal that keeps it hot, and the
 // throttle settles refusing about a third of the operations and a third
@@ -31,7 +32,7 @@ import (
 // hand: the same run with a 200 first refuses nothing).
 func TestAttack4ThrottleRecoversWithHedgingAfterOneOverloadSignal(t *testing.T) {
 	t.Parallel()
-	if refused, hedges := hedgedRefusals(t, MinThrottleK, 1); refused+hedges > 15 {
+	if refused, hedges := hedgedRefusals(t, throttle.MinK, 1); refused+hedges > 15 {
 		t.Errorf("K 1.5, one hedge per operation: 3s to 6s after the only overload signal, the server answering every attempt: %d of 300 operations refused with ErrThrottled, %d hedges refused; want at most 15 refusals in all (docs/overload.md: a healthy phase refuses nothing; 95%% admitted again about 1.1s after a server heals)", refused, hedges)
 	}
 }
@@ -82,7 +83,7 @@ func hedgedRefusals(t *testing.T, k float64, hedges int) (refused, hedgesRefused
 		return response(req, 200, "ok"), nil
 	})
 	var i atomic.Int64
-	th := &Throttle{K: k, Rand: func() float64 { // an even spread of draws
+	th := &throttle.Throttle{K: k, Rand: func() float64 { // an even spread of draws
 		return math.Mod(float64(i.Add(1))*0.6180339887, 1)
 	}}
 	tr := &Transport{Base: slow, Clock: fc, MaxAttempts: 1 + hedges, Budget: NewTokenBucket(1e9, 1), Throttle: th,
@@ -99,7 +100,7 @@ func hedgedRefusals(t *testing.T, k float64, hedges int) (refused, hedgesRefused
 				if r.err == nil {
 					r.resp.Body.Close()
 				}
-				if errors.Is(r.err, ErrThrottled) {
+				if errors.Is(r.err, throttle.ErrThrottled) {
 					fc.Advance(10 * ms)
 					return true, 0
 				}
@@ -117,7 +118,7 @@ func hedgedRefusals(t *testing.T, k float64, hedges int) (refused, hedgesRefused
 						if r.err == nil {
 							r.resp.Body.Close()
 						}
-						return errors.Is(r.err, ErrThrottled), o.HedgesRefused
+						return errors.Is(r.err, throttle.ErrThrottled), o.HedgesRefused
 					case <-time.After(time.Millisecond):
 					}
 					wctx, wcancel := context.WithTimeout(ctx, time.Millisecond)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -60,7 +61,7 @@ func TestAttack5QuotaHotDestinationIsSampledToo(t *testing.T) {
 	for _, hot := range []bool{false, true} {
 		fc := clockwork.NewFakeClock()
 		srv := &lateMeteringServer{left: 300}
-		tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
+		tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
 		call := func() {
 			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.test/a", nil))
 			if err == nil {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -24,12 +25,12 @@ func TestAttack5QuotaRenewedGuessDoesNotCapTheServersCount(t *testing.T) {
 	srv := &meteredRouteServer{fixedWindow: newFixedWindow(fc, 100, time.Hour), tooMany: map[int64]int{}}
 	srv.used = 97
 	g := &gatedBase{base: srv}
-	tr := &Transport{Base: g, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
+	tr := &Transport{Base: g, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
 	call := func() error { return get(t, tr, "https://api.test/m") }
 	for range 3 {
 		call() // 2, 1, 0 remain
 	}
-	if err := call(); !errors.Is(err, ErrQuotaExhausted) {
+	if err := call(); !errors.Is(err, throttle.ErrQuotaExhausted) {
 		t.Fatalf("quota spent (X-RateLimit-Remaining: 0): err = %v, want ErrQuotaExhausted", err)
 	}
 	fc.Advance(time.Hour) // the server's new window: 100

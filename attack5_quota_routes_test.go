@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -24,13 +25,14 @@ func TestAttack5QuotaRouteMemoryEvictedByIDRoutes(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	srv := &resourceServer{left: map[string]int{"core": 1000, "search": 0}, tooMany: map[string]int{}}
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
 	call := func(path string) error { return get(t, tr, "https://api.test"+path) }
 	call("/repos")  // core held
 	call("/search") // 429, search spent for the hour; route remembered
-	if err := call("/search"); !errors.Is(err, ErrQuotaExhausted) {
+	if err := call("/search"); !errors.Is(err, throttle.ErrQuotaExhausted) {
 		t.Fatalf("search spent, route known: err = %v, want ErrQuotaExhausted", err)
 	}
+	const quotaRoutes = 32 // the routes a destination remembers
 	for i := range quotaRoutes {
 		fc.Advance(time.Second)
 		call("/" + strconv.Itoa(4711+i))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -64,14 +65,14 @@ func TestAttack5QuotaUnmeteredRoutesDoNotSpendTheMeteredQuota(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	srv := &meteredRouteServer{fixedWindow: newFixedWindow(fc, 100, time.Hour), sendLimit: true, tooMany: map[int64]int{}}
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
 	call := func(path string) error { return get(t, tr, "https://api.test"+path) }
 	for i := range 200 {
 		path := "/x/" + strconv.Itoa(i)
 		if i%20 == 0 {
 			path = "/m/" + strconv.Itoa(i)
 		}
-		if err := call(path); errors.Is(err, ErrThrottled) {
+		if err := call(path); errors.Is(err, throttle.ErrThrottled) {
 			srv.mu.Lock()
 			r := srv.lastR
 			srv.mu.Unlock()

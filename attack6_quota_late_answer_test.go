@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -46,7 +47,7 @@ func TestAttack6QuotaLateAnswerRefusesFreshWindow(t *testing.T) {
 		resp.Header.Set("X-RateLimit-Reset", strconv.Itoa(reset))
 		return resp, nil
 	})
-	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
 	ctx := context.Background()
 	for i := range 4 { // 4 of the 5, at 0, 1, 2, 3 s
 		r := await(t, start(tr, newRequest(t, ctx, "GET", "http://api.test/", nil)))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -49,7 +50,7 @@ func TestAttack6HedgeLosersHideOutage(t *testing.T) {
 	})
 	var draw atomic.Uint64
 	draw.Store(math.Float64bits(0.9999)) // refuse nothing while counting
-	th := &Throttle{Rand: func() float64 { return math.Float64frombits(draw.Load()) }}
+	th := &throttle.Throttle{Rand: func() float64 { return math.Float64frombits(draw.Load()) }}
 	tr := &Transport{Base: first, Clock: fc, MaxAttempts: 2, Budget: NewTokenBucket(1e9, 1), Throttle: th,
 		Hedging: &Hedging{Delay: 10 * ms, MaxExtraLoad: 0.999, Base: hang}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -80,7 +81,7 @@ func TestAttack6HedgeLosersHideOutage(t *testing.T) {
 	probe.Store(true)
 	draw.Store(math.Float64bits(0.5))
 	r := await(t, start(tr, newRequest(t, ctx, "GET", "http://down.test/", nil)))
-	if !errors.Is(r.err, ErrThrottled) {
+	if !errors.Is(r.err, throttle.ErrThrottled) {
 		if r.err == nil {
 			r.resp.Body.Close()
 		}

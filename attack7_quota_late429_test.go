@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -22,7 +23,7 @@ import (
 func TestAttack7QuotaLate429AfterRenewalRefusesFreshWindow(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	srv := newSlowQuotaServer(fc, 10*time.Second, 5)
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
 	ctx := context.Background()
 	for i := range 4 { // 4 of the 5, at 0, 1, 2, 3 s
 		r := await(t, start(tr, newRequest(t, ctx, "GET", "http://api.test/", nil)))

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -40,7 +41,7 @@ func attack7Refused(t *testing.T, tr *Transport, n int) (int, error) {
 func TestAttack7QuotaUntimedLateAnswerRefusesFreshWindow(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	srv := newSlowQuotaServer(fc, 10*time.Second, 5)
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
 	ctx := context.Background()
 	// At 0 s, to an idle destination: a slow request the server counts
 	// only at 9.6 s.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -23,7 +24,7 @@ import (
 func TestAttack8QuotaUntimed429LateRefusesLiveWindow(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	srv := newSlowQuotaServer(fc, 5*time.Second, 5)
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
 	ctx := context.Background()
 	fc.Advance(4400 * time.Millisecond) // 4.4 s: nothing known yet
 	slow := start(tr, newRequest(t, ctx, "GET", "http://api.test/slow", nil))
@@ -62,7 +63,7 @@ func TestAttack8QuotaUntimed429LateRefusesLiveWindow(t *testing.T) {
 	for range 3 {
 		r := await(t, start(tr, newRequest(t, ctx, "GET", "http://api.test/", nil)))
 		if r.err != nil {
-			if errors.Is(r.err, ErrQuotaExhausted) {
+			if errors.Is(r.err, throttle.ErrQuotaExhausted) {
 				refused++
 			}
 			first = cmpOr(first, r.err)

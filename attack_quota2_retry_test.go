@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -37,7 +38,7 @@ func TestQuotaRetryOfA429IsPacedByTheQuotaItsAnswerNamed(t *testing.T) {
 		}
 		return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: r}, nil
 	})
-	tr := &Transport{Base: base, Clock: fc, Jitter: noJitter, Throttle: &Throttle{Rand: admitAll}}
+	tr := &Transport{Base: base, Clock: fc, Jitter: noJitter, Throttle: &throttle.Throttle{Rand: admitAll}}
 	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/core", nil))
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("core: %v, %v; want 200", resp, err)
@@ -75,7 +76,7 @@ func TestQuotaCountFollowsTheServerAfterARetryEndsInAnError(t *testing.T) {
 		}
 		return 0, nil
 	}
-	tr := &Transport{Base: srv, Clock: fc, Jitter: noJitter, MaxAttempts: 2, Throttle: &Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, Jitter: noJitter, MaxAttempts: 2, Throttle: &throttle.Throttle{Rand: admitAll}}
 	get := func() (*http.Response, error) {
 		return tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
 	}
@@ -120,7 +121,7 @@ func TestWaitQuotaRetryWaitsForTheResetWhenTheQuotaIsSpentDuringItsBackoff(t *te
 		}
 		return 0, nil
 	}
-	tr := &Transport{Base: srv, Clock: fc, Jitter: waits(time.Second), Throttle: &Throttle{WaitQuota: true, Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, Jitter: waits(time.Second), Throttle: &throttle.Throttle{WaitQuota: true, Rand: admitAll}}
 	get := func(ctx context.Context) (*http.Response, error) {
 		return tr.RoundTrip(newRequest(t, ctx, "GET", "http://api.test/", nil))
 	}
@@ -189,7 +190,7 @@ func TestWaitQuotaRetryThatCannotWaitStopsThrottled(t *testing.T) {
 					return &http.Response{StatusCode: 503, Header: h, Body: http.NoBody, Request: r}, nil
 				})
 				tr := &Transport{Base: base, Clock: fc, Jitter: noJitter, Timeout: tc.timeout,
-					Throttle: &Throttle{WaitQuota: wait, Rand: admitAll}}
+					Throttle: &throttle.Throttle{WaitQuota: wait, Rand: admitAll}}
 				var o Outcome
 				resp, err := tr.RoundTrip(newRequest(t, WithOutcome(context.Background(), &o), "GET", "http://api.test/", nil))
 				if err != nil {
@@ -228,7 +229,7 @@ func TestQuotaRetryRefusedAfterItsWaitReturnsTheLastAttemptsError(t *testing.T) 
 		h := http.Header{"Ratelimit-Policy": {`"default";q=3;w=10`}, "Ratelimit": {`"default";r=` + left + `;t=10`}}
 		return &http.Response{StatusCode: 200, Header: h, Body: http.NoBody, Request: r}, nil
 	})
-	tr := &Transport{Base: base, Clock: fc, Jitter: waits(time.Second), Throttle: &Throttle{Rand: admitAll}}
+	tr := &Transport{Base: base, Clock: fc, Jitter: waits(time.Second), Throttle: &throttle.Throttle{Rand: admitAll}}
 	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("first: %v, %v; want 200", resp, err)
@@ -250,7 +251,7 @@ func TestQuotaRetryRefusedAfterItsWaitReturnsTheLastAttemptsError(t *testing.T) 
 		r.resp.Body.Close()
 		t.Fatalf("status %d; want the retry refused by the spent quota", r.resp.StatusCode)
 	}
-	if o.Reason != Throttled || !errors.Is(r.err, ErrQuotaExhausted) || hits.Load() != 3 {
+	if o.Reason != Throttled || !errors.Is(r.err, throttle.ErrQuotaExhausted) || hits.Load() != 3 {
 		t.Fatalf("%v, reason %s, %d sent; want ErrQuotaExhausted, throttled, 3 sent", r.err, o.Reason, hits.Load())
 	}
 	if !errors.Is(r.err, syscall.ECONNRESET) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -30,7 +31,7 @@ func TestQuotaHedgeThatCannotBeSentReturnsItsRequestToTheQuota(t *testing.T) {
 		}
 		return 0, nil
 	}
-	tr := &Transport{Base: srv, Clock: fc, Throttle: &Throttle{Rand: admitAll},
+	tr := &Transport{Base: srv, Clock: fc, Throttle: &throttle.Throttle{Rand: admitAll},
 		Hedging: &Hedging{Delay: 10 * time.Millisecond}}
 	get := func() (*http.Response, error) {
 		return tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
@@ -94,7 +95,7 @@ func TestQuotaOperationThatFailsBeforeItsAttemptReturnsItsRequestToTheQuota(t *t
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	srv := newPacedServer(fc, 2, time.Minute)
-	tr := &Transport{Base: srv, Clock: fc, Throttle: &Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, Throttle: &throttle.Throttle{Rand: admitAll}}
 	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil)) // 1 left
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("first: %v, %v; want 200", resp, err)

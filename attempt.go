@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -58,11 +59,8 @@ type operation struct {
 	wakeAt  time.Time // when the next attempt is planned to start
 	stopErr error     // the error that ended the operation, when not err
 
-	dest *throttleState // the destination's, when a Throttle is set
-	// quotaCounted says the last request taken from the destination's
-	// quota was counted, to give back if its attempt is not sent.
-	quotaCounted bool
-	budget       Budget // the retry budget, the host's own with BudgetPerHost
+	admission        // the Throttle's state of the destination, when one is set
+	budget    Budget // the retry budget, the host's own with BudgetPerHost
 }
 
 // attempt is the state of one attempt: its context and what releases it,
@@ -449,7 +447,7 @@ func (op *operation) decide(resp *http.Response, err error) decision {
 		// Sent before the reset, the retry would meet another 429.
 		return stopWith(Throttled)
 	}
-	if op.dest != nil && op.t.Throttle.admitRetry(op.dest, op.clock) != nil {
+	if !op.admitRetry() {
 		return stopWith(Throttled)
 	}
 	if !op.budget.Withdraw(op.ctx) {
@@ -541,36 +539,11 @@ func (op *operation) wait() StopReason {
 	}
 	if op.dest != nil && !op.takeQuotaForRetry() {
 		// Others spent the quota's new window while this one waited.
-		op.stopErr = ErrQuotaExhausted
+		op.stopErr = throttle.ErrQuotaExhausted
 		if op.err != nil {
-			op.stopErr = fmt.Errorf("%w (last attempt: %w)", ErrQuotaExhausted, op.err)
+			op.stopErr = fmt.Errorf("%w (last attempt: %w)", throttle.ErrQuotaExhausted, op.err)
 		}
 		return Throttled
 	}
 	return ""
-}
-
-// quotaSpent reports whether the destination's quota is spent now, and
-// when it resets: the quota the attempt's response named, when it named
-// one the destination holds, which the retry, the same request, draws
-// from too. With WaitQuota the reset is, for the rules, a delay the
-// server asked for, as Retry-After is: the retry waits for it when the
-// deadline and MaxRetryAfter allow.
-func (op *operation) quotaSpent(r *facts, resp *http.Response, now time.Time) (time.Time, bool) {
-	if op.dest == nil {
-		return time.Time{}, false
-	}
-	reset, spent := op.t.Throttle.quotaSpent(op.dest, resp, now)
-	if spent && op.t.Throttle.WaitQuota && op.mayWaitFor(reset, now) {
-		r.serverDelay, r.hasServerDelay = longestServerDelay(r.serverDelay, r.hasServerDelay, reset, true, now)
-	}
-	return reset, spent
-}
-
-// mayWaitFor reports whether the operation may wait, at now, for a quota
-// that resets at reset: no longer than MaxRetryAfter, and with
-// MinAttemptTime left before the deadline after it.
-func (op *operation) mayWaitFor(reset, now time.Time) bool {
-	d := reset.Sub(now)
-	return d <= op.policy.maxRetryAfter && (!op.hasDeadline || op.deadline.Sub(reset) >= op.policy.minAttemptTime)
 }

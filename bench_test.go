@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-cleanhttp"
+	"github.com/httpretry/httpretry/throttle"
 )
 
 // staticBase is an in-memory Base that allocates nothing: it returns the
@@ -63,7 +64,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 			return &Transport{Base: newMemTransport(), Timeout: 2 * time.Second, AttemptTimeout: time.Second}
 		}},
 		{"http.Transport/throttle", "mem://api.test/books/b1", func() http.RoundTripper {
-			return &Transport{Base: newMemTransport(), Throttle: &Throttle{}}
+			return &Transport{Base: newMemTransport(), Throttle: &throttle.Throttle{}}
 		}},
 		{"http.Transport/on_attempt", "mem://api.test/books/b1", func() http.RoundTripper {
 			return &Transport{Base: newMemTransport(), OnAttempt: func(*http.Request, Attempt) {}}
@@ -153,8 +154,8 @@ func TestSuccessPathAllocations(t *testing.T) {
 		{"default over another Base", &Transport{Base: newStaticBase()}, "http://api.test/", 2},
 		// A destination's throttle, quota and budget are found by its
 		// host without allocating once it is known.
-		{"throttle over http.Transport", &Transport{Base: newMemTransport(), Throttle: &Throttle{}}, "mem://api.test/", 0},
-		{"throttle and budget per host over http.Transport", &Transport{Base: newMemTransport(), Throttle: &Throttle{}, BudgetPerHost: true}, "mem://api.test/", 0},
+		{"throttle over http.Transport", &Transport{Base: newMemTransport(), Throttle: &throttle.Throttle{}}, "mem://api.test/", 0},
+		{"throttle and budget per host over http.Transport", &Transport{Base: newMemTransport(), Throttle: &throttle.Throttle{}, BudgetPerHost: true}, "mem://api.test/", 0},
 		// Hooks cost the connection trace's context and the attempt's
 		// request copy; DNS and connect timings cost more, when asked for.
 		{"hooks over http.Transport", &Transport{Base: newMemTransport(), OnAttempt: func(*http.Request, Attempt) {}, OnDone: func(*http.Request, Outcome) {}}, "mem://api.test/", 2},

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -29,7 +30,7 @@ func TestCloneCopiesEveryField(t *testing.T) {
 		case "Clock":
 			f.Set(reflect.ValueOf(clockwork.Clock(clockwork.NewFakeClock())))
 		case "Throttle":
-			f.Set(reflect.ValueOf(&Throttle{K: 3}))
+			f.Set(reflect.ValueOf(&throttle.Throttle{K: 3}))
 		case "Logger":
 			f.Set(reflect.ValueOf(slog.New(slog.DiscardHandler)))
 		case "Hedging":

@@ -48,6 +48,7 @@ var docImports = map[string]string{
 	"idempotency":  "github.com/httpretry/httpretry/idempotency",
 	"storetest":    "github.com/httpretry/httpretry/idempotency/storetest",
 	"httptestutil": "github.com/httpretry/httpretry/httptestutil",
+	"throttle":     "github.com/httpretry/httpretry/throttle",
 	"clockwork":    "github.com/jonboulle/clockwork",
 	"http":         "net/http",
 	"url":          "net/url",

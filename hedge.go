@@ -337,7 +337,7 @@ const (
 // token from the extra-load cap, one from the budget and a request from
 // the destination's known quota, all or none.
 func (op *operation) withdrawHedge() int {
-	if op.dest != nil && op.t.Throttle.admitRetry(op.dest, op.clock) != nil {
+	if !op.admitRetry() {
 		return hedgeThrottled
 	}
 	if !op.dist.WithdrawExtra() {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/httpretry/httpretry/httptestutil"
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -517,9 +519,8 @@ func TestHedgeRefusedByThrottleLeavesAttemptRunning(t *testing.T) {
 	// the hedge's, 0, is refused.
 	draws := sequence(0.95, 0)
 	var drawn atomic.Int32
-	th := &Throttle{MinRate: -1, Rand: func() float64 { drawn.Add(1); return draws() }}
-	s := th.dests.Get("api.example", 0, nil)
-	throttleAt(th, s, fc, 10, false)
+	th := &throttle.Throttle{MinRate: -1, Rand: func() float64 { drawn.Add(1); return draws() }}
+	throttleAt(th, httptest.NewRequest("GET", "https://api.example/", nil), fc, 10, false)
 	budget := NewTokenBucket(5, 0)
 	tr := &Transport{Base: base, Clock: fc, Budget: budget, Hedging: &Hedging{Delay: 10 * ms}, Throttle: th}
 	var o Outcome

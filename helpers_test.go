@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/goleak"
 )
@@ -303,4 +305,30 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// evenDraws returns a fixed sequence of draws spread evenly over [0, 1)
+// at every scale (the golden-ratio sequence), so that a simulation's
+// result depends on no seed and any stretch of draws samples [0, 1)
+// evenly.
+func evenDraws() func() float64 {
+	x := 0.0
+	return func() float64 {
+		x += 0.6180339887498949
+		x -= math.Floor(x)
+		return x
+	}
+}
+
+// throttleAt tells th of n attempts to req's destination: accepted, or
+// answered 503.
+func throttleAt(th *throttle.Throttle, req *http.Request, fc clockwork.Clock, n int, accepted bool) {
+	r := throttle.Result{Status: 503, Overload: true}
+	if accepted {
+		r = throttle.Result{Status: 200}
+	}
+	d := th.Dest(req)
+	for range n {
+		th.Record(d, r, fc)
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/httpretry/httpretry/throttle"
 )
 
 // Attempt describes one attempt, as reported to [Transport.OnAttempt].
@@ -285,7 +287,7 @@ func (op *operation) fail(err error) (*http.Response, error) {
 	reason := Final
 	if op.callerEnded() {
 		reason = Canceled
-	} else if errors.Is(err, ErrThrottled) {
+	} else if errors.Is(err, throttle.ErrThrottled) {
 		reason = Throttled
 	} else if done(op.ctx) {
 		reason = DeadlineExhausted

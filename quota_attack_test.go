@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -39,7 +40,7 @@ func quotaBurst(t *testing.T, n int, wait bool) map[int64]int {
 	srv := &quotaServer{fixedWindow: newFixedWindow(fc, 10, time.Second),
 		hits: map[int64]int{}, tooMany: map[int64]int{}}
 	g := &gatedQuota{srv: srv, gate: make(chan struct{})}
-	tr := &Transport{Base: g, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{WaitQuota: wait}}
+	tr := &Transport{Base: g, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{WaitQuota: wait}}
 	open := make(chan struct{})
 	close(open)
 	g.gate = open
@@ -127,7 +128,7 @@ func TestWaitQuotaEndsWhenRequestCancelCloses(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	base := &countingBase{status: func(*http.Request) int { return 429 }, header: http.Header{"Ratelimit": {`"default";r=0;t=30`}}}
-	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{WaitQuota: true}}
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{WaitQuota: true}}
 	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +208,7 @@ func TestQuotaAtMostOne429PerWindowForConcurrentCallersOverLoopback(t *testing.T
 			srv.EnableHTTP2 = h2
 			srv.StartTLS()
 			defer srv.Close()
-			client := &http.Client{Transport: &Transport{Base: srv.Client().Transport, MaxAttempts: 1, Throttle: &Throttle{}}}
+			client := &http.Client{Transport: &Transport{Base: srv.Client().Transport, MaxAttempts: 1, Throttle: &throttle.Throttle{}}}
 			get := func() error {
 				resp, err := client.Get(srv.URL)
 				if err == nil {
@@ -223,7 +224,7 @@ func TestQuotaAtMostOne429PerWindowForConcurrentCallersOverLoopback(t *testing.T
 					t.Fatalf("request %d of window 0's quota: %v", i+1, err)
 				}
 			}
-			if err := get(); !errors.Is(err, ErrQuotaExhausted) {
+			if err := get(); !errors.Is(err, throttle.ErrQuotaExhausted) {
 				t.Fatalf("an 11th request in window 0: %v; want refused locally (ErrQuotaExhausted)", err)
 			}
 			// The announced reset is rounded up to whole seconds: at most
@@ -286,7 +287,7 @@ func TestQuotaOfOneResourceDoesNotRefuseAnother(t *testing.T) {
 			}
 			return &http.Response{StatusCode: 200, Header: h, Body: http.NoBody, Request: r}, nil
 		})
-		tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{}}
+		tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{}}
 		for _, path := range []string{"/repos/a/b", "/search/code", "/repos/a/b"} {
 			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test"+path, nil))
 			if err != nil {
@@ -307,7 +308,7 @@ func TestQuotaFollowsTheServersCountWhenNothingIsInFlight(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	base := &countingBase{status: func(*http.Request) int { return 304 }, header: http.Header{"Ratelimit": {`"default";r=5;t=60`}}}
-	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{}}
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{}}
 	for i := range 20 {
 		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
 		if err != nil {
@@ -339,7 +340,7 @@ func TestQuota429WithRetryAfterEndsWithRetryAfter(t *testing.T) {
 	fc := clockwork.NewFakeClockAt(now)
 	base := retryAfter429(http.Header{"Retry-After": {"60"}, "X-Ratelimit-Remaining": {"4990"},
 		"X-Ratelimit-Reset": {strconv.FormatInt(now.Add(time.Hour).Unix(), 10)}})
-	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{}}
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{}}
 	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
 	if err != nil || resp.StatusCode != 429 {
 		t.Fatalf("first: %v, %v; want the 429", resp, err)
@@ -364,7 +365,7 @@ func TestQuota429WithRetryAfterAndAnUnreadableResetIsPaced(t *testing.T) {
 	fc := clockwork.NewFakeClockAt(now)
 	base := retryAfter429(http.Header{"Retry-After": {"30"}, "X-Ratelimit-Remaining": {"0"},
 		"X-Ratelimit-Reset": {strconv.FormatInt(now.Add(30*time.Second).Unix(), 10) + ".250"}})
-	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{}}
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{}}
 	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
 	if err != nil || resp.StatusCode != 429 {
 		t.Fatalf("first: %v, %v; want the 429", resp, err)
@@ -376,7 +377,7 @@ func TestQuota429WithRetryAfterAndAnUnreadableResetIsPaced(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("10s after a 429 with Retry-After 30: sent (status %d); want refused locally (ErrQuotaExhausted)", resp.StatusCode)
 	}
-	if !errors.Is(err, ErrQuotaExhausted) {
+	if !errors.Is(err, throttle.ErrQuotaExhausted) {
 		t.Errorf("err = %v; want ErrQuotaExhausted", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -94,7 +95,7 @@ func (g *gatedBase) burst(n int, call func() error) int {
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			if errors.Is(call(), ErrThrottled) {
+			if errors.Is(call(), throttle.ErrThrottled) {
 				refused.Add(1)
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -38,7 +39,7 @@ func TestQuotaRefusesARetryBeforeTheReset(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	base := &spentOnceBase{}
 	budget := NewTokenBucket(5, 0)
-	tr := &Transport{Base: base, Clock: fc, Budget: budget, Throttle: &Throttle{}}
+	tr := &Transport{Base: base, Clock: fc, Budget: budget, Throttle: &throttle.Throttle{}}
 	var o Outcome
 	resp, err := tr.RoundTrip(newRequest(t, WithOutcome(context.Background(), &o), "GET", "http://api.test/", nil))
 	if err != nil || resp.StatusCode != 429 {
@@ -58,7 +59,7 @@ func TestQuotaRetryWaitsForTheReset(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	base := &spentOnceBase{}
 	noJitter := func(time.Duration) time.Duration { return 0 }
-	tr := &Transport{Base: base, Clock: fc, Jitter: noJitter, Throttle: &Throttle{WaitQuota: true}}
+	tr := &Transport{Base: base, Clock: fc, Jitter: noJitter, Throttle: &throttle.Throttle{WaitQuota: true}}
 	var o Outcome
 	ch := start(tr, newRequest(t, WithOutcome(context.Background(), &o), "GET", "http://api.test/", nil))
 	advanceAt(t, fc, base, 1, 1, 2*time.Second-time.Millisecond)
@@ -96,7 +97,7 @@ func TestQuotaRetryPastTheResetTakesFromTheQuota(t *testing.T) {
 		return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: r}, nil
 	})
 	noJitter := func(time.Duration) time.Duration { return 0 }
-	tr := &Transport{Base: base, Clock: fc, Jitter: noJitter, Throttle: &Throttle{WaitQuota: true}}
+	tr := &Transport{Base: base, Clock: fc, Jitter: noJitter, Throttle: &throttle.Throttle{WaitQuota: true}}
 	var o Outcome
 	ch := start(tr, newRequest(t, WithOutcome(context.Background(), &o), "GET", "http://api.test/", nil))
 	// The retry waits for the reset, 1s after the 503.
@@ -109,7 +110,7 @@ func TestQuotaRetryPastTheResetTakesFromTheQuota(t *testing.T) {
 	// Still in the window the retry took from: spent, though the retry's
 	// answer said nothing of the quota.
 	th := tr.Throttle
-	if _, spent := th.quotaSpent(th.dest(newRequest(t, context.Background(), "GET", "http://api.test/", nil)), nil, fc.Now()); !spent || hits.Load() != 2 {
+	if _, spent := th.QuotaSpent(th.Dest(newRequest(t, context.Background(), "GET", "http://api.test/", nil)), nil, fc.Now()); !spent || hits.Load() != 2 {
 		t.Fatalf("quota spent %v after the retry, %d sent; want spent, 2 sent", spent, hits.Load())
 	}
 }
@@ -132,7 +133,7 @@ func TestQuotaRefusesAHedge(t *testing.T) {
 	})
 	var refused atomic.Int32
 	logger := slog.New(countingHandler{msg: "httpretry: hedge refused", n: &refused})
-	tr := &Transport{Base: base, Clock: fc, Logger: logger, Throttle: &Throttle{}, Hedging: &Hedging{Delay: 10 * time.Millisecond}}
+	tr := &Transport{Base: base, Clock: fc, Logger: logger, Throttle: &throttle.Throttle{}, Hedging: &Hedging{Delay: 10 * time.Millisecond}}
 	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -48,7 +49,7 @@ func TestQuotaAtMostOne429PerWindow(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	srv := &quotaServer{fixedWindow: newFixedWindow(fc, 100, time.Second),
 		hits: map[int64]int{}, tooMany: map[int64]int{}}
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{}}
 	ok, refused := 0, 0
 	for range 3000 {
 		var o Outcome
@@ -59,7 +60,7 @@ func TestQuotaAtMostOne429PerWindow(t *testing.T) {
 				ok++
 			}
 			resp.Body.Close()
-		case errors.Is(err, ErrQuotaExhausted) && errors.Is(err, ErrThrottled) && o.Reason == Throttled:
+		case errors.Is(err, throttle.ErrQuotaExhausted) && errors.Is(err, throttle.ErrThrottled) && o.Reason == Throttled:
 			refused++
 		default:
 			t.Fatalf("err = %v, reason %s; want ErrQuotaExhausted and throttled", err, o.Reason)
@@ -101,7 +102,7 @@ func TestQuotaWait(t *testing.T) {
 		}
 		return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: r}, nil
 	})
-	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{WaitQuota: true}}
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{WaitQuota: true}}
 	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
 	if err != nil || resp.StatusCode != 429 {
 		t.Fatalf("first: %v, %v; want the 429", resp, err)
@@ -110,7 +111,7 @@ func TestQuotaWait(t *testing.T) {
 	defer cancel()
 	var o Outcome
 	_, err = tr.RoundTrip(newRequest(t, WithOutcome(ctx, &o), "GET", "http://api.test/", nil))
-	if !errors.Is(err, ErrQuotaExhausted) || o.Attempts != 0 {
+	if !errors.Is(err, throttle.ErrQuotaExhausted) || o.Attempts != 0 {
 		t.Fatalf("with 1s left and the reset 2s away: %v after %d attempts; want ErrQuotaExhausted at once", err, o.Attempts)
 	}
 	o = Outcome{}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -42,7 +43,7 @@ func TestThrottledOperationFailsAtOnce(t *testing.T) {
 	var done []Outcome
 	budget := NewTokenBucket(5, 1)
 	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Budget: budget,
-		Throttle: &Throttle{Window: 800 * time.Millisecond, Rand: func() float64 { return 0 }},
+		Throttle: &throttle.Throttle{Window: 800 * time.Millisecond, Rand: func() float64 { return 0 }},
 		OnDone:   func(_ *http.Request, o Outcome) { done = append(done, o) }}
 	client := &http.Client{Transport: tr}
 	// MinRate's 1 a second over the 4s an 800ms window's counts reach
@@ -66,7 +67,7 @@ func TestThrottledOperationFailsAtOnce(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("got %d; want the operation refused", resp.StatusCode)
 	}
-	if !errors.Is(err, ErrThrottled) || errors.Is(err, ErrQuotaExhausted) {
+	if !errors.Is(err, throttle.ErrThrottled) || errors.Is(err, throttle.ErrQuotaExhausted) {
 		t.Errorf("err = %v; want ErrThrottled, not ErrQuotaExhausted", err)
 	}
 	var herr *Error
@@ -101,7 +102,7 @@ func TestThrottlePerHost(t *testing.T) {
 		}
 		return 200
 	}}
-	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &Throttle{Rand: evenDraws()}}
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: evenDraws()}}
 	reasons := map[string]map[StopReason]int{"down.test": {}, "up.test": {}}
 	for range 200 {
 		for host := range reasons {
@@ -140,7 +141,7 @@ func TestThrottleRecoversOverLoopback(t *testing.T) {
 		srv.EnableHTTP2 = h2
 		srv.StartTLS()
 		defer srv.Close()
-		th := &Throttle{}
+		th := &throttle.Throttle{}
 		client := &http.Client{Transport: &Transport{Base: srv.Client().Transport, MaxAttempts: 1, Throttle: th}}
 		get := func() StopReason {
 			var o Outcome
@@ -166,7 +167,7 @@ func TestThrottleRecoversOverLoopback(t *testing.T) {
 		for time.Now().Before(deadline) && get() == Throttled {
 			time.Sleep(10 * time.Millisecond)
 		}
-		time.Sleep(2 * th.window())
+		time.Sleep(2 * throttle.DefaultWindow)
 		for i := range 50 {
 			if r := get(); r != Final {
 				t.Fatalf("h2 %v: after healing and two windows, operation %d: %s; want final", h2, i, r)
@@ -188,7 +189,7 @@ func TestThrottleRefusesRetries(t *testing.T) {
 	base := &countingBase{status: func(*http.Request) int { return 503 }}
 	var draw float64
 	budget := NewTokenBucket(5, 1)
-	th := &Throttle{MinRate: -1, Rand: func() float64 { return draw }}
+	th := &throttle.Throttle{MinRate: -1, Rand: func() float64 { return draw }}
 	var done []Outcome
 	var attempts []Attempt
 	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 3, Budget: budget, Throttle: th, Jitter: waits(0),
@@ -211,10 +212,7 @@ func TestThrottleRefusesRetries(t *testing.T) {
 	if len(done) != 1 || done[0].Reason != Throttled || done[0].Attempts != 1 || len(attempts) != 1 || attempts[0].Wait != 0 {
 		t.Errorf("OnDone %+v, OnAttempt %+v; want one of each: throttled after 1 attempt, no wait after it", done, attempts)
 	}
-	s := th.dests.Get("api.test", 0, nil)
-	s.mu.Lock()
-	reqs, acc, _ := s.w.counts()
-	s.mu.Unlock()
+	reqs, acc := th.Counts("api.test")
 	if reqs != 2 || acc != 0 {
 		t.Errorf("counts %v requests, %v accepts; want 2 (the attempt and the refused retry), 0", reqs, acc)
 	}
@@ -229,9 +227,7 @@ func TestThrottleRefusesRetries(t *testing.T) {
 	if o.Attempts != 3 || o.Reason != AttemptsExhausted || base.hits.Load() != 4 {
 		t.Errorf("admitted retries: %d attempts, reason %s, %d hits; want 3, attempts_exhausted, 4", o.Attempts, o.Reason, base.hits.Load())
 	}
-	s.mu.Lock()
-	reqs, _, _ = s.w.counts()
-	s.mu.Unlock()
+	reqs, _ = th.Counts("api.test")
 	if reqs != 5 {
 		t.Errorf("counts %v requests; want 5: every attempt and the refusal", reqs)
 	}

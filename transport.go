@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/httpretry/httpretry/internal/desttable"
 	"github.com/httpretry/httpretry/internal/latency"
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -240,13 +241,19 @@ type Transport struct {
 	// bounds attempts.
 	LearnAttemptTimeout *LearnedTimeout
 
-	// Throttle, if set, refuses some attempts, first attempts and
-	// retries, while their destination signals overload, and new
+	// Throttle, if set, refuses some attempts, first attempts, retries
+	// and hedges, while their destination signals overload, and new
 	// operations while it says its rate-limit quota is spent; see
-	// [Throttle]. An operation refused before its first attempt makes
-	// none; one whose retry is refused returns its last attempt's
-	// result; both stop with [Throttled]. If nil, nothing is refused.
-	Throttle *Throttle
+	// [throttle.Throttle]. An attempt is an overload signal when it got
+	// a 429, 503 or 529, a 5xx with "X-Should-Retry: false", timed out,
+	// or met a refused connection; one the caller's own context ended
+	// counts for nothing. An operation refused before its first attempt
+	// makes none and returns an [*Error] that matches
+	// [throttle.ErrThrottled] (and [throttle.ErrQuotaExhausted] when the
+	// quota is spent); one whose retry is refused returns its last
+	// attempt's result; both stop with [Throttled]. A refused retry takes
+	// no budget token. If nil, nothing is refused.
+	Throttle *throttle.Throttle
 
 	// latencySet holds the latencies recorded for Hedging and
 	// LearnAttemptTimeout, created on first use.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/httptestutil"
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -23,7 +24,7 @@ func TestMetricsThrottled(t *testing.T) {
 	budget := httpretry.NewTokenBucket(1, 0)
 	m, metrics := newMetrics(t, Options{Budget: budget})
 	tr := hook(&httpretry.Transport{Base: base, Clock: fc, MaxAttempts: 1, Budget: budget,
-		Throttle: &httpretry.Throttle{Window: 800 * time.Millisecond, Rand: func() float64 { return 0 }}}, m)
+		Throttle: &throttle.Throttle{Window: 800 * time.Millisecond, Rand: func() float64 { return 0 }}}, m)
 	refused := 0
 	for range 10 {
 		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://api.test/books/1", nil))
@@ -31,7 +32,7 @@ func TestMetricsThrottled(t *testing.T) {
 			resp.Body.Close()
 			continue
 		}
-		if !errors.Is(err, httpretry.ErrThrottled) {
+		if !errors.Is(err, throttle.ErrThrottled) {
 			t.Fatalf("err = %v; want ErrThrottled", err)
 		}
 		refused++

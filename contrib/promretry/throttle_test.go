@@ -8,6 +8,7 @@ import (
 
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/httptestutil"
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -22,7 +23,7 @@ func TestThrottledOperationsCounted(t *testing.T) {
 	const series = `httpretry_operations_total{method="GET",outcome="error",reason="throttled",route="api.test"}`
 	fc := clockwork.NewFakeClock()
 	tr := &httpretry.Transport{Base: httptestutil.NewTransport(fc, httptestutil.Step{Status: 503}), Clock: fc,
-		MaxAttempts: 1, Throttle: &httpretry.Throttle{Window: 800 * time.Millisecond, Rand: func() float64 { return 0 }}}
+		MaxAttempts: 1, Throttle: &throttle.Throttle{Window: 800 * time.Millisecond, Rand: func() float64 { return 0 }}}
 	c.Instrument(tr)
 	refused := 0
 	for range 10 {
@@ -35,7 +36,7 @@ func TestThrottledOperationsCounted(t *testing.T) {
 			resp.Body.Close()
 			continue
 		}
-		if !errors.Is(err, httpretry.ErrThrottled) {
+		if !errors.Is(err, throttle.ErrThrottled) {
 			t.Fatalf("err = %v; want ErrThrottled", err)
 		}
 		refused++

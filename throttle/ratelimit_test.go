@@ -1,4 +1,4 @@
-package httpretry
+package throttle
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package httpretry_test
+package throttle_test
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/httpretry/httpretry"
+	"github.com/httpretry/httpretry/throttle"
 )
 
 // A server that answers 503 to everything: after a few attempts the
@@ -19,7 +20,7 @@ func ExampleThrottle() {
 	defer srv.Close()
 	client := &http.Client{Transport: &httpretry.Transport{
 		MaxAttempts: 1,
-		Throttle:    &httpretry.Throttle{},
+		Throttle:    &throttle.Throttle{},
 	}}
 	for range 1000 {
 		resp, err := client.Get(srv.URL)
@@ -28,7 +29,7 @@ func ExampleThrottle() {
 			continue
 		}
 		var herr *httpretry.Error
-		if errors.Is(err, httpretry.ErrThrottled) && errors.As(err, &herr) {
+		if errors.Is(err, throttle.ErrThrottled) && errors.As(err, &herr) {
 			fmt.Println(herr.Reason, herr.Attempts)
 			return
 		}
@@ -42,7 +43,7 @@ func ExampleParseRateLimit() {
 	h := http.Header{}
 	h.Set("RateLimit", `"default";r=0;t=30`)
 	h.Set("RateLimit-Policy", `"default";q=100;w=60`)
-	rl, ok := httpretry.ParseRateLimit(h, time.Now())
+	rl, ok := throttle.ParseRateLimit(h, time.Now())
 	fmt.Println(ok, rl.Remaining, rl.Reset)
 	// Output: true 0 30s
 }

@@ -1,4 +1,4 @@
-package httpretry
+package throttle
 
 import (
 	"math"
@@ -20,13 +20,13 @@ func TestThrottleFieldDefaults(t *testing.T) {
 		window     time.Duration
 		minPerSecs float64
 	}{
-		{"zero", &Throttle{}, 2, 0.9, 600 * time.Millisecond, DefaultThrottleMinRate},
-		{"NaN", &Throttle{K: math.NaN(), MaxReject: math.NaN(), MinRate: math.NaN()}, 2, 0.9, 600 * time.Millisecond, DefaultThrottleMinRate},
-		{"+Inf", &Throttle{K: math.Inf(1), MaxReject: math.Inf(1)}, 2, 0.9, 600 * time.Millisecond, DefaultThrottleMinRate},
+		{"zero", &Throttle{}, 2, 0.9, 600 * time.Millisecond, DefaultMinRate},
+		{"NaN", &Throttle{K: math.NaN(), MaxReject: math.NaN(), MinRate: math.NaN()}, 2, 0.9, 600 * time.Millisecond, DefaultMinRate},
+		{"+Inf", &Throttle{K: math.Inf(1), MaxReject: math.Inf(1)}, 2, 0.9, 600 * time.Millisecond, DefaultMinRate},
 		{"-Inf", &Throttle{K: math.Inf(-1), MaxReject: math.Inf(-1), MinRate: math.Inf(-1)}, 2, 0.9, 600 * time.Millisecond, 0},
-		{"small K, tiny window", &Throttle{K: 0.5, Window: 5}, MinThrottleK, 0.9, MinThrottleWindow, DefaultThrottleMinRate},
-		{"K at the minimum", &Throttle{K: 1.5, MaxReject: 3, Window: time.Second}, 1.5, 1, time.Second, DefaultThrottleMinRate},
-		{"large K", &Throttle{K: 1e300, MaxReject: 0.5}, 1e300, 0.5, 600 * time.Millisecond, DefaultThrottleMinRate},
+		{"small K, tiny window", &Throttle{K: 0.5, Window: 5}, MinK, 0.9, MinWindow, DefaultMinRate},
+		{"K at the minimum", &Throttle{K: 1.5, MaxReject: 3, Window: time.Second}, 1.5, 1, time.Second, DefaultMinRate},
+		{"large K", &Throttle{K: 1e300, MaxReject: 0.5}, 1e300, 0.5, 600 * time.Millisecond, DefaultMinRate},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package httpretry
+package throttle
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 
 // observeAt has q read a response of status with header h at now.
 func observeAt(q *quotaState, status int, h http.Header, now time.Time) {
-	q.observe(&http.Response{StatusCode: status, Header: h}, now, now)
+	q.observe(&Result{Status: status, Header: h, Sent: now}, now)
 }
 
 // TestQuotaNamedAllSpentRefuses: with two named quotas held, an

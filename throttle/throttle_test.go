@@ -1,7 +1,6 @@
-package httpretry
+package throttle
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -9,7 +8,6 @@ import (
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -44,48 +42,9 @@ func TestRejectProbability(t *testing.T) {
 	}
 }
 
-func TestOverloadSignal(t *testing.T) {
-	t.Parallel()
-	resp := func(status int, h http.Header) *http.Response { return &http.Response{StatusCode: status, Header: h} }
-	tests := []struct {
-		name string
-		resp *http.Response
-		err  error
-		want bool
-	}{
-		{"200", resp(200, nil), nil, false},
-		{"404 is accepted", resp(404, nil), nil, false},
-		{"400 with X-Should-Retry false is accepted", resp(400, http.Header{"X-Should-Retry": {"false"}}), nil, false},
-		{"500 is accepted", resp(500, nil), nil, false},
-		{"429", resp(429, nil), nil, true},
-		{"503", resp(503, nil), nil, true},
-		{"529", resp(529, nil), nil, true},
-		{"500 with X-Should-Retry false", resp(500, http.Header{"X-Should-Retry": {" False"}}), nil, true},
-		{"502 with X-Should-Retry true", resp(502, http.Header{"X-Should-Retry": {"true"}}), nil, false},
-		{"refused", nil, &netOpError{syscall.ECONNREFUSED}, true},
-		{"reset is accepted", nil, &netOpError{syscall.ECONNRESET}, false},
-		{"attempt timeout", nil, &attemptTimeoutError{err: context.DeadlineExceeded}, true},
-		{"idle timeout", nil, fmt.Errorf("x: %w", ErrIdleTimeout), true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			if got := overloadSignal(tt.resp, tt.err); got != tt.want {
-				t.Errorf("overloadSignal = %v; want %v", got, tt.want)
-			}
-		})
-	}
-}
-
-// netOpError is a dial error carrying errno, as net returns one.
-type netOpError struct{ errno syscall.Errno }
-
-func (e *netOpError) Error() string { return "dial tcp: " + e.errno.Error() }
-func (e *netOpError) Unwrap() error { return e.errno }
-
 // throttleAt counts n results into th's state for key "k" at fc's time,
 // accepted or not.
-func throttleAt(th *Throttle, s *throttleState, fc clockwork.Clock, n int, accepted bool) {
+func throttleAt(th *Throttle, s *Dest, fc clockwork.Clock, n int, accepted bool) {
 	status := 503
 	if accepted {
 		status = 200
@@ -135,11 +94,11 @@ func TestThrottleCapsRefusals(t *testing.T) {
 	th := &Throttle{Rand: func() float64 { return r }}
 	s := th.dests.Get("k", 0, nil)
 	throttleAt(th, s, fc, 1000, false)
-	r = DefaultThrottleMaxReject
+	r = DefaultMaxReject
 	if _, err := th.admit(s, fc); err != nil {
 		t.Errorf("draw at the cap 0.9: %v; want admitted", err)
 	}
-	r = math.Nextafter(DefaultThrottleMaxReject, 0)
+	r = math.Nextafter(DefaultMaxReject, 0)
 	if _, err := th.admit(s, fc); !errors.Is(err, ErrThrottled) {
 		t.Errorf("draw below the cap: %v; want ErrThrottled", err)
 	}
@@ -430,7 +389,7 @@ func TestThrottleKeysBounded(t *testing.T) {
 	th := &Throttle{MaxKeys: 8}
 	for i := range 100 {
 		req := httptest.NewRequest("GET", fmt.Sprintf("http://h%d.test/", i), nil)
-		th.dest(req)
+		th.Dest(req)
 	}
 	if n := th.dests.Len(); n != 8 {
 		t.Errorf("%d destinations held; want MaxKeys, 8", n)
@@ -452,13 +411,13 @@ func TestThrottleConcurrent(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 2000 {
-				s := th.dest(up)
+				s := th.Dest(up)
 				if _, err := th.admit(s, realClock); err != nil {
 					upRefused.Add(1)
 				} else {
 					th.record(s, ok, nil, time.Time{}, realClock)
 				}
-				s = th.dest(down)
+				s = th.Dest(down)
 				if _, err := th.admit(s, realClock); err != nil {
 					downRefused.Add(1)
 				} else {
@@ -474,7 +433,7 @@ func TestThrottleConcurrent(t *testing.T) {
 	if n := downRefused.Load(); n < 8000 {
 		t.Errorf("the failing destination was refused %d of 16000 times; want most", n)
 	}
-	s := th.dest(down)
+	s := th.Dest(down)
 	s.mu.Lock()
 	req, acc, _ := s.w.counts()
 	s.mu.Unlock()

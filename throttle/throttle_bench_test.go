@@ -1,4 +1,4 @@
-package httpretry
+package throttle
 
 import (
 	"net/http"
@@ -17,7 +17,7 @@ func BenchmarkThrottleSuccess(b *testing.B) {
 	clock := realClock
 	b.ReportAllocs()
 	for b.Loop() {
-		s := th.dest(req)
+		s := th.Dest(req)
 		if _, err := th.admit(s, clock); err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package httpretry
+package throttle
 
 import (
 	"math"
@@ -14,13 +14,13 @@ import (
 // ErrQuotaExhausted matches (with [errors.Is]) the error of an operation
 // that a [Throttle] refused because its destination said its quota was
 // spent (see [ParseRateLimit]) and the quota has not reset yet. It also
-// matches [ErrThrottled]: the operation stops with [Throttled].
+// matches [ErrThrottled].
 var ErrQuotaExhausted error = quotaExhaustedError{}
 
 type quotaExhaustedError struct{}
 
 func (quotaExhaustedError) Error() string {
-	return "httpretry: refused locally: the destination's rate-limit quota is spent"
+	return "throttle: refused locally: the destination's rate-limit quota is spent"
 }
 
 // Is makes ErrQuotaExhausted match ErrThrottled.
@@ -373,19 +373,20 @@ func storeMax(a *atomic.Int64, v int64) {
 	}
 }
 
-// wants reports whether resp's headers should be read for the quota, as
-// quotaState describes: a 429's; any while a quota is held; else while
-// fewer than quotaMisses responses in a row had no rate-limit fields.
-func (q *quotaState) wants(resp *http.Response) bool {
-	return resp.StatusCode == http.StatusTooManyRequests || q.until.Load() != 0 || q.misses.Load() < quotaMisses
+// wants reports whether the headers of a response of the given status
+// should be read for the quota, as quotaState describes: a 429's; any
+// while a quota is held; else while fewer than quotaMisses responses in a
+// row had no rate-limit fields.
+func (q *quotaState) wants(status int) bool {
+	return status == http.StatusTooManyRequests || q.until.Load() != 0 || q.misses.Load() < quotaMisses
 }
 
-// sample starts reading a destination's responses again when resp, one
-// not read, carries rate-limit fields: a destination that sent none for
+// sample starts reading a destination's responses again when h, the
+// header of a response not read, carries rate-limit fields: a destination that sent none for
 // quotaMisses responses and then starts to is read again before its
 // first 429. It looks the fields up without parsing them.
-func (q *quotaState) sample(resp *http.Response) {
-	if q.misses.Load() != 0 && hasRateLimitFields(resp.Header) {
+func (q *quotaState) sample(h http.Header) {
+	if q.misses.Load() != 0 && hasRateLimitFields(h) {
 		q.misses.Store(0)
 	}
 }
@@ -403,22 +404,20 @@ func (q *quotaState) miss(has bool) {
 	}
 }
 
-// observe reads what resp says of the quotas. Of several quotas the
+// observe reads what an answer says of the quotas. Of several quotas the
 // response announces, a 429 spends the one ParseRateLimit returns, the
-// one with the least left; the others take the counts announced.
-func (q *quotaState) observe(resp *http.Response, now, sent time.Time) {
-	set := parseRateLimits(resp.Header, now)
+// one with the least left; the others take the counts announced. A 429's
+// Retry-After is r's, as the caller read it.
+func (q *quotaState) observe(r *Result, now time.Time) {
+	set := parseRateLimits(r.Header, now)
 	q.miss(set.n > 0)
-	var ra time.Duration
-	hasRA := false
-	if resp.StatusCode == http.StatusTooManyRequests {
-		ra, hasRA = ParseRetryAfter(resp.Header, now)
-	}
+	ra, hasRA := r.RetryAfter, r.HasRetryAfter && r.Status == http.StatusTooManyRequests
+	sent := r.Sent
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var names [maxQuotaNames]string
-	if resp.StatusCode == http.StatusTooManyRequests && pausesDestination(&set, q.namesHeld(names[:0])) {
-		if a, ok := quotaAnnounced(set.rl[0], set.n > 0, resp.StatusCode, ra, hasRA); ok {
+	if r.Status == http.StatusTooManyRequests && pausesDestination(&set, q.namesHeld(names[:0])) {
+		if a, ok := quotaAnnounced(set.rl[0], set.n > 0, r.Status, ra, hasRA); ok {
 			q.pause(now.Add(a.rl.Reset).UnixNano(), now)
 		}
 		return
@@ -426,7 +425,7 @@ func (q *quotaState) observe(resp *http.Response, now, sent time.Time) {
 	var group uint32
 	named := -1 // the slot of the first quota the response named
 	for i := range max(set.n, 1) {
-		status := resp.StatusCode
+		status := r.Status
 		if i > 0 {
 			status = http.StatusOK
 		}
@@ -449,7 +448,7 @@ func (q *quotaState) observe(resp *http.Response, now, sent time.Time) {
 		q.unanswered()
 	}
 	if named >= 0 {
-		q.rememberRoute(resp.Request, named, now)
+		q.rememberRoute(r.Request, named, now)
 	}
 }
 

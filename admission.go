@@ -1,0 +1,222 @@
+package httpretry
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/httpretry/httpretry/throttle"
+)
+
+// This file holds the glue between the loop and the Throttle: what the
+// operation asks before its first attempt and before each retry or hedge,
+// what it tells after each attempt, and the waits WaitQuota asks for. The
+// Throttle sees data only (a request, a time, a throttle.Result); what
+// counts as overload and a 429's Retry-After are decided here.
+
+// admission is what an operation holds of its Throttle: its destination's
+// state and the request last taken from the destination's quota.
+type admission struct {
+	dest   *throttle.Dest // nil without a Throttle
+	ticket throttle.Ticket
+}
+
+// throttle asks the Transport's Throttle whether the operation may start,
+// before its first attempt. With WaitQuota, an operation whose quota is
+// spent waits for the reset when it comes within MaxRetryAfter and leaves
+// MinAttemptTime before the deadline, and is then asked again, once; the
+// wait ends, refused, with the operation's context or the request's
+// Cancel channel.
+func (op *operation) throttle() error {
+	if op.t.Throttle == nil {
+		return nil
+	}
+	return op.admitFirst(op.t.Throttle)
+}
+
+// admitFirst is throttle's work when a Throttle is set, apart so that
+// throttle inlines.
+func (op *operation) admitFirst(th *throttle.Throttle) error {
+	op.dest = th.Dest(op.req)
+	if op.dest.Idle() {
+		return nil
+	}
+	if !op.timed && op.dest.QuotaKnown() {
+		// An answer's quota is placed in time from when its attempt
+		// was sent: attempts read the clock.
+		op.timed, op.start = true, op.clock.Now()
+	}
+	var reset time.Time
+	var err error
+	op.ticket, reset, err = th.Admit(op.dest, op.req, op.clock)
+	if err != throttle.ErrQuotaExhausted || !th.WaitQuota {
+		return err
+	}
+	if !op.waitForQuota(reset) {
+		return err
+	}
+	op.ticket, _, err = th.Admit(op.dest, op.req, op.clock)
+	return err
+}
+
+// admitRetry asks the Throttle, if any, whether a retry or a hedge may be
+// sent: its draw alone.
+func (op *operation) admitRetry() bool {
+	return op.dest == nil || op.t.Throttle.AdmitRetry(op.dest, op.clock) == nil
+}
+
+// takeQuota takes a request from the destination's known quota for a
+// retry or a hedge about to be sent, and reports false, with the quota's
+// reset, when it is spent. Without a Throttle it takes nothing.
+func (op *operation) takeQuota() (time.Time, bool) {
+	op.ticket = throttle.Ticket{}
+	if op.dest == nil {
+		return time.Time{}, true
+	}
+	ticket, reset, ok := op.t.Throttle.TakeQuota(op.dest, op.req, op.clock)
+	op.ticket = ticket
+	return reset, ok
+}
+
+// refundQuota gives back the request last taken from the quota, if one
+// was counted, for an attempt that was then not sent.
+func (op *operation) refundQuota() { op.ticket.Refund() }
+
+// waitForQuota waits, with WaitQuota, until a spent quota resets at
+// reset, when mayWaitFor allows it; it reports false when it did not
+// wait or the wait ended with the operation's context or the request's
+// Cancel channel.
+func (op *operation) waitForQuota(reset time.Time) bool {
+	now := op.clock.Now()
+	if !op.t.Throttle.WaitQuota || !op.mayWaitFor(reset, now) {
+		return false
+	}
+	timer := op.clock.NewTimer(reset.Sub(now))
+	defer timer.Stop()
+	select {
+	case <-timer.Chan():
+	case <-op.ctx.Done():
+		return false
+	case <-op.cancelChan():
+		return false
+	}
+	op.waited += op.clock.Since(now)
+	return true
+}
+
+// takeQuotaForRetry takes a request from the quota for a retry about to
+// be sent; with WaitQuota, a quota spent while the retry waited is waited
+// for once more, until its reset, when that fits.
+func (op *operation) takeQuotaForRetry() bool {
+	reset, ok := op.takeQuota()
+	if ok {
+		return true
+	}
+	if !op.waitForQuota(reset) {
+		return false
+	}
+	_, ok = op.takeQuota()
+	return ok
+}
+
+// quotaSpent reports whether the destination's quota is spent now, and
+// when it resets: the quota the attempt's response named, when it named
+// one the destination holds, which the retry, the same request, draws
+// from too. With WaitQuota the reset is, for the rules, a delay the
+// server asked for, as Retry-After is: the retry waits for it when the
+// deadline and MaxRetryAfter allow.
+func (op *operation) quotaSpent(r *facts, resp *http.Response, now time.Time) (time.Time, bool) {
+	if op.dest == nil {
+		return time.Time{}, false
+	}
+	var h http.Header
+	if resp != nil {
+		h = resp.Header
+	}
+	reset, spent := op.t.Throttle.QuotaSpent(op.dest, h, now)
+	if spent && op.t.Throttle.WaitQuota && op.mayWaitFor(reset, now) {
+		r.serverDelay, r.hasServerDelay = longestServerDelay(r.serverDelay, r.hasServerDelay, reset, true, now)
+	}
+	return reset, spent
+}
+
+// mayWaitFor reports whether the operation may wait, at now, for a quota
+// that resets at reset: no longer than MaxRetryAfter, and with
+// MinAttemptTime left before the deadline after it.
+func (op *operation) mayWaitFor(reset, now time.Time) bool {
+	d := reset.Sub(now)
+	return d <= op.policy.maxRetryAfter && (!op.hasDeadline || op.deadline.Sub(reset) >= op.policy.minAttemptTime)
+}
+
+// recordAttempt tells the Throttle how the attempt that just ended went.
+func (op *operation) recordAttempt(resp *http.Response, err error) {
+	if op.dest != nil {
+		op.recordAt(resp, err, op.lastStart)
+	}
+}
+
+// recordAt is recordAttempt's work when a Throttle is set, apart so that
+// recordAttempt inlines.
+func (op *operation) recordAt(resp *http.Response, err error, sent time.Time) {
+	r := throttle.Result{Sent: sent}
+	// The caller left, or a layer below refused the attempt locally:
+	// the server said nothing.
+	r.Unheard = err != nil && (op.callerEnded() || errors.Is(err, throttle.ErrThrottled))
+	op.t.Throttle.Record(op.dest, op.answer(r, resp, err), op.clock)
+}
+
+// answer completes r with what resp or err says of the server: the
+// response's status, header and request, a 429's Retry-After, and
+// whether it signalled overload.
+func (op *operation) answer(r throttle.Result, resp *http.Response, err error) throttle.Result {
+	r.Overload = overloadSignal(resp, err)
+	if resp == nil {
+		return r
+	}
+	r.Status, r.Header, r.Request = resp.StatusCode, resp.Header, resp.Request
+	if resp.StatusCode == http.StatusTooManyRequests {
+		r.RetryAfter, r.HasRetryAfter = ParseRetryAfter(resp.Header, op.clock.Now())
+	}
+	return r
+}
+
+// recordLoser tells the Throttle how a hedged attempt that lost went,
+// given whether the answer it lost to signalled overload: a loser the
+// operation canceled counts as throttle.Result's Canceled says; one that
+// had its answer first counts as any attempt does; one never sent counts
+// for nothing.
+func (op *operation) recordLoser(a *attempt, lostToSignal bool) {
+	if op.dest == nil {
+		return
+	}
+	if a.resp != nil || !errors.Is(a.err, context.Canceled) || op.callerEnded() {
+		op.recordAt(a.resp, a.err, a.lastStart)
+		return
+	}
+	r := throttle.Result{Sent: a.lastStart, Unheard: a.unsent, Canceled: !a.unsent, Overload: lostToSignal}
+	op.t.Throttle.Record(op.dest, r, op.clock)
+}
+
+// overloadSignal reports whether an attempt's result says the server is
+// overloaded: a 429, 503 or 529; a 5xx with "X-Should-Retry: false"; an
+// attempt timeout; a refused connection. Everything else, a 4xx included,
+// is an accept.
+func overloadSignal(resp *http.Response, err error) bool {
+	if err != nil {
+		switch ErrorClass(err) {
+		case "attempt_timeout", "idle_timeout", "timeout", "connection_refused":
+			return true
+		}
+		return false
+	}
+	switch s := resp.StatusCode; {
+	case s == http.StatusTooManyRequests, s == http.StatusServiceUnavailable, s == StatusOverloaded:
+		return true
+	case s >= 500:
+		v, ok := resp.Header["X-Should-Retry"]
+		return ok && len(v) > 0 && strings.EqualFold(strings.TrimSpace(v[0]), "false")
+	}
+	return false
+}

@@ -1,0 +1,252 @@
+package throttle
+
+import (
+	"net/http"
+	"time"
+)
+
+// This file holds what a caller of the Throttle, such as httpretry's
+// Transport, calls around its attempts: Dest before the first, Admit,
+// AdmitRetry and TakeQuota before each, Record after each. They pass data
+// (a request, a time, a Result), never the caller's own state.
+
+// Clock tells the time; clockwork.Clock satisfies it. A nil Clock is the
+// system clock.
+type Clock interface{ Now() time.Time }
+
+// systemClock is the Clock a nil Clock stands for.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// orSystem returns c, or the system clock when c is nil.
+func orSystem(c Clock) Clock {
+	if c == nil {
+		return systemClock{}
+	}
+	return c
+}
+
+// Dest returns the state of req's destination, as Key names it. A new
+// destination's state is its zero value, whose first responses are read
+// for a quota. The state stays valid after the destination is evicted
+// (see MaxKeys); it is then no longer shared with later operations.
+func (th *Throttle) Dest(req *http.Request) *Dest {
+	if th.Key == nil {
+		return th.dests.GetHost(req, th.MaxKeys, nil)
+	}
+	return th.dests.Get(th.Key(req), th.MaxKeys, nil)
+}
+
+// Idle reports whether d's destination has no known quota and has
+// signalled nothing for as far back as the counts reach: Admit then
+// admits without a clock reading or a lock.
+func (d *Dest) Idle() bool { return d.quota.until.Load() == 0 && !d.hot.Load() }
+
+// QuotaKnown reports whether d's destination announced a quota that may
+// still hold. An answer's quota is placed in time from when its attempt
+// was sent: while one is known, a caller reads the clock when it sends an
+// attempt, for [Result.Sent].
+func (d *Dest) QuotaKnown() bool { return d.quota.until.Load() != 0 }
+
+// Ticket is a request an attempt took from its destination's quota, to
+// be given back with Refund when the attempt is then not sent. The zero
+// Ticket took nothing.
+type Ticket struct{ q *quotaState }
+
+// Refund gives back the request t took, once: later calls do nothing.
+func (t *Ticket) Refund() {
+	if t.q != nil {
+		t.q.refund()
+		t.q = nil
+	}
+}
+
+// Admit decides whether an operation to d's destination may start,
+// before its first attempt. It returns [ErrQuotaExhausted], with the time
+// the quota resets, when the destination said its quota is spent;
+// [ErrThrottled] when the throttle draws a refusal; nil, and the request
+// taken from the quota, when the operation may start. req, when not nil,
+// is the operation's request: with several groups of quotas held, its
+// route may say which one it draws from. An idle destination (see
+// [Dest.Idle]) is admitted without a clock reading or a lock.
+func (th *Throttle) Admit(d *Dest, req *http.Request, clock Clock) (Ticket, time.Time, error) {
+	if d.Idle() {
+		return Ticket{}, time.Time{}, nil
+	}
+	clock = orSystem(clock)
+	var t Ticket
+	if !th.IgnoreQuota && d.quota.until.Load() != 0 {
+		reset, ok, counted := d.quota.take(clock.Now(), req)
+		if !ok {
+			return Ticket{}, reset, ErrQuotaExhausted
+		}
+		if counted {
+			t.q = &d.quota
+		}
+	}
+	if !d.hot.Load() {
+		return t, time.Time{}, nil
+	}
+	if err := th.refuse(d, clock); err != nil {
+		t.Refund()
+		return Ticket{}, time.Time{}, err
+	}
+	return t, time.Time{}, nil
+}
+
+// AdmitRetry decides whether a retry or a hedge to d's destination may
+// be sent: the throttle's draw alone, not the quota's pacing (see
+// QuotaSpent and TakeQuota). It returns [ErrThrottled] when refused. A
+// destination that has signalled nothing for as far back as the counts
+// reach is admitted without a clock reading or a lock.
+func (th *Throttle) AdmitRetry(d *Dest, clock Clock) error {
+	if !d.hot.Load() {
+		return nil
+	}
+	return th.refuse(d, orSystem(clock))
+}
+
+// QuotaSpent reports whether d's destination said its quota is spent at
+// now, and when it resets: the quota named by h, the header of the answer
+// a retry would follow, when d holds it (the retry, the same request,
+// draws from it too), else every quota d holds. A Throttle that ignores
+// quotas never says so.
+func (th *Throttle) QuotaSpent(d *Dest, h http.Header, now time.Time) (time.Time, bool) {
+	if th.IgnoreQuota || d.quota.until.Load() == 0 {
+		return time.Time{}, false
+	}
+	if h != nil {
+		if rl, ok := ParseRateLimit(h, now); ok {
+			if reset, spent, held := d.quota.spentNamed(rl.Name, now); held {
+				return reset, spent
+			}
+		}
+	}
+	return d.quota.spent(now)
+}
+
+// TakeQuota takes a request from d's known quota for a retry or a hedge
+// of req about to be sent, and reports false, with the quota's reset,
+// when it is spent. Without a known quota it takes nothing and reads no
+// clock.
+func (th *Throttle) TakeQuota(d *Dest, req *http.Request, clock Clock) (Ticket, time.Time, bool) {
+	if th.IgnoreQuota || d.quota.until.Load() == 0 {
+		return Ticket{}, time.Time{}, true
+	}
+	reset, ok, counted := d.quota.take(orSystem(clock).Now(), req)
+	if counted {
+		return Ticket{q: &d.quota}, reset, ok
+	}
+	return Ticket{}, reset, ok
+}
+
+// Result is how an attempt went, for Record. The caller decides what
+// counts as overload (httpretry: a 429, 503 or 529, a 5xx saying
+// "X-Should-Retry: false", an attempt timeout, a refused connection) and
+// reads a 429's Retry-After, so that the throttle depends on neither.
+type Result struct {
+	// Status is the response's status code; 0 when the attempt got no
+	// response.
+	Status int
+	// Header is the response's header, read for the quota; nil without
+	// a response.
+	Header http.Header
+	// Request is the request the attempt sent: with several groups of
+	// quotas held, the route of an answer that names one is remembered.
+	Request *http.Request
+	// RetryAfter is the delay a 429's Retry-After asked for, when
+	// HasRetryAfter: the pause a 429 without rate-limit fields sets.
+	RetryAfter    time.Duration
+	HasRetryAfter bool
+	// Sent is when the attempt was sent; the zero time when the caller
+	// did not read the clock (no quota was known then: see
+	// [Dest.QuotaKnown]).
+	Sent time.Time
+	// Overload says the answer signalled overload: the attempt counts as
+	// a request not accepted, and makes the destination hot.
+	Overload bool
+	// Unheard says the server said nothing of the attempt: the caller
+	// left, a layer below refused it locally, or it was never sent. It
+	// counts for neither requests nor accepts.
+	Unheard bool
+	// Canceled says the attempt was sent and then canceled because
+	// another attempt's answer ended the operation; Overload then says
+	// whether that answer signalled overload. It counts as a request
+	// alone on a hot destination when the answer signalled overload
+	// (counted as an accept, it would hide an outage), else as an accept
+	// (counted as a request alone, the hedges of a healthy destination
+	// would look like refusals and keep it refused).
+	Canceled bool
+}
+
+// pendingFold is how many accepts a cold destination counts before they
+// are folded into its window with a clock reading, so that a burst after
+// a long quiet spell is not spread thin over the quiet time.
+const pendingFold = 64
+
+// Record counts an attempt's result, accepted or an overload signal,
+// and reads what its response says of the quota. A response below 429
+// from a cold destination whose quota does not want it read (a
+// destination that sent no rate-limit fields for a while) is only
+// counted, without a clock reading but every pendingFold, and sampled
+// when the count is folded.
+func (th *Throttle) Record(d *Dest, r Result, clock Clock) {
+	clock = orSystem(clock)
+	if r.Status == 0 {
+		// Its count in flight ends: later answers are taken at their
+		// word again.
+		d.quota.unanswered()
+	}
+	switch {
+	case r.Unheard:
+		return
+	case r.Canceled && r.Overload:
+		th.request(d, clock)
+		return
+	case r.Canceled:
+		th.accept(d, clock)
+		return
+	}
+	if r.Status != 0 && r.Status < http.StatusTooManyRequests && !d.hot.Load() && !d.quota.wants(r.Status) {
+		if th.count(d, clock) {
+			d.quota.sample(r.Header)
+		}
+		return
+	}
+	th.recordSlow(d, &r, clock)
+}
+
+// recordSlow is Record for any other result.
+func (th *Throttle) recordSlow(d *Dest, r *Result, clock Clock) {
+	if r.Status != 0 && !th.IgnoreQuota {
+		if d.quota.wants(r.Status) {
+			d.quota.observe(r, clock.Now())
+		} else {
+			// The slow path: a hot destination's responses are all
+			// sampled, as a cold one's are at each fold.
+			d.quota.sample(r.Header)
+		}
+	}
+	if !r.Overload {
+		th.accept(d, clock)
+		return
+	}
+	th.tally(d, clock.Now(), 1, 0, true)
+}
+
+// Counts returns the requests and accepts counted for the destination
+// key names (as Key names it, or a host in its canonical spelling) over
+// the span the throttle decides on, as of the last decision or fold: a
+// destination that signalled nothing lately counts its accepts apart and
+// folds them in every 64. It returns zeros for a destination not held.
+func (th *Throttle) Counts(key string) (requests, accepts float64) {
+	d := th.dests.Find(key)
+	if d == nil {
+		return 0, 0
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	requests, accepts, _ = d.w.counts()
+	return requests, accepts
+}

@@ -1,0 +1,84 @@
+package throttle
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"testing"
+)
+
+// TestRouteKey: a route is a request's method and the first segment of
+// its URL path.
+func TestRouteKey(t *testing.T) {
+	t.Parallel()
+	req := func(method, path string) *http.Request {
+		return &http.Request{Method: method, URL: &url.URL{Path: path}}
+	}
+	for _, tt := range []struct {
+		name string
+		a, b *http.Request
+		same bool
+	}{
+		{"deeper paths of one segment", req("GET", "/search/code"), req("GET", "/search/issues"), true},
+		{"the segment alone", req("GET", "/search"), req("GET", "/search/code"), true},
+		{"no method is GET", req("", "/search"), req("GET", "/search"), true},
+		{"another method", req("POST", "/search"), req("GET", "/search"), false},
+		{"another segment", req("GET", "/repos/a/b"), req("GET", "/search"), false},
+		{"the root and a segment", req("GET", "/"), req("GET", "/search"), false},
+		{"a prefix of a segment", req("GET", "/sea"), req("GET", "/search"), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := routeKey(tt.a) == routeKey(tt.b); got != tt.same {
+				t.Errorf("routeKey(%s %s) == routeKey(%s %s): %v; want %v", tt.a.Method, tt.a.URL.Path, tt.b.Method, tt.b.URL.Path, got, tt.same)
+			}
+		})
+	}
+}
+
+// TestQuotaRouteTableKeepsTheNewest: a route's quota is the last one
+// named; past quotaRoutes, the oldest route is forgotten.
+func TestQuotaRouteTableKeepsTheNewest(t *testing.T) {
+	t.Parallel()
+	var tab quotaRouteTable
+	tab.remember(1, "core", func(string) bool { return false })
+	tab.remember(1, "search", func(string) bool { return false })
+	if name, ok := tab.lookup(1); !ok || name != "search" {
+		t.Errorf("route 1: %q, %v; want search, the last named", name, ok)
+	}
+	for k := range quotaRoutes {
+		tab.remember(uint64(k+2), "r"+strconv.Itoa(k), func(string) bool { return false })
+	}
+	if _, ok := tab.lookup(1); ok {
+		t.Errorf("route 1 kept after %d newer routes; want it forgotten", quotaRoutes)
+	}
+	for k := range quotaRoutes {
+		if name, ok := tab.lookup(uint64(k + 2)); !ok || name != "r"+strconv.Itoa(k) {
+			t.Errorf("route %d: %q, %v; want r%d", k+2, name, ok, k)
+		}
+	}
+}
+
+// TestQuotaRouteTableKeepsTheRoutesOfASpentQuota: a new route takes the
+// place of the oldest whose quota is not spent, so routes that come and
+// go do not push out the route of a spent quota, which is the one that
+// refuses requests; with every quota spent, the oldest goes.
+func TestQuotaRouteTableKeepsTheRoutesOfASpentQuota(t *testing.T) {
+	t.Parallel()
+	var tab quotaRouteTable
+	spent := func(name string) bool { return name == "search" }
+	tab.remember(1, "search", spent)
+	for k := range 3 * quotaRoutes {
+		tab.remember(uint64(k+2), "core", spent)
+	}
+	if name, ok := tab.lookup(1); !ok || name != "search" {
+		t.Errorf("the spent quota's route after %d routes of another: %q, %v; want search, kept", 3*quotaRoutes, name, ok)
+	}
+	all := func(string) bool { return true }
+	for k := range quotaRoutes {
+		tab.remember(uint64(1000+k), "core", all)
+	}
+	if _, ok := tab.lookup(1); ok {
+		t.Errorf("route 1 kept after %d newer routes, every quota spent; want the oldest forgotten", quotaRoutes)
+	}
+}

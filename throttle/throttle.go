@@ -1,0 +1,421 @@
+package throttle
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/httpretry/httpretry/internal/desttable"
+)
+
+// Defaults for the zero values of Throttle's fields.
+const (
+	DefaultK         = 2
+	DefaultMaxReject = 0.9
+	DefaultWindow    = 600 * time.Millisecond
+	DefaultMinRate   = 1 // requests per second
+	// DefaultMaxKeys is how many destinations a Throttle keeps state
+	// for when MaxKeys is 0.
+	DefaultMaxKeys = desttable.DefaultMax
+)
+
+// Bounds on Throttle's fields: a smaller value is taken as the bound.
+const (
+	// MinK is the least K used; see [Throttle].K.
+	MinK = 1.5
+	// MinWindow is the least Window used: ten buckets of 1ms.
+	MinWindow = throttleBuckets * time.Millisecond
+)
+
+// ErrThrottled is the error of an attempt the Throttle refused: the
+// destination has been signalling overload, or its rate-limit quota is
+// spent ([ErrQuotaExhausted] matches it too, with [errors.Is]).
+var ErrThrottled = errors.New("throttle: refused locally: the destination is overloaded")
+
+// Throttle refuses some attempts while their destination signals
+// overload, so that an outage does not keep the server busy with work it
+// will refuse: client-side adaptive throttling. Over a sliding window,
+// per destination, it counts the attempts sent and refused (requests)
+// and those the server accepted (accepts), and refuses an attempt, the
+// first of an operation or a retry, with probability
+//
+//	p = min(MaxReject, max(0, (requests − K·accepts) / (requests + 1)))
+//
+// so that the server sees at most about K times what it accepts,
+// retries included. An attempt is accepted unless its caller says it
+// signalled overload ([Result].Overload); one the server said nothing of
+// counts for neither. A refusal never blocks: [Throttle.Admit] and
+// [Throttle.AdmitRetry] return [ErrThrottled] at once.
+//
+// It also paces by the quota a server announces (see [ParseRateLimit]):
+// once a response says a destination's quota is spent, new operations to
+// it are refused with [ErrQuotaExhausted] until the quota's reset.
+// Retries and hedges take from the quota too ([Throttle.TakeQuota]), so
+// that the server sees no more than it granted. Where a destination has
+// several quotas, a retry is paced by the one its attempt's answer named
+// ([Throttle.QuotaSpent]).
+//
+// With httpretry, set Transport.Throttle to a *Throttle: the Transport
+// then calls Admit before an operation's first attempt, AdmitRetry,
+// QuotaSpent and TakeQuota before each retry or hedge, and Record after
+// each attempt; an operation it refuses fails at once with an error that
+// matches ErrThrottled, and a retry it refuses ends the operation with
+// its last answer. Transports that share one Throttle share its counts.
+// On its own, a caller does the same around each request it sends.
+//
+// The zero value is ready to use: K 2, at most 90% refused, a window of
+// 600ms in ten buckets reaching back up to 3s at low rates, no refusal
+// below 1 request per second, destinations keyed by host, at most
+// [DefaultMaxKeys] of them. A Throttle is safe for simultaneous use by
+// multiple goroutines; its fields must not be changed after its first
+// use, and it must not be copied after its first use.
+type Throttle struct {
+	// K is how many requests per accepted one the destination may see
+	// before the throttle refuses any. 0 (or less), NaN or an infinity
+	// means 2. A K below [MinK] means MinK: at K ≤ 1 a
+	// server that accepts every admitted attempt never sees the refusals
+	// fall (a share a admitted gives p = 1 − K·a back), and just above 1
+	// the admitted share takes tens of seconds to recover.
+	K float64
+
+	// MaxReject caps the probability of a refusal, so that some traffic
+	// always reaches the server to see it heal. 0 (or less), NaN or an
+	// infinity means 0.9; finite values above 1 mean 1.
+	MaxReject float64
+
+	// Window is how far back the counts reach: they sit in ten buckets of
+	// Window/10 each, and the oldest is dropped as time moves on, so a
+	// healed server is trusted again within about two windows: the
+	// admitted share grows by a factor of e every Window/K. 0 (or less)
+	// means 600ms, with which 95% are admitted again about 1.1s after a
+	// server heals from a long outage. Where the window holds fewer
+	// than 10 requests and no accept (a destination called a few times a
+	// second, failing), the counts reach back over older buckets until
+	// they hold 10 requests, at most 5 windows back, and never past a
+	// bucket that holds an accept: a few failures in a short window
+	// would otherwise refuse too little to relieve the server, and the
+	// failures from before an accept no longer describe it. A Window
+	// below [MinWindow] means MinWindow, so that no
+	// bucket is narrower than a millisecond.
+	Window time.Duration
+
+	// MinRate is the request rate per second, over the time the counts
+	// reach back (see Window), below which the throttle never refuses: a
+	// few failures of a destination called rarely say little. 0, NaN or
+	// +Inf means 1, low enough that each process of a large fleet, calling a
+	// shared dependency a couple of times a second, still relieves it; a
+	// negative value means no minimum.
+	MinRate float64
+
+	// Key names a request's destination. It must return a short, bounded
+	// name (never a path or a query): each distinct key holds about a
+	// kilobyte of state, and only its first 300 bytes are kept. If nil,
+	// the request URL's host in one canonical spelling (lower-case,
+	// without a trailing dot or the scheme's default port, an IP address
+	// as net/netip writes it), so that every spelling of a host is one
+	// destination.
+	Key func(req *http.Request) string
+
+	// MaxKeys bounds the destinations held; past it, one not used lately
+	// is forgotten to make room. 0 (or less) means [DefaultMaxKeys].
+	MaxKeys int
+
+	// IgnoreQuota turns quota pacing off: the rate-limit headers of
+	// responses are not read.
+	IgnoreQuota bool
+
+	// WaitQuota asks the caller to hold an operation whose destination's
+	// quota is spent until the quota resets, instead of refusing it, when
+	// the reset comes soon enough: httpretry's Transport waits when the
+	// reset comes no later than its MaxRetryAfter, with MinAttemptTime
+	// left before the operation's deadline, and asks again once.
+	WaitQuota bool
+
+	// Rand draws a number in [0, 1) for each decision of an operation
+	// that may be refused. If nil, math/rand/v2's Float64. Tests set it.
+	Rand func() float64
+
+	dests desttable.Table[Dest]
+}
+
+// throttleBuckets is how many buckets the window is cut into;
+// throttleRing is how many are kept, for the window to reach back at low
+// rates; throttleSamples is the fewest requests it reaches back for.
+const (
+	throttleBuckets = 10
+	throttleRing    = 5 * throttleBuckets
+	throttleSamples = 10
+)
+
+func (th *Throttle) k() float64 {
+	return max(positiveOr(th.K, DefaultK), MinK)
+}
+
+func (th *Throttle) maxReject() float64 {
+	return min(positiveOr(th.MaxReject, DefaultMaxReject), 1)
+}
+
+// positiveOr returns x when it is positive and finite, else def: a NaN or
+// an infinity in a field is never taken as a rate or a share.
+func positiveOr(x, def float64) float64 {
+	if !(x > 0) || math.IsInf(x, 1) {
+		return def
+	}
+	return x
+}
+
+func (th *Throttle) window() time.Duration {
+	w := th.Window
+	if w <= 0 {
+		w = DefaultWindow
+	}
+	return max(w, MinWindow)
+}
+
+// minRequests is the least number of requests counted over span for
+// which the throttle refuses any.
+func (th *Throttle) minRequests(span time.Duration) float64 {
+	rate := th.MinRate
+	if rate == 0 || math.IsNaN(rate) || math.IsInf(rate, 1) {
+		rate = DefaultMinRate
+	}
+	return max(rate, 0) * span.Seconds()
+}
+
+func (th *Throttle) rand() float64 {
+	if th.Rand != nil {
+		return th.Rand()
+	}
+	return rand.Float64()
+}
+
+// rejectProbability is the probability with which the throttle refuses
+// an operation, given the requests and accepts counted in the window: the
+// SRE form (requests − k·accepts)/(requests + 1), clamped into
+// [0, maxReject], and 0 when fewer than minRequests were counted.
+func rejectProbability(requests, accepts, k, maxReject, minRequests float64) float64 {
+	if requests < minRequests || requests <= 0 {
+		return 0
+	}
+	p := (requests - k*accepts) / (requests + 1)
+	return min(max(p, 0), maxReject)
+}
+
+// Dest is one destination's counts. While the destination has
+// signalled nothing for as far back as the counts reach (cold), accepted
+// attempts are only counted in pending, without reading the clock but
+// for the destination's first accept; the first overload signal folds
+// them into the window, spread evenly over the time since the last fold
+// (or since that first accept), and makes the state hot: from then on
+// every decision reads the clock and works on the window under mu, until
+// the whole ring has passed without a signal or a refusal.
+type Dest struct {
+	hot     atomic.Bool
+	pending atomic.Int64 // accepted attempts not yet in w
+	first   atomic.Int64 // the clock's UnixNano at the first accept counted in pending, 0 before
+	quota   quotaState
+
+	mu         sync.Mutex // protects the fields below
+	w          window
+	lastFold   time.Time
+	lastSignal time.Time // the last overload signal or refusal
+}
+
+// refuse draws whether an attempt to the hot destination s is refused,
+// and counts a refusal as a request. It returns ErrThrottled when
+// refused.
+func (th *Throttle) refuse(s *Dest, clock Clock) error {
+	r := th.rand()
+	now := clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sync(th, now)
+	req, acc, n := s.w.counts()
+	span := time.Duration(n) * th.window() / throttleBuckets
+	// Written so that a NaN draw or probability admits.
+	if !(r < rejectProbability(req, acc, th.k(), th.maxReject(), th.minRequests(span))) {
+		return nil
+	}
+	// A refusal counts as a request: the SRE form needs it to keep
+	// refusing while nothing is accepted.
+	s.w.add(1, 0)
+	s.lastSignal = now
+	return ErrThrottled
+}
+
+// count counts an accept of a cold destination, folding the pending
+// accepts into its window every pendingFold; it reports whether it
+// folded them.
+func (th *Throttle) count(s *Dest, clock Clock) bool {
+	n := s.pending.Add(1)
+	if n == 1 && s.first.Load() == 0 {
+		s.first.CompareAndSwap(0, clock.Now().UnixNano())
+	}
+	if n < pendingFold {
+		return false
+	}
+	now := clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sync(th, now)
+	return true
+}
+
+// request counts an attempt sent that is neither an accept nor an
+// overload signal: a hedge canceled when an answer that signalled
+// overload won. Only a hot destination counts it: a cold one refuses
+// nothing, and the winner's signal has just made it hot.
+func (th *Throttle) request(s *Dest, clock Clock) {
+	if s.hot.Load() {
+		th.tally(s, clock.Now(), 1, 0, false)
+	}
+}
+
+// accept counts an accepted attempt: in pending while s is cold, in the
+// window while it is hot.
+func (th *Throttle) accept(s *Dest, clock Clock) {
+	if !s.hot.Load() {
+		th.count(s, clock)
+		return
+	}
+	th.tally(s, clock.Now(), 1, 1, false)
+}
+
+// tally counts req requests and acc accepts in s's window at now; an
+// overload signal makes s hot from now.
+func (th *Throttle) tally(s *Dest, now time.Time, req, acc float64, signal bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if signal {
+		s.hot.Store(true)
+		s.lastSignal = now
+	}
+	s.sync(th, now)
+	s.w.add(req, acc)
+}
+
+// sync moves s's window to now and folds the pending accepts into it;
+// it turns s cold once the whole ring has passed since the last signal.
+// s.mu must be held.
+func (s *Dest) sync(th *Throttle, now time.Time) {
+	width := th.window() / throttleBuckets
+	s.w.advance(now, width)
+	if n := s.pending.Swap(0); n > 0 {
+		s.w.spread(float64(n), foldSpan(s.lastFold, s.first.Load(), now, width), width)
+	}
+	s.lastFold = now
+	if now.Sub(s.lastSignal) >= throttleRing*width {
+		s.hot.Store(false)
+	}
+}
+
+// foldSpan is the time over which accepts counted while cold are spread
+// when folded at now: since the last fold; before the first fold, since
+// the first accept was counted (first, in UnixNano); with neither known,
+// one bucket's width, as if just now. It is never longer than the ring:
+// the accepts were counted without the clock, so when that time holds a
+// quiet spell they may all have come after it, and spreading them over
+// the spell would leave a burst that just came in next to nothing. An
+// accept is taken as no older than the counts can reach back; the most
+// this can overstate is pendingFold accepts, gone from the window one
+// Window later.
+func foldSpan(lastFold time.Time, first int64, now time.Time, width time.Duration) time.Duration {
+	var d time.Duration
+	switch {
+	case !lastFold.IsZero():
+		d = now.Sub(lastFold)
+	case first != 0:
+		d = max(now.Sub(time.Unix(0, first)), width)
+	default:
+		d = width
+	}
+	return min(d, throttleRing*width)
+}
+
+// window is a ring of buckets of equal width, the newest at head, each
+// counting the requests and accepts of its time. The newest
+// throttleBuckets are the window proper; the older ones are kept for
+// counts that reach back at low rates.
+type window struct {
+	b     [throttleRing]bucket
+	head  int
+	start time.Time // when the head bucket began; zero before the first use
+}
+
+// advance makes the head bucket the one holding now, clearing the buckets
+// it passes.
+func (w *window) advance(now time.Time, width time.Duration) {
+	if w.start.IsZero() {
+		w.start = now
+		return
+	}
+	n := now.Sub(w.start) / width
+	if n <= 0 {
+		return
+	}
+	if n >= throttleRing {
+		w.b = [throttleRing]bucket{}
+		w.head = 0
+		w.start = now
+		return
+	}
+	for range n {
+		w.head = (w.head + 1) % throttleRing
+		w.b[w.head] = bucket{}
+	}
+	w.start = w.start.Add(n * width)
+}
+
+// add counts requests and accepts in the head bucket.
+func (w *window) add(req, acc float64) {
+	w.b[w.head].req += req
+	w.b[w.head].acc += acc
+}
+
+// spread counts n accepted requests made evenly over the last elapsed:
+// the part that falls within the window, spread over the buckets it
+// covers, up to the head.
+func (w *window) spread(n float64, elapsed, width time.Duration) {
+	span := width * throttleBuckets
+	if elapsed > span {
+		n *= float64(span) / float64(elapsed)
+		elapsed = span
+	}
+	k := min(max(int((elapsed+width-1)/width), 1), throttleBuckets)
+	for i := range k {
+		j := (w.head - i + throttleRing) % throttleRing
+		w.b[j].req += n / float64(k)
+		w.b[j].acc += n / float64(k)
+	}
+}
+
+// counts returns the requests and accepts the throttle decides on, and
+// how many buckets they cover: see countBack.
+func (w *window) counts() (req, acc float64, n int) {
+	return countBack(&w.b, w.head)
+}
+
+// bucket counts the requests and accepts of one stretch of time.
+type bucket struct{ req, acc float64 }
+
+// countBack sums the buckets of ring from head back: the newest
+// throttleBuckets always, then older ones, one by one, while the sum
+// holds fewer than throttleSamples requests and no accept, up to the
+// whole ring or to an older bucket that holds an accept, which is left
+// out: failures from before the server last accepted one say nothing of
+// it now. It returns the sums and how many buckets they cover.
+func countBack(ring *[throttleRing]bucket, head int) (req, acc float64, n int) {
+	for n < throttleRing && (n < throttleBuckets || (req < throttleSamples && acc == 0)) {
+		b := ring[(head-n+throttleRing)%throttleRing]
+		if n >= throttleBuckets && b.acc > 0 {
+			break
+		}
+		req, acc = req+b.req, acc+b.acc
+		n++
+	}
+	return req, acc, n
+}
