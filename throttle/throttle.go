@@ -185,18 +185,6 @@ func (th *Throttle) rand() float64 {
 	return rand.Float64()
 }
 
-// rejectProbability is the probability with which the throttle refuses
-// an operation, given the requests and accepts counted in the window: the
-// SRE form (requests − k·accepts)/(requests + 1), clamped into
-// [0, maxReject], and 0 when fewer than minRequests were counted.
-func rejectProbability(requests, accepts, k, maxReject, minRequests float64) float64 {
-	if requests < minRequests || requests <= 0 {
-		return 0
-	}
-	p := (requests - k*accepts) / (requests + 1)
-	return min(max(p, 0), maxReject)
-}
-
 // Dest is one destination's counts. While the destination has
 // signalled nothing for as far back as the counts reach (cold), accepted
 // attempts are only counted in pending, without reading the clock but
@@ -229,7 +217,7 @@ func (th *Throttle) refuse(s *Dest, clock Clock) error {
 	req, acc, n := s.w.counts()
 	span := time.Duration(n) * th.window() / throttleBuckets
 	// Written so that a NaN draw or probability admits.
-	if !(r < rejectProbability(req, acc, th.k(), th.maxReject(), th.minRequests(span))) {
+	if !(r < th.RefuseProbability(req, acc, span)) {
 		return nil
 	}
 	// A refusal counts as a request: the SRE form needs it to keep

@@ -93,16 +93,14 @@ type bucket struct{ req, acc float64 }
 
 // countBack sums the buckets of ring from head back: the newest
 // throttleBuckets always, then older ones, one by one, while the sum
-// holds fewer than throttleSamples requests and no accept, up to the
-// whole ring or to an older bucket that holds an accept, which is left
-// out: failures from before the server last accepted one say nothing of
-// it now. It returns the sums and how many buckets they cover.
+// holds fewer than throttleSamples requests, up to the whole ring. Older
+// buckets are summed whole, accepts included: at a few requests a second
+// the window holds one or two, and two failures in a row of an
+// otherwise healthy destination are not an overload. It returns the sums
+// and how many buckets they cover.
 func countBack(ring *[throttleRing]bucket, head int) (req, acc float64, n int) {
-	for n < throttleRing && (n < throttleBuckets || (req < throttleSamples && acc == 0)) {
+	for n < throttleRing && (n < throttleBuckets || req < throttleSamples) {
 		b := ring[(head-n+throttleRing)%throttleRing]
-		if n >= throttleBuckets && b.acc > 0 {
-			break
-		}
 		req, acc = req+b.req, acc+b.acc
 		n++
 	}
