@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -160,26 +161,67 @@ func (op *operation) recordAttempt(resp *http.Response, err error) {
 // recordAt is recordAttempt's work when a Throttle is set, apart so that
 // recordAttempt inlines.
 func (op *operation) recordAt(resp *http.Response, err error, sent time.Time) {
-	r := throttle.Result{Sent: sent}
-	// The caller left, or a layer below refused the attempt locally:
-	// the server said nothing.
-	r.Unheard = err != nil && (op.callerEnded() || errors.Is(err, throttle.ErrThrottled))
-	op.t.Throttle.Record(op.dest, op.answer(r, resp, err), op.clock)
+	r := op.answer(throttle.Result{Sent: sent}, resp, err)
+	switch {
+	case err == nil:
+	case errors.Is(err, throttle.ErrThrottled):
+		// A layer below refused the attempt locally: the server said
+		// nothing.
+		r.Unheard, r.Overload = true, false
+	case op.callerEnded():
+		// The caller's cancel says nothing of the server; a deadline of
+		// the caller's (a context deadline, http.Client.Timeout) that
+		// expired while the server was silent is a stall, as an
+		// AttemptTimeout is.
+		stalled := op.callerErr() == context.DeadlineExceeded
+		r.Unheard, r.Overload = !stalled, stalled
+	}
+	op.t.Throttle.Record(op.dest, r, op.clock)
 }
 
 // answer completes r with what resp or err says of the server: the
-// response's status, header and request, a 429's Retry-After, and
-// whether it signalled overload.
+// response's status, header and request, the pause a 429's or a 403's
+// Retry-After (or x-amz-retry-after) asks for, and whether it signalled
+// overload.
 func (op *operation) answer(r throttle.Result, resp *http.Response, err error) throttle.Result {
 	r.Overload = overloadSignal(resp, err)
 	if resp == nil {
 		return r
 	}
 	r.Status, r.Header, r.Request = resp.StatusCode, resp.Header, resp.Request
-	if resp.StatusCode == http.StatusTooManyRequests {
-		r.RetryAfter, r.HasRetryAfter = ParseRetryAfter(resp.Header, op.clock.Now())
+	if pausingStatus(resp.StatusCode) {
+		r.RetryAfter, r.HasRetryAfter = serverPause(resp.Header, op.clock.Now())
 	}
 	return r
+}
+
+// pausingStatus reports whether a response's status is one whose
+// Retry-After pauses its destination in the Throttle: a 429, and a 403
+// (GitHub answers its secondary rate limit with a 403 and Retry-After).
+func pausingStatus(status int) bool {
+	return status == http.StatusTooManyRequests || status == http.StatusForbidden
+}
+
+// amzRetryAfterHeader is AWS's hint, in milliseconds, of how long to wait
+// before another attempt.
+const amzRetryAfterHeader = "X-Amz-Retry-After"
+
+// serverPause returns the pause a response asks of its destination:
+// Retry-After-Ms or Retry-After (see ParseRetryAfter), else AWS's
+// x-amz-retry-after, a whole number of milliseconds.
+func serverPause(h http.Header, now time.Time) (time.Duration, bool) {
+	if d, ok := ParseRetryAfter(h, now); ok {
+		return d, true
+	}
+	v := h[amzRetryAfterHeader]
+	if len(v) == 0 {
+		return 0, false
+	}
+	ms, err := strconv.ParseInt(strings.TrimSpace(v[0]), 10, 64)
+	if err != nil || ms < 0 || ms > int64(maxDuration/time.Millisecond) {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
 }
 
 // recordLoser tells the Throttle how a hedged attempt that lost went,
@@ -200,9 +242,13 @@ func (op *operation) recordLoser(a *attempt, lostToSignal bool) {
 }
 
 // overloadSignal reports whether an attempt's result says the server is
-// overloaded: a 429, 503 or 529; a 5xx with "X-Should-Retry: false"; an
-// attempt timeout; a refused connection. Everything else, a 4xx included,
-// is an accept.
+// overloaded: a 429, 503 or 529; a 502 or 504, a proxy's word that the
+// server behind it refused the connection or did not answer in time
+// (unless the answer says "X-Should-Retry: true": a server's own word
+// that the failure is passing, not load); a response with Envoy's
+// x-envoy-overloaded or x-envoy-ratelimited; a 5xx with
+// "X-Should-Retry: false"; an attempt timeout; a refused connection.
+// Everything else, a 4xx included, is an accept.
 func overloadSignal(resp *http.Response, err error) bool {
 	if err != nil {
 		switch ErrorClass(err) {
@@ -214,9 +260,18 @@ func overloadSignal(resp *http.Response, err error) bool {
 	switch s := resp.StatusCode; {
 	case s == http.StatusTooManyRequests, s == http.StatusServiceUnavailable, s == StatusOverloaded:
 		return true
+	case len(resp.Header["X-Envoy-Overloaded"]) > 0, len(resp.Header["X-Envoy-Ratelimited"]) > 0:
+		return true
+	case s == http.StatusBadGateway, s == http.StatusGatewayTimeout:
+		return !shouldRetryIs(resp.Header, "true")
 	case s >= 500:
-		v, ok := resp.Header["X-Should-Retry"]
-		return ok && len(v) > 0 && strings.EqualFold(strings.TrimSpace(v[0]), "false")
+		return shouldRetryIs(resp.Header, "false")
 	}
 	return false
+}
+
+// shouldRetryIs reports whether h's X-Should-Retry says word.
+func shouldRetryIs(h http.Header, word string) bool {
+	v, ok := h["X-Should-Retry"]
+	return ok && len(v) > 0 && strings.EqualFold(strings.TrimSpace(v[0]), word)
 }

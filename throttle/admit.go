@@ -155,8 +155,9 @@ type Result struct {
 	// Request is the request the attempt sent: with several groups of
 	// quotas held, the route of an answer that names one is remembered.
 	Request *http.Request
-	// RetryAfter is the delay a 429's Retry-After asked for, when
-	// HasRetryAfter: the pause a 429 without rate-limit fields sets.
+	// RetryAfter is the delay a 429's or a 403's Retry-After asked for,
+	// when HasRetryAfter: the pause a 429 without rate-limit fields, or a
+	// 403 naming no quota (a secondary rate limit), sets.
 	RetryAfter    time.Duration
 	HasRetryAfter bool
 	// Sent is when the attempt was sent; the zero time when the caller
@@ -208,7 +209,7 @@ func (th *Throttle) Record(d *Dest, r Result, clock Clock) {
 		th.accept(d, clock)
 		return
 	}
-	if r.Status != 0 && r.Status < http.StatusTooManyRequests && !d.hot.Load() && !d.quota.wants(r.Status) {
+	if r.Status != 0 && r.Status < http.StatusTooManyRequests && !r.HasRetryAfter && !d.hot.Load() && !d.quota.wants(r.Status) {
 		if th.count(d, clock) {
 			d.quota.sample(r.Header)
 		}

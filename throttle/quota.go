@@ -411,11 +411,17 @@ func (q *quotaState) miss(has bool) {
 func (q *quotaState) observe(r *Result, now time.Time) {
 	set := parseRateLimits(r.Header, now)
 	q.miss(set.n > 0)
-	ra, hasRA := r.RetryAfter, r.HasRetryAfter && r.Status == http.StatusTooManyRequests
+	ra, hasRA := r.RetryAfter, r.HasRetryAfter && pauses(r.Status)
 	sent := r.Sent
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var names [maxQuotaNames]string
+	if r.Status == http.StatusForbidden && hasRA && set.n == 0 {
+		// A 403 with Retry-After and no quota named: a secondary rate
+		// limit (GitHub's) pauses the destination.
+		q.pause(now.Add(min(ra, maxRateLimitReset)).UnixNano(), now)
+		return
+	}
 	if r.Status == http.StatusTooManyRequests && pausesDestination(&set, q.namesHeld(names[:0])) {
 		if a, ok := quotaAnnounced(set.rl[0], set.n > 0, r.Status, ra, hasRA); ok {
 			q.pause(now.Add(a.rl.Reset).UnixNano(), now)
@@ -450,6 +456,12 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 	if named >= 0 {
 		q.rememberRoute(r.Request, named, now)
 	}
+}
+
+// pauses reports whether a response of status pauses its destination for
+// its Retry-After: a 429, or a 403 (a secondary rate limit).
+func pauses(status int) bool {
+	return status == http.StatusTooManyRequests || status == http.StatusForbidden
 }
 
 // pause refuses every request to the destination until until, and ends
