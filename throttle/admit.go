@@ -221,7 +221,7 @@ func (th *Throttle) Record(d *Dest, r Result, clock Clock) {
 // recordSlow is Record for any other result.
 func (th *Throttle) recordSlow(d *Dest, r *Result, clock Clock) {
 	if r.Status != 0 && !th.IgnoreQuota {
-		if d.quota.wants(r.Status) {
+		if d.quota.wants(r.Status) || r.HasRetryAfter {
 			d.quota.observe(r, clock.Now())
 		} else {
 			// The slow path: a hot destination's responses are all

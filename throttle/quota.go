@@ -412,18 +412,18 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 	set := parseRateLimits(r.Header, now)
 	q.miss(set.n > 0)
 	ra, hasRA := r.RetryAfter, r.HasRetryAfter && pauses(r.Status)
+	st := r.Status
+	if st == http.StatusForbidden && hasRA {
+		// A 403 with Retry-After is a rate limit too (GitHub's secondary
+		// one), read as a 429.
+		st = http.StatusTooManyRequests
+	}
 	sent := r.Sent
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var names [maxQuotaNames]string
-	if r.Status == http.StatusForbidden && hasRA && set.n == 0 {
-		// A 403 with Retry-After and no quota named: a secondary rate
-		// limit (GitHub's) pauses the destination.
-		q.pause(now.Add(min(ra, maxRateLimitReset)).UnixNano(), now)
-		return
-	}
-	if r.Status == http.StatusTooManyRequests && pausesDestination(&set, q.namesHeld(names[:0])) {
-		if a, ok := quotaAnnounced(set.rl[0], set.n > 0, r.Status, ra, hasRA); ok {
+	if st == http.StatusTooManyRequests && pausesDestination(&set, q.namesHeld(names[:0])) {
+		if a, ok := quotaAnnounced(set.rl[0], set.n > 0, st, ra, hasRA); ok {
 			q.pause(now.Add(a.rl.Reset).UnixNano(), now)
 		}
 		return
@@ -431,7 +431,7 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 	var group uint32
 	named := -1 // the slot of the first quota the response named
 	for i := range max(set.n, 1) {
-		status := r.Status
+		status := st
 		if i > 0 {
 			status = http.StatusOK
 		}
