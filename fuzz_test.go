@@ -252,7 +252,8 @@ var fzRetryAfters = []fzRetryAfter{
 	{value: func(d time.Time) string { return d.Add(-time.Hour).Format(http.TimeFormat) }, ok: true},
 	{value: func(time.Time) string { return "soon" }},
 	{value: func(time.Time) string { return "-1" }},
-	{value: func(time.Time) string { return "1.5" }},
+	{value: func(time.Time) string { return "1.5" }, delay: 1500 * time.Millisecond, ok: true},
+	{value: func(time.Time) string { return "1.5s" }},
 }
 
 // Step kinds.

@@ -127,9 +127,9 @@ func TestThrottleMinRate(t *testing.T) {
 // TestThrottleReachesBackAtLowRates: a destination failing twice a
 // second has 2 requests in an 800ms window; the counts reach back over
 // older buckets, to 4s, and the probability is the SRE form's on the 8
-// failures there: 8/9. An accept does not stop the reach: the counts
-// still reach back until they hold 10 requests, and weigh the accept
-// against the failures before it.
+// failures there: 8/9. Once an accept comes, the failures before the
+// window are left out: the window's own counts decide, with the
+// accepts, none here, from before it.
 // decides again.
 func TestThrottleReachesBackAtLowRates(t *testing.T) {
 	t.Parallel()
@@ -159,24 +159,24 @@ func TestThrottleReachesBackAtLowRates(t *testing.T) {
 		t.Fatalf("draw just below 8/9: %v; want ErrThrottled", err)
 	}
 	// The refusal counted: 9 requests. Then an accept, 100ms later: the
-	// counts reach back over 46 buckets of 80ms to hold 10 requests, the
-	// 8 failures, the refusal and the accept.
+	// 800ms window holds the failures at 3s and 3.5s, the refusal and
+	// the accept; the older failures are left out.
 	fc.Advance(100 * time.Millisecond)
 	throttleAt(th, s, fc, 1, true)
 	s.mu.Lock()
 	req, acc, n = s.w.counts()
 	s.mu.Unlock()
-	if req != 10 || acc != 1 || n != 46 {
-		t.Fatalf("after an accept: %v requests, %v accepts over %d buckets; want 10, 1 over 46", req, acc, n)
+	if req != 4 || acc != 1 || n != throttleRing {
+		t.Fatalf("after an accept: %v requests, %v accepts over %d buckets; want 4, 1 over the ring", req, acc, n)
 	}
-	p = (10.0 - 2) / 11
+	p = (4.0 - 2) / 5
 	r = p
 	if _, err := th.admit(s, fc); err != nil {
-		t.Fatalf("after an accept, draw at p = 8/11: %v; want admitted", err)
+		t.Fatalf("after an accept, draw at p = 2/5: %v; want admitted", err)
 	}
 	r = math.Nextafter(p, 0)
 	if _, err := th.admit(s, fc); !errors.Is(err, ErrThrottled) {
-		t.Fatalf("after an accept, draw just below 8/11: %v; want ErrThrottled", err)
+		t.Fatalf("after an accept, draw just below 2/5: %v; want ErrThrottled", err)
 	}
 }
 
@@ -198,9 +198,11 @@ func TestCountBack(t *testing.T) {
 	}{
 		{"empty: the whole ring", ring(nil), 0, 0, 0, throttleRing},
 		{"enough in the window", ring(map[int]bucket{0: {10, 0}, 35: {5, 0}}), 0, 10, 0, throttleBuckets},
-		{"an accept in the window, too few: the whole ring", ring(map[int]bucket{0: {2, 1}, 35: {5, 0}}), 0, 7, 1, throttleRing},
+		{"an accept in the window, too few: the whole ring, its accepts", ring(map[int]bucket{0: {2, 1}, 35: {5, 0}}), 0, 2, 1, throttleRing},
 		{"reaches back to 10 requests", ring(map[int]bucket{3: {4, 0}, 49: {3, 0}, 30: {3, 0}, 20: {9, 0}}), 3, 10, 0, 24},
-		{"reaches back past an accept, counted", ring(map[int]bucket{3: {4, 0}, 40: {6, 6}, 30: {3, 0}}), 3, 10, 6, 14},
+		{"reaches back past an accept: its accepts alone", ring(map[int]bucket{3: {4, 0}, 40: {9, 6}, 30: {3, 0}}), 3, 10, 6, 14},
+		{"past an accept, older failures left out", ring(map[int]bucket{3: {4, 0}, 40: {2, 1}, 30: {3, 0}}), 3, 5, 1, throttleRing},
+		{"an accept in the window: older failures left out", ring(map[int]bucket{3: {4, 1}, 40: {2, 0}, 30: {3, 3}}), 3, 7, 4, throttleRing},
 		{"wraps round the ring", ring(map[int]bucket{5: {1, 0}, 6: {1, 0}}), 5, 2, 0, throttleRing},
 	}
 	for _, tt := range tests {

@@ -93,14 +93,23 @@ type bucket struct{ req, acc float64 }
 
 // countBack sums the buckets of ring from head back: the newest
 // throttleBuckets always, then older ones, one by one, while the sum
-// holds fewer than throttleSamples requests, up to the whole ring. Older
-// buckets are summed whole, accepts included: at a few requests a second
-// the window holds one or two, and two failures in a row of an
-// otherwise healthy destination are not an overload. It returns the sums
-// and how many buckets they cover.
+// holds fewer than throttleSamples requests, up to the whole ring. Past
+// the window proper, once a bucket holds an accept (that one or a newer
+// one), only accepts are summed, each as a request accepted: failures
+// from before the server last accepted one say nothing of it now, but
+// its accepts still weigh against newer failures. At a few requests a
+// second the window holds one or two, and two failures in a row of an
+// otherwise healthy destination are then weighed against the accepts
+// before them; after an outage, the first accept leaves the failures
+// before it out. It returns the sums and how many buckets they cover.
 func countBack(ring *[throttleRing]bucket, head int) (req, acc float64, n int) {
+	accepted := false
 	for n < throttleRing && (n < throttleBuckets || req < throttleSamples) {
 		b := ring[(head-n+throttleRing)%throttleRing]
+		accepted = accepted || b.acc > 0
+		if n >= throttleBuckets && accepted {
+			b.req = b.acc
+		}
 		req, acc = req+b.req, acc+b.acc
 		n++
 	}
