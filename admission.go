@@ -41,7 +41,9 @@ func (op *operation) throttle() error {
 // throttle inlines.
 func (op *operation) admitFirst(th *throttle.Throttle) error {
 	op.dest = th.Dest(op.req)
-	if op.dest.Idle() {
+	if op.dest.Idle() || done(op.callerCtx) {
+		// A caller that already left (an errgroup whose sibling failed)
+		// takes nothing from the quota: its attempt is never sent.
 		return nil
 	}
 	if !op.timed && op.dest.QuotaKnown() {
@@ -152,8 +154,14 @@ func (op *operation) mayWaitFor(reset, now time.Time) bool {
 }
 
 // recordAttempt tells the Throttle how the attempt that just ended went.
+// An attempt that provably never reached the server (a refused dial)
+// gives back the request it took from the quota: the server never
+// counted it.
 func (op *operation) recordAttempt(resp *http.Response, err error) {
 	if op.dest != nil {
+		if err != nil && neverSent(op.req, err) {
+			op.refundQuota()
+		}
 		op.recordAt(resp, err, op.lastStart)
 	}
 }
