@@ -27,7 +27,8 @@ func (quotaExhaustedError) Error() string {
 func (quotaExhaustedError) Is(target error) bool { return target == ErrThrottled }
 
 // maxQuotaNames is how many named quotas a destination keeps; a further
-// name takes the place of the one that resets first.
+// name takes the place of the one that resets first among those not
+// spent (of spent ones only when all are).
 const maxQuotaNames = 4
 
 // quotaMisses is how many responses in a row without rate-limit fields
@@ -554,7 +555,7 @@ func (q *quotaState) slot(name string, taken uint32) int {
 			return i
 		case u == 0 && (free < 0 || s.name == name):
 			free = i
-		case u != 0 && (first < 0 || u < q.slots[first].until.Load()):
+		case u != 0 && (first < 0 || evictsBefore(s, &q.slots[first])):
 			first = i
 		}
 	}
@@ -573,6 +574,19 @@ func (q *quotaState) slot(name string, taken uint32) int {
 		s.group.Store(1 << free)
 	}
 	return free
+}
+
+// evictsBefore reports whether the held quota a gives its place to a new
+// name before b: a quota with requests left before a spent one, which
+// would otherwise be forgotten and sent to until its server says it is
+// spent again; among those alike, the one that resets first. s.mu must
+// be held.
+func evictsBefore(a, b *quotaSlot) bool {
+	aSpent, bSpent := a.left.Load() <= 0, b.left.Load() <= 0
+	if aSpent != bSpent {
+		return !aSpent
+	}
+	return a.until.Load() < b.until.Load()
 }
 
 // decrementIfPositive takes one from a unless it is 0, and returns what
