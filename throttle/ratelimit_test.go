@@ -100,7 +100,7 @@ func TestParseRateLimitNamesAndLimits(t *testing.T) {
 func TestQuotaUpdate(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1000, 0)
-	at := func(d time.Duration) int64 { return now.Add(d).UnixNano() }
+	at := func(d time.Duration) int64 { return stamp(now.Add(d)) }
 	minute := int64(time.Minute)
 	r := func(remaining int64, reset time.Duration) RateLimit {
 		return RateLimit{Remaining: remaining, Reset: reset, HasReset: true}
@@ -303,7 +303,7 @@ func checkRateLimit(t *testing.T, rl RateLimit, ok bool) {
 func TestQuotaUpdateAnswerPlacedFromItsSend(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1000, 0)
-	at := func(d time.Duration) int64 { return now.Add(d).UnixNano() }
+	at := func(d time.Duration) int64 { return stamp(now.Add(d)) }
 	ten := int64(10 * time.Second)
 	tests := []struct {
 		name                         string
@@ -340,7 +340,7 @@ func TestQuotaUpdateAnswerPlacedFromItsSend(t *testing.T) {
 			t.Parallel()
 			u, l, low := quotaUpdate(tt.rl, tt.spent, tt.held, now, tt.sent)
 			if u != tt.wantUntil || l != tt.wantLeft || low != tt.wantLow {
-				t.Errorf("quotaUpdate = (%v, %d, %d); want (%v, %d, %d)", time.Duration(u-now.UnixNano()), l, low, time.Duration(tt.wantUntil-now.UnixNano()), tt.wantLeft, tt.wantLow)
+				t.Errorf("quotaUpdate = (%v, %d, %d); want (%v, %d, %d)", time.Duration(u-stamp(now)), l, low, time.Duration(tt.wantUntil-stamp(now)), tt.wantLeft, tt.wantLow)
 			}
 		})
 	}

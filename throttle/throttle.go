@@ -196,7 +196,7 @@ func (th *Throttle) rand() float64 {
 type Dest struct {
 	hot     atomic.Bool
 	pending atomic.Int64 // accepted attempts not yet in w
-	first   atomic.Int64 // the clock's UnixNano at the first accept counted in pending, 0 before
+	first   atomic.Int64 // the stamp (see stamp) of the first accept counted in pending, 0 before
 	quota   quotaState
 
 	mu         sync.Mutex // protects the fields below
@@ -233,7 +233,7 @@ func (th *Throttle) refuse(s *Dest, clock Clock) error {
 func (th *Throttle) count(s *Dest, clock Clock) bool {
 	n := s.pending.Add(1)
 	if n == 1 && s.first.Load() == 0 {
-		s.first.CompareAndSwap(0, clock.Now().UnixNano())
+		s.first.CompareAndSwap(0, stamp(clock.Now()))
 	}
 	if n < pendingFold {
 		return false

@@ -501,12 +501,12 @@ func TestFoldSpan(t *testing.T) {
 		first    int64
 		want     time.Duration
 	}{
-		{"since the last fold", now.Add(-300 * time.Millisecond), now.Add(-4 * time.Second).UnixNano(), 300 * time.Millisecond},
-		{"before the first fold: since the first accept", time.Time{}, now.Add(-4 * time.Second).UnixNano(), 4 * time.Second},
-		{"a first accept just now: one bucket", time.Time{}, now.UnixNano(), width},
+		{"since the last fold", now.Add(-300 * time.Millisecond), stamp(now.Add(-4 * time.Second)), 300 * time.Millisecond},
+		{"before the first fold: since the first accept", time.Time{}, stamp(now.Add(-4 * time.Second)), 4 * time.Second},
+		{"a first accept just now: one bucket", time.Time{}, stamp(now), width},
 		{"neither known: one bucket", time.Time{}, 0, width},
 		{"a quiet spell longer than the ring: the ring", now.Add(-10 * time.Minute), 0, throttleRing * width},
-		{"before the first fold, a first accept long ago: the ring", time.Time{}, now.Add(-10 * time.Minute).UnixNano(), throttleRing * width},
+		{"before the first fold, a first accept long ago: the ring", time.Time{}, stamp(now.Add(-10 * time.Minute)), throttleRing * width},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

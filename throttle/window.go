@@ -14,7 +14,7 @@ func (th *Throttle) window() time.Duration {
 
 // foldSpan is the time over which accepts counted while cold are spread
 // when folded at now: since the last fold; before the first fold, since
-// the first accept was counted (first, in UnixNano); with neither known,
+// the first accept was counted (first, a stamp); with neither known,
 // one bucket's width, as if just now. It is never longer than the ring:
 // the accepts were counted without the clock, so when that time holds a
 // quiet spell they may all have come after it, and spreading them over
@@ -28,7 +28,7 @@ func foldSpan(lastFold time.Time, first int64, now time.Time, width time.Duratio
 	case !lastFold.IsZero():
 		d = now.Sub(lastFold)
 	case first != 0:
-		d = max(now.Sub(time.Unix(0, first)), width)
+		d = max(now.Sub(instant(first)), width)
 	default:
 		d = width
 	}
