@@ -59,23 +59,24 @@ check:
 test: deps vet cross lint cyclo race rules apicheck
 
 ## deps: programs the tests start: redis-server, redis-cli (Cluster set-up)
-## and redis-sentinel (contrib/redisretry, the fleet storm), and promtool
-## (make rules). Installs the Debian packages with apt-get where it can;
+## and redis-sentinel (contrib/redisretry, the fleet storm), nginx (the
+## throttle behind a proxy: the root's tests and make throttle) and
+## promtool (make rules). Installs the Debian packages with apt-get where it can;
 ## otherwise says how (promtool is then built from the Go module proxy).
 ## The packages' own services are stopped and disabled: the tests start
 ## their own servers on free ports.
 REDIS_PROGRAMS := redis-server redis-cli redis-sentinel
 deps:
-	@missing=; for p in $(REDIS_PROGRAMS) promtool; do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=; for p in $(REDIS_PROGRAMS) nginx promtool; do command -v $$p >/dev/null 2>&1 || [ -x /usr/sbin/$$p ] || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then SUDO=; \
 		elif command -v apt-get >/dev/null 2>&1 && command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
 		elif [ "$$missing" = " promtool" ]; then exit 0; \
-		else echo "not on PATH:$$missing, and cannot be installed here: install the redis-server, redis-tools and redis-sentinel packages (on macOS brew install redis prometheus)" >&2; exit 1; fi; \
-		echo "installing redis-server redis-tools redis-sentinel prometheus (missing:$$missing)"; \
-		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends redis-server redis-tools redis-sentinel prometheus || exit 1; \
-		for s in redis-server redis-sentinel prometheus; do ($$SUDO systemctl disable --now $$s || $$SUDO service $$s stop) >/dev/null 2>&1 || true; done; \
-		for p in $(REDIS_PROGRAMS); do command -v $$p >/dev/null 2>&1 || { echo "$$p still not on PATH after installing the Debian packages" >&2; exit 1; }; done; \
+		else echo "not on PATH:$$missing, and cannot be installed here: install the redis-server, redis-tools, redis-sentinel and nginx-light packages (on macOS brew install redis nginx prometheus)" >&2; exit 1; fi; \
+		echo "installing redis-server redis-tools redis-sentinel nginx-light prometheus (missing:$$missing)"; \
+		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends redis-server redis-tools redis-sentinel nginx-light prometheus || exit 1; \
+		for s in redis-server redis-sentinel nginx prometheus; do ($$SUDO systemctl disable --now $$s || $$SUDO service $$s stop) >/dev/null 2>&1 || true; done; \
+		for p in $(REDIS_PROGRAMS) nginx; do command -v $$p >/dev/null 2>&1 || [ -x /usr/sbin/$$p ] || { echo "$$p still not on PATH after installing the Debian packages" >&2; exit 1; }; done; \
 	fi
 
 vet:
@@ -231,11 +232,12 @@ storm-fleet: deps
 	cd bench && $(GO) run ./storm -scenarios fleet -out ""
 
 ## throttle: the overload scenarios of the storm simulator (outage,
-## brownout, metastable overload, two hosts, quota, fleet) for the
-## throttle, per-host budgets and quota pacing; prints one line per
-## scenario and writes docs/storm/throttle.md, throttle-outage.svg and
-## metastable.svg (about 6 min)
-throttle:
+## brownout, metastable overload, two hosts, quota, fleet, an outage
+## behind nginx, low-rate callers, a server that sheds retries) for the
+## throttle, per-host budgets, quota pacing and the Shedder; prints one
+## line per scenario and writes docs/storm/throttle.md, throttle-outage.svg
+## and metastable.svg (about 10 min)
+throttle: deps
 	cd bench && $(GO) run ./storm -scenarios throttle -out ../docs/storm
 
 ## fuzz: a bounded fuzzing run of each target (the seed corpus runs in make test)
