@@ -166,3 +166,20 @@ func TestOffsetUniform(t *testing.T) {
 		t.Errorf("offsets span [%v, %v]; want close to [0, %v)", lo, hi, period)
 	}
 }
+
+// TestOffsetEdges: Offset is 0 for a period that is not positive, within [0, period) otherwise, and the same on every call.
+func TestOffsetEdges(t *testing.T) {
+	for _, p := range []time.Duration{0, -1, -time.Hour, minDuration} {
+		if got := Offset("pod-7", p); got != 0 {
+			t.Errorf("Offset(pod-7, %v) = %v; want 0", p, got)
+		}
+	}
+	for _, p := range []time.Duration{1, 2, time.Second, time.Hour, 1<<63 - 1} {
+		for _, id := range []string{"", "pod-1", "pod-2", "\x00\xff"} {
+			got := Offset(id, p)
+			if got < 0 || got >= p || got != Offset(id, p) {
+				t.Errorf("Offset(%q, %v) = %v; want a stable value in [0, period)", id, p, got)
+			}
+		}
+	}
+}
