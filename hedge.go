@@ -177,9 +177,12 @@ func (op *operation) ended(a *attempt, timer clockwork.Timer) (resp *http.Respon
 		op.settle() // a loser's panic after this one is not raised: this one is
 		panic(a.panicked.v)
 	}
+	// Transient is asked once per attempt, here; the rules, the
+	// latency and the report read its answer.
+	a.transient = op.t.transient(a.resp, a.err)
 	op.attempt = *a
 	op.recordAttempt(a.resp, a.err)
-	op.learn(a, a.resp, a.err)
+	op.learn(a)
 	var r facts
 	op.gather(&r, a.resp, a.err)
 	stop := eligible(&op.policy, &r)
@@ -472,24 +475,30 @@ func releaseLoser(a *attempt) {
 	a.end()
 }
 
-// learnLoser records a loser's latency: an answer when it had one that
-// would have ended the operation, else at least the time it ran.
+// learnLoser records a loser's latency, as the rule of latencySample
+// says: a good answer it had first, or at least the time it ran when it
+// was canceled. A loser that answered was not judged yet: Transient is
+// asked now, once.
 func (op *operation) learnLoser(a *attempt) {
 	if op.dist == nil {
 		return
 	}
-	answered := a.err == nil && !op.t.transient(a.resp, a.err)
-	op.dist.Record(a.lastElapsed, !answered)
+	if a.resp != nil {
+		a.transient = op.t.transient(a.resp, a.err)
+	}
+	cut := errors.Is(a.err, context.Canceled) || errors.Is(a.err, ErrAttemptTimeout)
+	if record, censored := latencySample(goodAnswer(a.status, a.transient), cut); record {
+		op.dist.Record(a.lastElapsed, censored)
+	}
 }
 
-// learn records the latency of an attempt that ended on its own, as the
-// rule of latencySample says.
-func (op *operation) learn(a *attempt, resp *http.Response, err error) {
+// learn records the latency of an attempt that ended on its own, judged
+// by Transient already, as the rule of latencySample says.
+func (op *operation) learn(a *attempt) {
 	if op.dist == nil {
 		return
 	}
-	answered := err == nil && !op.t.transient(resp, err)
-	if record, censored := latencySample(answered, errors.Is(err, ErrAttemptTimeout)); record {
+	if record, censored := latencySample(goodAnswer(a.status, a.transient), errors.Is(a.err, ErrAttemptTimeout)); record {
 		op.dist.Record(a.lastElapsed, censored)
 	}
 }
