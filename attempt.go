@@ -137,7 +137,7 @@ func (op *operation) begin() error {
 	if err := op.throttle(); err != nil {
 		return err
 	}
-	if !owned && op.policy.maxAttempts > 1 && marksOwnership(op.base) {
+	if !owned && op.policy.maxAttempts > 1 && op.t.marksOwnership(op.base) {
 		// Only a Transport that can retry takes ownership: a one-attempt
 		// wrapper (for a deadline, or hooks) leaves it to the layer below.
 		op.ctx, op.derived = withRetriesOwned(op.ctx), true

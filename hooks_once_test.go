@@ -17,19 +17,20 @@ func TestTransientRunsOncePerAttempt(t *testing.T) {
 	t.Parallel()
 	noWait := func(time.Duration) time.Duration { return 0 }
 	for _, tt := range []struct {
-		name string
-		tr   Transport
+		name          string
+		hedging       *Hedging
+		learnedLimits *LearnedTimeout
 	}{
-		{"sequential", Transport{}},
-		{"hedging, no hedge sent", Transport{Hedging: &Hedging{Delay: time.Hour}}},
-		{"adaptive hedging, no latency known", Transport{Hedging: &Hedging{}}},
-		{"learned attempt limit", Transport{LearnAttemptTimeout: &LearnedTimeout{}}},
-		{"both", Transport{Hedging: &Hedging{Delay: time.Hour}, LearnAttemptTimeout: &LearnedTimeout{}}},
+		{"sequential", nil, nil},
+		{"hedging, no hedge sent", &Hedging{Delay: time.Hour}, nil},
+		{"adaptive hedging, no latency known", &Hedging{}, nil},
+		{"learned attempt limit", nil, &LearnedTimeout{}},
+		{"both", &Hedging{Delay: time.Hour}, &LearnedTimeout{}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var calls atomic.Int32
-			tr := tt.tr
+			tr := &Transport{Hedging: tt.hedging, LearnAttemptTimeout: tt.learnedLimits}
 			tr.Base = roundTripFunc(func(req *http.Request) (*http.Response, error) { return response(req, 503, "busy"), nil })
 			tr.MaxAttempts, tr.Jitter = 3, noWait
 			tr.Transient = func(resp *http.Response, err error) bool {

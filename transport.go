@@ -467,4 +467,9 @@ func (t *Transport) CloseIdleConnections() {
 	if c, ok := t.Base.(closeIdler); ok {
 		c.CloseIdleConnections()
 	}
+	if h := t.Hedging; h != nil && h.Base != nil && h.Base != t.Base {
+		if c, ok := h.Base.(closeIdler); ok {
+			c.CloseIdleConnections()
+		}
+	}
 }
