@@ -290,6 +290,12 @@ func (op *operation) hedgeAfterDelay(timer clockwork.Timer) {
 // the Budget refuses ends hedging for the operation. Neither ends the
 // attempts in flight.
 func (op *operation) hedgeNow(timer clockwork.Timer) {
+	if rest := op.untilNotBefore(); rest > 0 {
+		// A Retry-After an earlier answer carried is a minimum for
+		// every copy that follows, hedges as retries.
+		timer.Reset(rest)
+		return
+	}
 	if !op.mayHedge() {
 		return
 	}
@@ -317,6 +323,16 @@ func (op *operation) hedgeNow(timer clockwork.Timer) {
 	}
 	op.logHedge("httpretry: hedge", slog.LevelInfo, op.attempts)
 	timer.Reset(op.delay)
+}
+
+// untilNotBefore is how long the next copy of the request must still wait
+// for the latest Retry-After an answer of the operation carried; 0 when
+// none is pending.
+func (op *operation) untilNotBefore() time.Duration {
+	if !op.hasNotBefore {
+		return 0
+	}
+	return op.notBefore.Sub(op.clock.Now())
 }
 
 // refuseHedge counts and logs a refused hedge. The record is at Debug

@@ -38,7 +38,7 @@ func TestHedgeFallbackRetryHonoursEarlierRetryAfter(t *testing.T) {
 		return response(req, 200, "ok"), nil
 	})
 	tr := &Transport{Base: base, MaxAttempts: 3, Timeout: 20 * time.Second, BaseDelay: time.Millisecond,
-		Budget: &onceRefusingBudget{}, Hedging: &Hedging{Delay: 20 * time.Millisecond}}
+		Hedging: &Hedging{Delay: 20 * time.Millisecond}}
 	var o Outcome
 	resp, err := tr.RoundTrip(newRequest(t, WithOutcome(context.Background(), &o), "GET", "https://api.example/items", nil))
 	if err != nil {
@@ -100,5 +100,56 @@ func TestHedgeFallbackRetryStopsOnEarlierRetryAfter(t *testing.T) {
 				t.Errorf("outcome %+v, %d hits; want %s after 2 attempts", o, hits.Load(), tc.want)
 			}
 		})
+	}
+}
+
+// TestHedgeAfterARetryAfterWaitsForIt: the first attempt is slow (3s);
+// the hedge sent after 20ms is answered 429 with "Retry-After: 1". The
+// next copy, a hedge while the first attempt still runs, goes out no
+// sooner than a second after that answer: Retry-After is a minimum for
+// every copy that follows, hedge or retry.
+func TestHedgeAfterARetryAfterWaitsForIt(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var starts []time.Time
+	var raAnswered time.Time
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		n := len(starts)
+		mu.Unlock()
+		switch n {
+		case 1:
+			select {
+			case <-time.After(3 * time.Second):
+			case <-req.Context().Done():
+				return nil, req.Context().Err()
+			}
+			return response(req, 200, "slow"), nil
+		case 2:
+			resp := response(req, 429, "later")
+			resp.Header.Set("Retry-After", "1")
+			mu.Lock()
+			raAnswered = time.Now()
+			mu.Unlock()
+			return resp, nil
+		}
+		return response(req, 200, "ok"), nil
+	})
+	tr := &Transport{Base: base, MaxAttempts: 3, Hedging: &Hedging{Delay: 20 * time.Millisecond}}
+	var o Outcome
+	resp, err := tr.RoundTrip(newRequest(t, WithOutcome(context.Background(), &o), "GET", "https://api.example/items", nil))
+	if err != nil {
+		t.Fatalf("RoundTrip: %v (outcome %+v)", err, o)
+	}
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(starts) != 3 {
+		t.Fatalf("%d attempts; want 3 (first, hedge, the copy after the Retry-After), outcome %+v", len(starts), o)
+	}
+	// A lower bound only: a busy machine makes the gap longer, never shorter.
+	if gap := starts[2].Sub(raAnswered); gap < 900*time.Millisecond {
+		t.Errorf("next copy sent %v after the server asked for 1s (outcome %+v)", gap, o)
 	}
 }
