@@ -95,6 +95,7 @@ func (op *operation) runHedged() (*http.Response, error) {
 	op.results = make(chan *attempt, op.policy.maxAttempts)
 	op.settled = new(operation)
 	*op.settled = *op
+	defer op.endFlightOnPanic()
 	op.launch(false)
 	timer := op.clock.NewTimer(op.delay)
 	defer timer.Stop()
@@ -117,6 +118,31 @@ func (op *operation) runHedged() (*http.Response, error) {
 			}
 		}
 	}
+}
+
+// endFlightOnPanic ends every attempt still in flight when a hook
+// (OnAttempt, Transient, Logger's handler) panics on the caller's
+// goroutine, as a panicking Base does: each is canceled, waited for, and
+// its response drained and closed; then the panic goes on.
+func (op *operation) endFlightOnPanic() {
+	if len(op.flight) == 0 {
+		return
+	}
+	p := recover()
+	if p == nil {
+		return
+	}
+	op.cancelFlight()
+	for range op.flight {
+		a := <-op.results
+		if a.panicked == nil {
+			releaseLoser(a)
+		} else {
+			a.end()
+		}
+	}
+	op.flight = nil
+	panic(p)
 }
 
 // launch starts an attempt on its own goroutine. A hedge goes to

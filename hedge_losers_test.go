@@ -309,3 +309,42 @@ func TestHedgeFinishLosersKeepsHTTP1Connections(t *testing.T) {
 		t.Errorf("with FinishLosers %d connections were opened over %d operations; want the connections reused (at most 4, fewer than the %d with losers canceled)", finished, ops, canceled)
 	}
 }
+
+// TestHedgeHookPanicEndsEveryAttempt: the hedge of an operation whose
+// first attempt hangs is answered 503, and OnAttempt panics when it is
+// reported. RoundTrip panics with the hook's value, and only after the
+// first attempt has been canceled and has ended: a panicking hook ends
+// every attempt of the operation, as a panicking Base does.
+func TestHedgeHookPanicEndsEveryAttempt(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	ended := make(chan struct{})
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if hits.Add(1) == 1 {
+			<-req.Context().Done()
+			close(ended)
+			return nil, req.Context().Err()
+		}
+		return response(req, 503, "busy"), nil
+	})
+	tr := &Transport{Base: base, MaxAttempts: 3, Hedging: &Hedging{Delay: 10 * time.Millisecond},
+		OnAttempt: func(*http.Request, Attempt) { panic("hook broke") }}
+	got := make(chan any, 1)
+	go func() {
+		defer func() { got <- recover() }()
+		tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example/items", nil))
+	}()
+	select {
+	case p := <-got:
+		if p != "hook broke" {
+			t.Errorf("recovered %v; want the hook's panic", p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("RoundTrip neither returned nor panicked")
+	}
+	select {
+	case <-ended:
+	default:
+		t.Error("RoundTrip panicked while the first attempt was still running")
+	}
+}
