@@ -228,15 +228,22 @@ func (op *operation) ended(a *attempt, timer clockwork.Timer) (resp *http.Respon
 }
 
 // setAside reports an attempt whose failure leaves others running, keeps
-// the Retry-After its answer carried for the retry that may follow, and
-// discards the answer.
+// the Retry-After its answer carried for the copies that follow, and
+// discards the answer off the caller's path: its body is drained (within
+// drain's bounds) and the attempt released on a goroutine of their own,
+// so that an answer arriving meanwhile is not held up by a discarded
+// body that trickles.
 func (op *operation) setAside(a *attempt) {
 	op.onAttempt(decision{})
 	now := op.clock.Now()
 	if d, ok := op.retryAfter(a.resp, now); ok {
 		op.notBefore, op.hasNotBefore = latestNotBefore(op.notBefore, op.hasNotBefore, now.Add(d)), true
 	}
-	op.discard(a.resp)
+	if a.resp == nil {
+		op.endAttempt()
+		return
+	}
+	go releaseLoser(a)
 }
 
 // win returns the winner's answer once the losers are settled.

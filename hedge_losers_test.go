@@ -348,3 +348,72 @@ func TestHedgeHookPanicEndsEveryAttempt(t *testing.T) {
 		t.Error("RoundTrip panicked while the first attempt was still running")
 	}
 }
+
+// TestHedgeDiscardedBodyIsDrainedOffTheCallersPath: the first attempt's
+// 503 comes while a hedge runs, with a body that trickles and then
+// stalls until the test releases it; the hedge answers 200. The 503 is
+// drained on a goroutine of its own: RoundTrip returns the hedge's answer
+// while that body is still stalled, and the drain ends (the body closed)
+// once it is released.
+func TestHedgeDiscardedBodyIsDrainedOffTheCallersPath(t *testing.T) {
+	t.Parallel()
+	stalled := &stallingBody{release: make(chan struct{}), closed: make(chan struct{})}
+	var hits atomic.Int32
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if hits.Add(1) == 1 {
+			time.Sleep(20 * time.Millisecond) // answers after the hedge was sent
+			resp := response(req, 503, "")
+			resp.Body = stalled
+			return resp, nil
+		}
+		time.Sleep(100 * time.Millisecond) // answers after the 503
+		return response(req, 200, "hedge"), nil
+	})
+	tr := &Transport{Base: base, MaxAttempts: 2, Hedging: &Hedging{Delay: 5 * time.Millisecond}}
+	done := make(chan string, 1)
+	go func() {
+		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example/items", nil))
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		done <- readBody(t, resp)
+	}()
+	select {
+	case got := <-done:
+		if got != "hedge" {
+			t.Errorf("RoundTrip gave %q; want the hedge's answer", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("RoundTrip did not return while a discarded answer's body stalled: it was drained on the caller's path")
+	}
+	close(stalled.release)
+	select {
+	case <-stalled.closed:
+	case <-time.After(10 * time.Second):
+		t.Error("the discarded body was never closed")
+	}
+}
+
+// stallingBody yields a byte, then blocks every Read until release is
+// closed, whatever Close does meanwhile.
+type stallingBody struct {
+	release   chan struct{}
+	closed    chan struct{}
+	once      sync.Once
+	gaveFirst atomic.Bool
+}
+
+func (b *stallingBody) Read(p []byte) (int, error) {
+	if !b.gaveFirst.Swap(true) && len(p) > 0 {
+		p[0] = 'x'
+		return 1, nil
+	}
+	<-b.release
+	return 0, io.EOF
+}
+
+func (b *stallingBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return nil
+}
