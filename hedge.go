@@ -470,6 +470,7 @@ func (op *operation) settle() *panicValue {
 			a.end()
 			continue
 		}
+		a.err = asLost(a.err)
 		op.learnLoser(a)
 		op.recordLoser(a, signalled)
 		op.reportLoser(a)
@@ -506,6 +507,7 @@ func collectLosers(op *operation, losers []*attempt, results <-chan *attempt, gr
 			a.end()
 			continue
 		}
+		a.err = asLost(a.err)
 		op.learnLoser(a)
 		op.recordLoser(a, signalled)
 		releaseLoser(a)

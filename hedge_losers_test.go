@@ -417,3 +417,40 @@ func (b *stallingBody) Close() error {
 	b.once.Do(func() { close(b.closed) })
 	return nil
 }
+
+// TestHedgeLoserIsReportedAsLostNotTimedOut: the first attempt hangs, the
+// hedge wins, and the first is canceled as a loser. OnAttempt reports the
+// loser with an error of class hedge_lost, which is a cancellation and
+// not an attempt timeout: metrics do not count it as a timeout, nor as a
+// failed first attempt.
+func TestHedgeLoserIsReportedAsLostNotTimedOut(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if hits.Add(1) == 1 {
+			<-req.Context().Done()
+			return nil, req.Context().Err()
+		}
+		return response(req, 200, "hedge"), nil
+	})
+	var mu sync.Mutex
+	reports := map[int]Attempt{}
+	tr := &Transport{Base: base, Hedging: &Hedging{Delay: 5 * time.Millisecond},
+		OnAttempt: func(_ *http.Request, a Attempt) { mu.Lock(); reports[a.Number] = a; mu.Unlock() }}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example/items", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readBody(t, resp); got != "hedge" {
+		t.Fatalf("body %q; want the hedge's", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	loser, ok := reports[1]
+	if !ok || !loser.Canceled {
+		t.Fatalf("attempt 1 reported %+v; want a canceled loser", loser)
+	}
+	if class := ErrorClass(loser.Err); class != "hedge_lost" || errors.Is(loser.Err, ErrAttemptTimeout) || !errors.Is(loser.Err, context.Canceled) {
+		t.Errorf("loser's error %v: class %q, attempt timeout %v; want hedge_lost, a cancellation, not a timeout", loser.Err, class, errors.Is(loser.Err, ErrAttemptTimeout))
+	}
+}
