@@ -1,6 +1,9 @@
 package httpretry
 
-import "time"
+import (
+	"net/http"
+	"time"
+)
 
 // This file holds the retry decision as a pure function: given what an
 // attempt produced and the time now, stop (and why) or retry (and after
@@ -256,11 +259,12 @@ func hedgeSafe(idempotent, keyed, byMethod, deduplicates, rewindable bool) bool 
 	return !keyed || byMethod || deduplicates
 }
 
-// latencySample says whether an attempt that ended on its own is a latency
-// sample, and whether it is censored: an answer that ends an operation is
-// one; an attempt cut by its time limit is one of at least that long; a
-// failure (a 503, a refused connection) is none, since fast failures
-// would pull the estimate down.
+// latencySample says whether an attempt that ended is a latency sample,
+// and whether it is censored: a good answer (see goodAnswer) is one; an
+// attempt cut by its time limit, or canceled as a loser, is one of at
+// least that long; a failure (an error, a 503, a refused connection),
+// final or transient, is none, since fast failures would pull the
+// estimate down.
 func latencySample(answered, timedOut bool) (record, censored bool) {
 	switch {
 	case answered:
@@ -269,4 +273,14 @@ func latencySample(answered, timedOut bool) (record, censored bool) {
 		return true, true
 	}
 	return false, false
+}
+
+// goodAnswer reports whether a response of the given status (0 for
+// none), which Transient judged transient or not, is an answer the
+// server gave in its own time: not a failure, final or transient. A 5xx
+// or a 429 is a failure even when final ("X-Should-Retry: false", what a
+// server sends when it has spent its time budget): it comes back fast
+// and says nothing of how long the work takes.
+func goodAnswer(status int, transient bool) bool {
+	return status != 0 && !transient && status < 500 && status != http.StatusTooManyRequests
 }

@@ -41,13 +41,14 @@ const (
 // ends the operation wins; the others are canceled. Hedges cut the tail of
 // latency that retries cannot help with, a request that is merely slow,
 // at the cost of extra requests: each hedge withdraws a token from the
-// Transport's Budget, and no more than MaxExtraLoad of the operations
-// hedge.
+// Transport's Budget, and about MaxExtraLoad of the operations hedge,
+// never more than twice that after a burst of 10.
 //
 // The zero value, &Hedging{}, is the adaptive setting most callers want:
 // the delay is the 98th percentile of the attempt latencies recently seen
 // for the request's host, at least 1ms, no hedge before 100 of them are
-// known, and at most 2% of operations hedge. Attempts count against the
+// known, and about 2% of operations hedge: when the whole server slows, at
+// most 4% after a burst of 10 (see MaxExtraLoad). Attempts count against the
 // Transport's MaxAttempts: with the default 3, an operation sends at most
 // two hedges (or retries) besides its first attempt, all within one
 // deadline.
