@@ -93,14 +93,15 @@ type Throttle struct {
 	// admitted share grows by a factor of e every Window/K. 0 (or less)
 	// means 600ms, with which 95% are admitted again about 1.1s after a
 	// server heals from a long outage. Where the window holds fewer
-	// than 10 requests and no accept (a destination called a few times a
-	// second, failing), the counts reach back over older buckets until
-	// they hold 10 requests, at most 5 windows back, and never past a
-	// bucket that holds an accept: a few failures in a short window
-	// would otherwise refuse too little to relieve the server, and the
-	// failures from before an accept no longer describe it. A Window
-	// below [MinWindow] means MinWindow, so that no
-	// bucket is narrower than a millisecond.
+	// than 10 requests (a destination called a few times a second), the
+	// counts reach back over older buckets until they hold 10, at most 5
+	// windows back; past the window, from the first bucket that holds an
+	// accept on, only accepts are counted: a few failures in a short
+	// window would otherwise refuse too little to relieve a dead server,
+	// or refuse a healthy one for two failures in a row, and the failures
+	// from before an accept no longer describe the server. A Window
+	// below [MinWindow] means MinWindow, so that no bucket is narrower
+	// than a millisecond.
 	Window time.Duration
 
 	// MinRate is the request rate per second, over the time the counts
