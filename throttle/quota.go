@@ -404,13 +404,7 @@ func (q *quotaState) miss(has bool) {
 func (q *quotaState) observe(r *Result, now time.Time) {
 	set := parseRateLimits(r.Header, now)
 	q.miss(set.n > 0)
-	ra, hasRA := r.RetryAfter, r.HasRetryAfter && pauses(r.Status)
-	st := r.Status
-	if st == http.StatusForbidden && hasRA {
-		// A 403 with Retry-After is a rate limit too (GitHub's secondary
-		// one), read as a 429.
-		st = http.StatusTooManyRequests
-	}
+	st, ra, hasRA := quotaStatus(r)
 	sent := r.Sent
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -451,10 +445,18 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 	}
 }
 
-// pauses reports whether a response of status pauses its destination for
-// its Retry-After: a 429, or a 403 (a secondary rate limit).
-func pauses(status int) bool {
-	return status == http.StatusTooManyRequests || status == http.StatusForbidden
+// quotaStatus returns the status an answer is read as for the quota, and
+// the Retry-After it pauses its destination for, if any: a 429's, or a
+// 403's, read as a 429 (GitHub answers its secondary rate limit with a
+// 403 and Retry-After).
+func quotaStatus(r *Result) (status int, ra time.Duration, hasRA bool) {
+	switch {
+	case r.Status == http.StatusTooManyRequests:
+		return r.Status, r.RetryAfter, r.HasRetryAfter
+	case r.Status == http.StatusForbidden && r.HasRetryAfter:
+		return http.StatusTooManyRequests, r.RetryAfter, true
+	}
+	return r.Status, 0, false
 }
 
 // pause refuses every request to the destination until until, and ends
