@@ -152,12 +152,12 @@ func TestThrottleRefusesAnOutageBehindNginx(t *testing.T) {
 // TestThrottleCountsACallerDeadlineOnASilentServerAsAStall: a server that
 // never answers, called by clients that give up as Go callers usually do,
 // with http.Client.Timeout or a context deadline (20ms), no
-// AttemptTimeout. An attempt whose caller's deadline expired while the
+// AttemptTimeout, and the Transport's own Timeout. An attempt whose caller's deadline expired while the
 // server was silent is a stall: of 300 operations, the server sees at
 // most 40%.
 func TestThrottleCountsACallerDeadlineOnASilentServerAsAStall(t *testing.T) {
 	t.Parallel()
-	for _, how := range []string{"http.Client.Timeout", "context deadline"} {
+	for _, how := range []string{"http.Client.Timeout", "context deadline", "Transport.Timeout"} {
 		t.Run(how, func(t *testing.T) {
 			t.Parallel()
 			var seen atomic.Int64
@@ -168,8 +168,11 @@ func TestThrottleCountsACallerDeadlineOnASilentServerAsAStall(t *testing.T) {
 			defer srv.Close()
 			tr := &Transport{Base: srv.Client().Transport, Throttle: &throttle.Throttle{}}
 			client := &http.Client{Transport: tr}
-			if how == "http.Client.Timeout" {
+			switch how {
+			case "http.Client.Timeout":
 				client.Timeout = 20 * time.Millisecond
+			case "Transport.Timeout":
+				tr.Timeout = 20 * time.Millisecond
 			}
 			const ops = 300
 			var wg sync.WaitGroup
