@@ -159,15 +159,21 @@ func (op *operation) mayWaitFor(reset, now time.Time) bool {
 // counted it.
 func (op *operation) recordAttempt(resp *http.Response, err error) {
 	if op.dest != nil {
-		if err != nil && neverSent(op.req, err) {
-			op.refundQuota()
-		}
-		op.recordAt(resp, err, op.lastStart)
+		op.recordLast(resp, err)
 	}
 }
 
-// recordAt is recordAttempt's work when a Throttle is set, apart so that
-// recordAttempt inlines.
+// recordLast is recordAttempt's work when a Throttle is set, apart so
+// that recordAttempt inlines: the ticket the refund gives back is the
+// one the operation last took, this attempt's.
+func (op *operation) recordLast(resp *http.Response, err error) {
+	if err != nil && neverSent(op.req, err) {
+		op.refundQuota()
+	}
+	op.recordAt(resp, err, op.lastStart)
+}
+
+// recordAt tells the Throttle how an attempt sent at sent went.
 func (op *operation) recordAt(resp *http.Response, err error, sent time.Time) {
 	r := op.answer(throttle.Result{Sent: sent}, resp, err)
 	switch {
