@@ -196,6 +196,9 @@ type hedgeFacts struct {
 	inProgress bool
 	// mayStart is what mayStartHedge says now.
 	mayStart bool
+	// hedgeError is set when the attempt is a hedge that ended with an
+	// error of its own, no response: nothing a server said.
+	hedgeError bool
 }
 
 // hedgeAction is what follows the end of an attempt of a hedged operation.
@@ -218,12 +221,18 @@ const (
 
 // afterAttempt decides what follows the end of an attempt of a hedged
 // operation. An answer that ends the operation (Final), or the caller
-// leaving (Canceled), wins at once. A failure that another attempt could
-// resolve never ends the attempts still running: it starts the next one
-// at once when one may start, unless its answer says a duplicate is in
-// progress. With nothing left in flight, the retry rules decide.
+// leaving (Canceled), wins at once; but a hedge's own final error (a
+// certificate its pool does not trust, a request its Base refuses) is no
+// answer of the server's and never ends an attempt still running: it is
+// set aside, and no further hedge is sent (see hedgeStops). A failure that
+// another attempt could resolve never ends the attempts still running: it
+// starts the next one at once when one may start, unless its answer says a
+// duplicate is in progress. With nothing left in flight, the retry rules
+// decide.
 func afterAttempt(f hedgeFacts) hedgeAction {
 	switch {
+	case f.stop == Final && f.hedgeError && f.inFlight > 0:
+		return hedgeKeep
 	case f.stop == Final || f.stop == Canceled:
 		return hedgeWin
 	case f.inFlight == 0 && f.stop != "":
@@ -234,6 +243,13 @@ func afterAttempt(f hedgeFacts) hedgeAction {
 		return hedgeNow
 	}
 	return hedgeKeep
+}
+
+// hedgeStops reports whether the end of an attempt ends hedging for the
+// operation: a hedge's own final error set aside says the hedges' path is
+// broken, and another hedge would meet it again.
+func hedgeStops(f hedgeFacts) bool {
+	return f.stop == Final && f.hedgeError && f.inFlight > 0
 }
 
 // mayStartHedge reports whether another attempt may be sent beside those

@@ -113,7 +113,7 @@ func TestThrottleMemoryIsBoundedWhateverTheHosts(t *testing.T) {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	for i := range 3 * DefaultMaxDestinations {
+	for i := range 3 * maxHostBudgets {
 		req := newRequest(t, context.Background(), "GET", "http://x.test/", nil)
 		req.URL = &url.URL{Scheme: "http", Host: fmt.Sprintf("h%d.%s", i, long), Path: "/"}
 		resp, err := tr.RoundTrip(req)
@@ -126,7 +126,7 @@ func TestThrottleMemoryIsBoundedWhateverTheHosts(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	grown := int64(after.HeapAlloc) - int64(before.HeapAlloc)
 	if grown > 16<<20 {
-		t.Errorf("after %d requests to distinct 16 KiB hosts, the Throttle keeps %d MiB ; want a bound near MaxKeys × about a kilobyte (Throttle.Key: each distinct key holds about a kilobyte of state; desttable: the memory it holds is bounded whatever keys the requests name)", 3*DefaultMaxDestinations, grown>>20)
+		t.Errorf("after %d requests to distinct 16 KiB hosts, the Throttle keeps %d MiB ; want a bound near MaxKeys × about a kilobyte (Throttle.Key: each distinct key holds about a kilobyte of state; desttable: the memory it holds is bounded whatever keys the requests name)", 3*maxHostBudgets, grown>>20)
 	}
 	runtime.KeepAlive(th)
 }

@@ -212,7 +212,9 @@ func (op *operation) ended(a *attempt, timer clockwork.Timer) (resp *http.Respon
 	var r facts
 	op.gather(&r, a.resp, a.err)
 	stop := eligible(&op.policy, &r)
-	f := hedgeFacts{stop: stop, inFlight: len(op.flight), inProgress: a.resp != nil && a.resp.StatusCode == http.StatusConflict && keyInProgress(a.resp), mayStart: op.mayHedge()}
+	f := hedgeFacts{stop: stop, inFlight: len(op.flight), inProgress: a.resp != nil && a.resp.StatusCode == http.StatusConflict && keyInProgress(a.resp),
+		mayStart: op.mayHedge(), hedgeError: a.hedge && a.err != nil}
+	op.refusedOnce = op.refusedOnce || hedgeStops(f)
 	switch afterAttempt(f) {
 	case hedgeWin:
 		return op.win(a, stop)

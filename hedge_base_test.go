@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,3 +72,40 @@ func (c *idleCloser) RoundTrip(*http.Request) (*http.Response, error) {
 	return nil, http.ErrNotSupported
 }
 func (c *idleCloser) CloseIdleConnections() { c.n.Add(1) }
+
+// TestHedgeOwnCertificateErrorLeavesTheFirstAttemptRunning: a TLS server
+// answers the first attempt 200, once the hedge has failed; the hedge
+// goes through Hedging.Base, a pool that does not trust the server's
+// certificate (a private CA it was not given). The hedge's certificate
+// error is no answer of the server's: it is set aside, no further hedge
+// is sent once it is known (TestHedgeStops holds that rule), and the
+// first attempt's 200 is returned.
+func TestHedgeOwnCertificateErrorLeavesTheFirstAttemptRunning(t *testing.T) {
+	t.Parallel()
+	hedgeFailed := make(chan struct{})
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hedgeFailed:
+		case <-time.After(10 * time.Second):
+		}
+		w.Write([]byte("first"))
+	}))
+	defer srv.Close()
+	untrusting := &http.Transport{}
+	defer untrusting.CloseIdleConnections()
+	var once sync.Once
+	hedgeBase := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := untrusting.RoundTrip(req)
+		once.Do(func() { close(hedgeFailed) })
+		return resp, err
+	})
+	tr := &Transport{Base: srv.Client().Transport, MaxAttempts: 3, Hedging: &Hedging{Delay: 10 * time.Millisecond, Base: hedgeBase}}
+	var o Outcome
+	resp, err := tr.RoundTrip(newRequest(t, WithOutcome(context.Background(), &o), "GET", srv.URL, nil))
+	if err != nil {
+		t.Fatalf("RoundTrip: %v; want the first attempt's 200 (outcome %+v)", err, o)
+	}
+	if got := readBody(t, resp); got != "first" || o.Winner != 1 || o.Hedges < 1 {
+		t.Errorf("body %q, winner %d, %d hedges; want the first attempt's answer after a hedge", got, o.Winner, o.Hedges)
+	}
+}

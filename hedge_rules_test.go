@@ -17,6 +17,8 @@ func TestAfterAttempt(t *testing.T) {
 	}{
 		{"a success wins over attempts in flight", hedgeFacts{stop: Final, inFlight: 2, mayStart: true}, hedgeWin},
 		{"a final error wins too", hedgeFacts{stop: Final, inFlight: 1}, hedgeWin},
+		{"a hedge's own final error leaves the others running", hedgeFacts{stop: Final, inFlight: 1, hedgeError: true, mayStart: true}, hedgeKeep},
+		{"a hedge's own final error, the last one, ends it", hedgeFacts{stop: Final, hedgeError: true}, hedgeWin},
 		{"the caller leaving ends it", hedgeFacts{stop: Canceled, inFlight: 2, mayStart: true}, hedgeWin},
 		{"a 503 with others running starts the next at once", hedgeFacts{inFlight: 1, mayStart: true}, hedgeNow},
 		{"a 503 when no more may start waits for the others", hedgeFacts{inFlight: 1}, hedgeKeep},
@@ -33,6 +35,25 @@ func TestAfterAttempt(t *testing.T) {
 				t.Errorf("afterAttempt(%+v) = %d; want %d", c.f, got, c.want)
 			}
 		})
+	}
+}
+
+// TestHedgeStops: only a hedge's own final error set aside while others
+// run ends hedging for the operation.
+func TestHedgeStops(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		f    hedgeFacts
+		want bool
+	}{
+		{hedgeFacts{stop: Final, inFlight: 1, hedgeError: true}, true},
+		{hedgeFacts{stop: Final, hedgeError: true}, false},
+		{hedgeFacts{stop: Final, inFlight: 1}, false},
+		{hedgeFacts{inFlight: 1, hedgeError: true}, false},
+	} {
+		if got := hedgeStops(c.f); got != c.want {
+			t.Errorf("hedgeStops(%+v) = %v; want %v", c.f, got, c.want)
+		}
 	}
 }
 

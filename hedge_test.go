@@ -387,9 +387,9 @@ func TestHedgeAdaptiveNeedsSamples(t *testing.T) {
 	base := roundTripFunc(func(req *http.Request) (*http.Response, error) { return response(req, 200, ""), nil })
 	tr := &Transport{Base: base, Clock: fc, Hedging: &Hedging{}}
 	host := "api.example"
-	for i := range DefaultMinSamples {
+	for i := range DefaultHedgeMinSamples {
 		if _, ok := tr.HedgeDelay(host); ok {
-			t.Fatalf("HedgeDelay known after %d samples; want only after %d", i, DefaultMinSamples)
+			t.Fatalf("HedgeDelay known after %d samples; want only after %d", i, DefaultHedgeMinSamples)
 		}
 		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://"+host+"/", nil))
 		if err != nil {

@@ -17,16 +17,17 @@ const (
 	// DefaultMinHedgeDelay is the adaptive delay's floor when
 	// Hedging.MinDelay is 0.
 	DefaultMinHedgeDelay = time.Millisecond
-	// DefaultMinSamples is how many latencies a key must have recorded
-	// before its adaptive delay (or a learned attempt limit) is used, when
-	// the field that sets it is 0.
-	DefaultMinSamples = 100
-	// DefaultMaxKeys is how many keys keep latencies when
+	// DefaultHedgeMinSamples is how many latencies a key must have
+	// recorded before its adaptive hedge delay is used, when
+	// Hedging.MinSamples is 0.
+	DefaultHedgeMinSamples = 100
+	// DefaultHedgeMaxKeys is how many keys keep latencies when
 	// Hedging.MaxKeys is 0; past it, one not used lately is forgotten.
-	DefaultMaxKeys = 32
+	DefaultHedgeMaxKeys = 32
 	// hedgeBurst is how many hedges beyond the MaxExtraLoad share a key
 	// may send in a burst: the extra-load cap is a bucket of this many
-	// tokens that every operation adds MaxExtraLoad of a token to.
+	// tokens that every operation adds hedgeHeadroom × MaxExtraLoad of a
+	// token to.
 	hedgeBurst = 10
 	// hedgeHeadroom is how far above the MaxExtraLoad share the cap
 	// refills: the adaptive delay asks for hedges at about that share,
@@ -197,14 +198,14 @@ func (h *Hedging) minDelay() time.Duration { return durationOr(h.MinDelay, Defau
 
 func (h *Hedging) minSamples() int {
 	if h.MinSamples <= 0 {
-		return DefaultMinSamples
+		return DefaultHedgeMinSamples
 	}
 	return h.MinSamples
 }
 
 func (h *Hedging) maxKeys() int {
 	if h == nil || h.MaxKeys <= 0 {
-		return DefaultMaxKeys
+		return DefaultHedgeMaxKeys
 	}
 	return h.MaxKeys
 }

@@ -169,9 +169,8 @@ type Transport struct {
 	// BudgetPerHost, when set and Budget is nil, gives each destination
 	// host its own default budget (20 tokens plus 0.1 per operation)
 	// instead of one for every host: a failing host then drains its own
-	// and never refuses the retries of a healthy one. At most
-	// [DefaultMaxDestinations] hosts are kept; one forgotten to make room
-	// starts again full. [Transport.EffectiveBudget] still returns the
+	// and never refuses the retries of a healthy one. At most 1024 hosts
+	// are kept; one forgotten to make room starts again full. [Transport.EffectiveBudget] still returns the
 	// budget the hosts would share. If false, or Budget is set, one
 	// budget serves every host.
 	BudgetPerHost bool
