@@ -43,7 +43,7 @@ type shedRun struct {
 func (c tconfig) shedSchedule() []phase {
 	return []phase{
 		{name: "healthy", dur: c.healthy},
-		{name: "overload", dur: c.brownout + 2*time.Second},
+		{name: "overload", dur: c.shedOver},
 		{name: "recovery", dur: c.healthy},
 	}
 }

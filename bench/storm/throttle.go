@@ -64,6 +64,7 @@ type tconfig struct {
 	fleetRate  float64       // operations per second of each process in throttle-fleet
 	hostFail   int           // two-hosts: 1 in hostFail operations to the healthy host fail their first attempt
 	lowRateDur time.Duration // throttle-lowrate's length
+	shedOver   time.Duration // the shed scenario's overload
 	meta       metaConfig
 	quota      quotaConfig
 
@@ -77,7 +78,7 @@ func defaultTConfig(c config) tconfig {
 	return tconfig{
 		rate: c.rate, capacity: c.capacity, service: c.service, deadline: c.deadline, seed: c.seed,
 		healthy: 4 * time.Second, outage: 10 * time.Second, brownout: 4 * time.Second,
-		fleet: 100, fleetRate: 50, hostFail: 20, lowRateDur: 20 * time.Second,
+		fleet: 100, fleetRate: 50, hostFail: 20, lowRateDur: 20 * time.Second, shedOver: 6 * time.Second,
 		meta:  defaultMetaConfig(),
 		quota: quotaConfig{limit: 100, window: time.Second, rate: 300, dur: 6 * time.Second, service: 2 * time.Millisecond},
 		log:   c.log,
