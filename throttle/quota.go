@@ -445,12 +445,22 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 	}
 }
 
+// apfPriorityLevel names the priority level of Kubernetes API Priority
+// and Fairness that answered a request, in its canonical spelling.
+const apfPriorityLevel = "X-Kubernetes-Pf-Prioritylevel-Uid"
+
 // quotaStatus returns the status an answer is read as for the quota, and
 // the Retry-After it pauses its destination for, if any: a 429's, or a
 // 403's, read as a 429 (GitHub answers its secondary rate limit with a
 // 403 and Retry-After).
 func quotaStatus(r *Result) (status int, ra time.Duration, hasRA bool) {
 	switch {
+	case r.Status == http.StatusTooManyRequests && len(r.Header[apfPriorityLevel]) > 0:
+		// Kubernetes API Priority and Fairness refused the request for
+		// its priority level alone: no quota of the whole server is
+		// spent, and other levels (a controller's lease renewal) still
+		// go. The 429 is an overload signal, counted as any other.
+		return http.StatusOK, 0, false
 	case r.Status == http.StatusTooManyRequests:
 		return r.Status, r.RetryAfter, r.HasRetryAfter
 	case r.Status == http.StatusForbidden && r.HasRetryAfter:
