@@ -167,8 +167,9 @@ type Budget struct {
 	unsettledMu sync.Mutex   // protects unsettled
 	unsettled   []scriptCall // calls whose answer was lost, for replay
 
-	grantsMu sync.Mutex    // protects grants
-	grants   []*localGrant // local tokens out for running operations; see refund.go
+	grantsMu   sync.Mutex    // protects grants and unrecorded
+	grants     []*localGrant // local tokens out for running operations; see refund.go
+	unrecorded int64         // local tokens out whose records the bound dropped
 
 	stop      chan struct{} // closed by Close to stop the flusher
 	done      chan struct{} // closed when the flusher has returned
