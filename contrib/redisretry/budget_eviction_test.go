@@ -100,3 +100,26 @@ func TestBudgetChecksTheNewPrimaryAfterFailover(t *testing.T) {
 		return b.State() == Local
 	})
 }
+
+// A Redis that hides INFO cannot tell its eviction policy: the Budget
+// treats it as one that may evict, with an error that says so, and uses
+// it with AllowEviction.
+func TestBudgetOnRedisWithoutINFOUsesLocalBucketUnlessAllowed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := redistest.Start(t, "--rename-command", "INFO", "")
+	rdb := srv.Client(t)
+	b := newBudget(t, rdb, "no-info", 20, 0.1, Options{FleetSize: 4, CallTimeout: patient, FlushInterval: time.Hour})
+	b.Deposit()
+	err := b.Flush(ctx)
+	if !errors.Is(err, ErrBudgetEviction) || !strings.Contains(err.Error(), "INFO") {
+		t.Fatalf("Flush = %v; want an error wrapping ErrBudgetEviction that names INFO", err)
+	}
+	if n := drain(t, b); n != 5 {
+		t.Errorf("granted %d; want the local bucket's 20/4 = 5", n)
+	}
+	allowed := newBudget(t, rdb, "no-info", 20, 0.1, Options{CallTimeout: patient, FlushInterval: time.Hour, AllowEviction: true})
+	if n := drain(t, allowed); n != 20 {
+		t.Errorf("with AllowEviction granted %d; want the shared bucket's 20", n)
+	}
+}

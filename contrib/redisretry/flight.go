@@ -62,6 +62,11 @@ func (b *Budget) withdrawShared(ctx context.Context) bool {
 	defer b.asking.Add(-1)
 	for waited := false; ; {
 		f, lead := b.flights.board()
+		if lead && b.state.Load() != int32(Shared) {
+			// The call just landed fell back: no new call.
+			b.flights.land(f, false)
+			return b.withdrawLocal(ctx)
+		}
 		if lead {
 			granted, empty := b.ask(ctx)
 			b.flights.land(f, empty)

@@ -32,7 +32,12 @@ import (
 // and nothing changes. It returns {tokens granted, units after}.
 var bucketScript = redis.NewScript(`
 if ARGV[7] == '1' then
-  local id = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+  -- pcall: a Redis that hides INFO cannot tell its policy, an error too.
+  local ok, server = pcall(redis.call, 'INFO', 'server')
+  if not ok then
+    return redis.error_reply('EVICTS the policy cannot be read: INFO is refused')
+  end
+  local id = string.match(server, 'run_id:(%x+)')
   if not id or redis.call('GET', KEYS[4]) ~= id then
     local policy = string.match(redis.call('INFO', 'memory'), 'maxmemory_policy:([%w-]+)')
     if policy ~= 'noeviction' then
