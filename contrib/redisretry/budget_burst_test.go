@@ -52,3 +52,51 @@ func TestBudgetBurstOfFailuresCostsAtMostOneCommandPerTenOperations(t *testing.T
 	}
 	t.Logf("%d failing operations: %d Redis commands, %d retries granted", burst, c.n.Load(), granted.Load())
 }
+
+// The Withdraw whose call the others wait for leaves (its context ends)
+// while Redis has not answered: it is refused, its waiters are still
+// granted (they ask again, or take what the call leased when it lands),
+// and once the Budget is closed the bucket has lost exactly the tokens
+// the waiters spent: the grant of the call whose caller left went back.
+func TestBudgetWaitersOfACallWhoseCallerLeftAreStillGranted(t *testing.T) {
+	t.Parallel()
+	srv, rdb := server(t)
+	g := &tokenGate{open: make(chan struct{})}
+	rdb.AddHook(g)
+	b, err := NewBudget(rdb, "flight-left", 40, 0, Options{FleetSize: 4, FlushInterval: time.Hour, CallTimeout: patient})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+
+	leader, leave := context.WithCancel(context.Background())
+	led := make(chan bool)
+	go func() { led <- b.Withdraw(leader) }()
+	eventually(t, "the first Withdraw asking", func() bool { return b.asking.Load() == 1 })
+	const waiters = 5
+	var granted atomic.Int64
+	var wg sync.WaitGroup
+	for range waiters {
+		wg.Go(func() {
+			if b.Withdraw(context.Background()) {
+				granted.Add(1)
+			}
+		})
+	}
+	eventually(t, "every waiter asking", func() bool { return b.asking.Load() == 1+waiters })
+	leave()
+	if <-led {
+		t.Error("the Withdraw whose context ended was granted")
+	}
+	close(g.open)
+	wg.Wait()
+	if got := granted.Load(); got != waiters {
+		t.Errorf("%d of %d waiters granted; want all", got, waiters)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if got := rawTokens(t, srv.Client(t), "flight-left", 40); got != 40-waiters {
+		t.Errorf("the bucket holds %v tokens after %d were spent; want %d", got, waiters, 40-waiters)
+	}
+}

@@ -3,6 +3,7 @@ package redisretry
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -121,5 +122,37 @@ func TestBudgetOnRedisWithoutINFOUsesLocalBucketUnlessAllowed(t *testing.T) {
 	allowed := newBudget(t, rdb, "no-info", 20, 0.1, Options{CallTimeout: patient, FlushInterval: time.Hour, AllowEviction: true})
 	if n := drain(t, allowed); n != 20 {
 		t.Errorf("with AllowEviction granted %d; want the shared bucket's 20", n)
+	}
+}
+
+// A noeviction Redis past its maxmemory refuses writes: the Budget's call
+// changes nothing and the Budget withdraws from its local bucket.
+func TestBudgetOnAFullNoevictionRedisUsesLocalBucket(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := redistest.Start(t, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
+	rdb := srv.Client(t)
+	value := strings.Repeat("v", 1024)
+	for i := 0; ; i++ {
+		err := rdb.Set(ctx, "fill:"+strconv.Itoa(i), value, 0).Err()
+		if err != nil && strings.Contains(err.Error(), "OOM") {
+			break
+		}
+		if err != nil || i > 100_000 {
+			t.Fatalf("filling the server: %v after %d keys", err, i)
+		}
+	}
+	b := newBudget(t, rdb, "full", 20, 0.1, Options{FleetSize: 4, CallTimeout: patient, FlushInterval: time.Hour})
+	b.Deposit()
+	err := b.Flush(ctx)
+	t.Logf("Flush on a full Redis: %v", err)
+	if err == nil || b.State() != Local {
+		t.Fatalf("Flush = %v, state %v; want an error and the local bucket", err, b.State())
+	}
+	if n := drain(t, b); n != 5 {
+		t.Errorf("granted %d; want the local bucket's 20/4 = 5", n)
+	}
+	if n, err := rdb.Exists(ctx, "full").Result(); err != nil || n != 0 {
+		t.Errorf("EXISTS full = %d, %v; want 0: a full Redis took no write", n, err)
 	}
 }
