@@ -28,8 +28,10 @@ const (
 	// Slow answers as Answer does after Options.Slow (or until the
 	// request is canceled, when it answers nothing).
 	Slow
-	// Misdirected answers 421 Misdirected Request on every connection's
-	// first request, and as Answer on the next.
+	// Misdirected answers 421 Misdirected Request to every request on the
+	// first connection that brings one after it is set, as a server that
+	// does not serve the host on a connection coalesced to it would, and
+	// as Answer on other connections.
 	Misdirected
 )
 
@@ -84,12 +86,17 @@ type Backend struct {
 	// Open is how many of its connections are open now.
 	Open atomic.Int64
 
-	mu     sync.Mutex      // protects served
-	served map[string]bool // remote addresses of connections that had a request
+	mu          sync.Mutex // protects misdirected
+	misdirected string     // the remote address of the connection it misdirects
 }
 
 // Set changes what the backend does from its next request on.
-func (b *Backend) Set(v Behaviour) { b.behaviour.Store(int32(v)) }
+func (b *Backend) Set(v Behaviour) {
+	b.mu.Lock()
+	b.misdirected = ""
+	b.mu.Unlock()
+	b.behaviour.Store(int32(v))
+}
 
 // Start starts one backend on each of addrs, all on one free port. Close
 // the Group when done.
@@ -119,7 +126,7 @@ func Start(addrs []netip.Addr, opt Options) (*Group, error) {
 	}
 	g.URL = scheme + "://" + net.JoinHostPort(opt.Host, strconv.Itoa(g.Port))
 	for i, ln := range lns {
-		b := &Backend{Index: i, Addr: addrs[i], served: make(map[string]bool)}
+		b := &Backend{Index: i, Addr: addrs[i]}
 		g.Backends = append(g.Backends, b)
 		srv := &http.Server{
 			Handler:   b.handler(opt),
@@ -212,9 +219,6 @@ func (b *Backend) connState(c net.Conn, s http.ConnState) {
 		b.Open.Add(1)
 	case http.StateHijacked, http.StateClosed:
 		b.Open.Add(-1)
-		b.mu.Lock()
-		delete(b.served, c.RemoteAddr().String())
-		b.mu.Unlock()
 	}
 }
 
@@ -235,7 +239,7 @@ func (b *Backend) handler(opt Options) http.Handler {
 				return
 			}
 		case Misdirected:
-			if b.firstOnConn(r) {
+			if b.misdirects(r) {
 				w.WriteHeader(http.StatusMisdirectedRequest)
 				return
 			}
@@ -244,16 +248,15 @@ func (b *Backend) handler(opt Options) http.Handler {
 	})
 }
 
-// firstOnConn reports whether r is the first request its connection
-// brought: each of a client's connections has a remote port of its own.
-func (b *Backend) firstOnConn(r *http.Request) bool {
+// misdirects reports whether r came on the connection the backend
+// misdirects: the first that brought a request since Misdirected was set.
+func (b *Backend) misdirects(r *http.Request) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.served[r.RemoteAddr] {
-		return false
+	if b.misdirected == "" {
+		b.misdirected = r.RemoteAddr
 	}
-	b.served[r.RemoteAddr] = true
-	return true
+	return b.misdirected == r.RemoteAddr
 }
 
 // reset ends the request without an answer: over HTTP/1.1 it hijacks the
