@@ -73,6 +73,7 @@ type run struct {
 	elsewhere int // of those, the second request went to another backend than the first
 	tlsErrs   int64
 	conns     int64
+	p99       time.Duration // of the operations' durations
 }
 
 func main() {
@@ -128,19 +129,24 @@ func measure(useTLS bool, fault spreadtest.Behaviour, policy string, rate float6
 	n := int(rate * duration.Seconds())
 	var ok atomic.Int64
 	var wg sync.WaitGroup
+	took := make([]time.Duration, n)
 	start := time.Now()
 	for i := range n {
 		time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			began := time.Now()
 			if get(client, g.URL, fmt.Sprint(i)) {
 				ok.Add(1)
 			}
+			took[i] = time.Since(began)
 		}()
 	}
 	wg.Wait()
 	r.ops, r.ok, r.tlsErrs = n, int(ok.Load()), tlsErrs.Load()
+	slices.Sort(took)
+	r.p99 = took[(len(took)*99+99)/100-1]
 	seen.Range(func(_, v any) bool {
 		if second, elsewhere := v.(*opSeen).elsewhere(); second {
 			r.second++

@@ -16,13 +16,13 @@ const (
 // whether every target was met.
 func report(w io.Writer, runs []*run, rate float64, duration time.Duration) bool {
 	fmt.Fprintf(w, "Four backends on 127.0.0.2-127.0.0.5 behind one hostname; %.0f operations a second for %v per run, the same arrivals for every policy; MaxAttempts 2, Timeout 3 s, a budget that refuses no retry; with the slow backend (1 s), hedges after 50 ms. The backend that fails or goes slow is the one that got the most of 20 operations sent first, one by one: one the client is connected to. \"today\": one pooled *http.Transport whose dialer picks one of the addresses at random for each new connection.\n\n", rate, duration)
-	fmt.Fprintln(w, "| protocol | backends | policy | ops | success | second attempts | of those, on another address | connections | TLS errors |")
-	fmt.Fprintln(w, "|---|---|---|--:|--:|--:|--:|--:|--:|")
+	fmt.Fprintln(w, "| protocol | backends | policy | ops | success | p99 ms | second attempts | of those, on another address | connections | TLS errors |")
+	fmt.Fprintln(w, "|---|---|---|--:|--:|--:|--:|--:|--:|--:|")
 	var retried, retriedElsewhere, hedged, hedgedElsewhere, failingOps, failingOK int
 	var tlsErrs int64
 	for _, r := range runs {
-		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %d | %s | %d | %d |\n",
-			r.proto, r.fault, r.policy, r.ops, percent(r.ok, r.ops), r.second, percent(r.elsewhere, r.second), r.conns, r.tlsErrs)
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %d | %d | %s | %d | %d |\n",
+			r.proto, r.fault, r.policy, r.ops, percent(r.ok, r.ops), r.p99.Milliseconds(), r.second, percent(r.elsewhere, r.second), r.conns, r.tlsErrs)
 		if !r.spread {
 			continue
 		}
