@@ -23,7 +23,8 @@ func (t *Transport) addrTransport(target, hostport string, own bool) (*http.Tran
 	} else if rt = t.New(); rt == nil {
 		return nil, errors.New("spread: New returned a nil *http.Transport")
 	}
-	if rt.DialTLSContext != nil || rt.DialTLS != nil { //lint:ignore SA1019 DialTLS is checked, not used
+	//lint:ignore SA1019 DialTLS is checked, not used
+	if rt.DialTLSContext != nil || rt.DialTLS != nil {
 		return nil, ErrDialTLS
 	}
 	if own && !t.own(rt) {
@@ -31,12 +32,14 @@ func (t *Transport) addrTransport(target, hostport string, own bool) (*http.Tran
 	}
 	// A Transport that would speak HTTP/2 by default keeps it: net/http
 	// turns it off by default for a Transport with a dialer of its own.
-	if rt.Protocols == nil && rt.TLSNextProto == nil && rt.TLSClientConfig == nil &&
-		rt.DialContext == nil && rt.Dial == nil { //lint:ignore SA1019 Dial is checked, not used
+	//lint:ignore SA1019 Dial is checked, not used
+	ownDial := rt.DialContext != nil || rt.Dial != nil
+	if rt.Protocols == nil && rt.TLSNextProto == nil && rt.TLSClientConfig == nil && !ownDial {
 		rt.ForceAttemptHTTP2 = true
 	}
 	dial := baseDial(rt)
-	rt.Dial = nil //lint:ignore SA1019 Dial is cleared: DialContext replaces it
+	//lint:ignore SA1019 Dial is cleared: DialContext replaces it
+	rt.Dial = nil
 	rt.DialContext = func(ctx context.Context, network, address string) (net.Conn, error) {
 		if strings.EqualFold(address, target) {
 			address = hostport
@@ -51,7 +54,8 @@ func baseDial(rt *http.Transport) func(ctx context.Context, network, address str
 	if rt.DialContext != nil {
 		return rt.DialContext
 	}
-	if d := rt.Dial; d != nil { //lint:ignore SA1019 a Transport from New may set only Dial
+	//lint:ignore SA1019 a Transport from New may set only Dial
+	if d := rt.Dial; d != nil {
 		return func(_ context.Context, network, address string) (net.Conn, error) { return d(network, address) }
 	}
 	return (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext

@@ -44,6 +44,8 @@ type Resolver interface {
 
 // marker makes the Transport ask httpretry.Transport for the addresses
 // an operation's earlier attempts were sent to; it adds no exported name.
+//
+//lint:ignore U1000 embedded for its method, which tried.Wants asks for
 type marker = tried.Marker
 
 // Transport is an [http.RoundTripper] that sends each request to one of
@@ -71,6 +73,7 @@ type marker = tried.Marker
 // Proxy that returns one) dial the proxy, which then chooses the address:
 // they are not spread.
 type Transport struct {
+	//lint:ignore U1000 embedded for its method, which tried.Wants asks for
 	marker
 
 	// New returns a new *http.Transport for one address, on every call:
