@@ -92,7 +92,7 @@ func (t *Transport) forgetIdleLocked(now time.Time) {
 	for key, h := range t.hosts {
 		if h.idleSince(now, t.refresh()) {
 			h.closeIdle()
-			for _, a := range h.addrs {
+			for _, a := range slices.Concat(h.addrs, h.retired) {
 				t.disown(a.rt)
 			}
 			delete(t.hosts, key)
@@ -105,10 +105,10 @@ func (t *Transport) forgetIdleLocked(now time.Time) {
 func (h *host) idleSince(now time.Time, d time.Duration) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.retired) > 0 || now.Sub(h.lastUsed) <= d {
+	if now.Sub(h.lastUsed) <= d {
 		return false
 	}
-	for _, a := range h.addrs {
+	for _, a := range slices.Concat(h.addrs, h.retired) {
 		if a.inFlight > 0 {
 			return false
 		}
@@ -127,6 +127,7 @@ func (h *host) choose(ctx context.Context, set *tried.Set) (*addr, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.lastUsed = now
+	h.sweepRetired()
 	cs := make([]choice, len(h.addrs))
 	for i, a := range h.addrs {
 		cs[i] = choice{tried: set != nil && set.Has(a.hostport), ejected: a.health.ejected(now), inFlight: a.inFlight}
@@ -218,7 +219,7 @@ func (h *host) update(ips []netip.Addr) {
 	port, _ := netip.ParseAddrPort(net.JoinHostPort("0.0.0.0", h.port))
 	next := make([]*addr, 0, len(ips))
 	for _, ip := range ips {
-		ip = ip.Unmap().WithZone("")
+		ip = ip.Unmap()
 		if slices.ContainsFunc(next, func(a *addr) bool { return a.ip == ip }) {
 			continue
 		}
@@ -230,20 +231,23 @@ func (h *host) update(ips []netip.Addr) {
 		next = append(next, a)
 	}
 	slices.SortFunc(next, func(a, b *addr) int { return a.ip.Compare(b.ip) })
+	// An address already retired with nothing in flight has had its
+	// connections closed since the last lookup: it is forgotten. One that
+	// leaves now is kept until the next, its idle connections closed.
 	var retired []*addr
 	for _, a := range slices.Concat(h.addrs, h.retired) {
 		if slices.Contains(next, a) {
 			continue
 		}
-		a.retired = true
 		if a.rt != nil {
 			a.rt.CloseIdleConnections()
 		}
-		if a.inFlight > 0 {
-			retired = append(retired, a)
-		} else {
+		if a.retired && a.inFlight == 0 {
 			h.t.disown(a.rt)
+			continue
 		}
+		a.retired = true
+		retired = append(retired, a)
 	}
 	h.addrs, h.retired = next, retired
 }
@@ -258,13 +262,8 @@ func (h *host) find(ip netip.Addr) *addr {
 	return nil
 }
 
-// record counts an attempt's answer (at its response's headers, or its
-// error) for its address's health.
-func (h *host) record(a *addr, resp *http.Response, err error) {
-	if failed(resp, err) {
-		h.recordFailure(a, err != nil)
-		return
-	}
+// recordSuccess restores a, whatever its failures.
+func (h *host) recordSuccess(a *addr) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	a.health = h.t.ejectRule().succeeded(a.health)
@@ -291,15 +290,26 @@ func (h *host) recordFailure(a *addr, conn bool) {
 
 // release ends an attempt's time in flight: its response body was closed
 // or read to its end, or it ended in an error. The last attempt of a
-// retired address closes its Transport's idle connections.
+// retired address closes its Transport's idle connections: over HTTP/1.1
+// its connection is closed as soon as it is idle; an HTTP/2 connection
+// may still be finishing its stream, and sweepRetired closes it later.
 func (h *host) release(a *addr) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	a.inFlight--
 	if a.retired && a.inFlight == 0 {
 		a.rt.CloseIdleConnections()
-		h.retired = slices.DeleteFunc(h.retired, func(b *addr) bool { return b == a })
-		h.t.disown(a.rt)
+	}
+}
+
+// sweepRetired closes the idle connections of the retired addresses with
+// nothing in flight: each request to the host does, until the next lookup
+// forgets them. h.mu is held.
+func (h *host) sweepRetired() {
+	for _, a := range h.retired {
+		if a.inFlight == 0 && a.rt != nil {
+			a.rt.CloseIdleConnections()
+		}
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
-	"github.com/httpretry/httpretry/internal/overload"
 	"github.com/httpretry/httpretry/internal/tried"
 )
 
@@ -192,26 +191,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
-	resp, err := a.rt.RoundTrip(req)
+	sent, trace := withConnTrace(req)
+	resp, err := a.rt.RoundTrip(sent)
 	if err == nil && resp.StatusCode == http.StatusMisdirectedRequest {
-		resp, err = t.misdirected(h, a, req, resp)
+		resp, err = t.misdirected(h, a, sent, resp)
 	}
-	h.record(a, resp, err)
+	v := judgeAnswer(resp, err, trace.asked.Load())
+	if v == failure {
+		h.recordFailure(a, err != nil)
+	}
 	if err != nil {
 		h.release(a)
 		return nil, err
 	}
-	return h.track(a, resp), nil
-}
-
-// failed reports whether an attempt's result counts against its address:
-// an error, unless the request's context was canceled (a hedge that lost,
-// a caller that gave up), or a 5xx that signals overload.
-func failed(resp *http.Response, err error) bool {
-	if err != nil {
-		return !errors.Is(err, context.Canceled)
-	}
-	return resp.StatusCode >= 500 && overload.Response(resp)
+	return h.track(a, resp, v == success), nil
 }
 
 // CloseIdleConnections closes the idle connections of every address's

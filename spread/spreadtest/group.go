@@ -28,6 +28,10 @@ const (
 	// Slow answers as Answer does after Options.Slow (or until the
 	// request is canceled, when it answers nothing).
 	Slow
+	// Trickle answers 200 at once with the first bytes of its body, and
+	// the rest after Options.Slow (or nothing more, once the request is
+	// canceled).
+	Trickle
 	// Misdirected answers 421 Misdirected Request to every request on the
 	// first connection that brings one after it is set, as a server that
 	// does not serve the host on a connection coalesced to it would, and
@@ -233,6 +237,14 @@ func (b *Backend) handler(opt Options) http.Handler {
 			reset(w, r)
 			return
 		case Slow:
+			select {
+			case <-time.After(opt.Slow):
+			case <-r.Context().Done():
+				return
+			}
+		case Trickle:
+			io.WriteString(w, b.Addr.String())
+			w.(http.Flusher).Flush()
 			select {
 			case <-time.After(opt.Slow):
 			case <-r.Context().Done():
