@@ -1,12 +1,18 @@
 package spread_test
 
 import (
+	"context"
 	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/httpretry/httpretry"
+	"github.com/httpretry/httpretry/spread"
 	"github.com/httpretry/httpretry/spread/spreadtest"
 )
 
@@ -112,4 +118,48 @@ func count(xs []int, x int) int {
 		}
 	}
 	return n
+}
+
+// TestRetryAfterAnInstanceDiedGoesToAnotherAddress: one of four backends
+// dies after every address has a pooled connection (its connections
+// close, new ones are refused). Every operation succeeds, and the dead
+// address is ejected after its failures: it is dialed no more than the
+// ejection threshold allows.
+func TestRetryAfterAnInstanceDiedGoesToAnotherAddress(t *testing.T) {
+	for _, tls := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tls=%v", tls), func(t *testing.T) {
+			g := startGroup(t, spreadtest.Options{TLS: tls})
+			sp := newSpread(t, g)
+			var refusedMu sync.Mutex
+			refused := 0
+			base := sp.New
+			sp.New = func() *http.Transport {
+				tr := base()
+				dial := (&net.Dialer{}).DialContext
+				tr.DialContext = func(ctx context.Context, network, address string) (net.Conn, error) {
+					c, err := dial(ctx, network, address)
+					if err != nil && address == netip.AddrPortFrom(g.Backends[0].Addr, uint16(g.Port)).String() {
+						refusedMu.Lock()
+						refused++
+						refusedMu.Unlock()
+					}
+					return c, err
+				}
+				return tr
+			}
+			rt := &httpretry.Transport{Base: sp, MaxAttempts: 2}
+			connectAll(t, rt, g)
+			g.Kill(0)
+			for i := range 200 {
+				if _, _, err := getOp(t, rt, g, fmt.Sprint("after-", i)); err != nil {
+					t.Fatalf("op %d after the instance died: %v", i, err)
+				}
+			}
+			refusedMu.Lock()
+			defer refusedMu.Unlock()
+			if refused == 0 || refused > spread.DefaultEjectAfter {
+				t.Fatalf("the dead address was dialed and refused %d times, want 1 to %d", refused, spread.DefaultEjectAfter)
+			}
+		})
+	}
 }

@@ -193,6 +193,10 @@ func (g *Group) Close() {
 	g.wg.Wait()
 }
 
+// Kill stops backend i as a process that died would: its listener and
+// its connections close, and a connection to its address is refused.
+func (g *Group) Kill(i int) { g.servers[i].Close() }
+
 // Addrs is the backends' addresses.
 func (g *Group) Addrs() []netip.Addr {
 	out := make([]netip.Addr, len(g.Backends))
