@@ -55,10 +55,13 @@ type marker = tried.Marker
 // has fewer requests in flight; a retry or a hedge of an httpretry
 // operation goes to an address the operation has not tried while one is
 // left, and to any once all were tried. An address that fails EjectAfter
-// times in a row (a connection error, a stall cut by the request's
-// context, or a 5xx that signals overload: 503, 529, or a 5xx with
-// "X-Should-Retry: false") is ejected: no attempt goes to it while
-// another address can take it. A success restores it. A 421 Misdirected
+// times in a row (a connection error, a deadline before the response's
+// headers, a body that breaks off, or a 5xx that signals overload: 503,
+// 529, or a 5xx with "X-Should-Retry: false") is ejected: no attempt goes
+// to it while another address can take it. A success restores it. What
+// a caller alone causes counts neither way: a 429, a canceled attempt, a
+// request refused before it asked for a connection, a body cut by the
+// request's deadline. A 421 Misdirected
 // Request is sent once more to the same address on a fresh connection,
 // when the request's body can be sent again.
 //
