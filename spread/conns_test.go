@@ -3,8 +3,11 @@ package spread_test
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -227,3 +230,46 @@ type closeCounter struct{ closes int }
 
 func (c *closeCounter) Read([]byte) (int, error) { return 0, errors.New("not read") }
 func (c *closeCounter) Close() error             { c.closes++; return nil }
+
+// TestMisdirectedWithABodySentAgainOnlyWithGetBody: after a 421, a POST
+// whose body GetBody can make again is sent again and answered; one
+// whose body cannot be made again gets the 421 itself, its body closed
+// once.
+func TestMisdirectedWithABodySentAgainOnlyWithGetBody(t *testing.T) {
+	g := startGroup(t, spreadtest.Options{})
+	for _, b := range g.Backends {
+		b.Set(spreadtest.Misdirected)
+	}
+	sp := newSpread(t, g)
+	req, _ := http.NewRequest(http.MethodPost, g.URL, strings.NewReader("order"))
+	resp, err := sp.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("with GetBody: status %d, want 200", resp.StatusCode)
+	}
+	for _, b := range g.Backends {
+		b.Set(spreadtest.Misdirected) // a new connection to misdirect
+	}
+	body := &onceBody{r: strings.NewReader("order")}
+	req, _ = http.NewRequest(http.MethodPost, g.URL, body)
+	resp, err = sp.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMisdirectedRequest || body.closes.Load() != 1 {
+		t.Fatalf("without GetBody: status %d, body closed %d times; want 421 and 1", resp.StatusCode, body.closes.Load())
+	}
+}
+
+// onceBody is a request body with no GetBody that counts its closes.
+type onceBody struct {
+	r      io.Reader
+	closes atomic.Int64
+}
+
+func (b *onceBody) Read(p []byte) (int, error) { return b.r.Read(p) }
+func (b *onceBody) Close() error               { b.closes.Add(1); return nil }

@@ -203,3 +203,12 @@ func TestAddressTransportFromNew(t *testing.T) {
 		t.Error("a nil Transport from New was used")
 	}
 }
+
+func mustParse(t *testing.T, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
