@@ -47,7 +47,7 @@ type host struct {
 
 	mu         sync.Mutex
 	addrs      []*addr // the last answer, in address order
-	retired    []*addr // addresses that left the answer with attempts in flight
+	retired    []*addr // addresses that left the answer: kept to the next lookup, or while attempts to them run
 	resolvedAt time.Time
 	lastLookup time.Time
 	stale      bool // a connection error asks for a lookup
