@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -76,5 +77,28 @@ func TestRequestWaitingForTheFirstLookupEndsWithItsContext(t *testing.T) {
 	}
 	if got := d.list(); len(got) != 1 {
 		t.Fatalf("dialed %v, want one address", got)
+	}
+}
+
+// TestConnectionsOfAForgottenAddressAreClosed: the connections an
+// address's Transport dialed are recorded until closed, and closeAll
+// closes those still open, whether or not net/http counts them idle.
+func TestConnectionsOfAForgottenAddressAreClosed(t *testing.T) {
+	var s connSet
+	a, peerA := net.Pipe()
+	b, peerB := net.Pipe()
+	defer peerA.Close()
+	defer peerB.Close()
+	ta, tb := s.track(a), s.track(b)
+	ta.Close()
+	if n := s.open(); n != 1 {
+		t.Fatalf("%d open after one closed, want 1", n)
+	}
+	s.closeAll()
+	if n := s.open(); n != 0 {
+		t.Fatalf("%d open after closeAll, want 0", n)
+	}
+	if _, err := tb.Write([]byte("x")); err == nil {
+		t.Fatal("a connection closeAll closed still writes")
 	}
 }

@@ -102,8 +102,7 @@ func TestCloseIdleConnectionsReachesEveryAddress(t *testing.T) {
 			g := startGroup(t, spreadtest.Options{TLS: tls})
 			sp := newSpread(t, g)
 			connectAll(t, sp, g)
-			sp.CloseIdleConnections()
-			waitFor(t, "every connection closed", func() bool { return g.OpenConns() == 0 })
+			closeIdleUntilClosed(t, sp, g)
 		})
 	}
 }
@@ -201,8 +200,7 @@ func TestMisdirectedIsSentAgainOnAFreshConnection(t *testing.T) {
 			if conns != 2 || reqs != 2 {
 				t.Fatalf("%d connections, %d requests; want 2 and 2", conns, reqs)
 			}
-			sp.CloseIdleConnections()
-			waitFor(t, "every connection closed", func() bool { return g.OpenConns() == 0 })
+			closeIdleUntilClosed(t, sp, g)
 		})
 	}
 }
@@ -273,3 +271,14 @@ type onceBody struct {
 
 func (b *onceBody) Read(p []byte) (int, error) { return b.r.Read(p) }
 func (b *onceBody) Close() error               { b.closes.Add(1); return nil }
+
+// closeIdleUntilClosed calls CloseIdleConnections until g has no
+// connection open: an HTTP/2 connection finishes its last stream on
+// net/http's goroutine after the body is closed, and is not idle before.
+func closeIdleUntilClosed(t *testing.T, sp *spread.Transport, g *spreadtest.Group) {
+	t.Helper()
+	waitFor(t, "every connection closed", func() bool {
+		sp.CloseIdleConnections()
+		return g.OpenConns() == 0
+	})
+}

@@ -13,10 +13,11 @@ import (
 
 // addrTransport returns a Transport from New that dials hostport for
 // target, the host and port as net/http dials them, and passes any other
-// dial (a proxy's) through. own says whether it serves the address from
-// now on (rather than one request, on a fresh connection): it is then
-// checked against the Transports already in use, and recorded.
-func (t *Transport) addrTransport(target, hostport string, own bool) (*http.Transport, error) {
+// dial (a proxy's) through; conns, if not nil, records the connections it
+// dials. own says whether it serves the address from now on (rather than
+// one request, on a fresh connection): it is then checked against the
+// Transports already in use, and recorded.
+func (t *Transport) addrTransport(target, hostport string, own bool, conns *connSet) (*http.Transport, error) {
 	var rt *http.Transport
 	if t.New == nil {
 		rt = cleanhttp.DefaultPooledTransport()
@@ -44,7 +45,11 @@ func (t *Transport) addrTransport(target, hostport string, own bool) (*http.Tran
 		if strings.EqualFold(address, target) {
 			address = hostport
 		}
-		return dial(ctx, network, address)
+		c, err := dial(ctx, network, address)
+		if err != nil || conns == nil {
+			return c, err
+		}
+		return conns.track(c), nil
 	}
 	return rt, nil
 }

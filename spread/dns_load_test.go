@@ -64,8 +64,7 @@ func TestDNSChangesUnderLoad(t *testing.T) {
 			for err := range errs {
 				t.Fatal(err)
 			}
-			sp.CloseIdleConnections()
-			waitFor(t, "every connection closed", func() bool { return g.OpenConns() == 0 })
+			closeIdleUntilClosed(t, sp, g)
 		})
 	}
 }

@@ -29,6 +29,7 @@ type addr struct {
 	ip       netip.Addr
 	hostport string          // what is dialed, and what the operation's tried set records
 	rt       *http.Transport // made at its first attempt
+	conns    connSet         // the connections rt dialed, still open
 	inFlight int             // attempts sent whose response body is not yet closed
 	health   health
 	retired  bool // it left the host's answer
@@ -92,9 +93,11 @@ func (t *Transport) forgetIdleLocked(now time.Time) {
 	for key, h := range t.hosts {
 		if h.idleSince(now, t.refresh()) {
 			h.closeIdle()
+			h.mu.Lock()
 			for _, a := range slices.Concat(h.addrs, h.retired) {
-				t.disown(a.rt)
+				h.forget(a)
 			}
+			h.mu.Unlock()
 			delete(t.hosts, key)
 		}
 	}
@@ -138,7 +141,7 @@ func (h *host) choose(ctx context.Context, set *tried.Set) (*addr, error) {
 	}
 	a := h.addrs[i]
 	if a.rt == nil {
-		rt, err := h.t.addrTransport(h.key, a.hostport, true)
+		rt, err := h.t.addrTransport(h.key, a.hostport, true, &a.conns)
 		if err != nil {
 			return nil, err
 		}
@@ -243,13 +246,21 @@ func (h *host) update(ips []netip.Addr) {
 			a.rt.CloseIdleConnections()
 		}
 		if a.retired && a.inFlight == 0 {
-			h.t.disown(a.rt)
+			h.forget(a)
 			continue
 		}
 		a.retired = true
 		retired = append(retired, a)
 	}
 	h.addrs, h.retired = next, retired
+}
+
+// forget lets go of a, an address with nothing in flight that its host
+// no longer keeps: its connections are closed, idle or not (the last
+// streams have ended), and its Transport is disowned. h.mu is held.
+func (h *host) forget(a *addr) {
+	a.conns.closeAll()
+	h.t.disown(a.rt)
 }
 
 // find returns the known address ip, current or retired, or nil.

@@ -159,7 +159,7 @@ func TestNoAddressIsAnError(t *testing.T) {
 func TestAddressTransportFromNew(t *testing.T) {
 	var d dials
 	sp, _ := fakeSpread(spreadtest.NewResolver(four...), &d)
-	rt, err := sp.addrTransport("api.example:443", "10.0.0.1:443", true)
+	rt, err := sp.addrTransport("api.example:443", "10.0.0.1:443", true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestAddressTransportFromNew(t *testing.T) {
 		t.Error("a Transport with a dialer of its own was made to speak HTTP/2")
 	}
 	sp.New = func() *http.Transport { return &http.Transport{} }
-	if rt, _ := sp.addrTransport("a:443", "10.0.0.1:443", true); !rt.ForceAttemptHTTP2 {
+	if rt, _ := sp.addrTransport("a:443", "10.0.0.1:443", true, nil); !rt.ForceAttemptHTTP2 {
 		t.Error("a default Transport lost HTTP/2")
 	}
 	shared := &http.Transport{}
@@ -187,7 +187,7 @@ func TestAddressTransportFromNew(t *testing.T) {
 		{"shared", func() *http.Transport { return shared }, ErrSharedTransport},
 	} {
 		sp := &Transport{Resolver: spreadtest.NewResolver(four...), New: tt.new}
-		sp.addrTransport("x:1", "10.0.0.9:1", true) // a first use of shared
+		sp.addrTransport("x:1", "10.0.0.9:1", true, nil) // a first use of shared
 		ctx := tried.With(context.Background())
 		var err error
 		for range 4 {
@@ -199,7 +199,7 @@ func TestAddressTransportFromNew(t *testing.T) {
 			t.Errorf("%s: err = %v, want %v", tt.name, err, tt.want)
 		}
 	}
-	if _, err := (&Transport{New: func() *http.Transport { return nil }}).addrTransport("x:1", "10.0.0.1:1", true); err == nil {
+	if _, err := (&Transport{New: func() *http.Transport { return nil }}).addrTransport("x:1", "10.0.0.1:1", true, nil); err == nil {
 		t.Error("a nil Transport from New was used")
 	}
 }

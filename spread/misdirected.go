@@ -28,7 +28,7 @@ func (t *Transport) misdirected(h *host, a *addr, req *http.Request, resp *http.
 		}
 		body = b
 	}
-	fresh, err := t.addrTransport(h.key, a.hostport, false)
+	fresh, err := t.addrTransport(h.key, a.hostport, false, nil)
 	if err != nil {
 		if body != nil {
 			body.Close()
