@@ -156,7 +156,16 @@ func TestAddressThatLeftDNSHasItsIdleConnectionsClosed(t *testing.T) {
 	if _, _, err := getOp(t, sp, g, "refresh"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the connection to the address that left closed", func() bool { return gone.Open.Load() == 0 })
+	// The host's requests close it: at once when it is idle, or once its
+	// last HTTP/2 stream has ended on net/http's goroutine.
+	i := 0
+	waitFor(t, "the connection to the address that left closed", func() bool {
+		i++
+		if _, _, err := getOp(t, sp, g, fmt.Sprint("wait-", i)); err != nil {
+			t.Fatal(err)
+		}
+		return gone.Open.Load() == 0
+	})
 	before := gone.Requests.Load()
 	for i := range 40 {
 		if _, _, err := getOp(t, sp, g, fmt.Sprint(i)); err != nil {
