@@ -48,6 +48,7 @@ var docImports = map[string]string{
 	"idempotency":  "github.com/httpretry/httpretry/idempotency",
 	"storetest":    "github.com/httpretry/httpretry/idempotency/storetest",
 	"httptestutil": "github.com/httpretry/httpretry/httptestutil",
+	"spread":       "github.com/httpretry/httpretry/spread",
 	"clockwork":    "github.com/jonboulle/clockwork",
 	"http":         "net/http",
 	"url":          "net/url",

@@ -6,12 +6,13 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"github.com/httpretry/httpretry/internal/overload"
 )
 
 // Defaults for the zero values of Throttle's fields.
@@ -229,14 +230,7 @@ func overloadSignal(resp *http.Response, err error) bool {
 		}
 		return false
 	}
-	switch s := resp.StatusCode; {
-	case s == http.StatusTooManyRequests, s == http.StatusServiceUnavailable, s == StatusOverloaded:
-		return true
-	case s >= 500:
-		v, ok := resp.Header["X-Should-Retry"]
-		return ok && len(v) > 0 && strings.EqualFold(strings.TrimSpace(v[0]), "false")
-	}
-	return false
+	return overload.Response(resp)
 }
 
 // throttleState is one destination's counts. While the destination has
