@@ -167,6 +167,9 @@ type handler struct {
 	problemType     string
 	routeOf         func(*http.Request) string
 	onEvent         func(Event)
+	// tx, when set (TxHandler), runs a reserved request inside a
+	// transaction instead of execute.
+	tx txExecutor
 }
 
 // Handler returns middleware that makes keyed requests to next safe to
@@ -314,14 +317,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.answer(w, r, KindStoreError, h.storeUnavailable())
 		return
 	}
-	switch res.State {
-	case StateReserved:
+	switch {
+	case res.State == StateReserved && h.tx != nil:
+		h.tx.execute(h, w, r, body, key, res)
+	case res.State == StateReserved:
 		h.execute(w, r, body, key, res)
-	case StateCompleted:
+	case res.State == StateCompleted:
 		h.replay(w, r, res.Response)
-	case StateInProgress:
+	case res.State == StateInProgress:
 		h.answer(w, r, KindConflict, h.outstanding())
-	case StateMismatch:
+	case res.State == StateMismatch:
 		h.answer(w, r, KindMismatch, h.keyReused())
 	default:
 		h.answer(w, r, KindStoreError, h.storeUnavailable())
@@ -388,8 +393,16 @@ func (h *handler) execute(w http.ResponseWriter, r *http.Request, body []byte, k
 			h.releaseKey(ctx, r, key, res.Token, 0)
 		}
 	}()
-	h.next.ServeHTTP(rec, withBody(r, body, executing{store: h.store, key: key}))
+	claim := &Claim{Key: key, Token: res.Token}
+	h.next.ServeHTTP(rec, withBody(r, body, executing{store: h.store, key: key, claim: claim}))
 	finished = true
+	if claim.recorded.Load() {
+		// next recorded its response in its own transaction.
+		h.event(r, KindExecuted, rec.status)
+		rec.implicitStatus()
+		rec.finish(true)
+		return
+	}
 	abandoned := r.Context().Err() != nil
 	if !abandoned {
 		// next returned without writing while its client still waits:
@@ -506,6 +519,7 @@ type executingKey struct{}
 type executing struct {
 	store Store
 	key   string
+	claim *Claim
 }
 
 // withBody returns a shallow copy of r whose body reads b again, marked as
