@@ -20,7 +20,9 @@ import (
 // [ErrStaleToken] (the lock expired and another request took the key
 // over), the transaction must roll back, and the handler answers without
 // calling Recorded: the Handler then releases nothing it does not own
-// (the release is fenced).
+// (the release is fenced). If the commit's outcome is unknown (its
+// acknowledgement was lost), the handler calls [Claim.OutcomeUnknown]:
+// the key is then neither recorded nor released, and its lock expires.
 type Claim struct {
 	// Key is the key as the store sees it: the request's key, after its
 	// scope and a NUL byte when [Options.KeyScope] gives one.
@@ -29,12 +31,21 @@ type Claim struct {
 	Token Token
 
 	recorded atomic.Bool
+	unknown  atomic.Bool
 }
 
 // Recorded tells the [Handler] that the handler recorded its response in
 // its own committed transaction. Call it only after the commit
 // succeeded. A [TxHandler] records the response itself and ignores it.
 func (c *Claim) Recorded() { c.recorded.Store(true) }
+
+// OutcomeUnknown tells the [Handler] that the handler's own commit may or
+// may not have happened (its acknowledgement was lost): the Handler then
+// neither records the response nor releases the key, whose lock expires
+// after [Options.LockTTL]; a retry then gets the record if the commit
+// happened, or runs the handler again if not. The handler should answer
+// 503 with Retry-After. A [TxHandler] ignores it: it commits itself.
+func (c *Claim) OutcomeUnknown() { c.unknown.Store(true) }
 
 // ClaimFrom returns the reservation of the keyed request whose context is
 // ctx, when a [Handler] or [TxHandler] runs it as the owner of its key;

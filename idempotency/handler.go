@@ -396,11 +396,13 @@ func (h *handler) execute(w http.ResponseWriter, r *http.Request, body []byte, k
 	claim := &Claim{Key: key, Token: res.Token}
 	h.next.ServeHTTP(rec, withBody(r, body, executing{store: h.store, key: key, claim: claim}))
 	finished = true
-	if claim.recorded.Load() {
-		// next recorded its response in its own transaction.
+	if claim.recorded.Load() || claim.unknown.Load() {
+		// next settled the key itself: it recorded its response in its
+		// own transaction, or cannot tell whether it did (the lock
+		// expires).
 		h.event(r, KindExecuted, rec.status)
 		rec.implicitStatus()
-		rec.finish(true)
+		rec.finish(claim.recorded.Load())
 		return
 	}
 	abandoned := r.Context().Err() != nil

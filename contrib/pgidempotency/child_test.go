@@ -200,4 +200,3 @@ func containsKind(ks []idempotency.Kind, k idempotency.Kind) bool {
 	}
 	return false
 }
-

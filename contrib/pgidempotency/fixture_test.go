@@ -255,3 +255,11 @@ func errCode(err error) string {
 	}
 	return ""
 }
+
+// httptestServer serves h and returns its URL.
+func httptestServer(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
