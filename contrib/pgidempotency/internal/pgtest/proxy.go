@@ -38,9 +38,10 @@ type Proxy struct {
 	// "commit", as pgx sends it). It is called on the connection's
 	// goroutine and must be safe for concurrent use.
 	Commit func() Fate
-	// Reset, if set, is called before each message a client sends after
-	// its startup; true closes the connection at once.
-	Reset func() bool
+	// Reset, if set, is called once per connection: a positive n resets
+	// the connection (closes both sides at once) before its n-th
+	// statement (a Query or Parse message); 0 never.
+	Reset func() int
 
 	// LostAnswers, LostCommits and Resets count what the proxy did.
 	LostAnswers, LostCommits, Resets atomic.Int64
@@ -154,14 +155,22 @@ func (p *Proxy) frontend(c *conn) {
 	if err != nil || write(c.server, startup) != nil {
 		return
 	}
+	resetAt := 0
+	if p.Reset != nil {
+		resetAt = p.Reset()
+	}
+	statements := 0
 	for {
 		typ, msg, err := readFrame(r)
 		if err != nil {
 			return
 		}
-		if p.Reset != nil && p.Reset() {
-			p.Resets.Add(1)
-			return
+		if typ == 'Q' || typ == 'P' {
+			statements++
+			if statements == resetAt {
+				p.Resets.Add(1)
+				return
+			}
 		}
 		if typ == 'Q' && isCommit(msg) && p.Commit != nil {
 			switch p.Commit() {
