@@ -4,51 +4,78 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/httpretry/httpretry/contrib/pgidempotency/internal/pgtest"
 	"github.com/httpretry/httpretry/idempotency"
+	"github.com/jackc/pgx/v5"
 )
 
 // TestTxRowsAndRecordedResponseCommitTogether: ten concurrent duplicates
 // of one keyed charge produce one charge row and one recorded response;
 // every 201 any of them gets is that response, byte for byte, and a later
-// retry replays it.
+// retry replays it. Under SERIALIZABLE too: the duplicates' Reserve only
+// reads the record (its ON CONFLICT changes no row it does not take), so
+// the first run's CompleteTx meets no serialization failure.
 func TestTxRowsAndRecordedResponseCommitTogether(t *testing.T) {
-	f := newFixture(t, Options{}, false)
-	srv := f.serve(chargeHandler, idempotency.Options{})
-	o := order{ID: "o-1", Amount: 1299}
-	answers := make([]answer, 10)
-	var wg sync.WaitGroup
-	for i := range answers {
-		wg.Go(func() { answers[i] = post(t, srv.URL, "key-1", o) })
-	}
-	wg.Wait()
-	final := post(t, srv.URL, "key-1", o)
-	if final.status != http.StatusCreated {
-		t.Fatalf("retry after the duplicates: %d %s", final.status, final.body)
-	}
-	for i, a := range answers {
-		switch {
-		case a.status == http.StatusConflict:
-		case a.status != http.StatusCreated:
-			t.Errorf("duplicate %d: %d %s", i, a.status, a.body)
-		case string(a.body) != string(final.body):
-			t.Errorf("duplicate %d got %s, the record is %s", i, a.body, final.body)
-		}
-	}
-	if final.header.Get(idempotency.ReplayedHeader) != "true" {
-		t.Errorf("the retry was not a replay: %v", final.header)
-	}
-	if n := f.charges("o-1"); n != 1 {
-		t.Fatalf("charges = %d, want 1", n)
-	}
-	if all, done := f.records(); all != 1 || done != 1 {
-		t.Fatalf("records = %d (%d completed), want 1 completed", all, done)
-	}
-	if got := f.store.commits.Load(); got != 1 {
-		t.Fatalf("commits = %d, want 1", got)
+	for _, iso := range []pgx.TxIsoLevel{pgx.ReadCommitted, pgx.RepeatableRead, pgx.Serializable} {
+		t.Run(string(iso), func(t *testing.T) {
+			f := newFixture(t, Options{TxOptions: pgx.TxOptions{IsoLevel: iso}}, false)
+			slow := make(chan struct{})
+			var conflicts atomic.Int64
+			srv := f.serve(func(w http.ResponseWriter, r *http.Request) {
+				chargeHandler(w, r)
+				<-slow // the duplicates arrive while this run holds its key
+			}, idempotency.Options{OnEvent: func(e idempotency.Event) {
+				if e.Kind == idempotency.KindConflict {
+					conflicts.Add(1)
+				}
+			}})
+			o := order{ID: "o-1", Amount: 1299}
+			answers := make([]answer, 10)
+			var wg sync.WaitGroup
+			for i := range answers {
+				wg.Go(func() { answers[i] = post(t, srv.URL, "key-1", o) })
+			}
+			waitFor(t, 20*time.Second, "the nine duplicates never met the running first", func() bool {
+				return conflicts.Load() == 9
+			})
+			close(slow)
+			wg.Wait()
+			final := post(t, srv.URL, "key-1", o)
+			if final.status != http.StatusCreated {
+				t.Fatalf("retry after the duplicates: %d %s", final.status, final.body)
+			}
+			created := 0
+			for i, a := range answers {
+				switch {
+				case a.status == http.StatusConflict:
+				case a.status != http.StatusCreated:
+					t.Errorf("duplicate %d: %d %s", i, a.status, a.body)
+				case string(a.body) != string(final.body):
+					t.Errorf("duplicate %d got %s, the record is %s", i, a.body, final.body)
+				default:
+					created++
+				}
+			}
+			if created == 0 {
+				t.Fatal("no duplicate got the 201: the first run failed")
+			}
+			if final.header.Get(idempotency.ReplayedHeader) != "true" {
+				t.Errorf("the retry was not a replay: %v", final.header)
+			}
+			if n := f.charges("o-1"); n != 1 {
+				t.Fatalf("charges = %d, want 1", n)
+			}
+			if all, done := f.records(); all != 1 || done != 1 {
+				t.Fatalf("records = %d (%d completed), want 1 completed", all, done)
+			}
+			if got := f.store.commits.Load(); got != 1 {
+				t.Fatalf("commits = %d, want 1", got)
+			}
+		})
 	}
 }
 
