@@ -165,3 +165,34 @@ func TestHandlerOwningItsTransactionLeavesTheLockOnALostCommitAck(t *testing.T) 
 		t.Fatalf("charges = %d, want 1", got)
 	}
 }
+
+// TestTxHandlersTransactionRefusesCommitAndRollback: the transaction a
+// TxHandler gives its handler refuses Commit and Rollback
+// (ErrTxOwnedByHandler), so a handler cannot commit its rows before its
+// response is recorded; the TxHandler commits rows and record together.
+func TestTxHandlersTransactionRefusesCommitAndRollback(t *testing.T) {
+	f := newFixture(t, Options{}, false)
+	var commitErr, rollbackErr error
+	srv := f.serve(func(w http.ResponseWriter, r *http.Request) {
+		tx, _ := idempotency.TxFrom[pgx.Tx](r.Context())
+		if _, err := tx.Exec(r.Context(), "INSERT INTO charges (order_id, amount) VALUES ('o-refuse', 1)"); err != nil {
+			dbError(w, err)
+			return
+		}
+		commitErr = tx.Commit(r.Context())
+		rollbackErr = tx.Rollback(r.Context())
+		w.WriteHeader(http.StatusCreated)
+	}, idempotency.Options{})
+	if a := post(t, srv.URL, "k-refuse", order{ID: "o-refuse"}); a.status != http.StatusCreated {
+		t.Fatalf("answer = %d %q", a.status, a.body)
+	}
+	if !errors.Is(commitErr, ErrTxOwnedByHandler) || !errors.Is(rollbackErr, ErrTxOwnedByHandler) {
+		t.Fatalf("Commit = %v, Rollback = %v; want ErrTxOwnedByHandler", commitErr, rollbackErr)
+	}
+	if got := f.charges("o-refuse"); got != 1 {
+		t.Fatalf("charges = %d, want 1 (committed by the TxHandler with the record)", got)
+	}
+	if _, done := f.records(); done != 1 {
+		t.Fatalf("completed records = %d, want 1", done)
+	}
+}
