@@ -317,16 +317,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.answer(w, r, KindStoreError, h.storeUnavailable())
 		return
 	}
-	switch {
-	case res.State == StateReserved && h.tx != nil:
-		h.tx.execute(h, w, r, body, key, res)
-	case res.State == StateReserved:
-		h.execute(w, r, body, key, res)
-	case res.State == StateCompleted:
+	switch res.State {
+	case StateReserved:
+		h.run(w, r, body, key, res)
+	case StateCompleted:
 		h.replay(w, r, res.Response)
-	case res.State == StateInProgress:
+	case StateInProgress:
 		h.answer(w, r, KindConflict, h.outstanding())
-	case res.State == StateMismatch:
+	case StateMismatch:
 		h.answer(w, r, KindMismatch, h.keyReused())
 	default:
 		h.answer(w, r, KindStoreError, h.storeUnavailable())
@@ -372,6 +370,15 @@ func sameStore(a, b Store) (same bool) {
 func (h *handler) answer(w http.ResponseWriter, r *http.Request, kind Kind, p problem) {
 	h.event(r, kind, p.Status)
 	h.writeProblem(w, p)
+}
+
+// run runs next as the owner of key: in a transaction for a TxHandler.
+func (h *handler) run(w http.ResponseWriter, r *http.Request, body []byte, key string, res Reservation) {
+	if h.tx != nil {
+		h.tx.execute(h, w, r, body, key, res)
+		return
+	}
+	h.execute(w, r, body, key, res)
 }
 
 // execute runs next as the owner of key and records, or releases, the
