@@ -119,7 +119,9 @@ type faults struct {
 	rng *rand.Rand
 }
 
-func newFaults(seed uint64) *faults { return &faults{rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))} }
+func newFaults(seed uint64) *faults {
+	return &faults{rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))}
+}
 
 func (f *faults) percent() float64 {
 	f.mu.Lock()
