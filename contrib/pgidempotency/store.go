@@ -162,9 +162,14 @@ func (s *Store) Reserve(ctx context.Context, key, fingerprint string, lockTTL ti
 	// The statement finds no row in one race only: the record that held
 	// the key changed after the statement's snapshot was taken (a
 	// concurrent Reserve inserted it, or replaced an expired one). Its
-	// next run sees it.
-	for range maxReserveRuns {
+	// next run sees it. On a database whose default isolation is
+	// REPEATABLE READ or SERIALIZABLE, the same race fails the statement
+	// with a serialization failure instead; it is run again too.
+	for range maxRuns {
 		res, found, err := s.reserveOnce(ctx, key, fingerprint, micros(lockTTL))
+		if Retryable(err) {
+			continue
+		}
 		if err != nil || found {
 			return res, err
 		}
@@ -172,8 +177,22 @@ func (s *Store) Reserve(ctx context.Context, key, fingerprint string, lockTTL ti
 	return idempotency.Reservation{}, errReserveContended
 }
 
-// maxReserveRuns bounds Reserve's runs of its statement.
-const maxReserveRuns = 8
+// maxRuns bounds the runs of a statement the store runs again after a
+// race it lost (see Reserve).
+const maxRuns = 8
+
+// execAgain runs a statement of its own transaction (autocommit) again
+// after a serialization failure, which a database whose default isolation
+// is above READ COMMITTED answers when the row changed under it: the next
+// run sees the change.
+func execAgain(ctx context.Context, db execer, sql string, args ...any) (pgconn.CommandTag, error) {
+	for i := 1; ; i++ {
+		tag, err := db.Exec(ctx, sql, args...)
+		if !Retryable(err) || i == maxRuns {
+			return tag, err
+		}
+	}
+}
 
 var (
 	errNonPositiveTTL   = errors.New("pgidempotency: non-positive TTL")
@@ -265,7 +284,15 @@ func (s *Store) complete(ctx context.Context, db execer, key string, token idemp
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	tag, err := db.Exec(ctx, s.sql.complete, pgx.QueryExecModeExec, []byte(key), int64(token), int32(resp.Status), header, body, micros(ttl))
+	run := db.Exec
+	if _, inTx := db.(pgx.Tx); !inTx {
+		// A statement of its own may run again; one in the caller's
+		// transaction may not (the transaction is aborted).
+		run = func(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+			return execAgain(ctx, db, sql, args...)
+		}
+	}
+	tag, err := run(ctx, s.sql.complete, pgx.QueryExecModeExec, []byte(key), int64(token), int32(resp.Status), header, body, micros(ttl))
 	if err != nil {
 		return fmt.Errorf("pgidempotency: complete: %w", err)
 	}
@@ -279,7 +306,7 @@ func (s *Store) complete(ctx context.Context, db execer, key string, token idemp
 func (s *Store) Release(ctx context.Context, key string, token idempotency.Token) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	tag, err := s.pool.Exec(ctx, s.sql.release, pgx.QueryExecModeExec, []byte(key), int64(token))
+	tag, err := execAgain(ctx, s.pool, s.sql.release, pgx.QueryExecModeExec, []byte(key), int64(token))
 	if err != nil {
 		return fmt.Errorf("pgidempotency: release: %w", err)
 	}
