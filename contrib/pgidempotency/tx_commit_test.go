@@ -11,6 +11,7 @@ import (
 	"github.com/httpretry/httpretry/contrib/pgidempotency/internal/pgtest"
 	"github.com/httpretry/httpretry/idempotency"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // TestTxRowsAndRecordedResponseCommitTogether: ten concurrent duplicates
@@ -238,3 +239,50 @@ func TestCompleteTxOfATakenOverReservationIsStale(t *testing.T) {
 }
 
 var _ = fmt.Sprint
+
+// TestTxCommitPastTheStoreTimeoutIsUnknownAndNeverReleased: the COMMIT
+// meets a server that does not answer (held, as by a pause or a
+// partition) until the store's Timeout cuts it: its outcome is unknown,
+// so the client gets 503 and the key is not released. The server never
+// got the COMMIT: its session idles in the transaction, holding the key's
+// record locked (a Reserve of the key waits on it) until
+// idle_in_transaction_session_timeout ends it and rolls back. Once the
+// lock expired too, the retry runs and charges once.
+func TestTxCommitPastTheStoreTimeoutIsUnknownAndNeverReleased(t *testing.T) {
+	f := newFixture(t, Options{Timeout: 300 * time.Millisecond}, true, func(c *pgxpool.Config) {
+		c.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = "500"
+	})
+	var once sync.Once
+	f.proxy.Commit = func() pgtest.Fate {
+		fate := pgtest.Deliver
+		once.Do(func() { fate = pgtest.Hold })
+		return fate
+	}
+	srv := f.serve(chargeHandler, idempotency.Options{LockTTL: time.Second})
+	o := order{ID: "o-held", Amount: 9}
+	start := time.Now()
+	first := post(t, srv.URL, "k-held", o)
+	if first.status != http.StatusServiceUnavailable {
+		t.Fatalf("first = %d %q, want 503", first.status, first.body)
+	}
+	if el := time.Since(start); el < 300*time.Millisecond {
+		t.Fatalf("answered after %v, before the store's timeout", el)
+	}
+	if got := f.store.releases.Load(); got != 0 {
+		t.Fatalf("releases = %d after a COMMIT of unknown outcome, want 0", got)
+	}
+	var a answer
+	waitFor(t, 20*time.Second, "never charged", func() bool {
+		a = post(t, srv.URL, "k-held", o)
+		return a.status == http.StatusCreated
+	})
+	if a.header.Get(idempotency.ReplayedHeader) != "" {
+		t.Fatalf("a transaction that never committed was replayed: %q", a.body)
+	}
+	if got := f.charges("o-held"); got != 1 {
+		t.Fatalf("charges = %d, want 1", got)
+	}
+	if f.proxy.Held.Load() != 1 {
+		t.Fatalf("held COMMITs = %d, want 1", f.proxy.Held.Load())
+	}
+}

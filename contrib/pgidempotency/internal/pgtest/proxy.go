@@ -26,6 +26,11 @@ const (
 	// LoseCommit closes the connection before the COMMIT reaches the
 	// server: the server rolls the transaction back.
 	LoseCommit
+	// Hold keeps the COMMIT, and the connection, until the client gives
+	// up and closes it, as a paused server or a network partition does;
+	// then the server's side closes too, and it rolls the transaction
+	// back.
+	Hold
 )
 
 // Proxy is a TCP proxy in front of a PostgreSQL server that reads the
@@ -43,8 +48,9 @@ type Proxy struct {
 	// statement (a Query or Parse message); 0 never.
 	Reset func() int
 
-	// LostAnswers, LostCommits and Resets count what the proxy did.
-	LostAnswers, LostCommits, Resets atomic.Int64
+	// LostAnswers, LostCommits, Held and Resets count what the proxy
+	// did.
+	LostAnswers, LostCommits, Held, Resets atomic.Int64
 
 	target string
 	ln     net.Listener
@@ -180,6 +186,10 @@ func (p *Proxy) frontend(c *conn) {
 			case LoseAnswer:
 				p.LostAnswers.Add(1)
 				c.swallow.Store(true)
+			case Hold:
+				p.Held.Add(1)
+				_, _ = io.Copy(io.Discard, r) // until the client closes
+				return
 			}
 		}
 		if write(c.server, msg) != nil {
