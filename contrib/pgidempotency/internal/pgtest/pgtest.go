@@ -271,3 +271,15 @@ func Required() bool {
 	v := strings.ToLower(os.Getenv("CI"))
 	return v == "true" || v == "1"
 }
+
+// Restart stops the server at once (immediate mode: no checkpoint, every
+// connection cut, as a crash does) and starts it again with the same
+// options, on the same port.
+func (s *Server) Restart() error {
+	// The log file, as at Start: without one, the new server would write
+	// to pg_ctl's output, which run waits on to close.
+	if out, err := s.run("pg_ctl", "-D", s.data(), "-l", filepath.Join(s.dir, "log"), "-m", "immediate", "-w", "-t", "60", "restart"); err != nil {
+		return fmt.Errorf("pgtest: pg_ctl restart: %v: %s", err, out)
+	}
+	return nil
+}
