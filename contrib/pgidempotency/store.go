@@ -110,41 +110,6 @@ func New(pool *pgxpool.Pool, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Schema returns the statements that create table (empty: the default)
-// and its token sequence and expiry index, if they do not exist: run them
-// once, in a migration of your own or with [Store.Migrate].
-func Schema(table string) (string, error) {
-	if table == "" {
-		table = DefaultTable
-	}
-	if !identifier.MatchString(table) {
-		return "", fmt.Errorf("%w: %q", ErrInvalidTable, table)
-	}
-	return newStatements(table).schema, nil
-}
-
-// Migrate creates the store's table, sequence and index if they do not
-// exist. Concurrent calls from several instances are safe.
-func (s *Store) Migrate(ctx context.Context) error {
-	// One transaction-scoped advisory lock: two instances creating the
-	// same table at once would otherwise race on the catalog.
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("pgidempotency: migrate: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", s.sql.table); err != nil {
-		return fmt.Errorf("pgidempotency: migrate: %w", err)
-	}
-	if _, err := tx.Exec(ctx, s.sql.schema, pgx.QueryExecModeSimpleProtocol); err != nil {
-		return fmt.Errorf("pgidempotency: migrate: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("pgidempotency: migrate: %w", err)
-	}
-	return nil
-}
-
 // micros returns d in whole microseconds, at least 1.
 func micros(d time.Duration) int64 {
 	return max(d.Microseconds(), 1)
@@ -314,21 +279,4 @@ func (s *Store) Release(ctx context.Context, key string, token idempotency.Token
 		return idempotency.ErrStaleToken
 	}
 	return nil
-}
-
-// Sweep deletes up to limit records that have expired (responses past
-// their TTL, reservations abandoned past AbandonedTTL) and returns how
-// many it deleted. Call it periodically, from any number of instances. It
-// is safe beside a running Reserve: a record a Reserve renews at the same
-// moment is re-checked after its lock and kept, and records locked by a
-// transaction still running are skipped.
-func (s *Store) Sweep(ctx context.Context, limit int) (int64, error) {
-	if limit <= 0 {
-		return 0, errors.New("pgidempotency: Sweep needs a positive limit")
-	}
-	tag, err := s.pool.Exec(ctx, s.sql.sweep, pgx.QueryExecModeExec, int64(limit))
-	if err != nil {
-		return 0, fmt.Errorf("pgidempotency: sweep: %w", err)
-	}
-	return tag.RowsAffected(), nil
 }
