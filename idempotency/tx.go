@@ -96,8 +96,15 @@ func TxFrom[Tx any](ctx context.Context) (tx Tx, ok bool) {
 // runs again. Give outbound calls a [DerivedKey] so that their servers
 // deduplicate them.
 //
-// Options are Handler's, and mean the same. The returned handler is safe
-// for concurrent use; it panics if next or store is nil.
+// Options are Handler's, and mean the same. [Options.OnEvent] is called,
+// for a request that reserved its key: with KindTakeover if it took the
+// key over; then KindExecuted once, when next returns or panics (not when
+// BeginTx failed: next never ran); then, when the key is released,
+// KindNotRecorded (or KindFenced, or KindStoreError, for a Release that
+// failed); then KindFenced for a stale CompleteTx, or KindStoreError
+// when BeginTx, CompleteTx or CommitTx failed. A committed response adds
+// nothing after KindExecuted. The returned handler is safe for concurrent
+// use; it panics if next or store is nil.
 func TxHandler[Tx any](next http.Handler, store TxStore[Tx], opts Options) http.Handler {
 	if store == nil {
 		panic("idempotency: TxHandler needs a non-nil handler and TxStore")

@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -122,24 +123,25 @@ func TestTxHandlerSettlesEachOutcome(t *testing.T) {
 		recorded string // the client's Idempotent-Recorded
 		counts   [5]int
 		replayed bool
+		events   string // the OnEvent kinds of the first request, in order
 	}{
-		{name: "created_commits_then_sends", status: 201, want: 201, counts: [5]int{1, 1, 0, 0, 1}, replayed: true},
-		{name: "final_4xx_is_recorded", status: 402, want: 402, counts: [5]int{1, 1, 0, 0, 1}, replayed: true},
-		{name: "5xx_rolls_back_and_releases", status: 500, want: 500, recorded: "false", counts: [5]int{1, 0, 1, 1, 0}},
-		{name: "panic_rolls_back_and_releases", status: 0, want: 0, counts: [5]int{1, 0, 1, 1, 0}},
-		{name: "body_over_limit_rolls_back", status: -1, want: 500, counts: [5]int{1, 0, 1, 1, 0}},
+		{name: "created_commits_then_sends", status: 201, want: 201, counts: [5]int{1, 1, 0, 0, 1}, replayed: true, events: "executed"},
+		{name: "final_4xx_is_recorded", status: 402, want: 402, counts: [5]int{1, 1, 0, 0, 1}, replayed: true, events: "executed"},
+		{name: "5xx_rolls_back_and_releases", status: 500, want: 500, recorded: "false", counts: [5]int{1, 0, 1, 1, 0}, events: "executed not_recorded"},
+		{name: "panic_rolls_back_and_releases", status: 0, want: 0, counts: [5]int{1, 0, 1, 1, 0}, events: "executed not_recorded"},
+		{name: "body_over_limit_rolls_back", status: -1, want: 500, counts: [5]int{1, 0, 1, 1, 0}, events: "executed not_recorded"},
 		{name: "stale_token_rolls_back_unreleased", status: 201, setup: func(s *txMemory) { s.completeErr = idempotency.ErrStaleToken },
-			want: 409, counts: [5]int{1, 0, 1, 0, 0}},
+			want: 409, counts: [5]int{1, 0, 1, 0, 0}, events: "executed fenced"},
 		{name: "complete_error_rolls_back_and_releases", status: 201, setup: func(s *txMemory) { s.completeErr = errDown },
-			want: 503, counts: [5]int{1, 0, 1, 1, 0}},
+			want: 503, counts: [5]int{1, 0, 1, 1, 0}, events: "executed not_recorded store_error"},
 		{name: "begin_error_releases", status: 201, setup: func(s *txMemory) { s.beginErr = errDown },
-			want: 503, counts: [5]int{1, 0, 0, 1, 0}},
+			want: 503, counts: [5]int{1, 0, 0, 1, 0}, events: "not_recorded store_error"},
 		{name: "not_committed_releases", status: 201, setup: func(s *txMemory) { s.commitErr = idempotency.ErrNotCommitted },
-			want: 503, counts: [5]int{1, 1, 0, 1, 0}},
+			want: 503, counts: [5]int{1, 1, 0, 1, 0}, events: "executed not_recorded store_error"},
 		{name: "lost_ack_after_commit_never_releases", status: 201, setup: func(s *txMemory) { s.commitErr = errDown; s.commitApplies = true },
-			want: 503, counts: [5]int{1, 1, 0, 0, 1}, replayed: true},
+			want: 503, counts: [5]int{1, 1, 0, 0, 1}, replayed: true, events: "executed store_error"},
 		{name: "lost_ack_before_commit_never_releases", status: 201, setup: func(s *txMemory) { s.commitErr = errDown },
-			want: 503, counts: [5]int{1, 1, 0, 0, 0}},
+			want: 503, counts: [5]int{1, 1, 0, 0, 0}, events: "executed store_error"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -147,6 +149,7 @@ func TestTxHandlerSettlesEachOutcome(t *testing.T) {
 			if c.setup != nil {
 				c.setup(s)
 			}
+			var evs events
 			h := idempotency.TxHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				tx, ok := idempotency.TxFrom[*memTx](r.Context())
 				if !ok {
@@ -162,7 +165,7 @@ func TestTxHandlerSettlesEachOutcome(t *testing.T) {
 				}
 				w.WriteHeader(c.status)
 				io.WriteString(w, "answer")
-			}), s, idempotency.Options{MaxResponseBody: 50})
+			}), s, idempotency.Options{MaxResponseBody: 50, OnEvent: evs.add})
 			srv := httptest.NewServer(recoverPanics(h))
 			defer srv.Close()
 			got := keyedPost(t, srv.URL, "k")
@@ -174,6 +177,9 @@ func TestTxHandlerSettlesEachOutcome(t *testing.T) {
 			}
 			if n := s.counts(); n != c.counts {
 				t.Fatalf("begins, commits, rollbacks, releases, rows = %v, want %v", n, c.counts)
+			}
+			if got := fmt.Sprint(evs.kinds()); got != "["+c.events+"]" {
+				t.Fatalf("events = %s, want [%s]", got, c.events)
 			}
 			s.completeErr, s.commitErr, s.beginErr = nil, nil, nil
 			retry := keyedPost(t, srv.URL, "k")
