@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -237,8 +236,6 @@ func sameAnswer(first, replay answer) error {
 	}
 	return nil
 }
-
-var _ = strings.TrimSpace
 
 func decode(r *http.Request, v any) error { return json.NewDecoder(r.Body).Decode(v) }
 

@@ -1,7 +1,6 @@
 package pgidempotency
 
 import (
-	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -157,7 +156,6 @@ func TestTxStalledHandlerIsFencedAndItsRowsRollBack(t *testing.T) {
 	resume := make(chan struct{})
 	var calls sync.Mutex
 	first := true
-	var staleErr error
 	srv := f.serve(func(w http.ResponseWriter, r *http.Request) {
 		calls.Lock()
 		stall := first
@@ -169,7 +167,6 @@ func TestTxStalledHandlerIsFencedAndItsRowsRollBack(t *testing.T) {
 			<-resume
 		}
 	}, idempotency.Options{LockTTL: lockTTL})
-	f.store.Store.timeout = 10 * time.Second
 	var firstAnswer answer
 	done := make(chan struct{})
 	go func() {
@@ -184,7 +181,6 @@ func TestTxStalledHandlerIsFencedAndItsRowsRollBack(t *testing.T) {
 	})
 	close(resume)
 	<-done
-	_ = staleErr
 	if firstAnswer.status != http.StatusConflict {
 		t.Fatalf("the fenced request answered %d %s, want 409 (its key belongs to its successor)", firstAnswer.status, firstAnswer.body)
 	}
@@ -237,8 +233,6 @@ func TestCompleteTxOfATakenOverReservationIsStale(t *testing.T) {
 		t.Fatalf("records = %d (%d completed), want the successor's reservation alone", all, done)
 	}
 }
-
-var _ = fmt.Sprint
 
 // TestTxCommitPastTheStoreTimeoutIsUnknownAndNeverReleased: the COMMIT
 // meets a server that does not answer (held, as by a pause or a
