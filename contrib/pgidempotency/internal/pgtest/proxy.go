@@ -178,24 +178,34 @@ func (p *Proxy) frontend(c *conn) {
 				return
 			}
 		}
-		if typ == 'Q' && isCommit(msg) && p.Commit != nil {
-			switch p.Commit() {
-			case LoseCommit:
-				p.LostCommits.Add(1)
-				return
-			case LoseAnswer:
-				p.LostAnswers.Add(1)
-				c.swallow.Store(true)
-			case Hold:
-				p.Held.Add(1)
-				_, _ = io.Copy(io.Discard, r) // until the client closes
-				return
-			}
+		if typ == 'Q' && isCommit(msg) && !p.commit(c, r) {
+			return
 		}
 		if write(c.server, msg) != nil {
 			return
 		}
 	}
+}
+
+// commit applies the fate of a COMMIT the client sent, and reports
+// whether to forward it.
+func (p *Proxy) commit(c *conn, r *bufio.Reader) bool {
+	if p.Commit == nil {
+		return true
+	}
+	switch p.Commit() {
+	case LoseCommit:
+		p.LostCommits.Add(1)
+		return false
+	case LoseAnswer:
+		p.LostAnswers.Add(1)
+		c.swallow.Store(true)
+	case Hold:
+		p.Held.Add(1)
+		_, _ = io.Copy(io.Discard, r) // until the client closes
+		return false
+	}
+	return true
 }
 
 // backend copies the server's messages to the client, and drops the
