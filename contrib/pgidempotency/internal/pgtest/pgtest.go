@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -224,7 +225,14 @@ logfile = %s
 			return nil, err
 		}
 	}
-	cmd := s.Command(path, filepath.Join(dir, "pgbouncer.ini"))
+	// PgBouncer switches to the postgres user itself (-u), so that the
+	// process started is PgBouncer's own, which Stop signals: runuser
+	// would leave it running.
+	args := []string{filepath.Join(dir, "pgbouncer.ini")}
+	if s.asPG {
+		args = append([]string{"-u", "postgres"}, args...)
+	}
+	cmd := exec.Command(path, args...)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -237,9 +245,12 @@ logfile = %s
 	return b, nil
 }
 
-// Stop stops PgBouncer.
+// Stop stops PgBouncer at once (SIGTERM: its immediate shutdown; on
+// platforms without it, a kill).
 func (b *Bouncer) Stop() {
-	_ = b.cmd.Process.Signal(os.Interrupt)
+	if b.cmd.Process.Signal(syscall.SIGTERM) != nil {
+		_ = b.cmd.Process.Kill()
+	}
 	done := make(chan struct{})
 	go func() { _ = b.cmd.Wait(); close(done) }()
 	select {
