@@ -2,9 +2,12 @@ package pgidempotency
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/httpretry/httpretry/contrib/pgidempotency/internal/pgtest"
 	"github.com/httpretry/httpretry/idempotency"
@@ -74,4 +77,26 @@ func TestStoreWorksBehindTransactionPooling(t *testing.T) {
 	if len(bodies) > 1 {
 		t.Fatalf("duplicates got different 201 bodies: %v", bodies)
 	}
+}
+
+// TestBouncerStopLeavesNothingListening: the test harness's PgBouncer
+// ends with Stop: its port no longer accepts connections (a PgBouncer
+// started through runuser used to outlive its test).
+func TestBouncerStopLeavesNothingListening(t *testing.T) {
+	needServer(t)
+	b, err := server.StartBouncer(newDB(t))
+	if errors.Is(err, pgtest.ErrNoBouncer) && !pgtest.Required() {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Stop()
+	waitFor(t, 5*time.Second, "PgBouncer still accepts connections after Stop", func() bool {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", b.Port), time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
 }
