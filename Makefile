@@ -11,7 +11,7 @@ GREMLINS    ?= $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 # Every module: the library at the root, and the benchmarks against other
 # libraries in bench/ (its own go.mod, so their dependencies stay out of
 # the library's), and contrib modules with heavy dependencies.
-MODULES := . bench contrib/promretry contrib/otelretry contrib/redisretry
+MODULES := . bench contrib/promretry contrib/otelretry contrib/redisretry contrib/pgidempotency
 
 GOCYCLO     ?= $(GO) run github.com/fzipp/gocyclo/cmd/gocyclo@v0.6.0
 # promtool: the one on PATH, which `make deps` installs from Debian's
@@ -23,7 +23,7 @@ APIDIFF     ?= $(GO) run golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e397
 
 # The modules that are released, each tagged on its own (see
 # docs/RELEASING.md); bench and the examples are not.
-RELEASE_MODULES := . contrib/promretry contrib/otelretry contrib/redisretry
+RELEASE_MODULES := . contrib/promretry contrib/otelretry contrib/redisretry contrib/pgidempotency
 
 # figure_header prints the first line of a generated figure file: the
 # command that wrote it, the date, the commit and the Go version. Every
@@ -34,7 +34,7 @@ figure_header = echo "\# $(1), $$(date -u +%Y-%m-%d), commit $$(git rev-parse --
 # concurrency, and the SDKs build far slower under the race detector.
 EXAMPLE_MODULES := examples/sdks
 
-.PHONY: check test deps vet cross lint lint-examples cyclo race examples rules apicheck demo bench storm storm-fleet throttle hedge fuzz mutate faultmatrix layers ci-time
+.PHONY: check test deps vet cross lint lint-examples cyclo race examples rules apicheck demo bench storm storm-fleet throttle hedge spread fuzz mutate faultmatrix layers ci-time
 
 ## check: the fast loop, under a minute on a warm cache: gofmt (fails on
 ## any file it would change), go vet, and race-enabled short tests of the
@@ -59,24 +59,29 @@ check:
 test: deps vet cross lint cyclo race rules apicheck
 
 ## deps: programs the tests start: redis-server, redis-cli (Cluster set-up)
-## and redis-sentinel (contrib/redisretry, the fleet storm), nginx (the
-## throttle behind a proxy: the root's tests and make throttle) and
-## promtool (make rules). Installs the Debian packages with apt-get where it can;
+## and redis-sentinel (contrib/redisretry, the fleet storm), promtool
+## (make rules), PostgreSQL's initdb, pg_ctl and postgres (under
+## /usr/lib/postgresql/*/bin) and pgbouncer (contrib/pgidempotency), and
+## nginx (the throttle behind a proxy: the root's tests and make
+## throttle). Installs the Debian packages with apt-get where it can;
 ## otherwise says how (promtool is then built from the Go module proxy).
 ## The packages' own services are stopped and disabled: the tests start
 ## their own servers on free ports.
 REDIS_PROGRAMS := redis-server redis-cli redis-sentinel
 deps:
-	@missing=; for p in $(REDIS_PROGRAMS) nginx promtool; do command -v $$p >/dev/null 2>&1 || [ -x /usr/sbin/$$p ] || missing="$$missing $$p"; done; \
+	@missing=; for p in $(REDIS_PROGRAMS) promtool pgbouncer nginx; do command -v $$p >/dev/null 2>&1 || [ -x /usr/sbin/$$p ] || missing="$$missing $$p"; done; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || missing="$$missing initdb"; \
 	if [ -n "$$missing" ]; then \
 		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then SUDO=; \
 		elif command -v apt-get >/dev/null 2>&1 && command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
 		elif [ "$$missing" = " promtool" ]; then exit 0; \
-		else echo "not on PATH:$$missing, and cannot be installed here: install the redis-server, redis-tools, redis-sentinel and nginx-light packages (on macOS brew install redis nginx prometheus)" >&2; exit 1; fi; \
-		echo "installing redis-server redis-tools redis-sentinel nginx-light prometheus (missing:$$missing)"; \
-		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends redis-server redis-tools redis-sentinel nginx-light prometheus || exit 1; \
-		for s in redis-server redis-sentinel nginx prometheus; do ($$SUDO systemctl disable --now $$s || $$SUDO service $$s stop) >/dev/null 2>&1 || true; done; \
+		else echo "not on PATH:$$missing, and cannot be installed here: install the redis-server, redis-tools, redis-sentinel, postgresql, pgbouncer and nginx-light packages (on macOS brew install redis prometheus postgresql pgbouncer nginx)" >&2; exit 1; fi; \
+		echo "installing redis-server redis-tools redis-sentinel prometheus postgresql pgbouncer nginx-light (missing:$$missing)"; \
+		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends redis-server redis-tools redis-sentinel prometheus postgresql pgbouncer nginx-light || exit 1; \
+		for s in redis-server redis-sentinel prometheus postgresql pgbouncer nginx; do ($$SUDO systemctl disable --now $$s || $$SUDO service $$s stop) >/dev/null 2>&1 || true; done; \
 		for p in $(REDIS_PROGRAMS) nginx; do command -v $$p >/dev/null 2>&1 || [ -x /usr/sbin/$$p ] || { echo "$$p still not on PATH after installing the Debian packages" >&2; exit 1; }; done; \
+		ls /usr/lib/postgresql/*/bin/initdb /usr/lib/postgresql/*/bin/pg_ctl /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { echo "initdb, pg_ctl or postgres still missing under /usr/lib/postgresql/*/bin after installing postgresql" >&2; exit 1; }; \
+		[ -x /usr/sbin/pgbouncer ] || command -v pgbouncer >/dev/null 2>&1 || { echo "pgbouncer still missing after installing the Debian package" >&2; exit 1; }; \
 	fi
 
 vet:
@@ -165,7 +170,7 @@ lint-examples:
 demo:
 	$(GO) run ./examples/demo
 
-.PHONY: demo-metrics brownout-chart demo-payments redis-drills redis-failover
+.PHONY: demo-metrics brownout-chart demo-payments demo-payments-pg redis-drills redis-failover
 
 ## redis-failover: Sentinel failovers during reservations, with and
 ## without IdempotencyOptions.WaitReplicas: reservations acknowledged and
@@ -186,6 +191,18 @@ demo-payments: deps
 	@{ $(call figure_header,make demo-payments); \
 	  cd contrib/redisretry && $(GO) run ./examples/payments -orders 10000 -lost-replies 5 -cluster; } | tee docs/payments.txt.tmp; \
 	rc=$$?; if grep -q '^OK' docs/payments.txt.tmp; then mv docs/payments.txt.tmp docs/payments.txt; else rm -f docs/payments.txt.tmp; exit 1; fi
+
+## demo-payments-pg: the exactly-once proof on PostgreSQL: 20,000 orders,
+## ten concurrent duplicates each, through httpretry to two instances of
+## a payment service sharing one PostgreSQL (its own, on a free loopback
+## port), killed before and after COMMIT, with 5% of COMMIT
+## acknowledgements lost, 1% of database connections reset and handler
+## runs stalled past their lock. Writes docs/payments-pg.txt (a few
+## minutes)
+demo-payments-pg: deps
+	@{ $(call figure_header,make demo-payments-pg); \
+	  cd contrib/pgidempotency && $(GO) run ./examples/paymentspg -orders 20000; } | tee docs/payments-pg.txt.tmp; \
+	if grep -q ' 0 charged twice, 0 lost responses,' docs/payments-pg.txt.tmp; then mv docs/payments-pg.txt.tmp docs/payments-pg.txt; else rm -f docs/payments-pg.txt.tmp; exit 1; fi
 
 ## demo-metrics: the flaky demo service and a client instrumented with
 ## promretry for 10 s, /metrics on loopback; prints the key series
@@ -226,6 +243,17 @@ hedge:
 	@{ $(call figure_header,make hedge); (cd bench && $(GO) run ./storm -scenarios hedging -out ../docs/storm); } > docs/storm/hedging.txt.tmp; \
 	rc=$$?; if [ $$rc -ne 0 ]; then rm -f docs/storm/hedging.txt.tmp; exit $$rc; fi; \
 	mv docs/storm/hedging.txt.tmp docs/storm/hedging.txt; grep '^hedging:' docs/storm/hedging.txt
+
+## spread: where retries and hedges go when a hostname resolves to four
+## addresses: backends on 127.0.0.2-127.0.0.5 over HTTP/1.1 and HTTP/2
+## with TLS, one failing and then one slow, httpretry today beside
+## httpretry over spread.Transport on the same arrivals; writes
+## docs/storm/spread.md and prints its "spread:" line (about a minute and
+## a half). It fails when a target is missed, and keeps the file.
+spread:
+	@{ $(call figure_header,make spread); echo; (cd bench && $(GO) run ./spread); } > docs/storm/spread.md.tmp; \
+	rc=$$?; if ! grep -q '^spread:' docs/storm/spread.md.tmp; then rm -f docs/storm/spread.md.tmp; exit 1; fi; \
+	mv docs/storm/spread.md.tmp docs/storm/spread.md; grep '^spread:' docs/storm/spread.md; exit $$rc
 
 ## storm-fleet: only the fleet scenario, printed; writes no files
 storm-fleet: deps

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/httpretry/httpretry/internal/overload"
 	"github.com/httpretry/httpretry/throttle"
 )
 
@@ -256,12 +257,9 @@ func (op *operation) recordLoser(a *attempt, lostToSignal bool) {
 }
 
 // overloadSignal reports whether an attempt's result says the server is
-// overloaded: a 429, 503 or 529; a 502 or 504, a proxy's word that the
-// server behind it refused the connection or did not answer in time
-// (unless the answer says "X-Should-Retry: true": a server's own word
-// that the failure is passing, not load); a response with Envoy's
-// x-envoy-overloaded or x-envoy-ratelimited; a 5xx with
-// "X-Should-Retry: false"; an attempt timeout; a refused connection.
+// overloaded: a response as overload.Response says (a 429, 503 or 529, a
+// proxy's 502 or 504, Envoy's overload headers, a 5xx with
+// "X-Should-Retry: false"), an attempt timeout, a refused connection.
 // Everything else, a 4xx included, is an accept.
 func overloadSignal(resp *http.Response, err error) bool {
 	if err != nil {
@@ -271,21 +269,5 @@ func overloadSignal(resp *http.Response, err error) bool {
 		}
 		return false
 	}
-	switch s := resp.StatusCode; {
-	case s == http.StatusTooManyRequests, s == http.StatusServiceUnavailable, s == StatusOverloaded:
-		return true
-	case len(resp.Header["X-Envoy-Overloaded"]) > 0, len(resp.Header["X-Envoy-Ratelimited"]) > 0:
-		return true
-	case s == http.StatusBadGateway, s == http.StatusGatewayTimeout:
-		return !shouldRetryIs(resp.Header, "true")
-	case s >= 500:
-		return shouldRetryIs(resp.Header, "false")
-	}
-	return false
-}
-
-// shouldRetryIs reports whether h's X-Should-Retry says word.
-func shouldRetryIs(h http.Header, word string) bool {
-	v, ok := h["X-Should-Retry"]
-	return ok && len(v) > 0 && strings.EqualFold(strings.TrimSpace(v[0]), word)
+	return overload.Response(resp)
 }

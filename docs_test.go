@@ -49,6 +49,7 @@ var docImports = map[string]string{
 	"storetest":    "github.com/httpretry/httpretry/idempotency/storetest",
 	"httptestutil": "github.com/httpretry/httpretry/httptestutil",
 	"throttle":     "github.com/httpretry/httpretry/throttle",
+	"spread":       "github.com/httpretry/httpretry/spread",
 	"clockwork":    "github.com/jonboulle/clockwork",
 	"http":         "net/http",
 	"url":          "net/url",
@@ -69,6 +70,9 @@ var docImports = map[string]string{
 var docOutsideRoot = map[string]string{
 	"redis":         "contrib/redisretry",
 	"redisretry":    "contrib/redisretry",
+	"pgidempotency": "contrib/pgidempotency",
+	"pgxpool":       "contrib/pgidempotency",
+	"pgx":           "contrib/pgidempotency",
 	"promretry":     "contrib/promretry",
 	"prometheus":    "contrib/promretry",
 	"otelretry":     "contrib/otelretry",
