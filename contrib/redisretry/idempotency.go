@@ -144,9 +144,9 @@ type IdempotencyStore struct {
 	opts   IdempotencyOptions
 	nonces *nonces
 
-	// verdicts remembers the servers whose maxmemory-policy a check found
-	// to be noeviction, and when (see eviction.go).
-	verdicts verdicts
+	// replicas remembers how many replicas each master listed lately
+	// (see replicacount.go).
+	replicas replicaCounts
 }
 
 // NewIdempotencyStore returns a store that keeps its records in rdb under
@@ -201,22 +201,26 @@ func (s *IdempotencyStore) Reserve(ctx context.Context, key, fingerprint string,
 	if ended(ctx) {
 		return idempotency.Reservation{}, wrapStoreErr("reserve", ctx.Err())
 	}
-	if err := s.checkEvictionPolicy(ctx, key); err != nil {
-		return idempotency.Reservation{}, err
-	}
 	// Once sent, the script is waited for until CallTimeout even when ctx
 	// ends first: Redis may run it anyway, and a reservation whose answer
 	// no one read would lock the key for lockTTL with no one running the
 	// operation. Answered, the Handler frees the key of a request that is
-	// over (its handler writes nothing).
+	// over (its handler writes nothing). Unanswered within CallTimeout,
+	// the call is abandoned (see abandon.go).
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.callTimeout())
 	defer cancel()
 	keys := s.keys(key)
 	cmd, acked := s.run(ctx, "reserve", reserveScript, keys, fingerprint,
-		millis(lockTTL), millis(s.reservationTTL(lockTTL)), s.nonceTTL())
+		millis(lockTTL), millis(s.reservationTTL(lockTTL)), s.nonceTTL(), s.policyCheck())
 	res, err := cmd.Slice()
 	if err != nil {
+		if unanswered(err) {
+			s.abandon(keys)
+		}
 		return idempotency.Reservation{}, wrapStoreErr("reserve", err)
+	}
+	if err := reserveRefusal(res); err != nil {
+		return idempotency.Reservation{}, err
 	}
 	r, err := parseReservation(res)
 	if err != nil {
@@ -227,7 +231,7 @@ func (s *IdempotencyStore) Reserve(ctx context.Context, key, fingerprint string,
 		// retry run the operation again. Put back on the primary what it
 		// replaced (nothing, or a take-over's expired reservation, whose
 		// owner may still be running), and run nothing.
-		s.undo(ctx, keys, r.Token, parseReplaced(res))
+		s.undo(keys, r.Token, parseReplaced(res))
 		return idempotency.Reservation{}, acked
 	}
 	return r, nil
@@ -244,11 +248,43 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idemp
 	if limit := s.opts.MaxResponseSize; limit > 0 && resp.Size() > limit {
 		return idempotency.ErrStoreFull
 	}
-	hdr := encodeHeader(resp.Header)
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
-	cmd, acked := s.run(ctx, "complete", completeScript, s.keys(key), tokenArg(token), millis(ttl),
-		resp.Status, hdr, resp.Body, s.nonceTTL())
+	keys := s.keys(key)
+	args := []any{tokenArg(token), millis(ttl), resp.Status, encodeHeader(resp.Header), resp.Body, s.nonceTTL()}
+	wait := resendMin
+	for sent := 1; ; sent++ {
+		err := s.completeOnce(ctx, keys, args)
+		if !errors.Is(err, ErrNotReplicated) || sent > maxCompleteResends || !s.timeToWaitAgain(ctx, wait) {
+			return err
+		}
+		wait = min(2*wait, resendMax)
+	}
+}
+
+// maxCompleteResends is how many times a Complete fewer replicas
+// acknowledged is sent again, within CallTimeout: with the default
+// WaitTimeout, about 1.5s of waiting, longer than a Sentinel switchover
+// takes to reach the client.
+const maxCompleteResends = 5
+
+// completeOnce runs the complete script once (under one nonce, which
+// every later run of the same Complete shares), waiting for replicas
+// when the store does.
+//
+// A Complete fewer replicas acknowledged is recorded (and its lock
+// deleted) on the server that ran it, which replays the response; a
+// replica that missed it still holds the reservation. Complete sends it
+// again while CallTimeout leaves time for another wait: on the same
+// primary the nonce answers at once and the WAIT counts again; after a
+// switchover, the client reaches the promoted replica, which holds the
+// reservation (every replica acknowledged it) and records the response
+// there. A Complete that still fails leaves the reservation on a replica
+// that may be promoted: its lock expires there in its own time, and a
+// retry then takes the key over (Reservation.TookOver) as from an owner
+// that died.
+func (s *IdempotencyStore) completeOnce(ctx context.Context, keys []string, args []any) error {
+	cmd, acked := s.run(ctx, "complete", completeScript, keys, args...)
 	ok, err := cmd.Int()
 	if err != nil {
 		return wrapStoreErr("complete", err)
@@ -256,13 +292,24 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idemp
 	if ok != 1 {
 		return idempotency.ErrStaleToken
 	}
-	if acked != nil {
-		// Recorded (and the lock deleted) on the primary, which replays
-		// the response; a replica that missed it still holds the
-		// reservation, whose lock expires there in its own time.
-		return acked
+	return acked
+}
+
+// timeToWaitAgain waits pause and reports whether ctx then leaves time
+// for another wait for replicas (with as much again to spare for the
+// script and the round trip).
+func (s *IdempotencyStore) timeToWaitAgain(ctx context.Context, pause time.Duration) bool {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < pause+2*s.waitTimeout() {
+		return false
 	}
-	return nil
+	t := time.NewTimer(pause)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // Release implements [idempotency.Store].
@@ -299,9 +346,12 @@ func (s *IdempotencyStore) Release(ctx context.Context, key string, token idempo
 // a stale token.
 
 // reserveScript: KEYS record, lock, nonce; ARGV fingerprint, lock TTL
-// (ms), reservation TTL (ms), nonce TTL (ms). Returns {1, token, took
+// (ms), reservation TTL (ms), nonce TTL (ms), "1" to check the server's
+// maxmemory-policy first (see eviction.go). Returns {1, token, took
 // over, replaced token, replaced TTL}, {2}, {4} or {3, 0, 0, status,
-// header, body}.
+// header, body}; or, having written nothing, {5, policy} on a server
+// that may evict, and {6} for a call abandoned before it ran (its nonce
+// holds "x"; see abandon.go).
 //
 // A reservation also says what it replaced, so that one fewer replicas
 // acknowledged can be undone (see undoScript): on a take-over, the
@@ -317,7 +367,14 @@ func (s *IdempotencyStore) Release(ctx context.Context, key string, token idempo
 // connection's replication offset past everything the first delivery
 // wrote, so a WAIT after it counts replicas that have the reservation.
 var reserveScript = redis.NewScript(`
+if ARGV[5] == '1' then
+  local info = redis.pcall('INFO', 'memory')
+  if type(info) ~= 'string' then return {5, ''} end
+  local policy = string.match(info, 'maxmemory_policy:([%w%-]+)')
+  if policy ~= 'noeviction' then return {5, policy or ''} end
+end
 local seen = redis.call('GET', KEYS[3])
+if seen == 'x' then return {6} end
 if seen then
   redis.call('PEXPIRE', KEYS[3], ARGV[4])
   local tok, took, prev, pttl = string.match(seen, '^(%d+) (%d) (%d+) (%-?%d+)$')
