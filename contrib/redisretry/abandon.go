@@ -3,10 +3,7 @@ package redisretry
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 
-	"github.com/httpretry/httpretry/idempotency"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -17,25 +14,33 @@ import (
 // reservation it made has no owner: the key would stay locked for the
 // lock TTL, every retry answered "in progress", and the operation never
 // run. So the store abandons such a call before Reserve returns: one
-// script, sent on another connection, on the call's nonce key (see
+// script, sent on another connection, on the call's keys and nonce (see
 // nonce.go), which the reserve script writes with its reservation:
 //
 //   - no nonce yet: the reserve has not run. The abandon leaves "x" under
 //     the nonce, for the nonce's TTL, and the reserve script, finding it,
 //     reserves nothing ({6}) whenever it runs.
-//   - a nonce holding a reservation: the reserve ran. The store puts back
-//     what it replaced, as for a reservation too few replicas
-//     acknowledged (undoScript): a fresh key is freed, a take-over gives
-//     the key back to the expired reservation.
+//   - a nonce holding a reservation: the reserve ran. The abandon puts
+//     back what it replaced, if the record still holds it: a fresh key
+//     is freed; a take-over gives the record back the expired
+//     reservation's token and TTL and deletes the lock (which had
+//     expired), so the key keeps its first payload and the owner of the
+//     expired lock may still Complete or Release. It then leaves "x"
+//     under the nonce too.
 //
-// Whichever of the two scripts Redis runs first, the key ends free (or
-// back with its previous owner), and the two may reach Redis in either
-// order: they travel on different connections. The abandon is bounded by
-// CallTimeout of its own, so a Reserve on a stalled Redis returns within
-// twice CallTimeout; an abandon that gets no answer either was written to
-// Redis all the same, and runs when Redis does. Only an abandon that
-// never left the client (no connection to be had) leaves a late
-// reservation locked until its lock expires.
+// Each script does its part in Redis, whoever waits for its answer, so
+// the two may run in either order (they travel on different
+// connections) and at any time: the key ends free, or back with its
+// previous owner. The abandon is bounded by a CallTimeout of its own, so
+// a Reserve on a stalled Redis returns within twice CallTimeout; an
+// abandon that gets no answer was written to Redis all the same, and
+// runs when Redis does. Only an abandon that never left the client
+// leaves a late reservation locked until its lock expires: one that found
+// no connection ready, when the handshake of a new one (HELLO, AUTH)
+// waited for a Redis stalled longer than both bounds.
+//
+// A reservation that too few replicas acknowledged is abandoned the same
+// way (see replicas.go).
 
 // errAbandoned is the error of a reserve script that found its call
 // abandoned: only a call the store no longer waits for can meet it.
@@ -48,15 +53,26 @@ const (
 	replyAbandoned = 6 // {6}: the call was abandoned before it ran
 )
 
-// abandonScript: KEYS a Reserve's nonce; ARGV the nonce's TTL (ms).
-// Returns "" having left "x" under a nonce that did not exist, and the
-// nonce's value otherwise: the reserve's record of its reservation,
-// "token took-over replaced-token replaced-TTL", or "x".
+// abandonScript: KEYS record, lock and nonce of a Reserve; ARGV the
+// nonce's TTL (ms). Returns 1 when it undid a reservation, 0 otherwise.
+// The state was "p" and the fingerprint the same (a take-over needs
+// both), so they stay as they are.
 var abandonScript = redis.NewScript(`
-local seen = redis.call('GET', KEYS[1])
-if seen then return seen end
-redis.call('SET', KEYS[1], 'x', 'PX', ARGV[1])
-return ''
+local seen = redis.call('GET', KEYS[3])
+redis.call('SET', KEYS[3], 'x', 'PX', ARGV[1])
+if not seen then return 0 end
+local tok, prev, pttl = string.match(seen, '^(%d+) %d (%d+) (%-?%d+)$')
+if not tok then return 0 end
+local rec = redis.call('HMGET', KEYS[1], 'st', 'tok')
+if rec[1] ~= 'p' or rec[2] ~= tok then return 0 end
+if prev == '0' then
+  redis.call('DEL', KEYS[1], KEYS[2])
+  return 1
+end
+redis.call('HSET', KEYS[1], 'tok', prev)
+if tonumber(pttl) > 0 then redis.call('PEXPIRE', KEYS[1], pttl) end
+redis.call('DEL', KEYS[2])
+return 1
 `)
 
 // unanswered reports whether a call that failed with err may have run in
@@ -67,36 +83,17 @@ func unanswered(err error) bool {
 	return !errors.As(err, &rerr) && !errors.Is(err, redis.ErrPoolTimeout)
 }
 
-// abandon makes sure the Reserve whose script keys are keys reserves
-// nothing, best effort, within CallTimeout of its own.
+// abandon makes sure the Reserve whose script keys are keys leaves no
+// reservation, best effort, within CallTimeout of its own.
 func (s *IdempotencyStore) abandon(keys []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.callTimeout())
 	defer cancel()
-	seen, err := resend(ctx, false, s.reloader(ctx), func() *redis.Cmd {
-		return abandonScript.Run(ctx, s.rdb, keys[2:], s.nonceTTL())
-	}).Text()
-	if err != nil {
-		return
-	}
-	if token, prev, ok := parseNonce(seen); ok {
-		s.undo(keys, token, prev)
-	}
-}
-
-// parseNonce reads a reservation's nonce value, "token took-over
-// replaced-token replaced-TTL"; ok is false for anything else ("",
-// "x").
-func parseNonce(v string) (token idempotency.Token, prev replaced, ok bool) {
-	f := strings.Fields(v)
-	if len(f) != 4 {
-		return 0, replaced{}, false
-	}
-	tok, err1 := strconv.ParseUint(f[0], 10, 64)
-	ttl, err2 := strconv.ParseInt(f[3], 10, 64)
-	if err1 != nil || err2 != nil || tok == 0 {
-		return 0, replaced{}, false
-	}
-	return idempotency.Token(tok), replaced{token: f[2], ttl: ttl}, true
+	// EVAL, not EVALSHA: on a server that does not know the script, an
+	// EVALSHA whose NOSCRIPT answer comes too late to be read would run
+	// nothing, and its EVAL would never be sent.
+	resend(ctx, false, s.reloader(ctx), func() *redis.Cmd {
+		return abandonScript.Eval(ctx, s.rdb, keys, s.nonceTTL())
+	})
 }
 
 // reserveRefusal returns the error of a reserve script's answer that

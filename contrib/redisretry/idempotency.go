@@ -231,7 +231,7 @@ func (s *IdempotencyStore) Reserve(ctx context.Context, key, fingerprint string,
 		// retry run the operation again. Put back on the primary what it
 		// replaced (nothing, or a take-over's expired reservation, whose
 		// owner may still be running), and run nothing.
-		s.undo(keys, r.Token, parseReplaced(res))
+		s.abandon(keys)
 		return idempotency.Reservation{}, acked
 	}
 	return r, nil
@@ -348,15 +348,15 @@ func (s *IdempotencyStore) Release(ctx context.Context, key string, token idempo
 // reserveScript: KEYS record, lock, nonce; ARGV fingerprint, lock TTL
 // (ms), reservation TTL (ms), nonce TTL (ms), "1" to check the server's
 // maxmemory-policy first (see eviction.go). Returns {1, token, took
-// over, replaced token, replaced TTL}, {2}, {4} or {3, 0, 0, status,
-// header, body}; or, having written nothing, {5, policy} on a server
-// that may evict, and {6} for a call abandoned before it ran (its nonce
-// holds "x"; see abandon.go).
+// over}, {2}, {4} or {3, 0, 0, status, header, body}; or, having written
+// nothing, {5, policy} on a server that may evict, and {6} for a call
+// abandoned before it ran (its nonce holds "x"; see abandon.go).
 //
-// A reservation also says what it replaced, so that one fewer replicas
-// acknowledged can be undone (see undoScript): on a take-over, the
-// expired reservation's token (as text) and its record's TTL in
-// milliseconds; on a fresh key, "0" and 0.
+// A reservation's nonce also keeps what it replaced, so that the
+// reservation can be undone (see abandonScript): "token took-over
+// replaced-token replaced-TTL", where on a take-over the replaced token
+// is the expired reservation's and the TTL its record's in milliseconds,
+// and on a fresh key they are "0" and 0.
 //
 // A lock without its record (evicted, or deleted by hand) is a live
 // owner whose fingerprint is gone: in progress, until the lock expires.
@@ -377,8 +377,8 @@ local seen = redis.call('GET', KEYS[3])
 if seen == 'x' then return {6} end
 if seen then
   redis.call('PEXPIRE', KEYS[3], ARGV[4])
-  local tok, took, prev, pttl = string.match(seen, '^(%d+) (%d) (%d+) (%-?%d+)$')
-  return {1, tonumber(tok), tonumber(took), prev, tonumber(pttl)}
+  local tok, took = string.match(seen, '^(%d+) (%d) ')
+  return {1, tonumber(tok), tonumber(took)}
 end
 local rec = redis.call('HMGET', KEYS[1], 'st', 'fp', 'tok')
 local took = 0
@@ -405,31 +405,7 @@ redis.call('HSET', KEYS[1], 'st', 'p', 'fp', ARGV[1], 'tok', tok)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 redis.call('SET', KEYS[2], tok, 'PX', ARGV[2])
 redis.call('SET', KEYS[3], tok .. ' ' .. took .. ' ' .. prev .. ' ' .. pttl, 'PX', ARGV[4])
-return {1, tonumber(tok), took, prev, pttl}
-`)
-
-// undoScript: KEYS record, lock; ARGV the reservation's token, the
-// token it replaced ("0": none), the replaced record's TTL (ms). Returns
-// 1, or 0 when the record no longer holds that reservation (then it
-// changes nothing).
-//
-// It puts back what a reservation replaced: a fresh key is freed
-// (record and lock); a take-over gives the record back its previous
-// token and TTL and deletes the lock, which had expired (a take-over
-// needs that), so the key keeps its first payload and the owner of the
-// expired lock may still Complete or Release. The state was "p" and the
-// fingerprint the same (a take-over needs both), so they stay as they are.
-var undoScript = redis.NewScript(`
-local rec = redis.call('HMGET', KEYS[1], 'st', 'tok')
-if rec[1] ~= 'p' or rec[2] ~= ARGV[1] then return 0 end
-if ARGV[2] == '0' then
-  redis.call('DEL', KEYS[1], KEYS[2])
-  return 1
-end
-redis.call('HSET', KEYS[1], 'tok', ARGV[2])
-if tonumber(ARGV[3]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
-redis.call('DEL', KEYS[2])
-return 1
+return {1, tonumber(tok), took}
 `)
 
 // completeScript: KEYS record, lock, nonce; ARGV token, TTL (ms), status,
@@ -503,8 +479,8 @@ func isTimeout(err error) bool {
 var errBadRecord = errors.New("malformed record; give the store a prefix of its own")
 
 // parseReservation decodes the reserve script's reply: {state, token,
-// took over, replaced token, replaced TTL} or, for a completed record,
-// {3, 0, 0, status, header, body}.
+// took over} or, for a completed record, {3, 0, 0, status, header,
+// body}.
 func parseReservation(res []any) (idempotency.Reservation, error) {
 	if len(res) == 0 {
 		return idempotency.Reservation{}, errBadRecord
@@ -514,7 +490,7 @@ func parseReservation(res []any) (idempotency.Reservation, error) {
 	case idempotency.StateInProgress, idempotency.StateMismatch:
 		return idempotency.Reservation{State: idempotency.State(state)}, nil
 	case idempotency.StateReserved:
-		if len(res) != 5 {
+		if len(res) != 3 {
 			return idempotency.Reservation{}, errBadRecord
 		}
 		tok, _ := res[1].(int64)
@@ -531,30 +507,6 @@ func parseReservation(res []any) (idempotency.Reservation, error) {
 		return idempotency.Reservation{State: idempotency.StateCompleted, Response: resp}, nil
 	}
 	return idempotency.Reservation{}, errBadRecord
-}
-
-// replaced is what a reservation replaced: the token of the expired
-// reservation it took over, as text ("0": none), and that record's TTL in
-// milliseconds.
-type replaced struct {
-	token string
-	ttl   int64
-}
-
-// parseReplaced reads what a reservation replaced from the reserve
-// script's reply, which parseReservation accepted as a reservation. A
-// reply it cannot read is "nothing": the undo then frees the key, as a
-// fresh reservation's undo does.
-func parseReplaced(res []any) replaced {
-	if len(res) != 5 {
-		return replaced{token: "0"}
-	}
-	tok, ok := res[3].(string)
-	ttl, _ := res[4].(int64)
-	if !ok || tok == "" {
-		tok = "0"
-	}
-	return replaced{token: tok, ttl: ttl}
 }
 
 // parseResponse decodes a completed record's status, header and body.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/httpretry/httpretry/idempotency"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -147,15 +146,4 @@ func (s *IdempotencyStore) master(ctx context.Context, key string) (*redis.Clien
 		return c.MasterForKey(ctx, key)
 	}
 	return nil, canWait(s.rdb)
-}
-
-// undo puts back what the reservation of token replaced, best effort,
-// within CallTimeout of its own (the call's may be spent): if it fails,
-// the reservation stays until its lock expires, and runs nothing.
-func (s *IdempotencyStore) undo(keys []string, token idempotency.Token, prev replaced) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.callTimeout())
-	defer cancel()
-	resend(ctx, false, s.reloader(ctx), func() *redis.Cmd {
-		return undoScript.Run(ctx, s.rdb, keys[:2], tokenArg(token), prev.token, prev.ttl)
-	})
 }
