@@ -39,7 +39,7 @@ func TestWaitReplicasBelowTheReplicaCountRefusesTheWrite(t *testing.T) {
 	ctx := context.Background()
 	servers := primaryWithReplicas(t, 2)
 	rdb := servers[0].Client(t)
-	one, prefix := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient, WaitReplicas: 1})
+	one, prefix := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient, WaitReplicas: 1, WaitTimeout: 10 * time.Second})
 	_, err := one.Reserve(ctx, "k", "fp", time.Minute)
 	if !errors.Is(err, ErrReplicasUncounted) || errors.Is(err, ErrNotReplicated) ||
 		!strings.Contains(err.Error(), "the master has 2 replicas now") || !strings.Contains(err.Error(), "WaitReplicas is 1") {
@@ -49,7 +49,7 @@ func TestWaitReplicasBelowTheReplicaCountRefusesTheWrite(t *testing.T) {
 		t.Fatalf("%d of the refused key's record and lock left; want 0", n)
 	}
 
-	both, prefix2 := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient, WaitReplicas: 2})
+	both, prefix2 := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient, WaitReplicas: 2, WaitTimeout: 10 * time.Second})
 	r, err := both.Reserve(ctx, "k", "fp", time.Minute)
 	if err != nil || r.State != idempotency.StateReserved {
 		t.Fatalf("Reserve with WaitReplicas 2 = %+v, %v; want reserved", r, err)
@@ -64,7 +64,7 @@ func TestWaitReplicasBelowTheReplicaCountRefusesTheWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	quick, _ := NewIdempotencyStore(rdb, prefix2, IdempotencyOptions{CallTimeout: patient, WaitReplicas: 1})
+	quick, _ := NewIdempotencyStore(rdb, prefix2, IdempotencyOptions{CallTimeout: patient, WaitReplicas: 1, WaitTimeout: 10 * time.Second})
 	if err := quick.Complete(ctx, "k1", r1.Token, &idempotency.Response{Status: 201}, time.Minute); !errors.Is(err, ErrReplicasUncounted) {
 		t.Fatalf("Complete with WaitReplicas 1 = %v; want ErrReplicasUncounted", err)
 	}
@@ -78,7 +78,7 @@ func TestWaitReplicasRemembersTheReplicasAMasterHadLately(t *testing.T) {
 	ctx := context.Background()
 	servers := primaryWithReplicas(t, 2)
 	rdb := servers[0].Client(t)
-	s, _ := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient, WaitReplicas: 1})
+	s, _ := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient, WaitReplicas: 1, WaitTimeout: 10 * time.Second})
 	if _, err := s.Reserve(ctx, "a", "fp", time.Minute); !errors.Is(err, ErrReplicasUncounted) {
 		t.Fatalf("Reserve with two replicas = %v; want ErrReplicasUncounted", err)
 	}
@@ -91,7 +91,7 @@ func TestWaitReplicasRemembersTheReplicasAMasterHadLately(t *testing.T) {
 		t.Fatalf("Reserve with one replica left = %v; want ErrReplicasUncounted: the master had two within the minute", err)
 	}
 	// A store that never saw the second replica counts the one there is.
-	fresh, _ := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient, WaitReplicas: 1})
+	fresh, _ := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient, WaitReplicas: 1, WaitTimeout: 10 * time.Second})
 	if r, err := fresh.Reserve(ctx, "b", "fp", time.Minute); err != nil || r.State != idempotency.StateReserved {
 		t.Fatalf("Reserve of a store new to the master = %+v, %v; want reserved", r, err)
 	}
