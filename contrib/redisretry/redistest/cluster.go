@@ -280,6 +280,21 @@ func (c *Cluster) Failover(replica *Server) error {
 	return c.waitPromoted([]*Server{replica})
 }
 
+// ForceFailover asks replica to take its master's place at once with
+// CLUSTER FAILOVER FORCE, which does not wait for it to catch up nor for
+// the master to agree: the old master takes writes until it learns of
+// the new epoch, and its other replicas replicate from it until then, so
+// writes it acknowledged may be lost. It returns once replica serves the
+// slots and every running node sees every slot served.
+func (c *Cluster) ForceFailover(replica *Server) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := replica.do(ctx, "cluster", "failover", "force"); err != nil {
+		return fmt.Errorf("redistest: CLUSTER FAILOVER FORCE on %s: %w", replica.Addr(), err)
+	}
+	return c.waitPromoted([]*Server{replica})
+}
+
 // waitPromoted waits until one of candidates says it is a master serving
 // slots, then until the Cluster is whole again.
 func (c *Cluster) waitPromoted(candidates []*Server) error {
