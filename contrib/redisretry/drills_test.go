@@ -233,8 +233,10 @@ func TestDrillSentinelSwitchoverWithTwoReplicasLosesNoAcknowledgedReservation(t 
 // A Cluster of three masters with two replicas each, the first master's
 // first replica taking over at once (CLUSTER FAILOVER FORCE) during
 // reservations: the old master takes writes until it learns of the new
-// epoch, with its other replica attached. With WaitReplicas 2 no
-// reservation Reserve acknowledged is missing afterwards.
+// epoch, with its other replica attached, and the promoted replica lists
+// its replicas one by one as they attach. With WaitReplicas 2 no
+// reservation Reserve acknowledged is missing afterwards; WaitReplicas 1
+// is refused throughout, on the promoted replica too.
 func TestDrillClusterForcedFailoverWithTwoReplicasLosesNoAcknowledgedReservation(t *testing.T) {
 	c := failoverdrill.Cluster{C: redistest.StartCluster(t, 3, 2)}
 	res, err := failoverdrill.Failovers(c, failoverdrill.Config{
@@ -245,5 +247,14 @@ func TestDrillClusterForcedFailoverWithTwoReplicasLosesNoAcknowledgedReservation
 	t.Logf("WaitReplicas 2: acked %d, lost %d %v, refused %d, errors %d", res.Acked, res.Lost, res.PerRun, res.Refused, res.Errors)
 	if res.Acked == 0 || res.Lost != 0 {
 		t.Errorf("acked %d, lost %d; want traffic around the failovers and none lost", res.Acked, res.Lost)
+	}
+	one, err := failoverdrill.Failovers(c, failoverdrill.Config{
+		Runs: 1, Workers: 4, How: failoverdrill.Force, WaitReplicas: 1, Prefix: "force-1:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("WaitReplicas 1: acked %d, lost %d %v, refused %d, errors %d", one.Acked, one.Lost, one.PerRun, one.Refused, one.Errors)
+	if one.Acked != 0 || one.Refused == 0 {
+		t.Errorf("WaitReplicas 1 with two replicas: acked %d, refused %d; want every write refused", one.Acked, one.Refused)
 	}
 }

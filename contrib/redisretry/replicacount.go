@@ -22,16 +22,21 @@ import (
 // refuses a write on a master that has more.
 //
 // The count it compares is the greater of the replicas the master's ROLE
-// lists now and the most it listed within replicaMemory: the old primary
-// of a switchover lists one replica fewer while it is the most
-// dangerous, and a store whose WaitReplicas counts too few must not
-// start acknowledging there. A replica removed for good is forgotten
+// lists now and the most any master of the store listed within
+// replicaMemory: the old primary of a switchover lists one replica fewer
+// while it is the most dangerous, and a replica just promoted lists its
+// replicas one by one as they attach, so a store whose WaitReplicas
+// counts too few must not start acknowledging there. One count serves
+// every master (on a Cluster, each master is expected to have as many
+// replicas): after a failover the promoted replica answers at another
+// address, never seen before. A replica removed for good is forgotten
 // after replicaMemory.
 
 // ErrReplicasUncounted is what Reserve and Complete return, wrapped, when
-// the master that took the write has, or had within the last minute, more
-// replicas than [IdempotencyOptions.WaitReplicas]: a failover could
-// promote a replica that lacks the write. A reservation is undone, as for
+// the master that took the write has, or a master of the store had
+// within the last minute, more replicas than
+// [IdempotencyOptions.WaitReplicas]: a failover could promote a replica
+// that lacks the write. A reservation is undone, as for
 // [ErrNotReplicated]. Set WaitReplicas to the number of replicas of each
 // master.
 var ErrReplicasUncounted = errors.New("redisretry: the master has more replicas than IdempotencyOptions.WaitReplicas; " +
@@ -40,11 +45,6 @@ var ErrReplicasUncounted = errors.New("redisretry: the master has more replicas 
 // replicaMemory is how long the store remembers the most replicas a
 // master listed: longer than a failover's window.
 const replicaMemory = time.Minute
-
-// maxServers bounds the masters remembered: more than any Cluster has.
-// Past it (addresses come and go with failovers over a long life) the
-// store forgets them all and learns each again.
-const maxServers = 1024
 
 // sighting is the most replicas a master listed lately, and when.
 type sighting struct {
@@ -63,24 +63,19 @@ func remember(last sighting, connected int, now time.Time) sighting {
 	return last
 }
 
-// replicaCounts remembers, per master address (as the client that sent
-// the call names it), the most replicas it listed lately.
+// replicaCounts remembers the most replicas a master listed lately.
 type replicaCounts struct {
-	mu   sync.Mutex // protects seen
-	seen map[string]sighting
+	mu   sync.Mutex // protects most
+	most sighting
 }
 
-// see records that server listed connected replicas at now, and returns
-// the most it listed within replicaMemory.
-func (c *replicaCounts) see(server string, connected int, now time.Time) int {
+// see records that a master listed connected replicas at now, and
+// returns the most a master listed within replicaMemory.
+func (c *replicaCounts) see(connected int, now time.Time) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.seen == nil || len(c.seen) >= maxServers {
-		c.seen = map[string]sighting{}
-	}
-	s := remember(c.seen[server], connected, now)
-	c.seen[server] = s
-	return s.n
+	c.most = remember(c.most, connected, now)
+	return c.most.n
 }
 
 // errNotMaster is ROLE's answer from a server that is not a master.

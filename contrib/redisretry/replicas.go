@@ -72,11 +72,8 @@ func (s *IdempotencyStore) run(ctx context.Context, op string, script *redis.Scr
 }
 
 // waited is what the pipeline of a waiting call says of replication: the
-// WAIT's and the ROLE's replies, and the server that gave them.
-type waited struct {
-	wait, role *redis.Cmd
-	server     string // the address of the client that sent them
-}
+// WAIT's and the ROLE's replies.
+type waited struct{ wait, role *redis.Cmd }
 
 // runWaiting sends script, a WAIT and a ROLE in one pipeline to the
 // master of keys' slot, as the client last learnt it, once.
@@ -101,7 +98,6 @@ func (s *IdempotencyStore) runWaiting(ctx context.Context, script *redis.Script,
 // pipeWait sends the script that eval adds, a WAIT and a ROLE in one
 // pipeline on node, and returns the script's command and the others.
 func (s *IdempotencyStore) pipeWait(ctx context.Context, node *redis.Client, eval func(redis.Pipeliner) *redis.Cmd) (cmd *redis.Cmd, w waited) {
-	w.server = node.Options().Addr
 	node.Pipelined(ctx, func(p redis.Pipeliner) error {
 		cmd = eval(p)
 		w.wait = p.Do(ctx, "wait", s.opts.WaitReplicas, millis(s.waitTimeout()))
@@ -113,16 +109,16 @@ func (s *IdempotencyStore) pipeWait(ctx context.Context, node *redis.Client, eva
 
 // judgeWait returns nil when the write is safe from a failover of the
 // server that took it, and otherwise an error naming op: wrapping
-// ErrReplicasUncounted when the server has or had lately (as of now) more
-// replicas than WaitReplicas, wrapping ErrNotReplicated when WAIT counted
+// ErrReplicasUncounted when the server has, or a master had lately (as of
+// now), more replicas than WaitReplicas, wrapping ErrNotReplicated when WAIT counted
 // fewer than WaitReplicas.
 func (s *IdempotencyStore) judgeWait(op string, w waited, now time.Time) error {
 	replicas, err := parseRole(w.role)
 	if err != nil {
 		return fmt.Errorf("%w: idempotency %s: ROLE: %w", ErrNotReplicated, op, err)
 	}
-	if most := s.replicas.see(w.server, replicas, now); most > s.opts.WaitReplicas {
-		return fmt.Errorf("%w: idempotency %s: the master has %d replicas now, and had %d within %v; WaitReplicas is %d",
+	if most := s.replicas.see(replicas, now); most > s.opts.WaitReplicas {
+		return fmt.Errorf("%w: idempotency %s: the master has %d replicas now, and a master had %d within %v; WaitReplicas is %d",
 			ErrReplicasUncounted, op, replicas, most, replicaMemory, s.opts.WaitReplicas)
 	}
 	n, err := w.wait.Int64()

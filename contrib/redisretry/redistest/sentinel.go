@@ -228,19 +228,48 @@ func (s *Sentinel) Failover() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
+	// A sentinel aborts a failover that finds no replica fit to promote
+	// (one whose last INFO is too old, just after a previous failover),
+	// and does not try again by itself: ask again until one happens.
 	err = poll(ctx, func(ctx context.Context) error {
-		for _, sen := range s.sentinels {
-			if sen.running() {
-				_, err := sen.do(ctx, "sentinel", "failover", MasterName)
-				return err // INPROG or NOGOODSLAVE: try again
-			}
+		if p, err := s.Primary(); err == nil && p != old {
+			return nil // asking again would fail back over
 		}
-		return errors.New("no sentinel running")
+		if err := s.askFailover(ctx); err != nil {
+			return err
+		}
+		return s.promotedWithin(old, sentinelFailoverTimeout*time.Millisecond)
 	})
 	if err != nil {
 		return fmt.Errorf("redistest: SENTINEL FAILOVER: %w", err)
 	}
 	return s.waitNewPrimary(old)
+}
+
+// askFailover sends SENTINEL FAILOVER to the first running sentinel.
+func (s *Sentinel) askFailover(ctx context.Context) error {
+	for _, sen := range s.sentinels {
+		if sen.running() {
+			_, err := sen.do(ctx, "sentinel", "failover", MasterName)
+			return err // INPROG or NOGOODSLAVE: try again
+		}
+	}
+	return errors.New("no sentinel running")
+}
+
+// promotedWithin waits up to d for the sentinels to name a primary other
+// than old.
+func (s *Sentinel) promotedWithin(old *Server, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		if p, err := s.Primary(); err == nil && p != old {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the sentinels still name %s primary %v after SENTINEL FAILOVER", old.Addr(), d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // waitNewPrimary waits until the sentinels name a primary other than old,

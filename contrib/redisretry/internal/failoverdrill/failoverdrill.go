@@ -52,7 +52,9 @@ type Target interface {
 type Sentinel struct{ Set *redistest.Sentinel }
 
 // Client returns a failover client of the set-up.
-func (s Sentinel) Client() redis.UniversalClient { return redis.NewFailoverClient(s.Set.FailoverOptions()) }
+func (s Sentinel) Client() redis.UniversalClient {
+	return redis.NewFailoverClient(s.Set.FailoverOptions())
+}
 
 // Wait waits until the set-up is ready.
 func (s Sentinel) Wait() error { return s.Set.Wait() }
