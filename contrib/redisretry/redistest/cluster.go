@@ -284,15 +284,46 @@ func (c *Cluster) Failover(replica *Server) error {
 // CLUSTER FAILOVER FORCE, which does not wait for it to catch up nor for
 // the master to agree: the old master takes writes until it learns of
 // the new epoch, and its other replicas replicate from it until then, so
-// writes it acknowledged may be lost. It returns once replica serves the
-// slots and every running node sees every slot served.
+// writes it acknowledged may be lost. The other masters may deny it
+// their votes (one voted for this master's replicas within twice the
+// node timeout, as just after the Cluster formed): it asks again until
+// replica takes over. It returns once replica serves the slots and every
+// running node sees every slot served.
 func (c *Cluster) ForceFailover(replica *Server) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
-	if _, err := replica.do(ctx, "cluster", "failover", "force"); err != nil {
-		return fmt.Errorf("redistest: CLUSTER FAILOVER FORCE on %s: %w", replica.Addr(), err)
+	err := poll(ctx, func(ctx context.Context) error {
+		if promoted(ctx, replica) {
+			return nil
+		}
+		if _, err := replica.do(ctx, "cluster", "failover", "force"); err != nil {
+			return fmt.Errorf("CLUSTER FAILOVER FORCE on %s: %w", replica.Addr(), err)
+		}
+		deadline := time.Now().Add(2 * ClusterNodeTimeout * time.Millisecond)
+		for time.Now().Before(deadline) {
+			if promoted(context.Background(), replica) {
+				return nil
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return fmt.Errorf("%s has not taken over", replica.Addr())
+	})
+	if err != nil {
+		return fmt.Errorf("redistest: forced failover: %w", err)
 	}
 	return c.waitPromoted([]*Server{replica})
+}
+
+// promoted says whether s says it is a master serving slots.
+func promoted(ctx context.Context, s *Server) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	reply, err := s.do(ctx, "cluster", "nodes")
+	if err != nil {
+		return false
+	}
+	n, err := parseMyself(reply)
+	return err == nil && n.master && n.firstSlot >= 0
 }
 
 // waitPromoted waits until one of candidates says it is a master serving
