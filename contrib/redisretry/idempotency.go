@@ -26,7 +26,8 @@ type IdempotencyOptions struct {
 	// CallTimeout bounds each Redis call, within the caller's deadline,
 	// except that a Reserve once sent is waited for until CallTimeout
 	// whatever the caller's deadline (an unread reservation would lock its
-	// key for the lock TTL). The Handler records a response under a
+	// key for the lock TTL), and one unanswered then is abandoned within
+	// another CallTimeout (see abandon.go). The Handler records a response under a
 	// context without deadline (the client may have gone), so this is what
 	// bounds Complete and Release when Redis hangs. go-redis honours it only on a client with
 	// ContextTimeoutEnabled; otherwise the client's ReadTimeout (3s by
@@ -52,7 +53,8 @@ type IdempotencyOptions struct {
 
 	// AllowEviction lets the store run on a Redis whose maxmemory-policy
 	// is not noeviction. Without it, Reserve fails with an error wrapping
-	// [ErrEvictionPolicy] on such a Redis (and the Handler answers 503):
+	// [ErrEvictionPolicy] on such a Redis (its script reads the policy of
+	// the server that runs it; the Handler answers 503):
 	// under memory pressure it may evict a running operation's lock or
 	// record, and a retry would run the operation a second time. Set it
 	// only where something else keeps Redis from ever evicting (a memory
@@ -60,26 +62,36 @@ type IdempotencyOptions struct {
 	// execution is the price of being wrong. false means refuse.
 	AllowEviction bool
 
-	// WaitReplicas, when positive, makes Reserve and Complete wait until
-	// that many replicas acknowledged their writes (WAIT on the same
-	// connection, after the script), for at most WaitTimeout. A
-	// reservation fewer replicas acknowledged is undone (a fresh key is
-	// freed; a take-over gives the key back to the expired reservation,
-	// whose owner may still complete it) and Reserve fails with an error
-	// wrapping [ErrNotReplicated]: the Handler answers 503 and runs
-	// nothing, where a failover could otherwise have lost the reservation
-	// and let a retry run the operation a second time. A Complete fewer
-	// replicas acknowledged fails likewise, although its response is
-	// recorded on the primary, which replays it: a replica that missed it
-	// still holds the reservation, whose lock expires there in its own
-	// time, and a failover to it before it catches up loses the response.
-	// The
-	// price is a round trip to a replica on every Reserve and Complete,
-	// and while no replica answers, every Reserve fails after
-	// WaitTimeout. It needs a *redis.Client (a Sentinel failover client is
-	// one) or a *redis.ClusterClient: NewIdempotencyStore refuses other
-	// clients. 0 (or negative) means no waiting: replication stays
-	// asynchronous.
+	// WaitReplicas, when positive, is the number of replicas each master
+	// has, and makes Reserve and Complete wait until that many replicas
+	// acknowledged their writes (WAIT on the same connection, after the
+	// script), for at most WaitTimeout. Set to the replica count, it
+	// guarantees that no reservation Reserve returned is lost in a
+	// failover, Sentinel or Cluster, switched or killed: the promoted
+	// replica has it. A smaller value does not: during a switchover the
+	// old primary takes writes for a while with its other replicas
+	// attached, which satisfy a smaller WAIT and drop the writes when they
+	// resync. So a write on a master that has, or that any master of the
+	// store had within the last minute, more replicas than WaitReplicas
+	// fails with an error wrapping [ErrReplicasUncounted].
+	//
+	// A reservation that is not safe so is undone (a fresh key is freed;
+	// a take-over gives the key back to the expired reservation, whose
+	// owner may still complete it) and Reserve fails with an error
+	// wrapping [ErrNotReplicated] (fewer acknowledged in time) or
+	// ErrReplicasUncounted: the Handler answers 503 and runs nothing. A
+	// Complete fewer replicas acknowledged is recorded on the primary,
+	// which replays it, and sent again under the same nonce while
+	// CallTimeout allows (up to five times), so that after a switchover
+	// it reaches the promoted replica; if it still fails it returns the
+	// error, and a failover to a replica that missed it loses the
+	// response (a retry takes the key over once its lock expires there).
+	// The price is a round trip to every replica on every Reserve and
+	// Complete, and while one replica does not answer, every Reserve
+	// fails after WaitTimeout. It needs a *redis.Client (a Sentinel
+	// failover client is one) or a *redis.ClusterClient:
+	// NewIdempotencyStore refuses other clients. 0 (or negative) means no
+	// waiting: replication stays asynchronous.
 	WaitReplicas int
 
 	// WaitTimeout bounds each wait for replicas. 0 (or negative) means
@@ -119,13 +131,16 @@ type IdempotencyOptions struct {
 // see README_IDEMPOTENCY.md before a rolling upgrade. Replication is
 // asynchronous: a failover may lose reservations the old primary
 // acknowledged, and a retry then runs the operation again, unless
-// [IdempotencyOptions.WaitReplicas] makes each reservation wait for a
+// [IdempotencyOptions.WaitReplicas] makes each reservation wait for every
 // replica. Run Redis with persistence and maxmemory-policy noeviction:
 // any other policy may evict a running operation's lock or record
 // (volatile-ttl evicts the locks first), and a retry would run the
-// operation again, so Reserve refuses such a
-// Redis with [ErrEvictionPolicy] unless [IdempotencyOptions.AllowEviction]
-// is set (see [IdempotencyStore.CheckEvictionPolicy]). A Redis out of
+// operation again, so every Reserve's script checks the policy of the
+// server that runs it and refuses such a Redis with [ErrEvictionPolicy]
+// unless [IdempotencyOptions.AllowEviction] is set (see
+// [IdempotencyStore.CheckEvictionPolicy]). A Reserve that gets no answer
+// within CallTimeout is abandoned before it returns (see abandon.go): if
+// Redis runs it later, it reserves nothing, or its reservation is undone. A Redis out of
 // memory makes Reserve fail with an error that matches
 // [idempotency.ErrStoreFull]; Complete still records the response of an
 // operation that ran, a little over the limit, rather than free a key whose
@@ -151,9 +166,9 @@ type IdempotencyStore struct {
 
 // NewIdempotencyStore returns a store that keeps its records in rdb under
 // keys that start with prefix. opts may hold at most one
-// [IdempotencyOptions]. It makes no Redis call; the first Reserve on each
-// server (on a Cluster, each master) checks its maxmemory-policy, and [IdempotencyStore.CheckEvictionPolicy]
-// makes that check at start-up.
+// [IdempotencyOptions]. It makes no Redis call; every Reserve checks the
+// maxmemory-policy of the server that runs it, and
+// [IdempotencyStore.CheckEvictionPolicy] makes that check at start-up.
 func NewIdempotencyStore(rdb redis.UniversalClient, prefix string, opts ...IdempotencyOptions) (*IdempotencyStore, error) {
 	if rdb == nil {
 		return nil, errors.New("redisretry: nil Redis client")
