@@ -271,35 +271,36 @@ func (c *Cluster) KillMaster(i int) (*Server, error) {
 // which waits for it to catch up first, so no acknowledged write is
 // lost; it returns once replica serves the slots and every running node
 // sees every slot served.
-func (c *Cluster) Failover(replica *Server) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := replica.do(ctx, "cluster", "failover"); err != nil {
-		return fmt.Errorf("redistest: CLUSTER FAILOVER on %s: %w", replica.Addr(), err)
-	}
-	return c.waitPromoted([]*Server{replica})
-}
+func (c *Cluster) Failover(replica *Server) error { return c.failover(replica) }
 
 // ForceFailover asks replica to take its master's place at once with
 // CLUSTER FAILOVER FORCE, which does not wait for it to catch up nor for
 // the master to agree: the old master takes writes until it learns of
 // the new epoch, and its other replicas replicate from it until then, so
-// writes it acknowledged may be lost. The other masters may deny it
-// their votes (one voted for this master's replicas within twice the
-// node timeout, as just after the Cluster formed): it asks again until
-// replica takes over. It returns once replica serves the slots and every
-// running node sees every slot served.
-func (c *Cluster) ForceFailover(replica *Server) error {
+// writes it acknowledged may be lost. It returns once replica serves the
+// slots and every running node sees every slot served.
+func (c *Cluster) ForceFailover(replica *Server) error { return c.failover(replica, "force") }
+
+// failover sends CLUSTER FAILOVER with mode to replica until it takes
+// over: a manual failover that does not complete in time (the replica
+// slow to catch up) is given up, and the other masters may deny their
+// votes (one voted for this master's replicas within twice the node
+// timeout, as just after the Cluster formed), and neither is tried
+// again by the node itself. Then it waits until the Cluster is whole.
+func (c *Cluster) failover(replica *Server, mode ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
+	cmd := append([]string{"cluster", "failover"}, mode...)
 	err := poll(ctx, func(ctx context.Context) error {
 		if promoted(ctx, replica) {
 			return nil
 		}
-		if _, err := replica.do(ctx, "cluster", "failover", "force"); err != nil {
-			return fmt.Errorf("CLUSTER FAILOVER FORCE on %s: %w", replica.Addr(), err)
+		if _, err := replica.do(ctx, cmd...); err != nil {
+			return fmt.Errorf("%s on %s: %w", strings.ToUpper(strings.Join(cmd, " ")), replica.Addr(), err)
 		}
-		deadline := time.Now().Add(2 * ClusterNodeTimeout * time.Millisecond)
+		// Longer than a manual failover may take (5 s), so that one under
+		// way is not started again.
+		deadline := time.Now().Add(3 * ClusterNodeTimeout * time.Millisecond)
 		for time.Now().Before(deadline) {
 			if promoted(context.Background(), replica) {
 				return nil
@@ -309,7 +310,7 @@ func (c *Cluster) ForceFailover(replica *Server) error {
 		return fmt.Errorf("%s has not taken over", replica.Addr())
 	})
 	if err != nil {
-		return fmt.Errorf("redistest: forced failover: %w", err)
+		return fmt.Errorf("redistest: failover: %w", err)
 	}
 	return c.waitPromoted([]*Server{replica})
 }
