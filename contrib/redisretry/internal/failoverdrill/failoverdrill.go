@@ -175,13 +175,18 @@ func failover(target Target, c Config, prefix string) (Result, error) {
 	if err := target.Wait(); err != nil {
 		return Result{}, err
 	}
-	lost, err := countLost(rdb, prefix, t.got)
+	// A client of its own for the count: the traffic's may still be
+	// switching to the new primary, closing connections under the
+	// commands on them.
+	check := target.Client()
+	defer check.Close()
+	lost, err := countLost(check, prefix, t.got)
 	if err != nil {
 		return Result{}, err
 	}
 	// Each run starts from empty primaries, so that the next failover
 	// does not first resync what this one wrote.
-	if err := flushAll(rdb); err != nil {
+	if err := flushAll(check); err != nil {
 		return Result{}, err
 	}
 	if err := target.Wait(); err != nil {
