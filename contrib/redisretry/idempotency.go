@@ -82,8 +82,8 @@ type IdempotencyOptions struct {
 	// ErrReplicasUncounted: the Handler answers 503 and runs nothing. A
 	// Complete fewer replicas acknowledged is recorded on the primary,
 	// which replays it, and sent again under the same nonce while
-	// CallTimeout allows (up to five times), so that after a switchover
-	// it reaches the promoted replica; if it still fails it returns the
+	// CallTimeout allows, so that after a switchover it reaches the
+	// promoted replica; if it still fails it returns the
 	// error, and a failover to a replica that missed it loses the
 	// response (a retry takes the key over once its lock expires there).
 	// The price is a round trip to every replica on every Reserve and
@@ -268,20 +268,25 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idemp
 	keys := s.keys(key)
 	args := []any{tokenArg(token), millis(ttl), resp.Status, encodeHeader(resp.Header), resp.Body, s.nonceTTL()}
 	wait := resendMin
-	for sent := 1; ; sent++ {
+	var notReplicated error
+	for {
 		err := s.completeOnce(ctx, keys, args)
-		if !errors.Is(err, ErrNotReplicated) || sent > maxCompleteResends || !s.timeToWaitAgain(ctx, wait) {
+		switch {
+		case errors.Is(err, ErrNotReplicated):
+			notReplicated = err
+		case err != nil && notReplicated != nil && !errors.Is(err, idempotency.ErrStaleToken):
+			// A resend that got no answer: what stands is the first
+			// answer, recorded on the primary and not replicated.
+			return notReplicated
+		default:
 			return err
+		}
+		if !s.timeToWaitAgain(ctx, wait) {
+			return notReplicated
 		}
 		wait = min(2*wait, resendMax)
 	}
 }
-
-// maxCompleteResends is how many times a Complete fewer replicas
-// acknowledged is sent again, within CallTimeout: with the default
-// WaitTimeout, about 1.5s of waiting, longer than a Sentinel switchover
-// takes to reach the client.
-const maxCompleteResends = 5
 
 // completeOnce runs the complete script once (under one nonce, which
 // every later run of the same Complete shares), waiting for replicas
@@ -290,7 +295,10 @@ const maxCompleteResends = 5
 // A Complete fewer replicas acknowledged is recorded (and its lock
 // deleted) on the server that ran it, which replays the response; a
 // replica that missed it still holds the reservation. Complete sends it
-// again while CallTimeout leaves time for another wait: on the same
+// again while CallTimeout leaves time for another wait (a Sentinel
+// switchover reaches the client only once the sentinels have
+// reconfigured the replicas, seconds later: give the store a CallTimeout
+// of several seconds where failovers must not lose responses): on the same
 // primary the nonce answers at once and the WAIT counts again; after a
 // switchover, the client reaches the promoted replica, which holds the
 // reservation (every replica acknowledged it) and records the response

@@ -18,8 +18,8 @@ import (
 // Sentinel switchover once a third of the orders are charged: the old
 // primary takes writes for a while with the other replica attached. No
 // order is charged twice, every order answered 201 was charged once, and
-// reconciling the failed orders with their keys leaves one charge per
-// order. (With WaitReplicas 1 the store refuses every write on this
+// reconciling the failed orders with their keys (again after the lock
+// TTL for keys the switchover left locked) leaves one charge per order. (With WaitReplicas 1 the store refuses every write on this
 // set-up: see TestDrillSentinelSwitchoverWithTwoReplicasLosesNoAcknowledgedReservation.)
 func TestDrillPaymentsThroughATwoReplicaSwitchoverChargeNoOrderTwice(t *testing.T) {
 	const orders, workers = 900, 32
@@ -29,7 +29,8 @@ func TestDrillPaymentsThroughATwoReplicaSwitchoverChargeNoOrderTwice(t *testing.
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := paymentsim.StartFleet(paymentsim.Backend{Sentinel: set.FailoverOptions(), WaitReplicas: 2}, "payments:", paymentsim.Faults{
+	backend := paymentsim.Backend{Sentinel: set.FailoverOptions(), WaitReplicas: 2, LockTTL: 3 * time.Second}
+	f, err := paymentsim.StartFleet(backend, "payments:", paymentsim.Faults{
 		Salt: 1, ResetPerMille: 50, DropPerMille: 300, DelayPerMille: 100, DelayBy: attemptTimeout + 200*time.Millisecond,
 	}, patientRedis)
 	if err != nil {
@@ -75,6 +76,15 @@ func TestDrillPaymentsThroughATwoReplicaSwitchoverChargeNoOrderTwice(t *testing.
 		t.Errorf("charges = %d, want %d: %d answered 201 plus %d failed after their charge", got, want, sum.Succeeded, chargedFailures)
 	}
 	rec := paymentsim.Reconcile(ctx, f.Instances[0].URL, results, keys)
+	if len(rec.Failed) != 0 {
+		// Keys a write cut off by the switchover left locked on the new
+		// primary (a refused reservation's undo, a Release, lost with the
+		// old primary): once the lock expired, a retry takes them over,
+		// and must charge only what was not charged.
+		t.Logf("reconciliation: %d replayed, %d charged, %d still locked", rec.Replayed, rec.Charged, len(rec.Failed))
+		time.Sleep(backend.LockTTL + time.Second)
+		rec = paymentsim.Reconcile(ctx, f.Instances[0].URL, paymentsim.Only(results, rec.Failed), keys)
+	}
 	if len(rec.Failed) != 0 {
 		t.Errorf("reconciliation: %d replayed, %d charged, failed %q; want none failed", rec.Replayed, rec.Charged, rec.Failed)
 	}

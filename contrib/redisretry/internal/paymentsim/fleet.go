@@ -35,6 +35,9 @@ type Backend struct {
 
 	// WaitReplicas is the stores' IdempotencyOptions.WaitReplicas.
 	WaitReplicas int
+	// LockTTL is the Handlers' idempotency.Options.LockTTL; 0 means its
+	// default.
+	LockTTL time.Duration
 }
 
 // client returns a go-redis client of b whose calls and waits for a
@@ -76,7 +79,7 @@ func StartFleet(backend Backend, prefix string, faults Faults, callTimeout time.
 		f.clients[i] = rdb
 		mux := http.NewServeMux()
 		mux.Handle("POST "+ChargePath, idempotency.Handler(ChargeHandler(f.Provider), store,
-			idempotency.Options{RequireKey: true, OnEvent: f.Events.Record}))
+			idempotency.Options{RequireKey: true, OnEvent: f.Events.Record, LockTTL: backend.LockTTL}))
 		f.Instances[i] = httptest.NewServer(mux)
 	}
 	f.Injector = NewInjector(faults, f.Instances[0].URL, f.Instances[1].URL)
