@@ -3,6 +3,7 @@ package redisretry
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -31,13 +32,14 @@ import (
 // Each script does its part in Redis, whoever waits for its answer, so
 // the two may run in either order (they travel on different
 // connections) and at any time: the key ends free, or back with its
-// previous owner. The abandon is bounded by a CallTimeout of its own, so
-// a Reserve on a stalled Redis returns within twice CallTimeout; an
-// abandon that gets no answer was written to Redis all the same, and
-// runs when Redis does. Only an abandon that never left the client
-// leaves a late reservation locked until its lock expires: one that found
-// no connection ready, when the handshake of a new one (HELLO, AUTH)
-// waited for a Redis stalled longer than both bounds.
+// previous owner. The abandon is bounded by abandonTimeout, so a Reserve
+// on a stalled Redis returns within CallTimeout plus that; an abandon
+// that gets no answer was written to Redis all the same, and runs when
+// Redis does. Only an abandon that never left the client leaves a late
+// reservation locked until its lock expires: one that waited for a
+// connection longer than its bound (the client's pool taken by a burst
+// that does not drain), or whose new connection's handshake (HELLO,
+// AUTH) waited for a Redis stalled longer than both bounds.
 //
 // A reservation that too few replicas acknowledged is abandoned the same
 // way (see replicas.go).
@@ -83,10 +85,20 @@ func unanswered(err error) bool {
 	return !errors.As(err, &rerr) && !errors.Is(err, redis.ErrPoolTimeout)
 }
 
+// abandonTimeout is the bound of an abandon: CallTimeout, and at least
+// minAbandon, since an abandon often waits for a connection behind the
+// very burst that made its Reserve time out.
+func (s *IdempotencyStore) abandonTimeout() time.Duration {
+	return max(s.callTimeout(), minAbandon)
+}
+
+// minAbandon is the shortest bound of an abandon.
+const minAbandon = time.Second
+
 // abandon makes sure the Reserve whose script keys are keys leaves no
-// reservation, best effort, within CallTimeout of its own.
+// reservation, best effort, within abandonTimeout.
 func (s *IdempotencyStore) abandon(keys []string) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.callTimeout())
+	ctx, cancel := context.WithTimeout(context.Background(), s.abandonTimeout())
 	defer cancel()
 	// EVAL, not EVALSHA: on a server that does not know the script, an
 	// EVALSHA whose NOSCRIPT answer comes too late to be read would run

@@ -2,11 +2,14 @@ package redisretry
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/httpretry/httpretry/contrib/redisretry/redistest"
 	"github.com/httpretry/httpretry/idempotency"
+	"github.com/redis/go-redis/v9"
 )
 
 // runReserve runs the reserve script as Reserve sends it, under keys.
@@ -82,5 +85,48 @@ func TestAbandonedAfterItRanAReserveLeavesNoLock(t *testing.T) {
 	s.abandon(keys)
 	if got := rdb.HGet(ctx, recordKey(prefix, "taken"), "st").Val(); got != "c" {
 		t.Fatalf("state after a second abandon = %q; want c", got)
+	}
+}
+
+// A burst of Reserves on a client whose four connections cannot carry
+// them: calls time out queued in Redis after they were written, and
+// their abandons wait for a connection behind the rest of the burst.
+// Every abandon still reaches Redis within its own bound (at least 1s,
+// whatever CallTimeout), so no Reserve that failed leaves its key locked.
+func TestBurstOnAFewConnectionsLeavesNoLockBehindAFailedReserve(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, PoolSize: 4})
+	defer rdb.Close()
+	s, prefix := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: time.Millisecond})
+	var mu sync.Mutex
+	var failed []string
+	var wg sync.WaitGroup
+	for w := range 64 {
+		wg.Go(func() {
+			for i := range 60 {
+				key := fmt.Sprint("w", w, "-", i)
+				if _, err := s.Reserve(ctx, key, "fp", time.Minute); err != nil {
+					mu.Lock()
+					failed = append(failed, key)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	check := srv.Client(t)
+	if err := check.Ping(ctx).Err(); err != nil { // every command written before it has run
+		t.Fatal(err)
+	}
+	if len(failed) == 0 {
+		t.Fatal("no Reserve failed with a 1ms CallTimeout on four connections; want a burst that times out")
+	}
+	locked := 0
+	for _, k := range failed {
+		locked += int(check.Exists(ctx, lockKey(prefix, k)).Val())
+	}
+	if locked != 0 {
+		t.Fatalf("%d of the %d keys whose Reserve failed are locked; want none", locked, len(failed))
 	}
 }

@@ -27,7 +27,7 @@ type IdempotencyOptions struct {
 	// except that a Reserve once sent is waited for until CallTimeout
 	// whatever the caller's deadline (an unread reservation would lock its
 	// key for the lock TTL), and one unanswered then is abandoned within
-	// another CallTimeout (see abandon.go). The Handler records a response under a
+	// another CallTimeout, at least 1s (see abandon.go). The Handler records a response under a
 	// context without deadline (the client may have gone), so this is what
 	// bounds Complete and Release when Redis hangs. go-redis honours it only on a client with
 	// ContextTimeoutEnabled; otherwise the client's ReadTimeout (3s by
