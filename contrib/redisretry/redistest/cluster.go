@@ -70,7 +70,12 @@ func NewCluster(masters, replicasPerMaster int, args ...string) (*Cluster, error
 		// A replica takes over however long it was cut off from its
 		// master: the nodes keep no data, so no replica is staler than
 		// an empty restarted master.
-		"--cluster-replica-validity-factor", "0"}, args...)
+		"--cluster-replica-validity-factor", "0",
+		// Every master keeps the replicas it was created with: a replica
+		// just promoted has none attached for a moment, and Redis would
+		// otherwise move a replica of another master to it, leaving
+		// masters with uneven counts of replicas.
+		"--cluster-migration-barrier", "999"}, args...)
 	c := &Cluster{}
 	for range masters * (1 + replicasPerMaster) {
 		s, err := newServer(Binary, true, "", nodeArgs)
