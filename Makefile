@@ -132,13 +132,14 @@ race: deps
 
 ## redis-drills: contrib/redisretry's failover drills (build tag drills),
 ## real servers killed and failed over under traffic: a Cluster master
-## killed mid-traffic, Sentinel failovers with and without WaitReplicas
-## (a few minutes)
+## killed mid-traffic, Sentinel failovers with and without WaitReplicas,
+## a two-replica Sentinel switchover and a two-replica Cluster forced
+## failover, payments through a two-replica switchover (a few minutes)
 redis-drills: deps
 	@echo "go test -race -tags drills (contrib/redisretry: the drills, and the harness's failover tests)"
 	@cd contrib/redisretry && $(GO) vet -tags drills ./... && \
 		$(GO) test -race -count=1 -tags drills -run '^TestDrill' . && \
-		$(GO) test -race -count=1 -tags drills -run '^(TestClusterKillMasterPromotesReplica|TestSentinelReportsPrimaryAndFailsOver)$$' ./redistest
+		$(GO) test -race -count=1 -tags drills -run '^(TestClusterKillMasterPromotesReplica|TestSentinelReportsPrimaryAndFailsOver|TestSentinelWithTwoReplicasFailsOverToOneOfThem)$$' ./redistest
 
 ## rules: promtool checks promretry's recording and alerting rules and
 ## runs their unit tests
@@ -171,10 +172,11 @@ demo:
 
 .PHONY: demo-metrics brownout-chart demo-payments demo-payments-pg redis-drills redis-failover
 
-## redis-failover: Sentinel failovers during reservations, with and
-## without IdempotencyOptions.WaitReplicas: reservations acknowledged and
-## lost, and Reserve's latency with and without the wait. Writes
-## docs/redis-failover.txt (a few minutes)
+## redis-failover: failovers during reservations (Sentinel with one
+## replica and with two, a Cluster with two replicas per master), with
+## IdempotencyOptions.WaitReplicas from 0 to the replica count:
+## reservations acknowledged and lost, and Reserve's latency with and
+## without the wait. Writes docs/redis-failover.txt (about 5 minutes)
 redis-failover: deps
 	@{ $(call figure_header,make redis-failover); \
 	  cd contrib/redisretry && $(GO) run ./examples/failover -runs 3; } | tee docs/redis-failover.txt.tmp; \
@@ -184,11 +186,12 @@ redis-failover: deps
 ## payment-service instances sharing a Redis idempotency store (its own
 ## redis-server on a free loopback port); prints charges, replays, conflicts;
 ## then the same with 5% of Redis replies lost after Redis ran the command;
-## then the same with the store on a Redis Cluster of three masters.
-## Writes docs/payments.txt (a few minutes)
+## then the same with the store on a Redis Cluster of three masters; then
+## on a primary with two replicas behind sentinels, WaitReplicas 2,
+## switched over mid-run. Writes docs/payments.txt (a few minutes)
 demo-payments: deps
 	@{ $(call figure_header,make demo-payments); \
-	  cd contrib/redisretry && $(GO) run ./examples/payments -orders 10000 -lost-replies 5 -cluster; } | tee docs/payments.txt.tmp; \
+	  cd contrib/redisretry && $(GO) run ./examples/payments -orders 10000 -lost-replies 5 -cluster -switchover; } | tee docs/payments.txt.tmp; \
 	rc=$$?; if grep -q '^OK' docs/payments.txt.tmp; then mv docs/payments.txt.tmp docs/payments.txt; else rm -f docs/payments.txt.tmp; exit 1; fi
 
 ## demo-payments-pg: the exactly-once proof on PostgreSQL: 20,000 orders,
