@@ -100,3 +100,20 @@ func TestFirstLookupThatHangsEndsEveryRequestWithItsContext(t *testing.T) {
 		t.Fatalf("%d lookups, want at most 2", got)
 	}
 }
+
+// lookingUp reports whether a lookup of h is in flight.
+func (h *host) lookingUp() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lookup != nil
+}
+
+// waitLookup waits for the lookup of h in flight, if any, to end.
+func (h *host) waitLookup() {
+	h.mu.Lock()
+	c := h.lookup
+	h.mu.Unlock()
+	if c != nil {
+		<-c.done
+	}
+}

@@ -95,9 +95,12 @@ type Transport struct {
 	// looked up again: Go's resolver does not report DNS TTLs, so set it
 	// at or below the records' TTL. A connection error asks for a lookup
 	// sooner, at most one a second per host; a failed lookup keeps the
-	// addresses already known. Lookups are made by the request that finds
-	// the addresses due, while the others go on with those known: no
-	// goroutine runs in the background. If 0, DefaultRefresh (30 s).
+	// addresses already known. A request that finds the addresses due
+	// starts a lookup on a goroutine of its own, at most one per host at
+	// a time and each bounded to 30 seconds, and goes on with the
+	// addresses known; only a host with none known waits for the lookup,
+	// each request until its own context ends. If 0, DefaultRefresh
+	// (30 s).
 	Refresh time.Duration
 
 	// EjectAfter is the number of failures in a row that ejects an
