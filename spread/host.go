@@ -37,7 +37,8 @@ type addr struct {
 	conns    connSet         // the connections rt dialed, still open
 	inFlight int             // attempts sent whose response body is not yet closed
 	health   health
-	retired  bool // it left the host's answer
+	retired  bool          // it left the host's answer
+	resend   chan struct{} // held by the resend after a 421 on its fresh connection
 }
 
 // host is what the Transport knows of one host and port: its addresses
@@ -249,7 +250,7 @@ func (h *host) update(ips []netip.Addr) {
 		}
 		a := h.find(ip)
 		if a == nil {
-			a = &addr{ip: ip, hostport: netip.AddrPortFrom(ip, port.Port()).String()}
+			a = &addr{ip: ip, hostport: netip.AddrPortFrom(ip, port.Port()).String(), resend: make(chan struct{}, 1)}
 		}
 		a.retired = false
 		next = append(next, a)

@@ -1,6 +1,7 @@
 package spread_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -20,16 +21,48 @@ import (
 // misdirectingServer answers 421 to every request of a pooled connection,
 // and holds each request of a connection that will not be reused
 // ("Connection: close", as a resend on a fresh connection asks) until
-// released, then answers 200. It records the most connections it had
-// open at once.
+// released, then answers 200.
 type misdirectingServer struct {
 	srv     *http.Server
 	release chan struct{}
 	held    atomic.Int64
+}
 
+// connCounter counts the connections a dialer opened that are still
+// open, and the most at once, on the client's side: a server sees a close
+// a moment after the client made it.
+type connCounter struct {
 	mu      sync.Mutex
 	open    int
 	maxOpen int
+}
+
+func (c *connCounter) dial(ctx context.Context, network, address string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, address)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.open++
+	c.maxOpen = max(c.maxOpen, c.open)
+	return &countedConn{Conn: conn, c: c}, nil
+}
+
+type countedConn struct {
+	net.Conn
+	c    *connCounter
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() {
+		c.c.mu.Lock()
+		c.c.open--
+		c.c.mu.Unlock()
+	})
+	return c.Conn.Close()
 }
 
 func startMisdirectingServer(t *testing.T, ip string) (*misdirectingServer, int) {
@@ -52,17 +85,6 @@ func startMisdirectingServer(t *testing.T, ip string) (*misdirectingServer, int)
 			<-s.release
 			io.WriteString(w, "ok")
 		}),
-		ConnState: func(_ net.Conn, st http.ConnState) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			switch st {
-			case http.StateNew:
-				s.open++
-				s.maxOpen = max(s.maxOpen, s.open)
-			case http.StateClosed, http.StateHijacked:
-				s.open--
-			}
-		},
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -78,12 +100,14 @@ func startMisdirectingServer(t *testing.T, ip string) (*misdirectingServer, int)
 // open, and every request is answered.
 func TestMisdirectedResendsKeepTheConnectionBound(t *testing.T) {
 	s, port := startMisdirectingServer(t, "127.0.0.2")
+	var conns connCounter
 	sp := &spread.Transport{
 		Resolver: spreadtest.NewResolver(loopback[0]),
 		New: func() *http.Transport {
 			tr := cleanhttp.DefaultPooledTransport()
 			tr.Proxy = nil
 			tr.MaxConnsPerHost = 1
+			tr.DialContext = conns.dial
 			return tr
 		},
 	}
@@ -116,10 +140,10 @@ func TestMisdirectedResendsKeepTheConnectionBound(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.maxOpen > 2 {
-		t.Fatalf("%d connections open at once, want at most 2: the pooled one and one fresh", s.maxOpen)
+	conns.mu.Lock()
+	defer conns.mu.Unlock()
+	if conns.maxOpen > 2 {
+		t.Fatalf("%d connections open at once, want at most 2: the pooled one and one fresh", conns.maxOpen)
 	}
 }
 

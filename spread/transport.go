@@ -63,7 +63,8 @@ type marker = tried.Marker
 // request refused before it asked for a connection, a body cut by the
 // request's deadline. A 421 Misdirected
 // Request is sent once more to the same address on a fresh connection,
-// when the request's body can be sent again.
+// when the request's body can be sent again, one such resend at a time
+// per address.
 //
 // The zero value is ready to use: cleanhttp's pooled Transport per
 // address, the system resolver, answers refreshed every 30 seconds. A
