@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,11 +84,32 @@ func startBackendProcess(t *testing.T, ip netip.Addr) *backendProcess {
 	return &backendProcess{cmd: cmd, port: port}
 }
 
+// signal sends s to the process; after SIGSTOP it waits until every
+// thread of the process has stopped (the signal is delivered a moment
+// after kill returns), as /proc shows it.
 func (p *backendProcess) signal(t *testing.T, s syscall.Signal) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(s); err != nil {
 		t.Fatal(err)
 	}
+	if s != syscall.SIGSTOP {
+		return
+	}
+	waitFor(t, "every thread of the backend process stopped", func() bool {
+		stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", p.cmd.Process.Pid))
+		if err != nil || len(stats) == 0 {
+			t.Fatalf("no /proc entry for the backend process: %v", err)
+		}
+		for _, f := range stats {
+			b, err := os.ReadFile(f)
+			// The state follows the command's closing parenthesis.
+			i := strings.LastIndexByte(string(b), ')')
+			if err != nil || i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // startInProcessBackends serves, on each of ips at port, 200 with the
