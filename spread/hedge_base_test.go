@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-cleanhttp"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/spread/spreadtest"
@@ -17,8 +18,9 @@ import (
 // spread is only Hedging.Base; the first attempts go through a Base of
 // the caller's own, whose dialer reaches one backend, which answers in
 // five seconds. The address that first attempt's connection reached
-// counts as tried: every hedge goes to another address, and no
-// operation waits for the slow backend.
+// counts as tried: every hedge, sent once the slow backend has the first
+// attempt (the hedge delay runs on a fake clock), goes to another
+// address, and no operation waits for the slow backend.
 func TestHedgeThroughSpreadAvoidsTheAddressOfAFirstAttemptSentElsewhere(t *testing.T) {
 	for _, tls := range []bool{false, true} {
 		t.Run(fmt.Sprintf("tls=%v", tls), func(t *testing.T) {
@@ -35,18 +37,41 @@ func TestHedgeThroughSpreadAvoidsTheAddressOfAFirstAttemptSentElsewhere(t *testi
 			}
 			t.Cleanup(base.CloseIdleConnections)
 			sp := newSpread(t, g)
-			rt := &httpretry.Transport{Base: base, MaxAttempts: 2, Budget: httpretry.NewTokenBucket(1000, 1),
-				Hedging: &httpretry.Hedging{Delay: 20 * time.Millisecond, MaxExtraLoad: 0.99, Base: sp}}
-			for i := range 40 {
+			fc := clockwork.NewFakeClock()
+			const delay = 20 * time.Millisecond
+			rt := &httpretry.Transport{Base: base, MaxAttempts: 2, Budget: httpretry.NewTokenBucket(1000, 1), Clock: fc,
+				Hedging: &httpretry.Hedging{Delay: delay, MaxExtraLoad: 0.99, Base: sp}}
+			for i := range 20 {
 				op := fmt.Sprint(i)
-				start := time.Now()
-				resp, body, err := getOp(t, rt, g, op)
-				seen := log.backends(op)
-				if err != nil {
-					t.Fatalf("op %d: %v (backends %v)", i, err, seen)
+				type result struct {
+					body string
+					err  error
 				}
-				if resp.StatusCode != 200 || body == slow.Addr.String() {
-					t.Fatalf("op %d: %d %q after %v, want 200 from a fast backend", i, resp.StatusCode, body, time.Since(start))
+				done := make(chan result, 1)
+				start := time.Now()
+				go func() {
+					resp, body, err := getOp(t, rt, g, op)
+					if err == nil && resp.StatusCode != 200 {
+						err = fmt.Errorf("status %d", resp.StatusCode)
+					}
+					done <- result{body, err}
+				}()
+				waitFor(t, "the first attempt at the slow backend", func() bool { return count(log.backends(op), slow.Index) == 1 })
+				var r result
+				for waiting := true; waiting; {
+					fc.Advance(delay)
+					select {
+					case r = <-done:
+						waiting = false
+					case <-time.After(10 * time.Millisecond):
+					}
+				}
+				seen := log.backends(op)
+				if r.err != nil {
+					t.Fatalf("op %d: %v (backends %v)", i, r.err, seen)
+				}
+				if r.body == slow.Addr.String() {
+					t.Fatalf("op %d: answered by the slow backend after %v (backends %v)", i, time.Since(start), seen)
 				}
 				if count(seen, slow.Index) > 1 {
 					t.Fatalf("op %d: backends %v: the hedge went to the first attempt's address", i, seen)
