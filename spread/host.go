@@ -55,8 +55,10 @@ type host struct {
 	retired    []*addr // addresses that left the answer: kept to the next lookup, or while attempts to them run
 	resolvedAt time.Time
 	lastLookup time.Time
-	stale      bool        // a connection error asks for a lookup
-	lookup     *lookupCall // the lookup in flight, or nil
+	stale      bool            // a connection error asks for a lookup
+	lookup     *lookupCall     // the lookup in flight, or nil
+	viaProxy   *http.Transport // for the requests New's Transport sends through a proxy, made at first use
+	noProxy    bool            // New's Transport has no Proxy: nothing goes through one
 	lastUsed   time.Time
 }
 
@@ -102,6 +104,7 @@ func (t *Transport) forgetIdleLocked(now time.Time) {
 			for _, a := range slices.Concat(h.addrs, h.retired) {
 				h.forget(a)
 			}
+			t.disown(h.viaProxy)
 			h.mu.Unlock()
 			delete(t.hosts, key)
 		}
@@ -346,10 +349,14 @@ func (h *host) sweepRetired() {
 	}
 }
 
-// closeIdle closes the idle connections of every address's Transport.
+// closeIdle closes the idle connections of every address's Transport,
+// and of the one for requests through a proxy.
 func (h *host) closeIdle() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.viaProxy != nil {
+		h.viaProxy.CloseIdleConnections()
+	}
 	for _, a := range slices.Concat(h.addrs, h.retired) {
 		if a.rt != nil {
 			a.rt.CloseIdleConnections()

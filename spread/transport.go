@@ -73,8 +73,10 @@ type marker = tried.Marker
 //
 // A host given as an IP address is not resolved: its requests go to that
 // address. Requests sent through a proxy (the Transport from New has a
-// Proxy that returns one) dial the proxy, which then chooses the address:
-// they are not spread.
+// Proxy that returns one, as cleanhttp's does when HTTP_PROXY or
+// HTTPS_PROXY is set) are neither resolved nor spread: they go through
+// one Transport per host to the proxy, which resolves the host and
+// chooses the address.
 type Transport struct {
 	//lint:ignore U1000 embedded for its method, which tried.Wants asks for
 	marker
@@ -193,6 +195,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errors.New("spread: nil Request.URL")
 	}
 	h := t.host(req.URL)
+	if rt, err := h.proxied(req); rt != nil || err != nil {
+		if err != nil {
+			closeBody(req)
+			return nil, err
+		}
+		return rt.RoundTrip(req)
+	}
 	a, err := h.choose(req.Context(), tried.From(req.Context()))
 	if err != nil {
 		closeBody(req)
