@@ -56,15 +56,16 @@ type marker = tried.Marker
 // operation goes to an address the operation has not tried while one is
 // left, and to any once all were tried. An address that fails EjectAfter
 // times in a row (a connection error, a deadline before the response's
-// headers, a body that breaks off, or a 5xx that signals overload: 503,
-// 529, or a 5xx with "X-Should-Retry: false") is ejected: no attempt goes
-// to it while another address can take it. A success restores it. What
-// a caller alone causes counts neither way: a 429, a canceled attempt, a
-// request refused before it asked for a connection, a body cut by the
-// request's deadline. A 421 Misdirected
-// Request is sent once more to the same address on a fresh connection,
-// when the request's body can be sent again, one such resend at a time
-// per address.
+// headers, a stall cut by httpretry's IdleTimeout, a body that breaks
+// off, or a 5xx that signals overload: 503, 529, or a 5xx with
+// "X-Should-Retry: false") is ejected: no attempt goes to it while
+// another address can take it. A success restores it. What a caller
+// alone causes counts neither way: a 429, a canceled attempt (with or
+// without a cause), a request refused before it asked for a connection,
+// a body cut by the request's deadline. A 421 Misdirected Request is
+// sent once more to the same address on a fresh connection, when the
+// request's body can be sent again, one such resend at a time per
+// address.
 //
 // The zero value is ready to use: cleanhttp's pooled Transport per
 // address, the system resolver, answers refreshed every 30 seconds. A
@@ -212,7 +213,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err == nil && resp.StatusCode == http.StatusMisdirectedRequest {
 		resp, err = t.misdirected(h, a, sent, resp)
 	}
-	v := judgeAnswer(resp, err, trace.asked.Load())
+	v := judgeAnswer(resp, err, trace.asked.Load(), endingOf(sent.Context()))
 	if v == failure {
 		h.recordFailure(a, err != nil)
 	}
