@@ -2,6 +2,7 @@ package spread
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -60,7 +61,12 @@ type host struct {
 	viaProxy   *http.Transport // for the requests New's Transport sends through a proxy, made at first use
 	noProxy    bool            // New's Transport has no Proxy: nothing goes through one
 	lastUsed   time.Time
+	forgotten  bool // the Transport's table let go of it: a request holding it takes the table's
 }
+
+// errHostForgotten: the host's state was let go of by the Transport's
+// table after the request got it; the request takes the table's.
+var errHostForgotten = errors.New("spread: host forgotten")
 
 // host returns the state of u's host and port, made at first use.
 func (t *Transport) host(u *url.URL) *host {
@@ -85,7 +91,8 @@ func (t *Transport) host(u *url.URL) *host {
 	if len(t.hosts) >= maxIdleHosts {
 		t.forgetIdleLocked(now)
 	}
-	h := &host{t: t, name: name, port: port, key: key}
+	// Made in use: it is not forgotten before its first request chose.
+	h := &host{t: t, name: name, port: port, key: key, lastUsed: now}
 	if ip, err := netip.ParseAddr(name); err == nil {
 		h.literal = true
 		h.update([]netip.Addr{ip})
@@ -105,6 +112,7 @@ func (t *Transport) forgetIdleLocked(now time.Time) {
 				h.forget(a)
 			}
 			t.disown(h.viaProxy)
+			h.forgotten = true
 			h.mu.Unlock()
 			delete(t.hosts, key)
 		}
@@ -137,6 +145,9 @@ func (h *host) choose(ctx context.Context, set *tried.Set) (*addr, error) {
 	now := h.t.clock().Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.forgotten {
+		return nil, errHostForgotten
+	}
 	h.lastUsed = now
 	h.sweepRetired()
 	cs := make([]choice, len(h.addrs))

@@ -14,6 +14,10 @@ import (
 // if it has a Proxy.
 func (h *host) proxied(req *http.Request) (*http.Transport, error) {
 	h.mu.Lock()
+	if h.forgotten {
+		h.mu.Unlock()
+		return nil, errHostForgotten
+	}
 	if h.viaProxy == nil && !h.noProxy {
 		rt, err := h.t.callNew()
 		if err != nil {

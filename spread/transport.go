@@ -195,18 +195,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, errors.New("spread: nil Request.URL")
 	}
-	h := t.host(req.URL)
-	if rt, err := h.proxied(req); rt != nil || err != nil {
-		if err != nil {
-			closeBody(req)
-			return nil, err
-		}
-		return rt.RoundTrip(req)
-	}
-	a, err := h.choose(req.Context(), tried.From(req.Context()))
+	h, a, viaProxy, err := t.route(req)
 	if err != nil {
 		closeBody(req)
 		return nil, err
+	}
+	if viaProxy != nil {
+		return viaProxy.RoundTrip(req)
 	}
 	sent, trace := withConnTrace(req)
 	resp, err := a.rt.RoundTrip(sent)
@@ -222,6 +217,29 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	return h.track(a, resp, v == success), nil
+}
+
+// route returns where req goes: its host's Transport to a proxy, or an
+// address chosen for it and counted in flight. A host the table forgot
+// between the request's look at the table and its choice is looked up in
+// the table again: only the table's has its connections reached by
+// CloseIdleConnections. A host just made is not forgotten before Refresh
+// has passed, so this ends.
+func (t *Transport) route(req *http.Request) (*host, *addr, *http.Transport, error) {
+	for {
+		h := t.host(req.URL)
+		viaProxy, err := h.proxied(req)
+		if err == nil && viaProxy != nil {
+			return h, nil, viaProxy, nil
+		}
+		var a *addr
+		if err == nil {
+			a, err = h.choose(req.Context(), tried.From(req.Context()))
+		}
+		if !errors.Is(err, errHostForgotten) {
+			return h, a, nil, err
+		}
+	}
 }
 
 // CloseIdleConnections closes the idle connections of every address's
