@@ -253,14 +253,16 @@ fuzz:
 
 ## mutate: mutation testing of the root package (slow, 40 minutes or
 ## more on a shared 2-core machine; not part of CI, which vets its build);
-## writes docs/mutation.txt and fails below 95% test efficacy or 95%
-## mutator coverage
+## writes docs/mutation.txt once it passes (the tests it runs read that
+## file: it is written whole, at the end) and fails below 95% test
+## efficacy or 95% mutator coverage
 MUTATE_THRESHOLD := 95
 mutate:
 	@{ $(call figure_header,make mutate); \
 	  $(GREMLINS) unleash --tags mutation --workers 2 --threshold-efficacy $(MUTATE_THRESHOLD) --threshold-mcover $(MUTATE_THRESHOLD) \
 	    -E 'httptestutil/' -E 'examples/' -E 'bench/' -E 'idempotency/' -E 'internal/' -E 'contrib/' . 2>&1; \
-	  echo "gremlins exit $$?"; } | tee docs/mutation.txt; grep -q '^gremlins exit 0$$' docs/mutation.txt
+	  echo "gremlins exit $$?"; } | tee docs/mutation.txt.tmp; \
+	if grep -q '^gremlins exit 0$$' docs/mutation.txt.tmp; then mv docs/mutation.txt.tmp docs/mutation.txt; else rm -f docs/mutation.txt.tmp; exit 1; fi
 
 ## faultmatrix: the fault matrix, every cell as a table line; writes
 ## docs/faultmatrix.txt (a few minutes under -race)
