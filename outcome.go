@@ -26,9 +26,10 @@ type Attempt struct {
 	// follows.
 	Wait time.Duration
 	// RetryAfter is the part of Wait the server asked for with
-	// Retry-After or Retry-After-Ms; the rest of Wait is jitter. 0 when
-	// the wait is the Transport's own backoff (or none follows), so that
-	// waits imposed by the server can be told from the client's own.
+	// Retry-After, Retry-After-Ms or X-Amz-Retry-After; the rest of Wait
+	// is jitter. 0 when the wait is the Transport's own backoff (or none
+	// follows), so that waits imposed by the server can be told from the
+	// client's own.
 	RetryAfter time.Duration
 
 	// The fields below say where the attempt's time went, as Base reported

@@ -98,7 +98,7 @@ func connectionFailed(err error) bool {
 // a retry.
 const (
 	WaitBackoff    = iota // the Transport's own backoff, and the jitter it adds after a server's delay
-	WaitRetryAfter        // the server, with Retry-After or Retry-After-Ms
+	WaitRetryAfter        // the server, with Retry-After, Retry-After-Ms or X-Amz-Retry-After
 	NumWaitCauses
 )
 
