@@ -673,7 +673,7 @@ func TestHiddenRetriesBounded(t *testing.T) {
 			case got < o.Attempts || (tt.h2 != "" && got == o.Attempts):
 				t.Errorf("server saw %d requests for %d attempts; want more: net/http retries underneath", got, o.Attempts)
 			default:
-				t.Logf("%d attempts reached the server as %d requests in %v", o.Attempts, got, elapsed.Round(ms))
+				t.Logf("%s: %d attempts reached the server as %d requests in %v", tt.name, o.Attempts, got, elapsed.Round(ms))
 			}
 		})
 	}
