@@ -58,7 +58,7 @@ check:
 
 ## test: go vet (for this platform, then cross-compiled), staticcheck,
 ## gocyclo and race-enabled tests of every module (bench with -short),
-## then the Prometheus rules and the API check. The SDK examples (make
+## then the Prometheus rules, the API check and the figures check. The SDK examples (make
 ## examples), their staticcheck (make lint-examples) and the Redis failover
 ## drills (make redis-drills) are CI steps of their own after it, for make
 ## test's time goal: .ci/run runs all four
