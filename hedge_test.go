@@ -565,3 +565,38 @@ func sequence(draws ...float64) func() float64 {
 		return d
 	}
 }
+
+// TestLearnedAttemptTimeoutWithinAttemptTimeout: the learned limit
+// applies within AttemptTimeout: the smaller of the two cuts a hanging
+// attempt, 130ms learned under an AttemptTimeout of 1s, and an
+// AttemptTimeout of 50ms under 130ms learned.
+func TestLearnedAttemptTimeoutWithinAttemptTimeout(t *testing.T) {
+	for _, tt := range []struct {
+		attemptTimeout, want time.Duration
+	}{
+		{time.Second, 130 * ms},
+		{50 * ms, 50 * ms},
+	} {
+		t.Run(tt.attemptTimeout.String(), func(t *testing.T) {
+			fc := clockwork.NewFakeClock()
+			base := httptestutil.NewTransport(fc, httptestutil.Step{Action: httptestutil.Hang})
+			tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, AttemptTimeout: tt.attemptTimeout,
+				LearnAttemptTimeout: &LearnedTimeout{}}
+			s := tr.latencies()
+			d := s.lookup("api.example")
+			for range DefaultLearnedMinSamples {
+				d.record(s, 100*ms, false)
+			}
+			var o Outcome
+			ch := start(tr, newRequest(t, WithOutcome(context.Background(), &o), "GET", "https://api.example/items", nil))
+			advanceAt(t, fc, base, 1, 1, tt.want)
+			r := await(t, ch)
+			if !errors.Is(r.err, ErrAttemptTimeout) {
+				t.Fatalf("error = %v; want an attempt timeout", r.err)
+			}
+			if o.Elapsed != tt.want {
+				t.Errorf("elapsed = %v; want %v", o.Elapsed, tt.want)
+			}
+		})
+	}
+}
