@@ -141,6 +141,21 @@ func TestCallerBodyClosedOnEveryEarlyReturn(t *testing.T) {
 			reason: Throttled, errIs: ErrQuotaExhausted,
 		},
 		{
+			name: "caller cancels while waiting for a spent quota's reset",
+			body: func() io.Reader { return strings.NewReader("hello") }, length: 5,
+			tr: func(t *testing.T, tr *Transport) {
+				tr.Throttle = spentQuota(t)
+				tr.Throttle.WaitQuota = true
+				tr.MaxRetryAfter = 2 * time.Minute
+			},
+			req: func(req *http.Request) *http.Request {
+				ctx, cancel := context.WithCancel(req.Context())
+				time.AfterFunc(20*time.Millisecond, cancel)
+				return req.WithContext(ctx)
+			},
+			reason: Canceled, errIs: ErrQuotaExhausted,
+		},
+		{
 			name: "quota spent, one attempt: the body would go to Base as it is",
 			body: func() io.Reader { return strings.NewReader("hello") }, length: 5,
 			tr: func(t *testing.T, tr *Transport) {
