@@ -620,10 +620,11 @@ func (op *operation) admitFirst(th *Throttle) error {
 	if err != ErrQuotaExhausted || !th.WaitQuota {
 		return err
 	}
-	before := op.waited
 	waited, slept := op.waitForQuota(reset)
 	if slept && op.t.OnWait != nil {
-		op.t.OnWait(op.req, Wait{Waited: op.waited - before, RetryAfter: op.waited - before})
+		// Nothing was waited before the first attempt but this: all of
+		// the operation's waits so far, and all of it the server's.
+		op.t.OnWait(op.req, Wait{Waited: op.waited, RetryAfter: op.waited})
 	}
 	if !waited {
 		return err
