@@ -95,10 +95,10 @@ func (op *operation) takeQuota() (time.Time, bool) {
 func (op *operation) refundQuota() { op.ticket.Refund() }
 
 // waitForQuota waits, with WaitQuota, until a spent quota resets at
-// reset, when mayWaitFor allows it. waited reports that the wait ran to
-// the reset; slept, that a wait began (and counts in the operation's
-// waits), even one the operation's context or the request's Cancel
-// channel ended.
+// reset, when mayWaitFor allows it. It reports whether it waited until
+// the reset (false when it did not wait, or the wait ended with the
+// operation's context or the request's Cancel channel), and whether it
+// slept at all; the time slept, cut short or not, is the operation's.
 func (op *operation) waitForQuota(reset time.Time) (waited, slept bool) {
 	now := op.clock.Now()
 	if !op.t.Throttle.WaitQuota || !op.mayWaitFor(reset, now) {

@@ -3,7 +3,6 @@ package httpretry
 import (
 	"context"
 	"errors"
-	"github.com/httpretry/httpretry/throttle"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/httpretry/httpretry/throttle"
 )
 
 // The RoundTripper contract: RoundTrip closes the request body on every

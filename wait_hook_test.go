@@ -3,7 +3,6 @@ package httpretry
 import (
 	"context"
 	"fmt"
-	"github.com/httpretry/httpretry/throttle"
 	"net/http"
 	"slices"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/httpretry/httpretry/httptestutil"
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
