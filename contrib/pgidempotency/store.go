@@ -2,6 +2,7 @@ package pgidempotency
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"regexp"
@@ -172,7 +173,7 @@ func (s *Store) reserveOnce(ctx context.Context, key, fingerprint string, lockMi
 		status                        *int32
 		header, body                  []byte
 	)
-	err := s.pool.QueryRow(ctx, s.sql.reserve, pgx.QueryExecModeExec, []byte(key), fingerprint, lockMicros, s.abandoned).
+	err := s.pool.QueryRow(ctx, s.sql.reserve, pgx.QueryExecModeExec, recordKey(key), fingerprint, lockMicros, s.abandoned).
 		Scan(&reserved, &token, &tookOver, &fp, &completed, &status, &header, &body)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -208,6 +209,13 @@ func reservedState(reserved, completed bool, fp *string, fingerprint string) (id
 		return idempotency.StateCompleted, nil
 	}
 	return idempotency.StateInProgress, nil
+}
+
+// recordKey is what a record is found by: the SHA-256 of its key, of a
+// fixed length whatever the key's, which an index entry always holds.
+func recordKey(key string) []byte {
+	sum := sha256.Sum256([]byte(key))
+	return sum[:]
 }
 
 // Complete implements [idempotency.Store]: it records resp in a statement
@@ -257,7 +265,7 @@ func (s *Store) complete(ctx context.Context, db execer, key string, token idemp
 			return execAgain(ctx, db, sql, args...)
 		}
 	}
-	tag, err := run(ctx, s.sql.complete, pgx.QueryExecModeExec, []byte(key), int64(token), int32(resp.Status), header, body, micros(ttl))
+	tag, err := run(ctx, s.sql.complete, pgx.QueryExecModeExec, recordKey(key), int64(token), int32(resp.Status), header, body, micros(ttl))
 	if err != nil {
 		return fmt.Errorf("pgidempotency: complete: %w", err)
 	}
@@ -271,7 +279,7 @@ func (s *Store) complete(ctx context.Context, db execer, key string, token idemp
 func (s *Store) Release(ctx context.Context, key string, token idempotency.Token) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	tag, err := execAgain(ctx, s.pool, s.sql.release, pgx.QueryExecModeExec, []byte(key), int64(token))
+	tag, err := execAgain(ctx, s.pool, s.sql.release, pgx.QueryExecModeExec, recordKey(key), int64(token))
 	if err != nil {
 		return fmt.Errorf("pgidempotency: release: %w", err)
 	}
