@@ -306,7 +306,7 @@ func (s *Server) Pause() (resume func() error, err error) {
 		return nil, fmt.Errorf("pgtest: pause: %w", err)
 	}
 	postmaster := strings.SplitN(string(pidFile), "\n", 2)[0]
-	if err := signal("STOP", postmaster); err != nil {
+	if err := signalAll(stopSignal, postmaster); err != nil {
 		return nil, err
 	}
 	children, err := childrenOf(postmaster)
@@ -316,29 +316,21 @@ func (s *Server) Pause() (resume func() error, err error) {
 		// writer): none found is no pause.
 		err = fmt.Errorf("pgtest: pause: no process of the server's but its postmaster %s", postmaster)
 	case err == nil:
-		err = signal("STOP", children...)
+		err = signalAll(stopSignal, children...)
 	}
 	resume = func() error {
 		if len(children) > 0 {
-			if err := signal("CONT", children...); err != nil {
+			if err := signalAll(contSignal, children...); err != nil {
 				return err
 			}
 		}
-		return signal("CONT", postmaster)
+		return signalAll(contSignal, postmaster)
 	}
 	if err != nil {
 		_ = resume()
 		return nil, err
 	}
 	return resume, nil
-}
-
-// signal sends SIG<name> to the processes pids with kill(1).
-func signal(name string, pids ...string) error {
-	if out, err := exec.Command("kill", append([]string{"-" + name}, pids...)...).CombinedOutput(); err != nil {
-		return fmt.Errorf("pgtest: kill -%s %v: %v: %s", name, pids, err, out)
-	}
-	return nil
 }
 
 // childrenOf returns the ids of the processes whose parent is ppid.
