@@ -77,6 +77,11 @@ var _ idempotency.TxStore[pgx.Tx] = (*Store)(nil)
 // identifier is a table name this package accepts: no quoting needed.
 var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,50}(\.[a-z_][a-z0-9_]{0,50})?$`)
 
+// ErrTxEnded is what CompleteTx returns for a transaction that a
+// statement run through it (COMMIT, ROLLBACK) already ended: its rows were
+// committed or undone apart from the record, which it does not write.
+var ErrTxEnded = errors.New("pgidempotency: the transaction was ended by a statement run through it")
+
 // ErrInvalidTable is returned by [New] and [Schema] for a table name that
 // is not lowercase letters, digits and underscores (with one optional
 // schema qualifier).
@@ -227,10 +232,18 @@ func (s *Store) Complete(ctx context.Context, key string, token idempotency.Toke
 // CompleteTx implements [idempotency.TxStore]: it records resp in tx, with
 // one UPDATE that holds the key's record locked until tx ends. It returns
 // [idempotency.ErrStaleToken] when token no longer owns the key; tx must
-// then roll back.
+// then roll back. It returns [ErrTxEnded], and records nothing, when tx
+// is no longer open: a statement run through it (COMMIT, ROLLBACK) ended
+// it.
 func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, key string, token idempotency.Token, resp *idempotency.Response, ttl time.Duration) error {
 	if tx == nil {
 		return errors.New("pgidempotency: CompleteTx needs a transaction")
+	}
+	if c := tx.Conn(); c != nil && c.PgConn().TxStatus() == 'I' {
+		// The connection is open and in no transaction: a statement of
+		// the handler's (COMMIT, ROLLBACK) ended tx. The record would be
+		// written on its own, apart from the rows it answers for.
+		return ErrTxEnded
 	}
 	return s.complete(ctx, tx, key, token, resp, ttl)
 }
