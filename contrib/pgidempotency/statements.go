@@ -61,8 +61,15 @@ CREATE INDEX IF NOT EXISTS {idx} ON {t} (expires_at);
 // it returns the record that holds the key. A record the INSERT found but
 // the statement's snapshot does not show (changed after the snapshot)
 // gives no row: the caller runs the statement again.
+//
+// The record may be locked by a transaction still running: a CompleteTx
+// not yet committed, perhaps of an instance paused or cut off. The
+// statement waits for that lock at most $5 ms (lock_timeout, set for its
+// own transaction alone, before the INSERT runs), and then fails with
+// 55P03: the key is in progress.
 const reserveSQL = `
-WITH tok AS MATERIALIZED (SELECT nextval('{seq}') AS v),
+WITH cfg AS MATERIALIZED (SELECT set_config('lock_timeout', $5::bigint::text, true)),
+tok AS MATERIALIZED (SELECT nextval('{seq}') AS v FROM cfg),
 ins AS (
 	INSERT INTO {t} AS r (key_sha256, fingerprint, token, locked_until, expires_at)
 	SELECT $1, $2, tok.v,

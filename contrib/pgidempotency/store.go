@@ -148,6 +148,23 @@ func (s *Store) Reserve(ctx context.Context, key, fingerprint string, lockTTL ti
 	return idempotency.Reservation{}, errReserveContended
 }
 
+// sqlState is err's SQLSTATE, or "" when err is no error of the server's.
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// reserveLockWait is how long Reserve waits for a record locked by a
+// running transaction (a CompleteTx not yet committed) before it answers
+// that the key is in progress. A transaction about to commit ends well
+// within it; one whose instance is paused or cut off may hold the lock
+// until idle_in_transaction_session_timeout ends it, and the duplicates
+// meanwhile must not hold the pool's connections waiting.
+const reserveLockWait = 250 * time.Millisecond
+
 // maxRuns bounds the runs of a statement the store runs again after a
 // race it lost (see Reserve).
 const maxRuns = 8
@@ -178,11 +195,15 @@ func (s *Store) reserveOnce(ctx context.Context, key, fingerprint string, lockMi
 		status                        *int32
 		header, body                  []byte
 	)
-	err := s.pool.QueryRow(ctx, s.sql.reserve, pgx.QueryExecModeExec, recordKey(key), fingerprint, lockMicros, s.abandoned).
+	err := s.pool.QueryRow(ctx, s.sql.reserve, pgx.QueryExecModeExec, recordKey(key), fingerprint, lockMicros, s.abandoned, reserveLockWait.Milliseconds()).
 		Scan(&reserved, &token, &tookOver, &fp, &completed, &status, &header, &body)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return idempotency.Reservation{}, false, nil
+	case sqlState(err) == "55P03":
+		// The record is locked by a transaction recording its response:
+		// the key is in progress.
+		return idempotency.Reservation{State: idempotency.StateInProgress}, true, nil
 	case err != nil:
 		return idempotency.Reservation{}, false, fmt.Errorf("pgidempotency: reserve: %w", err)
 	}

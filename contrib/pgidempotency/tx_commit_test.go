@@ -239,7 +239,7 @@ func TestCompleteTxOfATakenOverReservationIsStale(t *testing.T) {
 // partition) until the store's Timeout cuts it: its outcome is unknown,
 // so the client gets 503 and the key is not released. The server never
 // got the COMMIT: its session idles in the transaction, holding the key's
-// record locked (a Reserve of the key waits on it) until
+// record locked (a Reserve of the key answers in progress) until
 // idle_in_transaction_session_timeout ends it and rolls back. Once the
 // lock expired too, the retry runs and charges once.
 func TestTxCommitPastTheStoreTimeoutIsUnknownAndNeverReleased(t *testing.T) {
