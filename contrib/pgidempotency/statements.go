@@ -16,6 +16,7 @@ type statements struct {
 	reserve  string
 	complete string
 	release  string
+	owns     string
 	sweep    string
 }
 
@@ -27,6 +28,7 @@ func newStatements(table string) statements {
 		reserve:  r.Replace(reserveSQL),
 		complete: r.Replace(completeSQL),
 		release:  r.Replace(releaseSQL),
+		owns:     r.Replace(ownsSQL),
 		sweep:    r.Replace(sweepSQL),
 	}
 }
@@ -102,6 +104,11 @@ WHERE key_sha256 = $1 AND token = $2 AND NOT completed AND expires_at > clock_ti
 // releaseSQL deletes the reservation $1/$2.
 const releaseSQL = `
 DELETE FROM {t} WHERE key_sha256 = $1 AND token = $2 AND NOT completed
+`
+
+// ownsSQL reports whether the token $2 still holds the key $1's record.
+const ownsSQL = `
+SELECT EXISTS (SELECT 1 FROM {t} WHERE key_sha256 = $1 AND token = $2 AND NOT completed)
 `
 
 // sweepSQL deletes up to $1 expired records. Rows locked by a running

@@ -252,8 +252,10 @@ func (s *Store) Complete(ctx context.Context, key string, token idempotency.Toke
 
 // CompleteTx implements [idempotency.TxStore]: it records resp in tx, with
 // one UPDATE that holds the key's record locked until tx ends. It returns
-// [idempotency.ErrStaleToken] when token no longer owns the key; tx must
-// then roll back. It returns [ErrTxEnded], and records nothing, when tx
+// [idempotency.ErrStaleToken] when token no longer owns the key, under
+// every isolation level (under REPEATABLE READ and SERIALIZABLE, wrapping
+// the serialization failure a takeover after tx's snapshot causes); tx
+// must then roll back. It returns [ErrTxEnded], and records nothing, when tx
 // is no longer open: a statement run through it (COMMIT, ROLLBACK) ended
 // it.
 func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, key string, token idempotency.Token, resp *idempotency.Response, ttl time.Duration) error {
@@ -300,6 +302,13 @@ func (s *Store) complete(ctx context.Context, db execer, key string, token idemp
 		}
 	}
 	tag, err := run(ctx, s.sql.complete, pgx.QueryExecModeExec, recordKey(key), int64(token), int32(resp.Status), header, body, micros(ttl))
+	if err != nil && sqlState(err) == "40001" && s.lostOwnership(ctx, key, token) {
+		// Under REPEATABLE READ or SERIALIZABLE, a takeover (or a release,
+		// a sweep) committed after the transaction's snapshot fails the
+		// UPDATE instead of leaving it no row: the token is stale all the
+		// same.
+		return fmt.Errorf("pgidempotency: complete: %w (%w)", idempotency.ErrStaleToken, err)
+	}
 	if err != nil {
 		return fmt.Errorf("pgidempotency: complete: %w", err)
 	}
@@ -307,6 +316,15 @@ func (s *Store) complete(ctx context.Context, db execer, key string, token idemp
 		return idempotency.ErrStaleToken
 	}
 	return nil
+}
+
+// lostOwnership reports whether token no longer holds key's record, as
+// a statement of its own (on the pool, outside any transaction) sees it
+// now. An error counts as no: the caller keeps its own error.
+func (s *Store) lostOwnership(ctx context.Context, key string, token idempotency.Token) bool {
+	var owns bool
+	err := s.pool.QueryRow(ctx, s.sql.owns, pgx.QueryExecModeExec, recordKey(key), int64(token)).Scan(&owns)
+	return err == nil && !owns
 }
 
 // Release implements [idempotency.Store].
