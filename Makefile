@@ -112,7 +112,7 @@ vet:
 ## (and every SDK) once more, minutes from a cold cache. Once a file names
 ## Linux or macOS alone (a _linux.go name, a //go:build darwin line),
 ## macOS is vetted too.
-CROSS_MODULES := . contrib/redisretry
+CROSS_MODULES := . contrib/redisretry contrib/pgidempotency
 PLATFORMS := aix|android|darwin|dragonfly|freebsd|hurd|illumos|ios|js|linux|netbsd|openbsd|plan9|solaris|wasip1|windows|unix|other
 cross:
 	@for m in $(filter-out $(CROSS_MODULES),$(RELEASE_MODULES)); do \
