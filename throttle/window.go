@@ -1,0 +1,110 @@
+package throttle
+
+import "time"
+
+// This file holds the sliding window a destination's counts sit in.
+
+func (th *Throttle) window() time.Duration {
+	w := th.Window
+	if w <= 0 {
+		w = DefaultWindow
+	}
+	return max(w, MinWindow)
+}
+
+// foldSpan is the time over which accepts counted while cold are spread
+// when folded at now: since the last fold; before the first fold, since
+// the first accept was counted (first, in UnixNano); with neither known,
+// one bucket's width, as if just now. It is never longer than the ring:
+// the accepts were counted without the clock, so when that time holds a
+// quiet spell they may all have come after it, and spreading them over
+// the spell would leave a burst that just came in next to nothing. An
+// accept is taken as no older than the counts can reach back; the most
+// this can overstate is pendingFold accepts, gone from the window one
+// Window later.
+func foldSpan(lastFold time.Time, first int64, now time.Time, width time.Duration) time.Duration {
+	var d time.Duration
+	switch {
+	case !lastFold.IsZero():
+		d = now.Sub(lastFold)
+	case first != 0:
+		d = max(now.Sub(time.Unix(0, first)), width)
+	default:
+		d = width
+	}
+	return min(d, throttleRing*width)
+}
+
+// advance makes the head bucket the one holding now, clearing the buckets
+// it passes.
+func (w *window) advance(now time.Time, width time.Duration) {
+	if w.start.IsZero() {
+		w.start = now
+		return
+	}
+	n := now.Sub(w.start) / width
+	if n <= 0 {
+		return
+	}
+	if n >= throttleRing {
+		w.b = [throttleRing]bucket{}
+		w.head = 0
+		w.start = now
+		return
+	}
+	for range n {
+		w.head = (w.head + 1) % throttleRing
+		w.b[w.head] = bucket{}
+	}
+	w.start = w.start.Add(n * width)
+}
+
+// add counts requests and accepts in the head bucket.
+func (w *window) add(req, acc float64) {
+	w.b[w.head].req += req
+	w.b[w.head].acc += acc
+}
+
+// spread counts n accepted requests made evenly over the last elapsed:
+// the part that falls within the window, spread over the buckets it
+// covers, up to the head.
+func (w *window) spread(n float64, elapsed, width time.Duration) {
+	span := width * throttleBuckets
+	if elapsed > span {
+		n *= float64(span) / float64(elapsed)
+		elapsed = span
+	}
+	k := min(max(int((elapsed+width-1)/width), 1), throttleBuckets)
+	for i := range k {
+		j := (w.head - i + throttleRing) % throttleRing
+		w.b[j].req += n / float64(k)
+		w.b[j].acc += n / float64(k)
+	}
+}
+
+// counts returns the requests and accepts the throttle decides on, and
+// how many buckets they cover: see countBack.
+func (w *window) counts() (req, acc float64, n int) {
+	return countBack(&w.b, w.head)
+}
+
+// bucket counts the requests and accepts of one stretch of time.
+type bucket struct{ req, acc float64 }
+
+// countBack sums the buckets of ring from head back: the newest
+// throttleBuckets always, then older ones, one by one, while the sum
+// holds fewer than throttleSamples requests and no accept, up to the
+// whole ring or to an older bucket that holds an accept, which is left
+// out: failures from before the server last accepted one say nothing of
+// it now. It returns the sums and how many buckets they cover.
+func countBack(ring *[throttleRing]bucket, head int) (req, acc float64, n int) {
+	for n < throttleRing && (n < throttleBuckets || (req < throttleSamples && acc == 0)) {
+		b := ring[(head-n+throttleRing)%throttleRing]
+		if n >= throttleBuckets && b.acc > 0 {
+			break
+		}
+		req, acc = req+b.req, acc+b.acc
+		n++
+	}
+	return req, acc, n
+}
