@@ -143,7 +143,7 @@ func NewThrottleState(rdb redis.UniversalClient, prefix string, opts ThrottleSta
 	s := &ThrottleState{
 		rdb: rdb, prefix: prefix, opts: opts.resolved(),
 		dirty: map[*fleetDest]struct{}{},
-		wake: make(chan struct{}, 1),
+		wake:  make(chan struct{}, 1),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Go(s.flushLoop)
