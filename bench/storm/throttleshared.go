@@ -131,8 +131,12 @@ func sharedPolicy(rt *redisTarget, prefix string) policy {
 			"a 60ms bucket, published every 100ms), one per process, each on a go-redis client of its own",
 		new: func() (*http.Client, func()) {
 			rdb := rt.connect(nopHook{})
-			// Its connection is made now, with the process.
-			_ = rdb.Ping(context.Background()).Err()
+			// Its connection is made now, with the process: a
+			// pipeline's, the one its flushes use.
+			_, _ = rdb.Pipelined(context.Background(), func(p redis.Pipeliner) error {
+				p.Ping(context.Background())
+				return nil
+			})
 			st, err := redisretry.NewThrottleState(rdb, prefix, redisretry.ThrottleStateOptions{})
 			if err != nil {
 				panic(err) // a client and a prefix of this command: cannot happen

@@ -65,13 +65,15 @@ func (s *ThrottleState) sleep(d time.Duration) bool {
 type flushed struct {
 	d     *fleetDest
 	cells []cell
+	claim *redis.BoolCmd  // the claim of this BroadcastInterval's publication, when due
 	read  *redis.SliceCmd // the newest buckets, when this process publishes
 	head  int64
 }
 
 // flush sends the counts of every destination with pending ones, in one
-// pipeline, and publishes the fleet's counts of those nobody published
-// lately, in a second.
+// pipeline that also claims the publication of those nobody published
+// lately (SET NX on a marker that lives one BroadcastInterval), then
+// reads the newest buckets of those it claimed, and publishes them.
 func (s *ThrottleState) flush() error {
 	s.mu.Lock()
 	dirty := make([]*fleetDest, 0, len(s.dirty))
@@ -101,16 +103,10 @@ func (s *ThrottleState) flush() error {
 			pipe.HIncrBy(ctx, w.d.name, strconv.FormatInt(c.b, 10), pack(c.req, c.acc))
 		}
 		if w.d.broadcastDue(now, s.opts.BroadcastInterval) {
-			w.read = pipe.HMGet(ctx, w.d.name, bucketFields(head, 0, fleetRing)...)
-			pipe.PExpire(ctx, w.d.name, s.opts.TTL)
-			if s.opts.Rand() < 0.25 {
-				// Buckets no publication reads any more; any the
-				// fleet left for longer go with the key's TTL.
-				pipe.HDel(ctx, w.d.name, bucketFields(head, fleetRing, 3*fleetRing)...)
-			}
+			w.claim = pipe.SetNX(ctx, w.d.name+":pub", "1", s.opts.BroadcastInterval)
 		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return err
 	}
 	acked := s.opts.Clock.Now()
@@ -120,10 +116,33 @@ func (s *ThrottleState) flush() error {
 	return s.publish(ctx, work, acked)
 }
 
-// publish publishes the buckets each destination read in work.
+// publish reads the newest buckets of each destination whose
+// publication this process claimed, and publishes them.
 func (s *ThrottleState) publish(ctx context.Context, work []flushed, at time.Time) error {
 	pipe := s.rdb.Pipeline()
 	n := 0
+	for i := range work {
+		w := &work[i]
+		if w.claim == nil || !w.claim.Val() {
+			continue
+		}
+		w.read = pipe.HMGet(ctx, w.d.name, bucketFields(w.head, 0, fleetRing)...)
+		if s.opts.Rand() < 0.25 {
+			// Now and then: keep the hash alive, and drop the buckets no
+			// publication reads any more; any the fleet left for longer
+			// go with the key.
+			pipe.PExpire(ctx, w.d.name, s.opts.TTL)
+			pipe.HDel(ctx, w.d.name, bucketFields(w.head, fleetRing, 3*fleetRing)...)
+		}
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return err
+	}
+	pipe = s.rdb.Pipeline()
 	for _, w := range work {
 		if w.read == nil {
 			continue
@@ -141,10 +160,6 @@ func (s *ThrottleState) publish(ctx context.Context, work []flushed, at time.Tim
 		w.d.mu.Lock()
 		w.d.published = at
 		w.d.mu.Unlock()
-		n++
-	}
-	if n == 0 {
-		return nil
 	}
 	_, err := pipe.Exec(ctx)
 	return err

@@ -20,8 +20,8 @@ const (
 	DefaultBucket            = throttle.DefaultWindow / 10
 	DefaultStateFlush        = 50 * time.Millisecond
 	DefaultBroadcastInterval = 100 * time.Millisecond
-	DefaultStale             = time.Second
-	DefaultStateCallTimeout  = 250 * time.Millisecond
+	DefaultStale             = fleetRing * DefaultBucket
+	DefaultStateCallTimeout  = 2 * time.Second
 	DefaultMaxDestinations   = 10000
 )
 
@@ -54,11 +54,15 @@ type ThrottleStateOptions struct {
 
 	// Stale is how long a publication is used: past it (Redis away, or
 	// nobody in the fleet counting), the process decides on its own
-	// counts alone. 0 (or less) means 1s.
+	// counts alone. Meanwhile its buckets age as the process's own do,
+	// and leave the counts a decision reads when they fall out of them.
+	// 0 (or less) means as far back as a publication reaches: 50
+	// Buckets, 3s.
 	Stale time.Duration
 
 	// CallTimeout bounds each round trip to Redis; no caller of the
-	// throttle ever waits for one. 0 (or less) means 250ms.
+	// throttle ever waits for one, so it may be patient. 0 (or less)
+	// means 2s.
 	CallTimeout time.Duration
 
 	// TTL is how long a destination's counts stay in Redis after they
