@@ -80,6 +80,7 @@ type attempt struct {
 	gotConn       bool          // the trace saw it get a connection: it may have been sent
 	buffered      bool          // its response body is held in memory
 	canceled      bool          // it lost to another attempt
+	transient     bool          // what Transient said of its result, asked once when it ended
 	cancelAttempt context.CancelFunc
 	idle          *idleWatch
 	trace         *connTrace
@@ -136,7 +137,7 @@ func (op *operation) begin() error {
 	if err := op.throttle(); err != nil {
 		return err
 	}
-	if !owned && op.policy.maxAttempts > 1 && marksOwnership(op.base) {
+	if !owned && op.policy.maxAttempts > 1 && op.t.marksOwnership(op.base) {
 		// Only a Transport that can retry takes ownership: a one-attempt
 		// wrapper (for a deadline, or hooks) leaves it to the layer below.
 		op.ctx, op.derived = withRetriesOwned(op.ctx), true
@@ -210,8 +211,11 @@ func (op *operation) send() (*http.Response, error) {
 	if op.timed {
 		op.lastElapsed = op.clock.Since(op.lastStart)
 	}
+	// Transient is asked once per attempt, here; the rules and the
+	// latency read its answer.
+	op.attempt.transient = op.t.transient(resp, err)
 	if op.dist != nil {
-		op.learn(&op.attempt, resp, err)
+		op.learn(&op.attempt)
 	}
 	return resp, err
 }
@@ -474,7 +478,7 @@ func (op *operation) getBody() bool {
 func (op *operation) gather(r *facts, resp *http.Response, err error) {
 	r.attempts = op.attempts
 	r.failed = err != nil
-	r.transient = op.t.transient(resp, err)
+	r.transient = op.attempt.transient
 	if r.failed || r.transient {
 		r.callerEnded = op.callerEnded()
 	}

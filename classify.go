@@ -35,6 +35,34 @@ func (e *attemptTimeoutError) Unwrap() error        { return e.err }
 func (e *attemptTimeoutError) Timeout() bool        { return true }
 func (e *attemptTimeoutError) Is(target error) bool { return target == ErrAttemptTimeout }
 
+// errHedgeLost is what a hedgeLostError matches, for ErrorClass.
+var errHedgeLost = errors.New("httpretry: attempt lost to another")
+
+// hedgeLostError is the error of a hedged attempt canceled because
+// another attempt's answer ended the operation: neither a timeout nor the
+// caller's doing. It keeps the cancellation in its chain, so
+// errors.Is(err, context.Canceled) still holds.
+type hedgeLostError struct{ err error }
+
+func (e *hedgeLostError) Error() string {
+	return "httpretry: canceled, another attempt won: " + e.err.Error()
+}
+func (e *hedgeLostError) Unwrap() error        { return e.err }
+func (e *hedgeLostError) Is(target error) bool { return target == errHedgeLost }
+
+// asLost returns the error of an attempt the operation canceled as a
+// loser: a cancellation the Transport's own context carried (which
+// complete marked as an attempt timeout, since the caller's context was
+// live) is the attempt losing, not running out of time. Any other error,
+// an attempt limit's deadline included, is returned as it is.
+func asLost(err error) error {
+	var te *attemptTimeoutError
+	if errors.As(err, &te) && errors.Is(te.err, context.Canceled) {
+		return &hedgeLostError{err: te.err}
+	}
+	return err
+}
+
 // StatusOverloaded is the status some APIs (Anthropic's among them) answer
 // when they are temporarily overloaded. It is not registered with IANA;
 // IsTransient treats it as 503 Service Unavailable.
@@ -295,8 +323,9 @@ func namesRequest(uerr *url.Error, req *http.Request) bool {
 // ErrorClass names an error's category with a word from a small fixed
 // set, safe as a log field or a metric label: it carries no URL, header
 // or body, as an error's own text may (a *url.Error quotes the URL, query
-// string included). The words are "attempt_timeout", "idle_timeout",
-// "canceled", "deadline_exceeded", "connection_refused",
+// string included). The words are "hedge_lost" (a hedged attempt
+// canceled because another attempt won), "attempt_timeout",
+// "idle_timeout", "canceled", "deadline_exceeded", "connection_refused",
 // "connection_reset", "broken_pipe", "eof", "dns", "tls",
 // "invalid_request", "timeout" and "other"; a nil error gives "".
 func ErrorClass(err error) string {
@@ -331,6 +360,7 @@ func ErrorClass(err error) string {
 // errorClasses are ErrorClass's words for errors found with errors.Is,
 // in the order they are tried.
 var errorClasses = [...]errorClassOf{
+	{errHedgeLost, "hedge_lost"},
 	{ErrAttemptTimeout, "attempt_timeout"},
 	{ErrIdleTimeout, "idle_timeout"},
 	{context.Canceled, "canceled"},

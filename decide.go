@@ -1,6 +1,9 @@
 package httpretry
 
-import "time"
+import (
+	"net/http"
+	"time"
+)
 
 // This file holds the retry decision as a pure function: given what an
 // attempt produced and the time now, stop (and why) or retry (and after
@@ -193,6 +196,9 @@ type hedgeFacts struct {
 	inProgress bool
 	// mayStart is what mayStartHedge says now.
 	mayStart bool
+	// hedgeError is set when the attempt is a hedge that ended with an
+	// error of its own, no response: nothing a server said.
+	hedgeError bool
 }
 
 // hedgeAction is what follows the end of an attempt of a hedged operation.
@@ -215,12 +221,18 @@ const (
 
 // afterAttempt decides what follows the end of an attempt of a hedged
 // operation. An answer that ends the operation (Final), or the caller
-// leaving (Canceled), wins at once. A failure that another attempt could
-// resolve never ends the attempts still running: it starts the next one
-// at once when one may start, unless its answer says a duplicate is in
-// progress. With nothing left in flight, the retry rules decide.
+// leaving (Canceled), wins at once; but a hedge's own final error (a
+// certificate its pool does not trust, a request its Base refuses) is no
+// answer of the server's and never ends an attempt still running: it is
+// set aside, and no further hedge is sent (see hedgeStops). A failure that
+// another attempt could resolve never ends the attempts still running: it
+// starts the next one at once when one may start, unless its answer says a
+// duplicate is in progress. With nothing left in flight, the retry rules
+// decide.
 func afterAttempt(f hedgeFacts) hedgeAction {
 	switch {
+	case f.stop == Final && f.hedgeError && f.inFlight > 0:
+		return hedgeKeep
 	case f.stop == Final || f.stop == Canceled:
 		return hedgeWin
 	case f.inFlight == 0 && f.stop != "":
@@ -231,6 +243,13 @@ func afterAttempt(f hedgeFacts) hedgeAction {
 		return hedgeNow
 	}
 	return hedgeKeep
+}
+
+// hedgeStops reports whether the end of an attempt ends hedging for the
+// operation: a hedge's own final error set aside says the hedges' path is
+// broken, and another hedge would meet it again.
+func hedgeStops(f hedgeFacts) bool {
+	return f.stop == Final && f.hedgeError && f.inFlight > 0
 }
 
 // mayStartHedge reports whether another attempt may be sent beside those
@@ -256,11 +275,12 @@ func hedgeSafe(idempotent, keyed, byMethod, deduplicates, rewindable bool) bool 
 	return !keyed || byMethod || deduplicates
 }
 
-// latencySample says whether an attempt that ended on its own is a latency
-// sample, and whether it is censored: an answer that ends an operation is
-// one; an attempt cut by its time limit is one of at least that long; a
-// failure (a 503, a refused connection) is none, since fast failures
-// would pull the estimate down.
+// latencySample says whether an attempt that ended is a latency sample,
+// and whether it is censored: a good answer (see goodAnswer) is one; an
+// attempt cut by its time limit, or canceled as a loser, is one of at
+// least that long; a failure (an error, a 503, a refused connection),
+// final or transient, is none, since fast failures would pull the
+// estimate down.
 func latencySample(answered, timedOut bool) (record, censored bool) {
 	switch {
 	case answered:
@@ -269,4 +289,14 @@ func latencySample(answered, timedOut bool) (record, censored bool) {
 		return true, true
 	}
 	return false, false
+}
+
+// goodAnswer reports whether a response of the given status (0 for
+// none), which Transient judged transient or not, is an answer the
+// server gave in its own time: not a failure, final or transient. A 5xx
+// or a 429 is a failure even when final ("X-Should-Retry: false", what a
+// server sends when it has spent its time budget): it comes back fast
+// and says nothing of how long the work takes.
+func goodAnswer(status int, transient bool) bool {
+	return status != 0 && !transient && status < 500 && status != http.StatusTooManyRequests
 }

@@ -198,7 +198,7 @@ func TestStartable(t *testing.T) {
 	}
 }
 
-// Expected: the next attempt's server delay is the longer of its own Retry-After and what remains of an earlier answer's; one that has passed counts as none.
+// TestLongestServerDelay: the next attempt's server delay is the longer of its own Retry-After and what remains of an earlier answer's; one that has passed counts as none.
 func TestLongestServerDelay(t *testing.T) {
 	now := time.Unix(1000, 0)
 	tests := []struct {

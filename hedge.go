@@ -95,6 +95,7 @@ func (op *operation) runHedged() (*http.Response, error) {
 	op.results = make(chan *attempt, op.policy.maxAttempts)
 	op.settled = new(operation)
 	*op.settled = *op
+	defer op.endFlightOnPanic()
 	op.launch(false)
 	timer := op.clock.NewTimer(op.delay)
 	defer timer.Stop()
@@ -117,6 +118,31 @@ func (op *operation) runHedged() (*http.Response, error) {
 			}
 		}
 	}
+}
+
+// endFlightOnPanic ends every attempt still in flight when a hook
+// (OnAttempt, Transient, Logger's handler) panics on the caller's
+// goroutine, as a panicking Base does: each is canceled, waited for, and
+// its response drained and closed; then the panic goes on.
+func (op *operation) endFlightOnPanic() {
+	if len(op.flight) == 0 {
+		return
+	}
+	p := recover()
+	if p == nil {
+		return
+	}
+	op.cancelFlight()
+	for range op.flight {
+		a := <-op.results
+		if a.panicked == nil {
+			releaseLoser(a)
+		} else {
+			a.end()
+		}
+	}
+	op.flight = nil
+	panic(p)
 }
 
 // launch starts an attempt on its own goroutine. A hedge goes to
@@ -177,13 +203,18 @@ func (op *operation) ended(a *attempt, timer clockwork.Timer) (resp *http.Respon
 		op.settle() // a loser's panic after this one is not raised: this one is
 		panic(a.panicked.v)
 	}
+	// Transient is asked once per attempt, here; the rules, the
+	// latency and the report read its answer.
+	a.transient = op.t.transient(a.resp, a.err)
 	op.attempt = *a
 	op.recordAttempt(a.resp, a.err)
-	op.learn(a, a.resp, a.err)
+	op.learn(a)
 	var r facts
 	op.gather(&r, a.resp, a.err)
 	stop := eligible(&op.policy, &r)
-	f := hedgeFacts{stop: stop, inFlight: len(op.flight), inProgress: a.resp != nil && a.resp.StatusCode == http.StatusConflict && keyInProgress(a.resp), mayStart: op.mayHedge()}
+	f := hedgeFacts{stop: stop, inFlight: len(op.flight), inProgress: a.resp != nil && a.resp.StatusCode == http.StatusConflict && keyInProgress(a.resp),
+		mayStart: op.mayHedge(), hedgeError: a.hedge && a.err != nil}
+	op.refusedOnce = op.refusedOnce || hedgeStops(f)
 	switch afterAttempt(f) {
 	case hedgeWin:
 		return op.win(a, stop)
@@ -199,15 +230,22 @@ func (op *operation) ended(a *attempt, timer clockwork.Timer) (resp *http.Respon
 }
 
 // setAside reports an attempt whose failure leaves others running, keeps
-// the Retry-After its answer carried for the retry that may follow, and
-// discards the answer.
+// the Retry-After its answer carried for the copies that follow, and
+// discards the answer off the caller's path: its body is drained (within
+// drain's bounds) and the attempt released on a goroutine of their own,
+// so that an answer arriving meanwhile is not held up by a discarded
+// body that trickles.
 func (op *operation) setAside(a *attempt) {
 	op.onAttempt(decision{})
 	now := op.clock.Now()
 	if d, ok := op.retryAfter(a.resp, now); ok {
 		op.notBefore, op.hasNotBefore = latestNotBefore(op.notBefore, op.hasNotBefore, now.Add(d)), true
 	}
-	op.discard(a.resp)
+	if a.resp == nil {
+		op.endAttempt()
+		return
+	}
+	go releaseLoser(a)
 }
 
 // win returns the winner's answer once the losers are settled.
@@ -287,6 +325,12 @@ func (op *operation) hedgeAfterDelay(timer clockwork.Timer) {
 // the Budget refuses ends hedging for the operation. Neither ends the
 // attempts in flight.
 func (op *operation) hedgeNow(timer clockwork.Timer) {
+	if rest := op.untilNotBefore(); rest > 0 {
+		// A Retry-After an earlier answer carried is a minimum for
+		// every copy that follows, hedges as retries.
+		timer.Reset(rest)
+		return
+	}
 	if !op.mayHedge() {
 		return
 	}
@@ -314,6 +358,16 @@ func (op *operation) hedgeNow(timer clockwork.Timer) {
 	}
 	op.logHedge("httpretry: hedge", slog.LevelInfo, op.attempts)
 	timer.Reset(op.delay)
+}
+
+// untilNotBefore is how long the next copy of the request must still wait
+// for the latest Retry-After an answer of the operation carried; 0 when
+// none is pending.
+func (op *operation) untilNotBefore() time.Duration {
+	if !op.hasNotBefore {
+		return 0
+	}
+	return op.notBefore.Sub(op.clock.Now())
 }
 
 // refuseHedge counts and logs a refused hedge. The record is at Debug
@@ -418,6 +472,7 @@ func (op *operation) settle() *panicValue {
 			a.end()
 			continue
 		}
+		a.err = asLost(a.err)
 		op.learnLoser(a)
 		op.recordLoser(a, signalled)
 		op.reportLoser(a)
@@ -454,6 +509,7 @@ func collectLosers(op *operation, losers []*attempt, results <-chan *attempt, gr
 			a.end()
 			continue
 		}
+		a.err = asLost(a.err)
 		op.learnLoser(a)
 		op.recordLoser(a, signalled)
 		releaseLoser(a)
@@ -472,24 +528,30 @@ func releaseLoser(a *attempt) {
 	a.end()
 }
 
-// learnLoser records a loser's latency: an answer when it had one that
-// would have ended the operation, else at least the time it ran.
+// learnLoser records a loser's latency, as the rule of latencySample
+// says: a good answer it had first, or at least the time it ran when it
+// was canceled. A loser that answered was not judged yet: Transient is
+// asked now, once.
 func (op *operation) learnLoser(a *attempt) {
 	if op.dist == nil {
 		return
 	}
-	answered := a.err == nil && !op.t.transient(a.resp, a.err)
-	op.dist.Record(a.lastElapsed, !answered)
+	if a.resp != nil {
+		a.transient = op.t.transient(a.resp, a.err)
+	}
+	cut := errors.Is(a.err, context.Canceled) || errors.Is(a.err, ErrAttemptTimeout)
+	if record, censored := latencySample(goodAnswer(a.status, a.transient), cut); record {
+		op.dist.Record(a.lastElapsed, censored)
+	}
 }
 
-// learn records the latency of an attempt that ended on its own, as the
-// rule of latencySample says.
-func (op *operation) learn(a *attempt, resp *http.Response, err error) {
+// learn records the latency of an attempt that ended on its own, judged
+// by Transient already, as the rule of latencySample says.
+func (op *operation) learn(a *attempt) {
 	if op.dist == nil {
 		return
 	}
-	answered := err == nil && !op.t.transient(resp, err)
-	if record, censored := latencySample(answered, errors.Is(err, ErrAttemptTimeout)); record {
+	if record, censored := latencySample(goodAnswer(a.status, a.transient), errors.Is(a.err, ErrAttemptTimeout)); record {
 		op.dist.Record(a.lastElapsed, censored)
 	}
 }

@@ -1,7 +1,9 @@
 package httpretry
 
 import (
+	"context"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 )
@@ -15,6 +17,8 @@ func TestAfterAttempt(t *testing.T) {
 	}{
 		{"a success wins over attempts in flight", hedgeFacts{stop: Final, inFlight: 2, mayStart: true}, hedgeWin},
 		{"a final error wins too", hedgeFacts{stop: Final, inFlight: 1}, hedgeWin},
+		{"a hedge's own final error leaves the others running", hedgeFacts{stop: Final, inFlight: 1, hedgeError: true, mayStart: true}, hedgeKeep},
+		{"a hedge's own final error, the last one, ends it", hedgeFacts{stop: Final, hedgeError: true}, hedgeWin},
 		{"the caller leaving ends it", hedgeFacts{stop: Canceled, inFlight: 2, mayStart: true}, hedgeWin},
 		{"a 503 with others running starts the next at once", hedgeFacts{inFlight: 1, mayStart: true}, hedgeNow},
 		{"a 503 when no more may start waits for the others", hedgeFacts{inFlight: 1}, hedgeKeep},
@@ -31,6 +35,25 @@ func TestAfterAttempt(t *testing.T) {
 				t.Errorf("afterAttempt(%+v) = %d; want %d", c.f, got, c.want)
 			}
 		})
+	}
+}
+
+// TestHedgeStops: only a hedge's own final error set aside while others
+// run ends hedging for the operation.
+func TestHedgeStops(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		f    hedgeFacts
+		want bool
+	}{
+		{hedgeFacts{stop: Final, inFlight: 1, hedgeError: true}, true},
+		{hedgeFacts{stop: Final, hedgeError: true}, false},
+		{hedgeFacts{stop: Final, inFlight: 1}, false},
+		{hedgeFacts{inFlight: 1, hedgeError: true}, false},
+	} {
+		if got := hedgeStops(c.f); got != c.want {
+			t.Errorf("hedgeStops(%+v) = %v; want %v", c.f, got, c.want)
+		}
 	}
 }
 
@@ -85,6 +108,8 @@ func TestHedgeSafe(t *testing.T) {
 	}
 }
 
+// TestLatencySample: a good answer is a latency, an attempt cut by its
+// limit is at least its elapsed time, a failure is none.
 func TestLatencySample(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -103,6 +128,60 @@ func TestLatencySample(t *testing.T) {
 				t.Errorf("latencySample = %v, %v; want %v, %v", rec, cen, c.wantRecord, c.wantCensored)
 			}
 		})
+	}
+}
+
+// TestGoodAnswer: only an answer that is not a failure, final or
+// transient, is a latency: a final 503 or 429 comes back fast and says
+// nothing of how long the work takes.
+func TestGoodAnswer(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		status    int
+		transient bool
+		want      bool
+	}{
+		{200, false, true},
+		{404, false, true},
+		{409, true, false},
+		{0, false, false},
+		{503, true, false},
+		{503, false, false},
+		{500, false, false},
+		{429, false, false},
+		{529, false, false},
+	} {
+		if got := goodAnswer(c.status, c.transient); got != c.want {
+			t.Errorf("goodAnswer(%d, transient %v) = %v; want %v", c.status, c.transient, got, c.want)
+		}
+	}
+}
+
+// TestFinalFailuresTeachNoLatency: 1,000 fast 503s with "X-Should-Retry:
+// false" (final: what a server sends when its time budget is spent) are
+// no latencies: the hedge delay stays unknown and no attempt limit is
+// learned, so a healthy 40ms request later is neither hedged after 1ms
+// nor cut at the 10ms floor.
+func TestFinalFailuresTeachNoLatency(t *testing.T) {
+	t.Parallel()
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		resp := response(req, 503, "spent")
+		resp.Header.Set("X-Should-Retry", "false")
+		return resp, nil
+	})
+	tr := &Transport{Base: base, Hedging: &Hedging{}, LearnAttemptTimeout: &LearnedTimeout{}}
+	for range 1000 {
+		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.test/", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if d, ok := tr.HedgeDelay("api.test"); ok {
+		t.Errorf("after 1000 final 503s the hedge delay is %v; want none known", d)
+	}
+	if l := tr.latencies().Lookup("api.test").AttemptLimit(1); l != 0 {
+		t.Errorf("after 1000 final 503s the learned attempt limit is %v; want none", l)
 	}
 }
 
@@ -164,5 +243,22 @@ func TestOffsetUniform(t *testing.T) {
 	}
 	if lo > period/1000 || hi < period-period/1000 {
 		t.Errorf("offsets span [%v, %v]; want close to [0, %v)", lo, hi, period)
+	}
+}
+
+// TestOffsetEdges: Offset is 0 for a period that is not positive, within [0, period) otherwise, and the same on every call.
+func TestOffsetEdges(t *testing.T) {
+	for _, p := range []time.Duration{0, -1, -time.Hour, minDuration} {
+		if got := Offset("pod-7", p); got != 0 {
+			t.Errorf("Offset(pod-7, %v) = %v; want 0", p, got)
+		}
+	}
+	for _, p := range []time.Duration{1, 2, time.Second, time.Hour, 1<<63 - 1} {
+		for _, id := range []string{"", "pod-1", "pod-2", "\x00\xff"} {
+			got := Offset(id, p)
+			if got < 0 || got >= p || got != Offset(id, p) {
+				t.Errorf("Offset(%q, %v) = %v; want a stable value in [0, period)", id, p, got)
+			}
+		}
 	}
 }

@@ -256,8 +256,9 @@ func TestHedgeDeadlineEndsEveryAttempt(t *testing.T) {
 }
 
 // TestHedgeInProgressConflictWinsNothing: a hedge of a keyed POST to a
-// server that deduplicates gets the idempotency layer's 409 "in progress";
-// it ends nothing, and the first attempt's answer is returned.
+// server that deduplicates gets the idempotency layer's 409 "in progress"
+// with "Retry-After: 1"; it ends nothing, no further copy goes out before
+// that second has passed, and the first attempt's answer is returned.
 func TestHedgeInProgressConflictWinsNothing(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	base := httptestutil.NewTransport(fc,
@@ -272,8 +273,7 @@ func TestHedgeInProgressConflictWinsNothing(t *testing.T) {
 	var o Outcome
 	ch := start(tr, req.WithContext(WithOutcome(req.Context(), &o)))
 	advanceAt(t, fc, base, 1, 2, 10*ms) // the hedge, answered 409 at once
-	advanceAt(t, fc, base, 2, 2, 10*ms) // no new hedge at once: the next at 20ms
-	advanceAt(t, fc, base, 3, 2, 30*ms) // attempt 1 answers at 50ms
+	advanceAt(t, fc, base, 2, 2, 40*ms) // no new hedge before its Retry-After: attempt 1 answers at 50ms
 	r := await(t, ch)
 	if r.err != nil {
 		t.Fatalf("RoundTrip error: %v", r.err)
@@ -281,11 +281,11 @@ func TestHedgeInProgressConflictWinsNothing(t *testing.T) {
 	if got := readBody(t, r.resp); got != "created" || r.resp.StatusCode != 201 {
 		t.Errorf("status %d, body %q; want 201 created", r.resp.StatusCode, got)
 	}
-	if got, want := starts.starts(), []time.Duration{0, 10 * ms, 20 * ms}; !equalDurations(got, want) {
+	if got, want := starts.starts(), []time.Duration{0, 10 * ms}; !equalDurations(got, want) {
 		t.Errorf("attempts started at %v; want %v", got, want)
 	}
-	if o.Winner != 1 || o.HedgeWon || o.Reason != Final || o.Hedges != 2 {
-		t.Errorf("outcome = %+v; want attempt 1 to win, final, 2 hedges", o)
+	if o.Winner != 1 || o.HedgeWon || o.Reason != Final || o.Hedges != 1 {
+		t.Errorf("outcome = %+v; want attempt 1 to win, final, 1 hedge", o)
 	}
 	// Each attempt read a whole body of its own, with the same key.
 	for i, r := range base.Requests() {
@@ -387,9 +387,9 @@ func TestHedgeAdaptiveNeedsSamples(t *testing.T) {
 	base := roundTripFunc(func(req *http.Request) (*http.Response, error) { return response(req, 200, ""), nil })
 	tr := &Transport{Base: base, Clock: fc, Hedging: &Hedging{}}
 	host := "api.example"
-	for i := range DefaultMinSamples {
+	for i := range DefaultHedgeMinSamples {
 		if _, ok := tr.HedgeDelay(host); ok {
-			t.Fatalf("HedgeDelay known after %d samples; want only after %d", i, DefaultMinSamples)
+			t.Fatalf("HedgeDelay known after %d samples; want only after %d", i, DefaultHedgeMinSamples)
 		}
 		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://"+host+"/", nil))
 		if err != nil {

@@ -17,16 +17,17 @@ const (
 	// DefaultMinHedgeDelay is the adaptive delay's floor when
 	// Hedging.MinDelay is 0.
 	DefaultMinHedgeDelay = time.Millisecond
-	// DefaultMinSamples is how many latencies a key must have recorded
-	// before its adaptive delay (or a learned attempt limit) is used, when
-	// the field that sets it is 0.
-	DefaultMinSamples = 100
-	// DefaultMaxKeys is how many keys keep latencies when
+	// DefaultHedgeMinSamples is how many latencies a key must have
+	// recorded before its adaptive hedge delay is used, when
+	// Hedging.MinSamples is 0.
+	DefaultHedgeMinSamples = 100
+	// DefaultHedgeMaxKeys is how many keys keep latencies when
 	// Hedging.MaxKeys is 0; past it, one not used lately is forgotten.
-	DefaultMaxKeys = 32
+	DefaultHedgeMaxKeys = 32
 	// hedgeBurst is how many hedges beyond the MaxExtraLoad share a key
 	// may send in a burst: the extra-load cap is a bucket of this many
-	// tokens that every operation adds MaxExtraLoad of a token to.
+	// tokens that every operation adds hedgeHeadroom × MaxExtraLoad of a
+	// token to.
 	hedgeBurst = 10
 	// hedgeHeadroom is how far above the MaxExtraLoad share the cap
 	// refills: the adaptive delay asks for hedges at about that share,
@@ -41,13 +42,14 @@ const (
 // ends the operation wins; the others are canceled. Hedges cut the tail of
 // latency that retries cannot help with, a request that is merely slow,
 // at the cost of extra requests: each hedge withdraws a token from the
-// Transport's Budget, and no more than MaxExtraLoad of the operations
-// hedge.
+// Transport's Budget, and about MaxExtraLoad of the operations hedge,
+// never more than twice that after a burst of 10.
 //
 // The zero value, &Hedging{}, is the adaptive setting most callers want:
 // the delay is the 98th percentile of the attempt latencies recently seen
 // for the request's host, at least 1ms, no hedge before 100 of them are
-// known, and at most 2% of operations hedge. Attempts count against the
+// known, and about 2% of operations hedge: when the whole server slows, at
+// most 4% after a burst of 10 (see MaxExtraLoad). Attempts count against the
 // Transport's MaxAttempts: with the default 3, an operation sends at most
 // two hedges (or retries) besides its first attempt, all within one
 // deadline.
@@ -196,14 +198,14 @@ func (h *Hedging) minDelay() time.Duration { return durationOr(h.MinDelay, Defau
 
 func (h *Hedging) minSamples() int {
 	if h.MinSamples <= 0 {
-		return DefaultMinSamples
+		return DefaultHedgeMinSamples
 	}
 	return h.MinSamples
 }
 
 func (h *Hedging) maxKeys() int {
 	if h == nil || h.MaxKeys <= 0 {
-		return DefaultMaxKeys
+		return DefaultHedgeMaxKeys
 	}
 	return h.MaxKeys
 }

@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -331,4 +332,49 @@ func throttleAt(th *throttle.Throttle, req *http.Request, fc clockwork.Clock, n 
 	for range n {
 		th.Record(d, r, fc)
 	}
+}
+
+// Helpers for the tests of the core's edges with real servers: a
+// server shutting down under a POST, bodies that lie about their length or
+// sit exactly at BufferResponse's limit, the deprecated Request.Cancel
+// channel, and many concurrent operations sharing pooled traces.
+
+// rawServer serves each connection with handle on 127.0.0.1, after
+// reading one request's header.
+func rawServer(t *testing.T, handle func(c net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(30 * time.Second))
+				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+					return
+				}
+				handle(c)
+			})
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// closeCounter counts the Close calls of a ReadCloser.
+type closeCounter struct {
+	io.ReadCloser
+	closes atomic.Int32
+}
+
+func (c *closeCounter) Close() error {
+	c.closes.Add(1)
+	return c.ReadCloser.Close()
 }

@@ -6,9 +6,9 @@ import (
 	"github.com/httpretry/httpretry/internal/desttable"
 )
 
-// DefaultMaxDestinations is how many destinations a [Throttle] or a
-// per-host budget keeps state for when its limit is 0.
-const DefaultMaxDestinations = desttable.DefaultMax
+// maxHostBudgets is how many hosts keep a budget of their own with
+// BudgetPerHost.
+const maxHostBudgets = desttable.DefaultMax
 
 // hostBudget is one host's retry budget, when BudgetPerHost is set.
 type hostBudget struct{ b *TokenBucket }

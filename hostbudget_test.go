@@ -58,16 +58,16 @@ func TestBudgetPerHostKeepsHealthyHostsRetries(t *testing.T) {
 	}
 }
 
-// TestBudgetPerHostBounded: at most DefaultMaxDestinations hosts keep a
+// TestBudgetPerHostBounded: at most maxHostBudgets hosts keep a
 // budget.
 func TestBudgetPerHostBounded(t *testing.T) {
 	t.Parallel()
 	tr := &Transport{BudgetPerHost: true}
-	for i := range DefaultMaxDestinations + 50 {
+	for i := range maxHostBudgets + 50 {
 		tr.budgetFor(newRequest(t, context.Background(), "GET", fmt.Sprintf("http://h%d.test/", i), nil))
 	}
-	if n := tr.hostBudgetTable().Len(); n != DefaultMaxDestinations {
-		t.Errorf("%d host budgets; want at most %d", n, DefaultMaxDestinations)
+	if n := tr.hostBudgetTable().Len(); n != maxHostBudgets {
+		t.Errorf("%d host budgets; want at most %d", n, maxHostBudgets)
 	}
 	if tr.budgetFor(newRequest(t, context.Background(), "GET", "http://a.test/", nil)) == tr.budgetFor(newRequest(t, context.Background(), "GET", "http://b.test/", nil)) {
 		t.Error("two hosts share a budget")

@@ -8,8 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -457,3 +459,74 @@ func TestLogsNeverCarryThePath(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentObservedOperations: many concurrent operations of one
+// Transport, idempotent and not, with OnAttempt, IdleTimeout and
+// Propagate, against a server that fails a third of them twice, report every
+// attempt of their own and no other (each attempt's Retry-Attempt header
+// is the count OnAttempt saw), under -race.
+func TestConcurrentObservedOperations(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	for _, p := range protocols {
+		h2 := p.h2
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			srv := newLoopbackServer(t, h2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				hits.Add(1)
+				// A third of the operations fail their first two attempts.
+				if op, _ := strconv.Atoi(r.Header.Get("X-Op")); op%3 == 0 && r.Header.Get(AttemptHeader) < "3" {
+					w.WriteHeader(http.StatusServiceUnavailable)
+					return
+				}
+				w.Header().Set("X-Attempt", r.Header.Get(AttemptHeader))
+				io.WriteString(w, r.Header.Get("X-Op"))
+			}))
+			type seen struct {
+				mu       sync.Mutex
+				attempts int
+			}
+			tr := &Transport{Base: serverBase(t, srv), Jitter: noJitter, BaseDelay: time.Millisecond,
+				IdleTimeout: 5 * time.Second, Propagate: true, Timeout: 20 * time.Second,
+				Budget: Unlimited, MaxAttempts: 5,
+				NewIdempotencyKey: RandomKey,
+				OnAttempt: func(req *http.Request, a Attempt) {
+					s := req.Context().Value(seenKey{}).(*seen)
+					s.mu.Lock()
+					s.attempts++
+					s.mu.Unlock()
+				}}
+			var wg sync.WaitGroup
+			for i := range 64 {
+				wg.Go(func() {
+					s := &seen{}
+					method := "GET"
+					if i%2 == 1 {
+						method = "POST"
+					}
+					ctx := context.WithValue(context.Background(), seenKey{}, s)
+					req := newRequest(t, ctx, method, srv.URL, strings.NewReader("b"))
+					req.Header.Set("X-Op", fmt.Sprint(i))
+					resp, err := tr.RoundTrip(req)
+					if err != nil {
+						t.Errorf("op %d: %v", i, err)
+						return
+					}
+					defer resp.Body.Close()
+					body, err := io.ReadAll(resp.Body)
+					if err != nil || string(body) != fmt.Sprint(i) {
+						t.Errorf("op %d: body %q, %v", i, body, err)
+					}
+					s.mu.Lock()
+					defer s.mu.Unlock()
+					if got := resp.Header.Get("X-Attempt"); got != fmt.Sprint(s.attempts) {
+						t.Errorf("op %d: answered attempt %s; OnAttempt saw %d", i, got, s.attempts)
+					}
+				})
+			}
+			wg.Wait()
+		})
+	}
+}
+
+type seenKey struct{}

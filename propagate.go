@@ -67,6 +67,17 @@ func marksOwnership(base http.RoundTripper) bool {
 	return !plain
 }
 
+// marksOwnership reports whether t's attempts must carry the ownership
+// mark: those through base, or the hedges through Hedging.Base, which may
+// wrap a retrying Transport when base does not.
+func (t *Transport) marksOwnership(base http.RoundTripper) bool {
+	if marksOwnership(base) {
+		return true
+	}
+	h := t.Hedging
+	return h != nil && h.Base != nil && marksOwnership(h.Base)
+}
+
 // propagate sets AttemptHeader (attempt, 1-based) and TimeoutHeader on
 // req, an attempt's own copy of the caller's request, giving it a copy of
 // the header so that the caller's is not modified. limit is the time left

@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -113,5 +114,46 @@ func TestGoAwayCloseIsTransient(t *testing.T) {
 		if !IsTransient(nil, err) {
 			t.Errorf("IsTransient(%v) = false; want true", err)
 		}
+	}
+}
+
+// TestShutdownDuringPostIsNotResent: an HTTP/2 server that shuts down
+// (GOAWAY, then the close) while a POST without a key is being handled
+// never sees it twice: the POST reached the server, so the operation ends
+// with its answer or with ErrOutcomeUnknown, not with a second send.
+func TestShutdownDuringPostIsNotResent(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	inHandler := make(chan struct{}, 1)
+	srv := newLoopbackServer(t, true, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.Copy(io.Discard, r.Body)
+		select {
+		case inHandler <- struct{}{}:
+		default:
+		}
+		select {
+		case <-time.After(300 * time.Millisecond):
+		case <-r.Context().Done():
+		}
+		panic(http.ErrAbortHandler) // the server goes away without answering
+	}))
+	tr := &Transport{Base: serverBase(t, srv), Jitter: noJitter, BaseDelay: time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	go func() {
+		<-inHandler
+		srv.Config.Shutdown(ctx)
+		srv.CloseClientConnections()
+	}()
+	resp, err := tr.RoundTrip(newRequest(t, ctx, "POST", srv.URL+"/pay", strings.NewReader("amount=1")))
+	if err == nil {
+		resp.Body.Close()
+	}
+	if n := hits.Load(); n != 1 {
+		t.Fatalf("the server handled the POST %d times; want once", n)
+	}
+	if err != nil && !errors.Is(err, ErrOutcomeUnknown) {
+		t.Errorf("%v; want ErrOutcomeUnknown", err)
 	}
 }

@@ -3,6 +3,7 @@ package httpretry
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/internal/desttable"
 	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
@@ -230,5 +232,244 @@ func TestThrottleRefusesRetries(t *testing.T) {
 	reqs, _ = th.Counts("api.test")
 	if reqs != 5 {
 		t.Errorf("counts %v requests; want 5: every attempt and the refusal", reqs)
+	}
+}
+
+// TestThrottleBurstAfterAQuietSpellIsNotRefused: a destination called
+// once, then not for ten minutes, then 60 times in 600ms, all accepted,
+// then answering one 503. The window (600ms) holds 60 accepts and 1
+// failure: the SRE form gives p = max(0, (61 − 2·60)/62) = 0, so the next
+// operation is admitted. Accepts counted without the clock are spread over
+// no more than the ring's span when folded, never over the quiet ten
+// minutes.
+func TestThrottleBurstAfterAQuietSpellIsNotRefused(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	var status atomic.Int64
+	status.Store(200)
+	base := &countingBase{status: func(*http.Request) int { return int(status.Load()) }}
+	// A draw of 0.1: refused only when p > 0.1.
+	th := &throttle.Throttle{Rand: func() float64 { return 0.1 }}
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: th}
+	call := func() error { return get(t, tr, "http://api.test/") }
+	if err := call(); err != nil {
+		t.Fatal(err)
+	}
+	fc.Advance(10 * time.Minute)
+	for range 60 {
+		if err := call(); err != nil {
+			t.Fatalf("burst: %v", err)
+		}
+		fc.Advance(10 * time.Millisecond)
+	}
+	status.Store(503)
+	if err := call(); err != nil {
+		t.Fatalf("the 503: %v", err)
+	}
+	status.Store(200)
+	if err := call(); errors.Is(err, throttle.ErrThrottled) {
+		req, acc := th.Counts("api.test")
+		t.Errorf("after 60 accepts and 1 failure in the last 600ms: %v; want admitted: the README says the throttle refuses with p = (requests − K·accepts)/(requests + 1) over its window (here 0) and that a healthy phase refuses nothing; the window (this refusal included) credits %.3f accepts against %.3f requests", err, acc, req)
+	}
+}
+
+// TestThrottleInfiniteMinRateTakesTheDefault: a MinRate of +Inf takes its
+// default, 1 a second, as a field that is 0, NaN or infinite does: a
+// destination failing every one of 200 operations at 1000 a second is
+// refused.
+func TestThrottleInfiniteMinRateTakesTheDefault(t *testing.T) {
+	t.Parallel()
+	for _, rate := range []float64{math.Inf(1), 0} {
+		fc := clockwork.NewFakeClock()
+		base := &countingBase{status: func(*http.Request) int { return 503 }}
+		tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{MinRate: rate, Rand: evenDraws()}}
+		refused := 0
+		for range 200 {
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+			if errors.Is(err, throttle.ErrThrottled) {
+				refused++
+			} else if err == nil {
+				resp.Body.Close()
+			}
+			fc.Advance(time.Millisecond)
+		}
+		if refused < 100 {
+			t.Errorf("MinRate %v: %d of 200 operations to a destination answering only 503 refused; want most (docs/overload.md: an infinite field takes its default, MinRate 1/s)", rate, refused)
+		}
+	}
+}
+
+// TestThrottleHedgeLoserCountsAsARequest: a hedged operation whose first
+// attempt hangs and whose hedge wins sent two attempts to the server, and
+// the throttle counts both as requests: every attempt counts as a request,
+// retries and hedges included, a loser canceled after the winner too.
+func TestThrottleHedgeLoserCountsAsARequest(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	th := &throttle.Throttle{MinRate: -1, Rand: admitAll}
+	var hits atomic.Int32
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		n := hits.Add(1)
+		switch {
+		case req.URL.Path == "/fail":
+			return response(req, 503, ""), nil
+		case n == 2: // the hedged operation's first attempt hangs
+			<-req.Context().Done()
+			return nil, req.Context().Err()
+		}
+		return response(req, 200, "winner"), nil
+	})
+	// A destination that has signalled overload, so that every attempt
+	// is counted in the window.
+	one := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: th}
+	resp, err := one.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/fail", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	req0, _ := th.Counts("api.test")
+
+	var o Outcome
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 2, Throttle: th, Hedging: &Hedging{Delay: 10 * time.Millisecond}}
+	ch := start(tr, newRequest(t, WithOutcome(context.Background(), &o), "GET", "http://api.test/items", nil))
+	advanceAt(t, fc, hitCount{&hits}, 2, 1, 10*time.Millisecond)
+	r := await(t, ch)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	r.resp.Body.Close()
+	if o.Hedges != 1 || o.Winner != 2 || o.LosersCanceled != 1 {
+		t.Fatalf("outcome %+v; want a hedge that won and a loser canceled", o)
+	}
+	req1, _ := th.Counts("api.test")
+	if got := req1 - req0; got != 2 {
+		t.Errorf("a hedged operation sent 2 attempts (Outcome: %d attempts, %d loser); the throttle counted %v requests; want 2 (docs/overload.md: every attempt counts as a request, hedges included)", o.Attempts, o.LosersCanceled, got)
+	}
+}
+
+// TestThrottleOneDestinationForEverySpellingOfAHost: a fully qualified
+// name with its trailing dot, an IPv6 address written out in full, and a
+// port with a leading zero (the dialer reads "080" as 80) name the same
+// host and port the dialer connects to; every spelling of a host is one
+// destination, so a request spelled another way is refused as the failing
+// host's other requests are.
+func TestThrottleOneDestinationForEverySpellingOfAHost(t *testing.T) {
+	t.Parallel()
+	for _, pair := range [][2]string{
+		{"http://api.test/", "http://api.test./"},
+		{"https://api.test/", "https://api.test.:443/"},
+		{"http://api.test/", "http://api.test:080/"},
+		{"http://[2001:db8::1]:8080/", "http://[2001:db8:0:0:0:0:0:1]:8080/"},
+	} {
+		fc := clockwork.NewFakeClock()
+		base := &countingBase{status: func(*http.Request) int { return 503 }}
+		tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: func() float64 { return 0 }}}
+		call := func(url string) error { return get(t, tr, url) }
+		for range 50 { // 50 failures at 1000 a second: refusing at the cap
+			call(pair[0])
+			fc.Advance(time.Millisecond)
+		}
+		if err := call(pair[0]); !errors.Is(err, throttle.ErrThrottled) {
+			t.Fatalf("%s after 50 failures: %v; want ErrThrottled", pair[0], err)
+		}
+		before := base.hits.Load()
+		err := call(pair[1])
+		if !errors.Is(err, throttle.ErrThrottled) {
+			t.Errorf("%s, refused as %s: %v, %d request(s) reached the failing host; want ErrThrottled (Throttle.Key: every spelling of a host is one destination)", pair[1], pair[0], err, base.hits.Load()-before)
+		}
+		a, b := newRequest(t, context.Background(), "GET", pair[0], nil), newRequest(t, context.Background(), "GET", pair[1], nil)
+		tb := &Transport{BudgetPerHost: true}
+		if tb.budgetFor(a) != tb.budgetFor(b) {
+			t.Errorf("BudgetPerHost: %s and %s have two budgets; want one", pair[0], pair[1])
+		}
+	}
+}
+
+// TestThrottleARefusalBelowIsNotAnAccept: a one-attempt wrapper (for hooks
+// or a deadline) over a retrying Transport, both with a Throttle, as Clone
+// gives them. The server answers 503 to everything for 2s. An operation
+// the inner Transport refused never reached the server, and the wrapper's
+// Throttle counts it for neither requests nor accepts: with two Throttles
+// the wrapper's window holds no accept, and with one shared the server
+// sees about as many requests as through the retrying Transport alone.
+func TestThrottleARefusalBelowIsNotAnAccept(t *testing.T) {
+	t.Parallel()
+	for _, shared := range []bool{false, true} {
+		fc := clockwork.NewFakeClock()
+		down := func(*http.Request) int { return 503 }
+		base, alone := &countingBase{status: down}, &countingBase{status: down}
+		thInner, thOuter := &throttle.Throttle{Rand: evenDraws()}, &throttle.Throttle{Rand: evenDraws()}
+		if shared {
+			thOuter = thInner
+		}
+		inner := &Transport{Base: base, Clock: fc, MaxAttempts: 3, Jitter: noJitter, Throttle: thInner}
+		outer := &Transport{Base: inner, Clock: fc, MaxAttempts: 1, Throttle: thOuter}
+		single := &Transport{Base: alone, Clock: fc, MaxAttempts: 3, Jitter: noJitter, Throttle: &throttle.Throttle{Rand: evenDraws()}}
+		for range 2000 {
+			for _, tr := range []*Transport{outer, single} {
+				resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+				if err == nil {
+					resp.Body.Close()
+				}
+			}
+			fc.Advance(time.Millisecond)
+		}
+		req, acc := thOuter.Counts("api.test")
+		if !shared && acc > 0 {
+			t.Errorf("two Throttles: the wrapper's window holds %.0f accepts of %.0f requests while the server answered only 503; want 0 accepts (an operation refused below never reached the server)", acc, req)
+		}
+		if got, want := base.hits.Load(), alone.hits.Load(); shared && float64(got) > 1.25*float64(want) {
+			t.Errorf("one shared Throttle: the server took %d requests of 2000 operations in the outage through the wrapper, %d through the retrying Transport alone; want about as many (the wrapper counts the inner refusals as accepts: its window holds %.0f accepts)", got, want, acc)
+		}
+	}
+}
+
+// TestThrottleTinyWindowDoesNotPanicARoundTrip: a Window shorter than
+// its ten buckets, through a Transport: a 503 and a later operation with Window 5ns return, they do
+// not panic.
+func TestThrottleTinyWindowDoesNotPanicARoundTrip(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	base := &countingBase{status: func(*http.Request) int { return 503 }}
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Window: 5}}
+	for i := range 3 {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Fatalf("operation %d with Window 5ns: panic %v; want a response or an error", i+1, p)
+				}
+			}()
+			resp, err := tr.RoundTrip(httptest.NewRequest("GET", "http://api.test/", nil))
+			if err == nil {
+				resp.Body.Close()
+			}
+		}()
+		fc.Advance(time.Millisecond)
+	}
+}
+
+// TestThrottleOneStateForOneHost: a host is one destination however its
+// URL writes it: host names compare case-insensitively (DNS), and a
+// scheme's default port is the same as none. Each spelling shares the
+// throttle's state and the per-host budget, so a failing host cannot be
+// reached around its throttle by changing the case.
+func TestThrottleOneStateForOneHost(t *testing.T) {
+	t.Parallel()
+	for _, pair := range [][2]string{
+		{"http://api.test/", "http://API.TEST/"},
+		{"http://api.test/", "http://Api.Test/"},
+		{"http://[2001:db8::1]:8080/", "http://[2001:DB8::1]:8080/"},
+		{"http://api.test/", "http://api.test:80/"},
+		{"https://api.test/", "https://api.test:443/"},
+	} {
+		a, b := httptest.NewRequest("GET", pair[0], nil), httptest.NewRequest("GET", pair[1], nil)
+		th := &throttle.Throttle{}
+		if th.Dest(a) != th.Dest(b) {
+			t.Errorf("throttle: %s and %s are two destinations (keys %q, %q); want one", pair[0], pair[1], desttable.HostKey(a), desttable.HostKey(b))
+		}
+		tr := &Transport{BudgetPerHost: true}
+		if tr.budgetFor(a) != tr.budgetFor(b) {
+			t.Errorf("BudgetPerHost: %s and %s have two budgets; want one", pair[0], pair[1])
+		}
 	}
 }

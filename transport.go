@@ -140,11 +140,17 @@ type Transport struct {
 	IdleTimeout time.Duration
 
 	// Transient reports whether an attempt's failure is worth another
-	// attempt. If nil, [IsTransient].
+	// attempt. It is called once per attempt, when the attempt ends with
+	// a response or an error of its own, on the goroutine of RoundTrip;
+	// a hedge canceled because another attempt won is judged only when
+	// it had an answer by then, and then on the goroutine that settles
+	// it. If nil, [IsTransient].
 	Transient func(resp *http.Response, err error) bool
 
 	// Idempotent reports whether a request may be repeated after a failure
-	// that may have reached the server. If nil, [IsIdempotent].
+	// that may have reached the server. It is called once per RoundTrip,
+	// and once more when the Transport adds an idempotency key
+	// (NewIdempotencyKey). If nil, [IsIdempotent].
 	Idempotent func(req *http.Request) bool
 
 	// NewIdempotencyKey, if set, generates an Idempotency-Key for a request
@@ -163,15 +169,16 @@ type Transport struct {
 	// BudgetPerHost, when set and Budget is nil, gives each destination
 	// host its own default budget (20 tokens plus 0.1 per operation)
 	// instead of one for every host: a failing host then drains its own
-	// and never refuses the retries of a healthy one. At most
-	// [DefaultMaxDestinations] hosts are kept; one forgotten to make room
-	// starts again full. [Transport.EffectiveBudget] still returns the
+	// and never refuses the retries of a healthy one. At most 1024 hosts
+	// are kept; one forgotten to make room starts again full. [Transport.EffectiveBudget] still returns the
 	// budget the hosts would share. If false, or Budget is set, one
 	// budget serves every host.
 	BudgetPerHost bool
 
-	// Jitter draws the wait for a backoff window. A result below 0 or above
-	// the window is clamped into [0, window]. If nil, [FullJitter].
+	// Jitter draws the wait for a backoff window, once per retry decided
+	// after a failure the other rules allowed to be retried. A result
+	// below 0 or above the window is clamped into [0, window]. If nil,
+	// [FullJitter].
 	Jitter func(window time.Duration) time.Duration
 
 	// Clock is the clock used for deadlines and waits. If nil, the real
@@ -187,13 +194,14 @@ type Transport struct {
 
 	// LogRoute, if set, names the request's route for Logger's records:
 	// a bounded name such as the path's template ("/users/{id}"), never
-	// the path itself, which can carry identifiers and tokens. It must
-	// not modify req. If nil, records carry no route.
+	// the path itself, which can carry identifiers and tokens. It is
+	// called once per record. It must not modify req. If nil, records
+	// carry no route.
 	LogRoute func(req *http.Request) string
 
-	// OnAttempt, if set, is called after every attempt, with Wait set
-	// when another attempt follows. req is the caller's request. It runs
-	// on the goroutine of RoundTrip and must not modify req.
+	// OnAttempt, if set, is called once per attempt, after it ends, with
+	// Wait set when another attempt follows. req is the caller's request.
+	// It runs on the goroutine of RoundTrip and must not modify req.
 	OnAttempt func(req *http.Request, a Attempt)
 
 	// OnAttemptStart, if set, is called just before each attempt is
@@ -457,5 +465,10 @@ func (t *Transport) CloseIdleConnections() {
 	}
 	if c, ok := t.Base.(closeIdler); ok {
 		c.CloseIdleConnections()
+	}
+	if h := t.Hedging; h != nil && h.Base != nil && h.Base != t.Base {
+		if c, ok := h.Base.(closeIdler); ok {
+			c.CloseIdleConnections()
+		}
 	}
 }

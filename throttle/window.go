@@ -4,14 +4,6 @@ import "time"
 
 // This file holds the sliding window a destination's counts sit in.
 
-func (th *Throttle) window() time.Duration {
-	w := th.Window
-	if w <= 0 {
-		w = DefaultWindow
-	}
-	return max(w, MinWindow)
-}
-
 // foldSpan is the time over which accepts counted while cold are spread
 // when folded at now: since the last fold; before the first fold, since
 // the first accept was counted (first, in UnixNano); with neither known,
@@ -33,6 +25,14 @@ func foldSpan(lastFold time.Time, first int64, now time.Time, width time.Duratio
 		d = width
 	}
 	return min(d, throttleRing*width)
+}
+
+func (th *Throttle) window() time.Duration {
+	w := th.Window
+	if w <= 0 {
+		w = DefaultWindow
+	}
+	return max(w, MinWindow)
 }
 
 // advance makes the head bucket the one holding now, clearing the buckets

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/httpretry/httpretry"
+	"github.com/httpretry/httpretry/internal/desttable"
 )
 
 // maxHedgeTransports bounds the Transports a [HedgeDelays] reads: an
@@ -83,13 +84,16 @@ func (h *HedgeDelays) Seen(req *http.Request) {
 	}
 }
 
-// hedgeKey is the latency key of req under t, as [httpretry.Hedging.Key]
-// documents it: the Key function's, or else the request's host.
+// hedgeKey is the latency key of req under t, as the Transport learns it
+// ([httpretry.Hedging.Key]): the Key function's, or else the request's
+// host in its one canonical spelling, so that a host spelled
+// "API.Example.com:443" is read under the key its latencies were learned
+// under.
 func hedgeKey(t *httpretry.Transport, req *http.Request) string {
 	if t.Hedging.Key != nil {
-		return t.Hedging.Key(req)
+		return desttable.BoundKey(t.Hedging.Key(req))
 	}
-	return HostRoute(req)
+	return desttable.HostKey(req)
 }
 
 // Each calls f with every key, in order, and its current hedge delay: the

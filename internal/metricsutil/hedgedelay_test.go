@@ -109,3 +109,33 @@ func TestHedgeDelaysSeenAllocatesNothingForAKnownKey(t *testing.T) {
 		t.Errorf("Seen of a known key: %v allocations, want 0", n)
 	}
 }
+
+// TestHedgeDelaysReadsAHostUnderItsCanonicalSpelling: requests spelled
+// "https://API.Example.com:443/" teach the adaptive delay under the host's
+// canonical key, and the gauge reads it there: the host has a delay.
+func TestHedgeDelaysReadsAHostUnderItsCanonicalSpelling(t *testing.T) {
+	t.Parallel()
+	base := roundTripper(func(req *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}, Request: req}, nil
+	})
+	tr := &httpretry.Transport{Base: base, Hedging: &httpretry.Hedging{MinSamples: 10}}
+	h := NewHedgeDelays(0)
+	h.Watch(tr)
+	for range 10 {
+		req := httptest.NewRequest("GET", "https://API.Example.com:443/items", nil)
+		h.Seen(req)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if got, want := delays(h), "api.example.com=1ms"; got != want {
+		t.Errorf("delays = %q, want %q", got, want)
+	}
+}
+
+// roundTripper is a function that is an http.RoundTripper.
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

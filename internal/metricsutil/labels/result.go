@@ -20,7 +20,7 @@ const (
 	ResultTimeout            // the attempt's or the operation's time ran out
 	ResultIdleTimeout        // no byte of the response arrived for IdleTimeout
 	ResultConnection         // refused, reset, broken pipe, cut short, DNS or TLS failure
-	ResultCanceled           // the caller canceled
+	ResultCanceled           // the caller canceled, or the attempt lost to a hedge
 	ResultOther              // anything else, such as a status of 600 or more
 	NumResults
 )
@@ -39,6 +39,7 @@ var errorResults = map[string]int{
 	"timeout":            ResultTimeout,
 	"idle_timeout":       ResultIdleTimeout,
 	"canceled":           ResultCanceled,
+	"hedge_lost":         ResultCanceled, // not the server failing: another attempt won
 	"connection_refused": ResultConnection,
 	"connection_reset":   ResultConnection,
 	"broken_pipe":        ResultConnection,

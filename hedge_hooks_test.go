@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Expected: hedged operations with hooks, losers canceled or left to finish, run concurrently over HTTP/1.1 and HTTP/2 without a data race, and every attempt is reported once.
+// TestHedgeConcurrentHooksNoRace: hedged operations with hooks, losers canceled or left to finish, run concurrently over HTTP/1.1 and HTTP/2 without a data race, and every attempt is reported once.
 func TestHedgeConcurrentHooksNoRace(t *testing.T) {
 	for _, h2 := range []bool{false, true} {
 		for _, finish := range []time.Duration{0, time.Millisecond} {

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Expected: when every attempt fails with 503, each non-fatal answer starts the next hedge at once, the operation returns the last 503 after MaxAttempts, and Outcome and OnAttempt count every attempt once.
+// TestHedgeAllAttemptsFailCountsConsistent: when every attempt fails with 503, each non-fatal answer starts the next hedge at once, the operation returns the last 503 after MaxAttempts, and Outcome and OnAttempt count every attempt once.
 func TestHedgeAllAttemptsFailCountsConsistent(t *testing.T) {
 	var hits atomic.Int32
 	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
@@ -39,7 +39,7 @@ func TestHedgeAllAttemptsFailCountsConsistent(t *testing.T) {
 	}
 }
 
-// Expected: MaxExtraLoad outside (0, 1), NaN included, means 0.02, and MinDelay not positive means 1ms.
+// TestHedgingOutOfRangeSettingsMeanDefaults: MaxExtraLoad outside (0, 1), NaN included, means 0.02, and MinDelay not positive means 1ms.
 func TestHedgingOutOfRangeSettingsMeanDefaults(t *testing.T) {
 	for _, v := range []float64{0, -1, 1, 2, math.NaN(), math.Inf(1), math.Inf(-1)} {
 		if got := (&Hedging{MaxExtraLoad: v}).maxExtraLoad(); got != DefaultMaxExtraLoad {
@@ -56,7 +56,7 @@ func TestHedgingOutOfRangeSettingsMeanDefaults(t *testing.T) {
 	}
 }
 
-// Expected: HedgeDelay reports false when no request would be hedged at all, as with MaxAttempts 1.
+// TestHedgeDelayFalseWhenMaxAttemptsForbidsHedges: HedgeDelay reports false when no request would be hedged at all, as with MaxAttempts 1.
 func TestHedgeDelayFalseWhenMaxAttemptsForbidsHedges(t *testing.T) {
 	tr := &Transport{MaxAttempts: 1, Hedging: &Hedging{Delay: 10 * time.Millisecond}}
 	if d, ok := tr.HedgeDelay("api.example"); ok {

@@ -44,7 +44,7 @@ func (s *bodyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "ok")
 }
 
-// Expected: every hedge sends the whole request body of its own (GetBody, or a buffered copy); a body that cannot be had again is never hedged.
+// TestHedgeEachAttemptSendsWholeBody: every hedge sends the whole request body of its own (GetBody, or a buffered copy); a body that cannot be had again is never hedged.
 func TestHedgeEachAttemptSendsWholeBody(t *testing.T) {
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 64<<10/16) // 64 KiB
 	want := sha256.Sum256(payload)
@@ -111,7 +111,7 @@ func (b *countingBudget) Deposit()                      {}
 func (b *countingBudget) Refund()                       { b.refunded.Add(1) }
 func (b *countingBudget) Withdraw(context.Context) bool { b.withdrawn.Add(1); return true }
 
-// Expected: a hedge whose body GetBody cannot give is not sent, its token is given back, and the first attempt's answer is returned.
+// TestHedgeWithoutBodyGivesTokenBackAndKeepsFirst: a hedge whose body GetBody cannot give is not sent, its token is given back, and the first attempt's answer is returned.
 func TestHedgeWithoutBodyGivesTokenBackAndKeepsFirst(t *testing.T) {
 	var hits atomic.Int32
 	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
@@ -138,7 +138,7 @@ func TestHedgeWithoutBodyGivesTokenBackAndKeepsFirst(t *testing.T) {
 	}
 }
 
-// Expected: with the idempotency middleware in front of a slow handler, hedges of a keyed POST get its 409 "in progress", which wins nothing; the handler runs once and the first attempt's 201 is returned.
+// TestHedgeIdempotencyMiddlewareConflictWinsNothing: with the idempotency middleware in front of a slow handler, hedges of a keyed POST get its 409 "in progress", which wins nothing; the handler runs once and the first attempt's 201 is returned.
 func TestHedgeIdempotencyMiddlewareConflictWinsNothing(t *testing.T) {
 	var runs atomic.Int32
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

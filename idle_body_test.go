@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// The tests in this file attack IdleTimeout from the caller's side and the
+// The tests in this file hold IdleTimeout from the caller's side and the
 // server's: interim floods, readers that go through io.Copy, decoders and
 // files, and a caller that cancels or runs out of time while a Read waits.
 
@@ -238,38 +238,6 @@ func TestCallerEndsWhileReadIsBlocked(t *testing.T) {
 				}
 			})
 		}
-	}
-}
-
-// TestLegacyCancelWhileReadIsBlocked: closing the deprecated Request.Cancel
-// channel while a Read of a silent stream is blocked ends the Read with a
-// cancellation, not an idle timeout.
-func TestLegacyCancelWhileReadIsBlocked(t *testing.T) {
-	t.Parallel()
-	srv := newLoopbackServer(t, false, stallHandler(true))
-	tr := &Transport{Base: serverBase(t, srv), IdleTimeout: time.Minute}
-	req := newRequest(t, context.Background(), "GET", srv.URL+"/events", nil)
-	cancelCh := make(chan struct{})
-	//lint:ignore SA1019 the deprecated channel is what is tested
-	req.Cancel = cancelCh
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	time.AfterFunc(100*time.Millisecond, func() { close(cancelCh) })
-	done := make(chan error, 1)
-	go func() {
-		_, err := io.ReadAll(resp.Body)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err == nil || errors.Is(err, ErrIdleTimeout) {
-			t.Errorf("read error %v; want a cancellation", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the Read still waits after Request.Cancel was closed")
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Expected: an attempt limit learned from slow traffic never reaches past the operation's deadline, for the first attempt and for hedges.
+// TestLearnedAttemptTimeoutWithinDeadline: an attempt limit learned from slow traffic never reaches past the operation's deadline, for the first attempt and for hedges.
 func TestLearnedAttemptTimeoutWithinDeadline(t *testing.T) {
 	var mu sync.Mutex
 	var deadlines []time.Time
@@ -58,7 +58,7 @@ func TestLearnedAttemptTimeoutWithinDeadline(t *testing.T) {
 	}
 }
 
-// Expected: no hedge starts when less than MinAttemptTime is left before the deadline at its delay.
+// TestHedgeNotSentWithoutMinAttemptTimeLeft: no hedge starts when less than MinAttemptTime is left before the deadline at its delay.
 func TestHedgeNotSentWithoutMinAttemptTimeLeft(t *testing.T) {
 	var hits atomic.Int32
 	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
