@@ -34,7 +34,7 @@ figure_header = echo "\# $(1), $$(date -u +%Y-%m-%d), commit $$(git rev-parse --
 # concurrency, and the SDKs build far slower under the race detector.
 EXAMPLE_MODULES := examples/sdks
 
-.PHONY: check test deps vet cross lint lint-examples cyclo race examples rules apicheck demo bench storm storm-fleet throttle hedge fuzz mutate faultmatrix layers ci-time
+.PHONY: check test deps vet cross lint lint-examples cyclo race examples rules apicheck demo bench storm storm-fleet throttle hedge spread fuzz mutate faultmatrix layers ci-time
 
 ## check: the fast loop, under a minute on a warm cache: gofmt (fails on
 ## any file it would change), go vet, and race-enabled short tests of the
@@ -225,6 +225,17 @@ hedge:
 	@{ $(call figure_header,make hedge); (cd bench && $(GO) run ./storm -scenarios hedging -out ../docs/storm); } > docs/storm/hedging.txt.tmp; \
 	rc=$$?; if [ $$rc -ne 0 ]; then rm -f docs/storm/hedging.txt.tmp; exit $$rc; fi; \
 	mv docs/storm/hedging.txt.tmp docs/storm/hedging.txt; grep '^hedging:' docs/storm/hedging.txt
+
+## spread: where retries and hedges go when a hostname resolves to four
+## addresses: backends on 127.0.0.2-127.0.0.5 over HTTP/1.1 and HTTP/2
+## with TLS, one failing and then one slow, httpretry today beside
+## httpretry over spread.Transport on the same arrivals; writes
+## docs/storm/spread.md and prints its "spread:" line (about a minute and
+## a half). It fails when a target is missed, and keeps the file.
+spread:
+	@{ $(call figure_header,make spread); echo; (cd bench && $(GO) run ./spread); } > docs/storm/spread.md.tmp; \
+	rc=$$?; if ! grep -q '^spread:' docs/storm/spread.md.tmp; then rm -f docs/storm/spread.md.tmp; exit 1; fi; \
+	mv docs/storm/spread.md.tmp docs/storm/spread.md; grep '^spread:' docs/storm/spread.md; exit $$rc
 
 ## storm-fleet: only the fleet scenario, printed; writes no files
 storm-fleet: deps

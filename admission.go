@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
+	"github.com/httpretry/httpretry/internal/overload"
 	"github.com/httpretry/httpretry/throttle"
 )
 
@@ -211,12 +211,5 @@ func overloadSignal(resp *http.Response, err error) bool {
 		}
 		return false
 	}
-	switch s := resp.StatusCode; {
-	case s == http.StatusTooManyRequests, s == http.StatusServiceUnavailable, s == StatusOverloaded:
-		return true
-	case s >= 500:
-		v, ok := resp.Header["X-Should-Retry"]
-		return ok && len(v) > 0 && strings.EqualFold(strings.TrimSpace(v[0]), "false")
-	}
-	return false
+	return overload.Response(resp)
 }

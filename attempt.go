@@ -142,6 +142,7 @@ func (op *operation) begin() error {
 		// wrapper (for a deadline, or hooks) leaves it to the layer below.
 		op.ctx, op.derived = withRetriesOwned(op.ctx), true
 	}
+	op.shareTried()
 	if err := op.prepare(); err != nil {
 		op.refundQuota()
 		return err

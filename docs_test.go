@@ -49,6 +49,7 @@ var docImports = map[string]string{
 	"storetest":    "github.com/httpretry/httpretry/idempotency/storetest",
 	"httptestutil": "github.com/httpretry/httpretry/httptestutil",
 	"throttle":     "github.com/httpretry/httpretry/throttle",
+	"spread":       "github.com/httpretry/httpretry/spread",
 	"clockwork":    "github.com/jonboulle/clockwork",
 	"http":         "net/http",
 	"url":          "net/url",

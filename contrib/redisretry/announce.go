@@ -126,9 +126,7 @@ func (b *Budget) subscribe(ctx context.Context) (subscribed bool) {
 	}
 	if redis.HasErrorPrefix(err, "MOVED") {
 		// The client's map of the Cluster is out of date.
-		if c, ok := b.rdb.(interface{ ReloadState(context.Context) }); ok {
-			c.ReloadState(ctx)
-		}
+		reloadClusterMap(b.rdb)
 	}
 	return subscribed
 }

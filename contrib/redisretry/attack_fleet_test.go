@@ -62,10 +62,16 @@ func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // tokens (ARGV[3] > 0).
 func takesTokens(cmd redis.Cmder) bool {
 	args := cmd.Args()
-	if len(args) < 9 || (cmd.Name() != "evalsha" && cmd.Name() != "eval") {
+	if len(args) < 3 || (cmd.Name() != "evalsha" && cmd.Name() != "eval") {
 		return false
 	}
-	return fmt.Sprint(args[8]) != "0"
+	// evalsha, sha, numkeys, the keys, then ARGV[1], ARGV[2], ARGV[3].
+	numKeys, err := strconv.Atoi(fmt.Sprint(args[2]))
+	i := 3 + numKeys + 2
+	if err != nil || len(args) <= i {
+		return false
+	}
+	return fmt.Sprint(args[i]) != "0"
 }
 
 // units reads the bucket's count straight from Redis, in tokens: what the

@@ -85,6 +85,13 @@ type Options struct {
 	// flight, stay within it. 0 means 8; negative means 1 (no lease).
 	MaxLease int
 
+	// AllowEviction skips the check of the eviction policy of the Redis
+	// server that runs each call (see [ErrBudgetEviction]). Set it only
+	// for a Redis that cannot tell its policy (INFO disabled) and never
+	// evicts, or to accept that an evicted bucket comes back full. false
+	// means every call checks.
+	AllowEviction bool
+
 	// OnStateChange, if set, is called once for every change between
 	// [Shared] and [Local], never per request. It must not block and must
 	// not call the Budget. Calls are serialized.
@@ -147,6 +154,10 @@ type Budget struct {
 	lastTokens   atomic.Int64 // units in the bucket after the last Withdraw
 	refusedUntil atomic.Int64 // Unix nanoseconds when the remembered refusal ends
 
+	// checked holds the run_id of the server last found not to evict
+	// (budget_eviction.go).
+	checked string
+
 	// The announcements of announce.go.
 	announce   string             // the marker key and the channel
 	stopListen context.CancelFunc // ends listen
@@ -162,13 +173,16 @@ type Budget struct {
 	settling sync.WaitGroup // script calls not yet settled (settle.go), for Close
 	inflight atomic.Int32   // Redis calls in flight, for the prober
 
-	// The calls of settle.go.
+	// The calls of flight.go and settle.go.
+	flights     flights      // the call in flight of the Withdraws
+	asking      atomic.Int64 // Withdraws making or waiting for a call
 	asked       atomic.Int64 // tokens reserved beyond one by Withdraws in flight
 	unsettledMu sync.Mutex   // protects unsettled
 	unsettled   []scriptCall // calls whose answer was lost, for replay
 
-	grantsMu sync.Mutex    // protects grants
-	grants   []*localGrant // local tokens out for running operations; see refund.go
+	grantsMu   sync.Mutex    // protects grants and unrecorded
+	grants     []*localGrant // local tokens out for running operations; see refund.go
+	unrecorded int64         // local tokens out whose records the bound dropped
 
 	stop      chan struct{} // closed by Close to stop the flusher
 	done      chan struct{} // closed when the flusher has returned
@@ -219,6 +233,7 @@ func openBudget(rdb redis.UniversalClient, key string, capacity, perRequest floa
 		opts:        o,
 		now:         now,
 		announce:    announceKey(noncePrefix),
+		checked:     checkedKey(noncePrefix),
 		listened:    make(chan struct{}),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
@@ -295,7 +310,10 @@ func (b *Budget) Deposit() {
 // process's credit, without a Redis call (see lease.go). Otherwise, in
 // one Redis round trip, it adds the pending deposits, refunds and credit,
 // up to capacity, then takes a lease of whole tokens, at least one, if
-// one is left. It returns by ctx's deadline and within CallTimeout; if
+// one is left. While the call of another Withdraw of the process is in
+// flight it waits for that call instead, which asks for its token too
+// (single flight, see flight.go): it waits for at most two calls besides
+// its own, each bounded by CallTimeout, and returns by ctx's deadline. If
 // Redis fails or does not answer in time it switches to the local bucket
 // and withdraws there. It reports false, without a call, when ctx has
 // already ended, and false when ctx ends during the call, whose grant is
@@ -310,21 +328,7 @@ func (b *Budget) Withdraw(ctx context.Context) bool {
 	if ended(ctx) {
 		return false
 	}
-	leased, credit := b.takeHeld(true)
-	add := min(leased+credit+b.takePending(), b.capacity)
-	want, asked := b.reserveLease()
-	r, err := b.send(ctx, scriptCall{nonce: b.nonces.next(), add: add, keep: min(leased, add), want: want, asked: asked}, 1)
-	if err == nil {
-		return r.granted > 0
-	}
-	if ended(ctx) {
-		// The caller left or ran out of time: no verdict on Redis, and no
-		// retry for an operation that is over. What the call takes is
-		// leased all the same (settle.go).
-		return false
-	}
-	b.fallBack(err)
-	return b.withdrawLocal(ctx)
+	return b.withdrawShared(ctx)
 }
 
 // Refund gives back a token withdrawn for a retry that was not sent, to

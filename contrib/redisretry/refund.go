@@ -8,22 +8,30 @@ import (
 
 // A refund gives a token back to the bucket it came from. Refund takes no
 // argument, so the Budget keeps a record of every token it withdrew from
-// the local bucket for an operation still running (whose context has not
-// ended, or ended less than grantGrace ago: a retry whose wait was cut
-// short by its caller's cancellation is refunded just after the context
-// ended), and a refund made while one is open goes to the local bucket,
-// even after the Budget went back to the shared one. Otherwise a token
-// taken from the local bucket during an outage and refunded after Redis
-// answered again would be added to the shared bucket, which never gave it.
-// When the records and the refund belong to different operations, the
-// token goes to the local bucket: the shared one never gains a token it
-// did not lose.
+// the local bucket for an operation still running, and a refund made
+// while one is open goes to the local bucket, even after the Budget went
+// back to the shared one. Otherwise a token taken from the local bucket
+// during an outage and refunded after Redis answered again would be
+// added to the shared bucket, which never gave it. When the records and
+// the refund belong to different operations, the token goes to the local
+// bucket: the shared one never gains a token it did not lose.
+//
+// A record ends with its refund, or grantGrace after its operation's
+// context ended (a retry whose wait was cut short by its caller's
+// cancellation is refunded just after the context ended; the Transport
+// refunds nothing once its operation has returned). A context that never
+// ends (context.Background(), which a request without a deadline has)
+// gives no such end: its record stays until a refund takes it.
 //
 // The records are bounded: operations may share a context that ends only
-// at shutdown, whose records would otherwise pile up for as long as an
-// outage lasts. A new record past the bound replaces the oldest, whose
-// refund, if it ever comes, goes to the shared bucket: the bound is far
-// above the local tokens running operations hold out at once.
+// at shutdown, or none, whose records would otherwise pile up for as long
+// as an outage lasts. A new record past the bound replaces the oldest,
+// which is only counted from then on (unrecorded), and a refund that
+// finds no record but such a count goes to the local bucket too. So no
+// refund of a local token ever reaches the shared bucket; the price is
+// that, after an outage of more local withdrawals than the bound, as many
+// later refunds of shared tokens go to the local bucket, which makes the
+// shared one only stricter.
 
 // grantGrace is how long a record outlives its operation's context.
 const grantGrace = 2 * time.Second
@@ -38,15 +46,11 @@ type localGrant struct {
 }
 
 // withdrawLocal withdraws from the local bucket and, when it grants a
-// token for an operation that ends (ctx has a Done channel), records it
-// until grantGrace after ctx ends. An operation whose context never ends is not recorded:
-// the record would live for ever.
+// token, records it until a refund takes it or grantGrace after ctx ends
+// (never, for a context that cannot end).
 func (b *Budget) withdrawLocal(ctx context.Context) bool {
 	if !b.local.Withdraw(ctx) {
 		return false
-	}
-	if ctx.Done() == nil {
-		return true
 	}
 	g := &localGrant{}
 	b.grantsMu.Lock()
@@ -54,9 +58,11 @@ func (b *Budget) withdrawLocal(ctx context.Context) bool {
 	if len(b.grants) >= maxGrantRecords {
 		b.grants[0].stop()
 		b.grants = slices.Delete(b.grants, 0, 1)
+		b.unrecorded++
 	}
 	b.grants = append(b.grants, g)
-	// Set under the lock: forgetGrant and takeGrant take it first.
+	// Set under the lock: forgetGrant and takeGrant take it first. On a
+	// context that cannot end, AfterFunc registers nothing.
 	g.stop = context.AfterFunc(ctx, func() { time.AfterFunc(grantGrace, func() { b.forgetGrant(g) }) })
 	return true
 }
@@ -70,12 +76,16 @@ func (b *Budget) forgetGrant(g *localGrant) {
 	}
 }
 
-// takeGrant removes one record of a local token still out and reports
-// whether there was one.
+// takeGrant removes one record of a local token still out, or one of
+// those counted past the bound, and reports whether there was one.
 func (b *Budget) takeGrant() bool {
 	b.grantsMu.Lock()
 	defer b.grantsMu.Unlock()
 	if len(b.grants) == 0 {
+		if b.unrecorded > 0 {
+			b.unrecorded--
+			return true
+		}
 		return false
 	}
 	last := len(b.grants) - 1

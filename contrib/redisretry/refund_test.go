@@ -126,3 +126,85 @@ func TestRefundOnCancellationReturnsLocalTokenToLocalBucket(t *testing.T) {
 		t.Fatalf("local tokens after the refund = %v; want 2", got)
 	}
 }
+
+// A request without a deadline or cancellation (http.NewRequest with a
+// Transport without Timeout: its context is context.Background(), which
+// never ends) withdraws a token from the local bucket while Redis is
+// unusable, and refunds it after the Budget went back to the shared
+// bucket: the token returns to the local bucket, and the shared bucket
+// gains nothing it did not give.
+func TestRefundOfLocalTokenWithContextThatNeverEndsReturnsToLocalBucket(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, rdb := server(t)
+	const key = "refund-never-ending"
+	if err := rdb.Set(ctx, key, "not a count", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b := newBudget(t, rdb, key, 20, 0, Options{FlushInterval: 10 * time.Millisecond, MaxProbeInterval: 20 * time.Millisecond, CallTimeout: patient})
+	if !b.Withdraw(ctx) || b.State() != Local {
+		t.Fatalf("Withdraw: state %v; want a token from the local bucket", b.State())
+	}
+	rdb.Del(ctx, key)
+	eventually(t, "back to the shared bucket", func() bool { return b.State() == Shared })
+	if n := drain(t, b); n != 20 {
+		t.Fatalf("drained %d from the shared bucket; want 20", n)
+	}
+
+	b.Refund() // the local token, withdrawn under a context that never ends
+	if err := b.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if got := tokens(t, b); got != 0 {
+		t.Fatalf("shared tokens after refunding a local token = %v; want 0", got)
+	}
+	if got := b.local.Tokens(); got != 2 {
+		t.Fatalf("local tokens after the refund = %v; want 2", got)
+	}
+}
+
+// Past the bound on the records of local tokens out, the oldest records
+// are only counted, and their refunds still go to the local bucket:
+// after more local withdrawals than the bound, under a context that never
+// ends, as many refunds leave the shared bucket as it was.
+func TestRefundPastTheRecordBoundStillReturnsToLocalBucket(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, rdb := server(t)
+	const key = "refund-past-bound"
+	if err := rdb.Set(ctx, key, "not a count", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b := newBudget(t, rdb, key, 2, 1, Options{FleetSize: 1, CallTimeout: patient, FlushInterval: 10 * time.Millisecond, MaxProbeInterval: 20 * time.Millisecond})
+	const withdrawals = maxGrantRecords + 100
+	for i := range withdrawals {
+		b.Deposit()
+		if !b.Withdraw(ctx) {
+			t.Fatalf("Withdraw %d refused; want a token from the local bucket", i)
+		}
+	}
+	if got := b.openGrants(); got != maxGrantRecords {
+		t.Fatalf("records = %d after %d withdrawals; want %d, the bound", got, withdrawals, maxGrantRecords)
+	}
+	rdb.Del(ctx, key)
+	eventually(t, "back to the shared bucket", func() bool { return b.State() == Shared })
+	if n := drain(t, b); n != 2 {
+		t.Fatalf("drained %d from the shared bucket; want 2", n)
+	}
+	for range withdrawals {
+		b.Refund()
+	}
+	if err := b.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if got := tokens(t, b); got != 0 {
+		t.Fatalf("shared tokens after %d refunds of local tokens = %v; want 0", withdrawals, got)
+	}
+	b.Refund() // no local token is out any more: a shared one
+	if err := b.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	if got := tokens(t, b); got != 1 {
+		t.Fatalf("shared tokens after refunding a shared token = %v; want 1", got)
+	}
+}

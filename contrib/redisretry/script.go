@@ -25,9 +25,29 @@ import (
 // milliseconds, ARGV[6] how long the marker of an announced refusal
 // lives, in milliseconds (0: never announce); KEYS[3] is the marker and
 // the channel of announce.go. A take refused, or one that leaves less
-// than a whole token, is announced unless the marker lives. It returns
-// {tokens granted, units after}.
+// than a whole token, is announced unless the marker lives. ARGV[7] is 1
+// when the server's eviction policy is checked first (budget_eviction.go):
+// KEYS[4] holds the run_id of the server last found not to evict, for
+// ARGV[8] milliseconds; a server that may evict answers an EVICTS error
+// and nothing changes. It returns {tokens granted, units after}.
 var bucketScript = redis.NewScript(`
+if ARGV[7] == '1' then
+  -- pcall: a Redis that hides INFO cannot tell its policy, an error too.
+  local ok, server = pcall(redis.call, 'INFO', 'server')
+  if not ok then
+    return redis.error_reply('EVICTS the policy cannot be read: INFO is refused')
+  end
+  local id = string.match(server, 'run_id:(%x+)')
+  if not id or redis.call('GET', KEYS[4]) ~= id then
+    local policy = string.match(redis.call('INFO', 'memory'), 'maxmemory_policy:([%w-]+)')
+    if policy ~= 'noeviction' then
+      return redis.error_reply('EVICTS maxmemory-policy is ' .. (policy or 'not in INFO memory'))
+    end
+    if id then
+      redis.call('SET', KEYS[4], id, 'PX', ARGV[8])
+    end
+  end
+end
 local seen = redis.call('GET', KEYS[2])
 if seen then
   local g, t = string.match(seen, '^(%d+) (%d+)$')
@@ -70,9 +90,10 @@ var errClosed = errors.New("redisretry: budget closed")
 // included, says what the bucket holds: the next lease and whether
 // deposits wait (lease.go) follow it.
 func (b *Budget) runScript(ctx context.Context, c scriptCall) (reply, error) {
-	keys := []string{b.keys[0], b.noncePrefix + c.nonce, b.announce}
+	keys := []string{b.keys[0], b.noncePrefix + c.nonce, b.announce, b.checked}
 	res, err := bucketScript.Run(ctx, b.rdb, keys, b.capacity, c.add, c.want,
-		millis(b.ttl()), nonceTTL(b.callTimeout()), b.announceMillis()).Int64Slice()
+		millis(b.ttl()), nonceTTL(b.callTimeout()), b.announceMillis(),
+		b.checkPolicy(), millis(policyMarkerLife)).Int64Slice()
 	if err != nil {
 		return reply{}, b.wrap(err)
 	}
@@ -124,6 +145,8 @@ func (b *Budget) wrap(err error) error {
 	switch {
 	case errors.Is(err, errClosed):
 		return err
+	case redis.HasErrorPrefix(err, "EVICTS"):
+		return fmt.Errorf("%w (key %q: %w)", ErrBudgetEviction, b.keys[0], err)
 	case redis.HasErrorPrefix(err, "WRONGTYPE"), redis.HasErrorPrefix(err, "BADTOKENS"), errors.As(err, new(*strconv.NumError)):
 		return fmt.Errorf("redisretry: key %q holds something other than a token count; give the budget a key of its own: %w", b.keys[0], err)
 	case errors.Is(err, context.DeadlineExceeded):

@@ -114,10 +114,25 @@ func (b *Budget) probe() bool {
 		_, err = b.send(ctx, scriptCall{nonce: b.nonces.next()}, 0)
 	}
 	if err != nil {
+		reloadClusterMap(b.rdb)
 		return false
 	}
 	b.recover()
 	return true
+}
+
+// reloadClusterMap asks a Cluster client to load the Cluster's map of
+// slots again, in the background (go-redis runs at most one reload at a
+// time); other clients have none. go-redis reloads it on a MOVED or
+// READONLY answer and every ClusterStateReloadInterval (a minute by
+// default), not when a master stops answering: its calls keep going to
+// the dead master. So a probe that failed reloads it, and once a replica
+// has taken over, the next probe reaches it and the Budget is back on the
+// shared bucket within two probes.
+func reloadClusterMap(rdb any) {
+	if c, ok := rdb.(interface{ ReloadState(context.Context) }); ok {
+		c.ReloadState(context.Background())
+	}
 }
 
 // nextBackoff returns the wait after an attempt to reach Redis: first

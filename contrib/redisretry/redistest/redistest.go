@@ -4,7 +4,7 @@
 // ([Start]), a Redis Cluster of several masters with replicas
 // ([StartCluster]), or a primary, a replica and three sentinels
 // ([StartSentinel]); a [Proxy] in front of a server loses chosen replies
-// or commands.
+// or commands, and a [LatencyProxy] puts the server milliseconds away.
 //
 //	func TestX(t *testing.T) {
 //		srv := redistest.Start(t)    // stopped when the test ends

@@ -1,0 +1,28 @@
+package overload
+
+import (
+	"net/http"
+	"testing"
+)
+
+// TestResponseSignalsOverload: 429, 503, 529 and a 5xx whose server said
+// "X-Should-Retry: false" signal overload; other 5xx and 4xx do not.
+func TestResponseSignalsOverload(t *testing.T) {
+	tests := []struct {
+		status int
+		retry  string
+		want   bool
+	}{
+		{200, "", false}, {404, "", false}, {429, "", true}, {500, "", false}, {502, "", false},
+		{503, "", true}, {529, "", true}, {500, " False ", true}, {502, "true", false}, {404, "false", false},
+	}
+	for _, tt := range tests {
+		resp := &http.Response{StatusCode: tt.status, Header: http.Header{}}
+		if tt.retry != "" {
+			resp.Header.Set("X-Should-Retry", tt.retry)
+		}
+		if got := Response(resp); got != tt.want {
+			t.Errorf("%d %q: %v, want %v", tt.status, tt.retry, got, tt.want)
+		}
+	}
+}
