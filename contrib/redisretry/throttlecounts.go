@@ -149,7 +149,8 @@ func (d *fleetDest) hear(p publication, stale time.Duration) {
 // counts adds the last publication's counts, without the process's own
 // counts it held, into requests and accepts by age at now in buckets of
 // width: nothing when the publication is older than stale. The fleet's
-// bucket b (of bucket width w) falls at index (now − b·w)/width.
+// bucket b (of bucket width w) falls at index (now − b·w)/width; a
+// bucket ahead of now by more than w falls nowhere.
 func (d *fleetDest) counts(now time.Time, w, width, stale time.Duration, requests, accepts []float64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -166,7 +167,13 @@ func (d *fleetDest) counts(now time.Time, w, width, stale time.Duration, request
 				acc -= c.acc
 			}
 		}
-		j := max((now.UnixNano()-b*int64(w))/int64(width), 0)
+		age := now.UnixNano() - b*int64(w)
+		if age < -int64(w) {
+			// A bucket more than one bucket ahead of this process's
+			// clock: a publisher whose clock is off, not the present.
+			continue
+		}
+		j := max(age/int64(width), 0)
 		if j >= int64(len(requests)) || req <= 0 {
 			continue
 		}

@@ -293,3 +293,63 @@ func warm(t *testing.T, rdb *redis.Client) {
 		t.Fatal(err)
 	}
 }
+
+// TestThrottleStateSharingResumesAfterRedisRestarts: Redis killed (its
+// counts gone) and started again on the same port: each process's
+// subscription is made again, with backoff, and a process learns an
+// outage from another's counts as before.
+func TestThrottleStateSharingResumesAfterRedisRestarts(t *testing.T) {
+	t.Parallel()
+	s, admin := server(t)
+	o := ThrottleStateOptions{Share: 1, Stale: 300 * time.Millisecond}
+	a := newFleetProcess(t, s.Addr(), "ts-restart", o)
+	b := newFleetProcess(t, s.Addr(), "ts-restart", o)
+	eventually(t, "B refuses on A's counts", func() bool {
+		a.record("api.example", 20, true)
+		return b.refused("api.example")
+	})
+	s.Kill()
+	a.record("api.example", 20, true) // sent to nobody: dropped
+	eventually(t, "B's fleet counts go stale", func() bool { return !b.state.Hot("api.example") })
+	s.Restart(t)
+	eventually(t, "both processes subscribed again", func() bool { return subscribers(t, admin) == 2 })
+	// Another destination, so that B's own refusals of the first do not
+	// decide: it learns this one from A alone.
+	eventually(t, "B refuses on A's counts after the restart", func() bool {
+		a.record("db.example", 20, true)
+		return b.refused("db.example")
+	})
+}
+
+// TestThrottleStateKeysWithBracesAndManyDestinationsStayBounded: a
+// destination key holding braces is published and heard under its own
+// name, and a process keeps the publications of at most MaxDestinations
+// destinations, whatever the fleet publishes.
+func TestThrottleStateKeysWithBracesAndManyDestinationsStayBounded(t *testing.T) {
+	t.Parallel()
+	addr := redisFor(t)
+	o := ThrottleStateOptions{Share: 1, MaxDestinations: 3}
+	a := newFleetProcess(t, addr, "ts-bound", ThrottleStateOptions{Share: 1})
+	b := newFleetProcess(t, addr, "ts-bound", o)
+	key := "tenant{a}:api.example"
+	keyed := func(p *fleetProcess) *throttle.Throttle {
+		return &throttle.Throttle{Shared: p.state, Rand: func() float64 { return 0.5 }, Key: func(*http.Request) string { return key }}
+	}
+	ta, tb := keyed(a), keyed(b)
+	eventually(t, "B refuses the braced key on A's counts", func() bool {
+		d := ta.Dest(get("x"))
+		for range 20 {
+			ta.Record(d, throttle.Result{Status: http.StatusServiceUnavailable, Overload: true}, nil)
+		}
+		req := get("x")
+		_, _, err := tb.Admit(tb.Dest(req), req, nil)
+		return errors.Is(err, throttle.ErrThrottled)
+	})
+	for i := range 20 {
+		a.record("host"+strconv.Itoa(i)+".example", 20, true)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := b.state.ndests.Load(); n > 3 {
+		t.Errorf("B holds %d destinations; want at most MaxDestinations, 3", n)
+	}
+}
