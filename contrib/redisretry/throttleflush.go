@@ -73,7 +73,9 @@ type flushed struct {
 // flush sends the counts of every destination with pending ones, in one
 // pipeline that also claims the publication of those nobody published
 // lately (SET NX on a marker that lives one BroadcastInterval), then
-// reads the newest buckets of those it claimed, and publishes them.
+// reads the newest buckets of those it claimed, and publishes them. A
+// destination the fleet does not hold hot is read in the first
+// pipeline, unclaimed.
 func (s *ThrottleState) flush() error {
 	s.mu.Lock()
 	dirty := make([]*fleetDest, 0, len(s.dirty))
@@ -102,7 +104,17 @@ func (s *ThrottleState) flush() error {
 		for _, c := range w.cells {
 			pipe.HIncrBy(ctx, w.d.name, strconv.FormatInt(c.b, 10), pack(c.req, c.acc))
 		}
-		if w.d.broadcastDue(now, s.opts.BroadcastInterval) {
+		switch {
+		case !w.d.broadcastDue(now, s.opts.BroadcastInterval):
+		case w.d.hotUntil.Load() <= now.UnixNano():
+			// News: the fleet is not hot as far as this process
+			// heard. It reads and publishes at once, without a claim,
+			// so that the fleet learns of an outage a round trip
+			// sooner; at its start a few processes may publish
+			// together.
+			w.read = pipe.HMGet(ctx, w.d.name, bucketFields(head, 0, fleetRing)...)
+			pipe.PExpire(ctx, w.d.name, s.opts.TTL)
+		default:
 			w.claim = pipe.SetNX(ctx, w.d.name+":pub", "1", s.opts.BroadcastInterval)
 		}
 	}
@@ -117,13 +129,17 @@ func (s *ThrottleState) flush() error {
 }
 
 // publish reads the newest buckets of each destination whose
-// publication this process claimed, and publishes them.
+// publication this process claimed, and publishes them with those read
+// already (news, see flush).
 func (s *ThrottleState) publish(ctx context.Context, work []flushed, at time.Time) error {
 	pipe := s.rdb.Pipeline()
 	n := 0
 	for i := range work {
 		w := &work[i]
 		if w.claim == nil || !w.claim.Val() {
+			if w.read != nil {
+				n++
+			}
 			continue
 		}
 		w.read = pipe.HMGet(ctx, w.d.name, bucketFields(w.head, 0, fleetRing)...)
@@ -139,8 +155,10 @@ func (s *ThrottleState) publish(ctx context.Context, work []flushed, at time.Tim
 	if n == 0 {
 		return nil
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return err
+	if pipe.Len() > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
+		}
 	}
 	pipe = s.rdb.Pipeline()
 	for _, w := range work {

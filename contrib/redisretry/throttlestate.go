@@ -16,7 +16,7 @@ import (
 
 // Defaults for the zero values of ThrottleStateOptions' fields.
 const (
-	DefaultShare             = 1.0 / 16
+	DefaultShare             = 1.0 / 24
 	DefaultBucket            = throttle.DefaultWindow / 10
 	DefaultStateFlush        = 50 * time.Millisecond
 	DefaultBroadcastInterval = 100 * time.Millisecond
@@ -33,7 +33,7 @@ type ThrottleStateOptions struct {
 	// destination's pending counts with probability Share times their
 	// number (at most 1), scaled up by its inverse, or drops them, so
 	// that the fleet's counts are right on average whatever each process
-	// sends. 0 (or less, or NaN) means 1/16; values above 1 mean 1, every
+	// sends. 0 (or less, or NaN) means 1/24; values above 1 mean 1, every
 	// flush sent.
 	Share float64
 
