@@ -11,7 +11,7 @@ GREMLINS    ?= $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
 # Every module: the library at the root, and the benchmarks against other
 # libraries in bench/ (its own go.mod, so their dependencies stay out of
 # the library's), and contrib modules with heavy dependencies.
-MODULES := . bench contrib/promretry contrib/otelretry contrib/redisretry
+MODULES := . bench contrib/promretry contrib/otelretry contrib/redisretry contrib/pgidempotency
 
 GOCYCLO     ?= $(GO) run github.com/fzipp/gocyclo/cmd/gocyclo@v0.6.0
 # promtool: the one on PATH, which `make deps` installs from Debian's
@@ -23,7 +23,7 @@ APIDIFF     ?= $(GO) run golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e397
 
 # The modules that are released, each tagged on its own (see
 # docs/RELEASING.md); bench and the examples are not.
-RELEASE_MODULES := . contrib/promretry contrib/otelretry contrib/redisretry
+RELEASE_MODULES := . contrib/promretry contrib/otelretry contrib/redisretry contrib/pgidempotency
 
 # figure_header prints the first line of a generated figure file: the
 # command that wrote it, the date, the commit and the Go version. Every
@@ -59,23 +59,28 @@ check:
 test: deps vet cross lint cyclo race rules apicheck
 
 ## deps: programs the tests start: redis-server, redis-cli (Cluster set-up)
-## and redis-sentinel (contrib/redisretry, the fleet storm), and promtool
-## (make rules). Installs the Debian packages with apt-get where it can;
-## otherwise says how (promtool is then built from the Go module proxy).
-## The packages' own services are stopped and disabled: the tests start
-## their own servers on free ports.
+## and redis-sentinel (contrib/redisretry, the fleet storm), promtool
+## (make rules), and PostgreSQL's initdb, pg_ctl and postgres (under
+## /usr/lib/postgresql/*/bin) and pgbouncer (contrib/pgidempotency).
+## Installs the Debian packages with apt-get where it can; otherwise says
+## how (promtool is then built from the Go module proxy). The packages' own
+## services are stopped and disabled: the tests start their own servers on
+## free ports.
 REDIS_PROGRAMS := redis-server redis-cli redis-sentinel
 deps:
-	@missing=; for p in $(REDIS_PROGRAMS) promtool; do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=; for p in $(REDIS_PROGRAMS) promtool pgbouncer; do command -v $$p >/dev/null 2>&1 || [ -x /usr/sbin/$$p ] || missing="$$missing $$p"; done; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || missing="$$missing initdb"; \
 	if [ -n "$$missing" ]; then \
 		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then SUDO=; \
 		elif command -v apt-get >/dev/null 2>&1 && command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
 		elif [ "$$missing" = " promtool" ]; then exit 0; \
-		else echo "not on PATH:$$missing, and cannot be installed here: install the redis-server, redis-tools and redis-sentinel packages (on macOS brew install redis prometheus)" >&2; exit 1; fi; \
-		echo "installing redis-server redis-tools redis-sentinel prometheus (missing:$$missing)"; \
-		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends redis-server redis-tools redis-sentinel prometheus || exit 1; \
-		for s in redis-server redis-sentinel prometheus; do ($$SUDO systemctl disable --now $$s || $$SUDO service $$s stop) >/dev/null 2>&1 || true; done; \
+		else echo "not on PATH:$$missing, and cannot be installed here: install the redis-server, redis-tools, redis-sentinel, postgresql and pgbouncer packages (on macOS brew install redis prometheus postgresql pgbouncer)" >&2; exit 1; fi; \
+		echo "installing redis-server redis-tools redis-sentinel prometheus postgresql pgbouncer (missing:$$missing)"; \
+		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends redis-server redis-tools redis-sentinel prometheus postgresql pgbouncer || exit 1; \
+		for s in redis-server redis-sentinel prometheus postgresql pgbouncer; do ($$SUDO systemctl disable --now $$s || $$SUDO service $$s stop) >/dev/null 2>&1 || true; done; \
 		for p in $(REDIS_PROGRAMS); do command -v $$p >/dev/null 2>&1 || { echo "$$p still not on PATH after installing the Debian packages" >&2; exit 1; }; done; \
+		ls /usr/lib/postgresql/*/bin/initdb /usr/lib/postgresql/*/bin/pg_ctl /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { echo "initdb, pg_ctl or postgres still missing under /usr/lib/postgresql/*/bin after installing postgresql" >&2; exit 1; }; \
+		[ -x /usr/sbin/pgbouncer ] || command -v pgbouncer >/dev/null 2>&1 || { echo "pgbouncer still missing after installing the Debian package" >&2; exit 1; }; \
 	fi
 
 vet:
@@ -127,13 +132,14 @@ race: deps
 
 ## redis-drills: contrib/redisretry's failover drills (build tag drills),
 ## real servers killed and failed over under traffic: a Cluster master
-## killed mid-traffic, Sentinel failovers with and without WaitReplicas
-## (a few minutes)
+## killed mid-traffic, Sentinel failovers with and without WaitReplicas,
+## a two-replica Sentinel switchover and a two-replica Cluster forced
+## failover, payments through a two-replica switchover (a few minutes)
 redis-drills: deps
 	@echo "go test -race -tags drills (contrib/redisretry: the drills, and the harness's failover tests)"
 	@cd contrib/redisretry && $(GO) vet -tags drills ./... && \
 		$(GO) test -race -count=1 -tags drills -run '^TestDrill' . && \
-		$(GO) test -race -count=1 -tags drills -run '^(TestClusterKillMasterPromotesReplica|TestSentinelReportsPrimaryAndFailsOver)$$' ./redistest
+		$(GO) test -race -count=1 -tags drills -run '^(TestClusterKillMasterPromotesReplica|TestSentinelReportsPrimaryAndFailsOver|TestSentinelWithTwoReplicasFailsOverToOneOfThem)$$' ./redistest
 
 ## rules: promtool checks promretry's recording and alerting rules and
 ## runs their unit tests
@@ -164,12 +170,13 @@ lint-examples:
 demo:
 	$(GO) run ./examples/demo
 
-.PHONY: demo-metrics brownout-chart demo-payments redis-drills redis-failover
+.PHONY: demo-metrics brownout-chart demo-payments demo-payments-pg redis-drills redis-failover
 
-## redis-failover: Sentinel failovers during reservations, with and
-## without IdempotencyOptions.WaitReplicas: reservations acknowledged and
-## lost, and Reserve's latency with and without the wait. Writes
-## docs/redis-failover.txt (a few minutes)
+## redis-failover: failovers during reservations (Sentinel with one
+## replica and with two, a Cluster with two replicas per master), with
+## IdempotencyOptions.WaitReplicas from 0 to the replica count:
+## reservations acknowledged and lost, and Reserve's latency with and
+## without the wait. Writes docs/redis-failover.txt (about 5 minutes)
 redis-failover: deps
 	@{ $(call figure_header,make redis-failover); \
 	  cd contrib/redisretry && $(GO) run ./examples/failover -runs 3; } | tee docs/redis-failover.txt.tmp; \
@@ -179,12 +186,25 @@ redis-failover: deps
 ## payment-service instances sharing a Redis idempotency store (its own
 ## redis-server on a free loopback port); prints charges, replays, conflicts;
 ## then the same with 5% of Redis replies lost after Redis ran the command;
-## then the same with the store on a Redis Cluster of three masters.
-## Writes docs/payments.txt (a few minutes)
+## then the same with the store on a Redis Cluster of three masters; then
+## on a primary with two replicas behind sentinels, WaitReplicas 2,
+## switched over mid-run. Writes docs/payments.txt (a few minutes)
 demo-payments: deps
 	@{ $(call figure_header,make demo-payments); \
-	  cd contrib/redisretry && $(GO) run ./examples/payments -orders 10000 -lost-replies 5 -cluster; } | tee docs/payments.txt.tmp; \
+	  cd contrib/redisretry && $(GO) run ./examples/payments -orders 10000 -lost-replies 5 -cluster -switchover; } | tee docs/payments.txt.tmp; \
 	rc=$$?; if grep -q '^OK' docs/payments.txt.tmp; then mv docs/payments.txt.tmp docs/payments.txt; else rm -f docs/payments.txt.tmp; exit 1; fi
+
+## demo-payments-pg: the exactly-once proof on PostgreSQL: 20,000 orders,
+## ten concurrent duplicates each, through httpretry to two instances of
+## a payment service sharing one PostgreSQL (its own, on a free loopback
+## port), killed before and after COMMIT, with 5% of COMMIT
+## acknowledgements lost, 1% of database connections reset and handler
+## runs stalled past their lock. Writes docs/payments-pg.txt (a few
+## minutes)
+demo-payments-pg: deps
+	@{ $(call figure_header,make demo-payments-pg); \
+	  cd contrib/pgidempotency && $(GO) run ./examples/paymentspg -orders 20000; } | tee docs/payments-pg.txt.tmp; \
+	if grep -q ' 0 charged twice, 0 lost responses,' docs/payments-pg.txt.tmp; then mv docs/payments-pg.txt.tmp docs/payments-pg.txt; else rm -f docs/payments-pg.txt.tmp; exit 1; fi
 
 ## demo-metrics: the flaky demo service and a client instrumented with
 ## promretry for 10 s, /metrics on loopback; prints the key series

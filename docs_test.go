@@ -70,6 +70,9 @@ var docImports = map[string]string{
 var docOutsideRoot = map[string]string{
 	"redis":         "contrib/redisretry",
 	"redisretry":    "contrib/redisretry",
+	"pgidempotency": "contrib/pgidempotency",
+	"pgxpool":       "contrib/pgidempotency",
+	"pgx":           "contrib/pgidempotency",
 	"promretry":     "contrib/promretry",
 	"prometheus":    "contrib/promretry",
 	"otelretry":     "contrib/otelretry",

@@ -465,8 +465,11 @@ func (op *operation) settle() *panicValue {
 	}
 	op.cancelFlight()
 	var first *panicValue
-	for range op.flight {
+	for len(op.flight) > 0 {
+		// Each leaves the flight as it is received: a hook that panics
+		// while one is reported leaves only the others to wait for.
 		a := <-op.results
+		op.remove(a)
 		if a.panicked != nil {
 			first = cmp.Or(first, a.panicked)
 			a.end()
@@ -478,7 +481,6 @@ func (op *operation) settle() *panicValue {
 		op.reportLoser(a)
 		releaseLoser(a)
 	}
-	op.flight = op.flight[:0]
 	return first
 }
 

@@ -454,3 +454,43 @@ func TestHedgeLoserIsReportedAsLostNotTimedOut(t *testing.T) {
 		t.Errorf("loser's error %v: class %q, attempt timeout %v; want hedge_lost, a cancellation, not a timeout", loser.Err, class, errors.Is(loser.Err, ErrAttemptTimeout))
 	}
 }
+
+// TestHedgeHookPanicWhileSettlingLosersEndsTheRest: the first attempt and
+// the first hedge hang, the second hedge wins, and OnAttempt panics when
+// the first loser is reported. RoundTrip panics with the hook's value
+// once the other loser has ended too, and does not wait for a loser it
+// already received.
+func TestHedgeHookPanicWhileSettlingLosersEndsTheRest(t *testing.T) {
+	t.Parallel()
+	var hits, hung atomic.Int32
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if hits.Add(1) <= 2 {
+			<-req.Context().Done()
+			hung.Add(1)
+			return nil, req.Context().Err()
+		}
+		return response(req, 200, "hedge"), nil
+	})
+	tr := &Transport{Base: base, MaxAttempts: 3, Hedging: &Hedging{Delay: 5 * time.Millisecond},
+		OnAttempt: func(_ *http.Request, a Attempt) {
+			if a.Canceled {
+				panic("hook broke")
+			}
+		}}
+	got := make(chan any, 1)
+	go func() {
+		defer func() { got <- recover() }()
+		tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example/items", nil))
+	}()
+	select {
+	case p := <-got:
+		if p != "hook broke" {
+			t.Errorf("recovered %v; want the hook's panic", p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("RoundTrip neither returned nor panicked: it waited for a loser it had already received")
+	}
+	if n := hung.Load(); n != 2 {
+		t.Errorf("%d of the 2 hanging attempts ended when RoundTrip panicked; want both", n)
+	}
+}

@@ -105,6 +105,19 @@
 // states the atomicity each method needs, and the storetest package checks
 // an implementation against it.
 //
+// # In the service's own database
+//
+// A store apart from the service's data leaves a window: the handler's
+// effect commits, the process dies before the response is recorded, and
+// a retry runs the effect again. When the effect is rows in the database
+// that holds the records, [TxHandler] closes it: over a [TxStore] (such
+// as contrib/pgidempotency's), it runs the handler in a transaction
+// ([TxFrom]), records the response in it, commits, and only then sends
+// the response. A crash leaves both or neither; a lost COMMIT
+// acknowledgement leaves the key locked until its lock expires, never
+// released. Outbound calls of a keyed request get a key of their own from
+// [DerivedKey], the same on every run of it.
+//
 // # Observing
 //
 // [Options.OnEvent] receives an [Event] for everything the Handler does —

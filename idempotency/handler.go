@@ -167,6 +167,9 @@ type handler struct {
 	problemType     string
 	routeOf         func(*http.Request) string
 	onEvent         func(Event)
+	// tx, when set (TxHandler), runs a reserved request inside a
+	// transaction instead of execute.
+	tx txExecutor
 }
 
 // Handler returns middleware that makes keyed requests to next safe to
@@ -316,7 +319,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch res.State {
 	case StateReserved:
-		h.execute(w, r, body, key, res)
+		h.run(w, r, body, key, res)
 	case StateCompleted:
 		h.replay(w, r, res.Response)
 	case StateInProgress:
@@ -369,6 +372,15 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request, kind Kind, p pr
 	h.writeProblem(w, p)
 }
 
+// run runs next as the owner of key: in a transaction for a TxHandler.
+func (h *handler) run(w http.ResponseWriter, r *http.Request, body []byte, key string, res Reservation) {
+	if h.tx != nil {
+		h.tx.execute(h, w, r, body, key, res)
+		return
+	}
+	h.execute(w, r, body, key, res)
+}
+
 // execute runs next as the owner of key and records, or releases, the
 // outcome.
 func (h *handler) execute(w http.ResponseWriter, r *http.Request, body []byte, key string, res Reservation) {
@@ -388,8 +400,18 @@ func (h *handler) execute(w http.ResponseWriter, r *http.Request, body []byte, k
 			h.releaseKey(ctx, r, key, res.Token, 0)
 		}
 	}()
-	h.next.ServeHTTP(rec, withBody(r, body, executing{store: h.store, key: key}))
+	claim := &Claim{Key: key, Token: res.Token}
+	h.next.ServeHTTP(rec, withBody(r, body, executing{store: h.store, key: key, claim: claim}))
 	finished = true
+	if claim.recorded.Load() || claim.unknown.Load() {
+		// next settled the key itself: it recorded its response in its
+		// own transaction, or cannot tell whether it did (the lock
+		// expires).
+		h.event(r, KindExecuted, rec.status)
+		rec.implicitStatus()
+		rec.finish(claim.recorded.Load())
+		return
+	}
 	abandoned := r.Context().Err() != nil
 	if !abandoned {
 		// next returned without writing while its client still waits:
@@ -506,6 +528,7 @@ type executingKey struct{}
 type executing struct {
 	store Store
 	key   string
+	claim *Claim
 }
 
 // withBody returns a shallow copy of r whose body reads b again, marked as

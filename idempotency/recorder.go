@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -49,6 +50,14 @@ type recorder struct {
 	sent        bool        // the status went to w
 	capture     bool        // still copying: recordable so far
 	hijacked    bool
+
+	// hold keeps the whole response back until finish, whatever happens:
+	// a [TxHandler] sends nothing before its transaction commits. A
+	// response that cannot be held (a body over limit, 101 Switching
+	// Protocols) is then dropped and marked tooLarge, a flush does
+	// nothing and a hijack is refused.
+	hold     bool
+	tooLarge bool
 }
 
 func (rec *recorder) Header() http.Header { return rec.w.Header() }
@@ -83,6 +92,13 @@ func (rec *recorder) writeHeader(code int) {
 	rec.wroteHeader = true
 	rec.status = code
 	h := rec.w.Header()
+	if rec.hold {
+		rec.capture = true
+		if code == http.StatusSwitchingProtocols || declaredLength(h) > rec.limit {
+			rec.drop()
+		}
+		return
+	}
 	if code == http.StatusSwitchingProtocols || rec.release(code) || declaredLength(h) > rec.limit {
 		h.Set(RecordedHeader, "false")
 		rec.send()
@@ -99,6 +115,9 @@ func (rec *recorder) Write(p []byte) (int, error) {
 	if !rec.wroteHeader {
 		rec.writeHeader(http.StatusOK)
 	}
+	if rec.tooLarge {
+		return 0, errResponseNotHeld
+	}
 	if !rec.capture {
 		return rec.w.Write(p)
 	}
@@ -109,6 +128,10 @@ func (rec *recorder) Write(p []byte) (int, error) {
 		// As net/http's writer does: the bytes past the declared length
 		// never go out, so they are not recorded either.
 		return 0, http.ErrContentLength
+	}
+	if int64(len(rec.body))+int64(len(p)) > rec.limit && rec.hold {
+		rec.drop()
+		return 0, errResponseNotHeld
 	}
 	if int64(len(rec.body))+int64(len(p)) > rec.limit {
 		rec.overflow()
@@ -131,6 +154,18 @@ func (rec *recorder) overflow() {
 		rec.w.Header().Set(RecordedHeader, "false")
 		rec.send()
 	}
+	rec.body = nil
+}
+
+// errResponseNotHeld is what a held response's Write returns once the
+// response cannot be held: its body outgrew the limit.
+var errResponseNotHeld = errors.New("idempotency: response too large to hold until the transaction commits")
+
+// drop gives up a held response that cannot be held: nothing of it is
+// sent or recorded.
+func (rec *recorder) drop() {
+	rec.tooLarge = true
+	rec.capture = false
 	rec.body = nil
 }
 
@@ -166,6 +201,9 @@ func sniffContentType(h http.Header, status int, body []byte) {
 // [http.ResponseController] expects. Whether it will be recorded is not
 // known yet, so the marker is declared as a trailer.
 func (rec *recorder) FlushError() error {
+	if rec.hold {
+		return nil // nothing goes out before the transaction commits
+	}
 	if !rec.hijacked {
 		if !rec.wroteHeader {
 			rec.writeHeader(http.StatusOK) // not an answer by itself
@@ -191,6 +229,9 @@ func (rec *recorder) Flush() { _ = rec.FlushError() }
 // Hijack implements [http.Hijacker]; a hijacked response is never
 // recorded.
 func (rec *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if rec.hold {
+		return nil, nil, http.ErrNotSupported
+	}
 	conn, brw, err := http.NewResponseController(rec.w).Hijack()
 	if err == nil {
 		rec.hijacked = true
@@ -238,7 +279,7 @@ func (rec *recorder) result(abandoned bool) *Response {
 	} else {
 		sniffContentType(final, rec.status, rec.body) // as send will
 	}
-	if asksToRetry(rec.status, sent) {
+	if asksToRetry(rec.status, sent) || (rec.hold && rec.release(rec.status)) {
 		return nil
 	}
 	return &Response{Status: rec.status, Header: recordedHeader(sent, final, rec.outer), Body: rec.body}

@@ -70,7 +70,8 @@ func (d *Dest) QuotaKnown() bool { return d.quota.until.Load() != 0 }
 
 // Ticket is a request an attempt took from its destination's quota, to
 // be given back with Refund when the attempt is then not sent. The zero
-// Ticket took nothing.
+// Ticket took nothing. Refund one Ticket once: its copies would each give
+// the request back.
 type Ticket struct{ q *quotaState }
 
 // Refund gives back the request t took, once: later calls do nothing.

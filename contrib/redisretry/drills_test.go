@@ -184,7 +184,7 @@ func TestDrillSentinelFailoverLosesNoWaitedReservation(t *testing.T) {
 		{failoverdrill.Kill, 1},
 	} {
 		name := fmt.Sprintf("%s_wait_%d", c.how, c.wait)
-		res, err := failoverdrill.Failovers(set, failoverdrill.Config{
+		res, err := failoverdrill.Failovers(failoverdrill.Sentinel{Set: set}, failoverdrill.Config{
 			Runs: 2, Workers: 4, How: c.how, WaitReplicas: c.wait, Prefix: name + ":"})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -196,5 +196,65 @@ func TestDrillSentinelFailoverLosesNoWaitedReservation(t *testing.T) {
 		if c.wait > 0 && res.Lost != 0 {
 			t.Errorf("%s: %d acknowledged reservations lost; want 0 with WaitReplicas", name, res.Lost)
 		}
+	}
+}
+
+// A primary with two replicas behind three sentinels, switched over
+// (SENTINEL FAILOVER) during reservations: for about a second the old
+// primary stays master with the other replica attached, and clients keep
+// writing to it. With WaitReplicas 2 (every replica) no reservation that
+// Reserve acknowledged is missing on the new primary: the promoted
+// replica no longer acknowledges the old primary's writes, so WAIT 2
+// fails there. With WaitReplicas 1, which that other replica would
+// satisfy, the store refuses every write (ErrReplicasUncounted)
+// rather than acknowledge one a switchover drops.
+func TestDrillSentinelSwitchoverWithTwoReplicasLosesNoAcknowledgedReservation(t *testing.T) {
+	set := failoverdrill.Sentinel{Set: redistest.StartSentinelReplicas(t, 2)}
+	every, err := failoverdrill.Failovers(set, failoverdrill.Config{
+		Runs: 2, Workers: 4, How: failoverdrill.Switch, WaitReplicas: 2, Prefix: "wait-2:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("WaitReplicas 2: acked %d, lost %d %v, refused %d, errors %d", every.Acked, every.Lost, every.PerRun, every.Refused, every.Errors)
+	if every.Acked == 0 || every.Lost != 0 {
+		t.Errorf("WaitReplicas 2: acked %d, lost %d; want traffic around the switchovers and none lost", every.Acked, every.Lost)
+	}
+	one, err := failoverdrill.Failovers(set, failoverdrill.Config{
+		Runs: 1, Workers: 4, How: failoverdrill.Switch, WaitReplicas: 1, Prefix: "wait-1:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("WaitReplicas 1: acked %d, lost %d %v, refused %d, errors %d", one.Acked, one.Lost, one.PerRun, one.Refused, one.Errors)
+	if one.Acked != 0 || one.Lost != 0 || one.Refused == 0 {
+		t.Errorf("WaitReplicas 1 with two replicas: acked %d, lost %d, refused %d; want every write refused", one.Acked, one.Lost, one.Refused)
+	}
+}
+
+// A Cluster of three masters with two replicas each, the first master's
+// first replica taking over at once (CLUSTER FAILOVER FORCE) during
+// reservations: the old master takes writes until it learns of the new
+// epoch, with its other replica attached, and the promoted replica lists
+// its replicas one by one as they attach. With WaitReplicas 2 no
+// reservation Reserve acknowledged is missing afterwards; WaitReplicas 1
+// is refused throughout, on the promoted replica too.
+func TestDrillClusterForcedFailoverWithTwoReplicasLosesNoAcknowledgedReservation(t *testing.T) {
+	c := failoverdrill.Cluster{C: redistest.StartCluster(t, 3, 2)}
+	res, err := failoverdrill.Failovers(c, failoverdrill.Config{
+		Runs: 2, Workers: 4, How: failoverdrill.Force, WaitReplicas: 2, Prefix: "force-2:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("WaitReplicas 2: acked %d, lost %d %v, refused %d, errors %d", res.Acked, res.Lost, res.PerRun, res.Refused, res.Errors)
+	if res.Acked == 0 || res.Lost != 0 {
+		t.Errorf("acked %d, lost %d; want traffic around the failovers and none lost", res.Acked, res.Lost)
+	}
+	one, err := failoverdrill.Failovers(c, failoverdrill.Config{
+		Runs: 1, Workers: 4, How: failoverdrill.Force, WaitReplicas: 1, Prefix: "force-1:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("WaitReplicas 1: acked %d, lost %d %v, refused %d, errors %d", one.Acked, one.Lost, one.PerRun, one.Refused, one.Errors)
+	if one.Acked != 0 || one.Refused == 0 {
+		t.Errorf("WaitReplicas 1 with two replicas: acked %d, refused %d; want every write refused", one.Acked, one.Refused)
 	}
 }

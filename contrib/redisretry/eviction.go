@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -32,132 +30,68 @@ import (
 var ErrEvictionPolicy = errors.New("redisretry: Redis may evict idempotency locks and records under memory pressure " +
 	"(and a retry would then run the operation again); set maxmemory-policy noeviction")
 
-// policyRecheck is how long a store trusts a noeviction verdict before
-// asking again: the policy can be changed at run time (CONFIG SET), or a
-// failover can bring a server configured otherwise.
-const policyRecheck = time.Minute
-
 // CheckEvictionPolicy asks Redis for its maxmemory-policy (CONFIG GET
 // maxmemory-policy or, where CONFIG is disabled, INFO memory; on Redis
 // Cluster, every master) and returns nil when it is noeviction, an error
 // wrapping [ErrEvictionPolicy] when it is anything else, and another error
-// when Redis does not answer or tells neither way. The store makes this
-// check itself on the server of each Reserve's key (on a Cluster, the
-// key's master) before its first Reserve there and then at most once a
-// minute; call it at start-up to fail there rather than on the first
-// request. With [IdempotencyOptions.AllowEviction] the store skips it,
-// but CheckEvictionPolicy still reports.
+// when Redis does not answer or tells neither way. The store does not
+// need it: every Reserve's script reads the policy of the server that
+// runs it (see policyCheck) and reserves nothing on one that evicts. Call
+// it at start-up to fail there rather than on the first request. With
+// [IdempotencyOptions.AllowEviction] the store skips its own check, but
+// CheckEvictionPolicy still reports.
 func (s *IdempotencyStore) CheckEvictionPolicy(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
-	const op = "eviction policy check"
 	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
 		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			return s.checkServer(ctx, c, c.Options().Addr, op)
+			return checkServer(ctx, c)
 		})
 	}
-	return s.checkServer(ctx, s.rdb, "", op)
+	return checkServer(ctx, s.rdb)
 }
 
-// checkServer reads the maxmemory-policy of the server c at addr, judges
-// it and remembers the verdict; op names the operation in an error of
-// Redis.
-func (s *IdempotencyStore) checkServer(ctx context.Context, c redis.Cmdable, addr, op string) error {
+// checkServer reads the maxmemory-policy of the server c and judges it.
+func checkServer(ctx context.Context, c redis.Cmdable) error {
 	policy, err := readPolicy(ctx, c)
 	if err != nil {
-		err = wrapStoreErr(op, err)
-	} else {
-		err = judgePolicy(policy)
+		return wrapStoreErr("eviction policy check", err)
 	}
-	s.verdicts.record(addr, time.Now(), err)
-	return err
+	return judgePolicy(policy)
 }
 
-// checkEvictionPolicy makes the check Reserve of key needs: none with
-// AllowEviction, and otherwise one of the server that holds key (on a
-// Cluster, the key's master) unless a check of it passed within
-// policyRecheck. A Reserve thus waits for no other master: one that hangs
-// stalls only the keys it holds.
-func (s *IdempotencyStore) checkEvictionPolicy(ctx context.Context, key string) error {
+// A check made before a Reserve, from the client, cannot tell which
+// server will run the Reserve: after a Sentinel failover the client
+// writes to the promoted replica, and on a Cluster the slot map it
+// routes by may be older than a failover. So the reserve script makes the
+// check itself, on the server that runs it and before it writes: it
+// reads maxmemory_policy from INFO memory (CONFIG cannot run in a
+// script) and answers {5, policy} for any policy but noeviction, or
+// {5, ""} when INFO is refused or does not name one. The cost is one INFO
+// memory per Reserve, run inside Redis, with no round trip.
+
+// policyCheck is the reserve script's argument that turns its policy
+// check on ("1") or off ("0", with AllowEviction).
+func (s *IdempotencyStore) policyCheck() string {
 	if s.opts.AllowEviction {
-		return nil
+		return "0"
 	}
-	var c redis.Cmdable = s.rdb
-	addr := ""
-	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
-		node, err := cc.MasterForKey(ctx, s.keyBase(key)+"r")
-		if err != nil {
-			return wrapStoreErr("reserve", err)
-		}
-		c, addr = node, node.Options().Addr
-	}
-	if s.verdicts.fresh(addr, time.Now()) {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
-	defer cancel()
-	return s.checkServer(ctx, c, addr, "reserve")
+	return "1"
 }
 
-// maxVerdicts bounds the servers remembered: more than any Cluster has
-// masters. Past it (addresses come and go with failovers over a long
-// life) the store forgets them all and checks each again.
-const maxVerdicts = 1024
+// errPolicyUnread is the refusal of a reserve script that could not read
+// the policy: INFO is refused (renamed, or denied by an ACL) or does not
+// name one.
+var errPolicyUnread = errors.New("redisretry: idempotency reserve: cannot read maxmemory-policy " +
+	"(INFO memory, run by the reserve script, is refused or does not name it); " +
+	"allow INFO, or set IdempotencyOptions.AllowEviction")
 
-// verdicts remembers, per server address ("" for a store on one server
-// or on Sentinel), when a check last found noeviction.
-type verdicts struct {
-	mu sync.Mutex
-	ok map[string]time.Time
-}
-
-// fresh reports whether a check of addr passed within policyRecheck
-// of now.
-func (v *verdicts) fresh(addr string, now time.Time) bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return policyFresh(v.ok[addr], now)
-}
-
-// record remembers the verdict err of a check of addr made at now.
-func (v *verdicts) record(addr string, now time.Time, err error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	switch verdictOf(err) {
-	case verdictPass:
-		if v.ok == nil || len(v.ok) >= maxVerdicts {
-			v.ok = map[string]time.Time{}
-		}
-		v.ok[addr] = now
-	case verdictRefuse:
-		delete(v.ok, addr)
+// policyRefusal is the error of a reserve script's {5, policy} answer.
+func policyRefusal(policy string) error {
+	if policy == "" {
+		return errPolicyUnread
 	}
-}
-
-// policyFresh reports whether a noeviction verdict found at last (zero:
-// never) still stands at now.
-func policyFresh(last, now time.Time) bool {
-	return !last.IsZero() && now.Sub(last) < policyRecheck
-}
-
-// verdict is what a check's outcome does to what the store remembers.
-type verdict int
-
-const (
-	verdictKeep   verdict = iota // no answer: the last verdict stands, to expire in its time
-	verdictPass                  // noeviction: trusted for policyRecheck
-	verdictRefuse                // another policy: forgotten, every Reserve checks again
-)
-
-// verdictOf says what a check that returned err does to the verdict.
-func verdictOf(err error) verdict {
-	switch {
-	case err == nil:
-		return verdictPass
-	case errors.Is(err, ErrEvictionPolicy):
-		return verdictRefuse
-	}
-	return verdictKeep
+	return fmt.Errorf("redisretry: idempotency reserve: %w", judgePolicy(policy))
 }
 
 // readPolicy reads maxmemory-policy with CONFIG GET, and from INFO memory

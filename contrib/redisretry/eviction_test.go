@@ -3,7 +3,6 @@ package redisretry
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -152,54 +151,58 @@ func TestIdempotencyStoreRefusesRedisThatHidesItsPolicy(t *testing.T) {
 	}
 }
 
-// A noeviction verdict stands for policyRecheck; a check that gets no
-// answer leaves the last verdict as it was, and one that finds another
-// policy forgets it.
-func TestPolicyVerdicts(t *testing.T) {
-	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+// A policy changed at run time (CONFIG SET) is seen by the very next
+// Reserve: the check runs inside the reserve script, on the server that
+// runs it, with no verdict kept between calls.
+func TestPolicyChangedAtRunTimeRefusesTheNextReserve(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Start(t, "--maxmemory", "100mb").Client(t)
+	s, prefix := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: patient})
+	if r, err := s.Reserve(ctx, "k1", "fp", time.Minute); err != nil || r.State != idempotency.StateReserved {
+		t.Fatalf("Reserve under noeviction = %+v, %v; want reserved", r, err)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Reserve(ctx, "k2", "fp", time.Minute)
+	if !errors.Is(err, ErrEvictionPolicy) || !strings.Contains(err.Error(), "(it is allkeys-lru)") {
+		t.Fatalf("Reserve right after CONFIG SET allkeys-lru = %v; want ErrEvictionPolicy naming it", err)
+	}
+	if n := rdb.Exists(ctx, recordKey(prefix, "k2"), lockKey(prefix, "k2")).Val(); n != 0 {
+		t.Fatalf("%d records of the refused key; want none", n)
+	}
+}
+
+// The reserve script's answers that wrote nothing: a policy that evicts
+// (named), one that could not be read, an abandoned call; every state is
+// left to parseReservation.
+func TestReserveRefusal(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
-		last, now time.Time
-		want      bool
+		name   string
+		res    []any
+		is     error
+		substr string
 	}{
-		{time.Time{}, t0, false},
-		{t0, t0, true},
-		{t0, t0.Add(policyRecheck - time.Nanosecond), true},
-		{t0, t0.Add(policyRecheck), false},
+		{"policy", []any{int64(5), "volatile-ttl"}, ErrEvictionPolicy, "(it is volatile-ttl)"},
+		{"unread policy", []any{int64(5), ""}, errPolicyUnread, "allow INFO"},
+		{"policy missing", []any{int64(5)}, errPolicyUnread, "AllowEviction"},
+		{"abandoned", []any{int64(6)}, errAbandoned, "abandoned"},
+		{"reserved", []any{int64(1), int64(7), int64(0), "0", int64(0)}, nil, ""},
+		{"in progress", []any{int64(2)}, nil, ""},
+		{"empty", []any{}, nil, ""},
 	} {
-		if got := policyFresh(tc.last, tc.now); got != tc.want {
-			t.Errorf("policyFresh(%v, %v) = %v; want %v", tc.last, tc.now, got, tc.want)
-		}
-	}
-	for _, tc := range []struct {
-		err  error
-		want verdict
-	}{
-		{nil, verdictPass},
-		{judgePolicy("allkeys-lru"), verdictRefuse},
-		{wrapStoreErr("reserve", context.DeadlineExceeded), verdictKeep},
-		{errors.New("connection refused"), verdictKeep},
-	} {
-		if got := verdictOf(tc.err); got != tc.want {
-			t.Errorf("verdictOf(%v) = %d; want %d", tc.err, got, tc.want)
-		}
-	}
-	var v verdicts
-	v.record("a:1", t0, nil)
-	v.record("a:1", t0.Add(time.Second), wrapStoreErr("reserve", context.DeadlineExceeded))
-	if !v.fresh("a:1", t0.Add(2*time.Second)) {
-		t.Error("a timed-out check reset a good verdict")
-	}
-	if v.fresh("b:1", t0) {
-		t.Error("a server never checked has a verdict")
-	}
-	v.record("a:1", t0.Add(3*time.Second), judgePolicy("volatile-ttl"))
-	if v.fresh("a:1", t0.Add(3*time.Second)) {
-		t.Error("a refused policy left the good verdict standing")
-	}
-	for i := range maxVerdicts + 1 {
-		v.record(fmt.Sprint("h:", i), t0, nil)
-	}
-	if n := len(v.ok); n > maxVerdicts {
-		t.Errorf("%d verdicts remembered; want at most %d", n, maxVerdicts)
+		t.Run(tc.name, func(t *testing.T) {
+			err := reserveRefusal(tc.res)
+			if tc.is == nil {
+				if err != nil {
+					t.Fatalf("reserveRefusal(%v) = %v; want nil", tc.res, err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.is) || !strings.Contains(err.Error(), tc.substr) || !strings.HasPrefix(err.Error(), "redisretry: ") {
+				t.Fatalf("reserveRefusal(%v) = %v; want %v saying %q", tc.res, err, tc.is, tc.substr)
+			}
+		})
 	}
 }

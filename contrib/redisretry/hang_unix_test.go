@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -77,5 +78,58 @@ func TestRequestTimedOutDuringReserveLeavesNoOrphanLock(t *testing.T) {
 	}
 	if n := charges.Load(); n != 2 {
 		t.Fatalf("charges = %d; want 2 (warm-up and order-1)", n)
+	}
+}
+
+// A Redis stalled past CallTimeout runs a Reserve after the store gave
+// up on it and the client was answered 503: the store abandoned the call
+// under its nonce before answering, so whichever of the two scripts runs
+// first when Redis wakes, the key is left free, and the client's retry
+// runs the operation (once) instead of meeting "in progress" for a whole
+// LockTTL.
+func TestReserveGivenUpOnAStalledRedisLeavesNoLock(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	s, prefix := newIdempotencyStore(t, rdb, IdempotencyOptions{CallTimeout: 300 * time.Millisecond})
+	var charges atomic.Int32
+	h := idempotency.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		charges.Add(1)
+		w.WriteHeader(http.StatusCreated)
+	}), s, idempotency.Options{})
+	post := func() int {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/charge", strings.NewReader(`{"amount":5}`))
+		req.Header.Set("Idempotency-Key", "order-1")
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	if _, err := s.Reserve(ctx, "warm-up", "fp", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// Connections ready at hand (four at once, each past its handshake),
+	// so that the abandon is written at once to the stalled Redis rather
+	// than waiting for a new connection's HELLO: whatever the machine's
+	// speed, both scripts are in Redis's sockets before it wakes.
+	var ready sync.WaitGroup
+	for range 4 {
+		ready.Go(func() { rdb.BLPop(ctx, 100*time.Millisecond, prefix+"none") })
+	}
+	ready.Wait()
+
+	srv.Freeze()
+	first := post()
+	srv.Thaw()
+	if first != http.StatusServiceUnavailable || charges.Load() != 0 {
+		t.Fatalf("during the stall: %d, %d charges; want 503 and none", first, charges.Load())
+	}
+	if err := rdb.Ping(ctx).Err(); err != nil { // Redis has run both scripts
+		t.Fatal(err)
+	}
+	if n := rdb.Exists(ctx, lockKey(prefix, "order-1")).Val(); n != 0 {
+		t.Fatal("the Reserve that ran after the store gave up left its lock")
+	}
+	if got := post(); got != http.StatusCreated || charges.Load() != 1 {
+		t.Fatalf("retry: %d, %d charges; want 201 and one", got, charges.Load())
 	}
 }

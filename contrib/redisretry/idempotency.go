@@ -26,7 +26,8 @@ type IdempotencyOptions struct {
 	// CallTimeout bounds each Redis call, within the caller's deadline,
 	// except that a Reserve once sent is waited for until CallTimeout
 	// whatever the caller's deadline (an unread reservation would lock its
-	// key for the lock TTL). The Handler records a response under a
+	// key for the lock TTL), and one unanswered then is abandoned within
+	// another CallTimeout, at least 1s (see abandon.go). The Handler records a response under a
 	// context without deadline (the client may have gone), so this is what
 	// bounds Complete and Release when Redis hangs. go-redis honours it only on a client with
 	// ContextTimeoutEnabled; otherwise the client's ReadTimeout (3s by
@@ -52,7 +53,8 @@ type IdempotencyOptions struct {
 
 	// AllowEviction lets the store run on a Redis whose maxmemory-policy
 	// is not noeviction. Without it, Reserve fails with an error wrapping
-	// [ErrEvictionPolicy] on such a Redis (and the Handler answers 503):
+	// [ErrEvictionPolicy] on such a Redis (its script reads the policy of
+	// the server that runs it; the Handler answers 503):
 	// under memory pressure it may evict a running operation's lock or
 	// record, and a retry would run the operation a second time. Set it
 	// only where something else keeps Redis from ever evicting (a memory
@@ -60,26 +62,36 @@ type IdempotencyOptions struct {
 	// execution is the price of being wrong. false means refuse.
 	AllowEviction bool
 
-	// WaitReplicas, when positive, makes Reserve and Complete wait until
-	// that many replicas acknowledged their writes (WAIT on the same
-	// connection, after the script), for at most WaitTimeout. A
-	// reservation fewer replicas acknowledged is undone (a fresh key is
-	// freed; a take-over gives the key back to the expired reservation,
-	// whose owner may still complete it) and Reserve fails with an error
-	// wrapping [ErrNotReplicated]: the Handler answers 503 and runs
-	// nothing, where a failover could otherwise have lost the reservation
-	// and let a retry run the operation a second time. A Complete fewer
-	// replicas acknowledged fails likewise, although its response is
-	// recorded on the primary, which replays it: a replica that missed it
-	// still holds the reservation, whose lock expires there in its own
-	// time, and a failover to it before it catches up loses the response.
-	// The
-	// price is a round trip to a replica on every Reserve and Complete,
-	// and while no replica answers, every Reserve fails after
-	// WaitTimeout. It needs a *redis.Client (a Sentinel failover client is
-	// one) or a *redis.ClusterClient: NewIdempotencyStore refuses other
-	// clients. 0 (or negative) means no waiting: replication stays
-	// asynchronous.
+	// WaitReplicas, when positive, is the number of replicas each master
+	// has, and makes Reserve and Complete wait until that many replicas
+	// acknowledged their writes (WAIT on the same connection, after the
+	// script), for at most WaitTimeout. Set to the replica count, it
+	// guarantees that no reservation Reserve returned is lost in a
+	// failover, Sentinel or Cluster, switched or killed: the promoted
+	// replica has it. A smaller value does not: during a switchover the
+	// old primary takes writes for a while with its other replicas
+	// attached, which satisfy a smaller WAIT and drop the writes when they
+	// resync. So a write on a master that has, or that any master of the
+	// store had within the last minute, more replicas than WaitReplicas
+	// fails with an error wrapping [ErrReplicasUncounted].
+	//
+	// A reservation that is not safe so is undone (a fresh key is freed;
+	// a take-over gives the key back to the expired reservation, whose
+	// owner may still complete it) and Reserve fails with an error
+	// wrapping [ErrNotReplicated] (fewer acknowledged in time) or
+	// ErrReplicasUncounted: the Handler answers 503 and runs nothing. A
+	// Complete fewer replicas acknowledged is recorded on the primary,
+	// which replays it, and sent again under the same nonce while
+	// CallTimeout allows, so that after a switchover it reaches the
+	// promoted replica; if it still fails it returns the
+	// error, and a failover to a replica that missed it loses the
+	// response (a retry takes the key over once its lock expires there).
+	// The price is a round trip to every replica on every Reserve and
+	// Complete, and while one replica does not answer, every Reserve
+	// fails after WaitTimeout. It needs a *redis.Client (a Sentinel
+	// failover client is one) or a *redis.ClusterClient:
+	// NewIdempotencyStore refuses other clients. 0 (or negative) means no
+	// waiting: replication stays asynchronous.
 	WaitReplicas int
 
 	// WaitTimeout bounds each wait for replicas. 0 (or negative) means
@@ -119,13 +131,16 @@ type IdempotencyOptions struct {
 // see README_IDEMPOTENCY.md before a rolling upgrade. Replication is
 // asynchronous: a failover may lose reservations the old primary
 // acknowledged, and a retry then runs the operation again, unless
-// [IdempotencyOptions.WaitReplicas] makes each reservation wait for a
+// [IdempotencyOptions.WaitReplicas] makes each reservation wait for every
 // replica. Run Redis with persistence and maxmemory-policy noeviction:
 // any other policy may evict a running operation's lock or record
 // (volatile-ttl evicts the locks first), and a retry would run the
-// operation again, so Reserve refuses such a
-// Redis with [ErrEvictionPolicy] unless [IdempotencyOptions.AllowEviction]
-// is set (see [IdempotencyStore.CheckEvictionPolicy]). A Redis out of
+// operation again, so every Reserve's script checks the policy of the
+// server that runs it and refuses such a Redis with [ErrEvictionPolicy]
+// unless [IdempotencyOptions.AllowEviction] is set (see
+// [IdempotencyStore.CheckEvictionPolicy]). A Reserve that gets no answer
+// within CallTimeout is abandoned before it returns (see abandon.go): if
+// Redis runs it later, it reserves nothing, or its reservation is undone. A Redis out of
 // memory makes Reserve fail with an error that matches
 // [idempotency.ErrStoreFull]; Complete still records the response of an
 // operation that ran, a little over the limit, rather than free a key whose
@@ -144,16 +159,16 @@ type IdempotencyStore struct {
 	opts   IdempotencyOptions
 	nonces *nonces
 
-	// verdicts remembers the servers whose maxmemory-policy a check found
-	// to be noeviction, and when (see eviction.go).
-	verdicts verdicts
+	// replicas remembers how many replicas each master listed lately
+	// (see replicacount.go).
+	replicas replicaCounts
 }
 
 // NewIdempotencyStore returns a store that keeps its records in rdb under
 // keys that start with prefix. opts may hold at most one
-// [IdempotencyOptions]. It makes no Redis call; the first Reserve on each
-// server (on a Cluster, each master) checks its maxmemory-policy, and [IdempotencyStore.CheckEvictionPolicy]
-// makes that check at start-up.
+// [IdempotencyOptions]. It makes no Redis call; every Reserve checks the
+// maxmemory-policy of the server that runs it, and
+// [IdempotencyStore.CheckEvictionPolicy] makes that check at start-up.
 func NewIdempotencyStore(rdb redis.UniversalClient, prefix string, opts ...IdempotencyOptions) (*IdempotencyStore, error) {
 	if rdb == nil {
 		return nil, errors.New("redisretry: nil Redis client")
@@ -201,22 +216,26 @@ func (s *IdempotencyStore) Reserve(ctx context.Context, key, fingerprint string,
 	if ended(ctx) {
 		return idempotency.Reservation{}, wrapStoreErr("reserve", ctx.Err())
 	}
-	if err := s.checkEvictionPolicy(ctx, key); err != nil {
-		return idempotency.Reservation{}, err
-	}
 	// Once sent, the script is waited for until CallTimeout even when ctx
 	// ends first: Redis may run it anyway, and a reservation whose answer
 	// no one read would lock the key for lockTTL with no one running the
 	// operation. Answered, the Handler frees the key of a request that is
-	// over (its handler writes nothing).
+	// over (its handler writes nothing). Unanswered within CallTimeout,
+	// the call is abandoned (see abandon.go).
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.callTimeout())
 	defer cancel()
 	keys := s.keys(key)
 	cmd, acked := s.run(ctx, "reserve", reserveScript, keys, fingerprint,
-		millis(lockTTL), millis(s.reservationTTL(lockTTL)), s.nonceTTL())
+		millis(lockTTL), millis(s.reservationTTL(lockTTL)), s.nonceTTL(), s.policyCheck())
 	res, err := cmd.Slice()
 	if err != nil {
+		if unanswered(err) {
+			s.abandon(keys)
+		}
 		return idempotency.Reservation{}, wrapStoreErr("reserve", err)
+	}
+	if err := reserveRefusal(res); err != nil {
+		return idempotency.Reservation{}, err
 	}
 	r, err := parseReservation(res)
 	if err != nil {
@@ -227,7 +246,7 @@ func (s *IdempotencyStore) Reserve(ctx context.Context, key, fingerprint string,
 		// retry run the operation again. Put back on the primary what it
 		// replaced (nothing, or a take-over's expired reservation, whose
 		// owner may still be running), and run nothing.
-		s.undo(ctx, keys, r.Token, parseReplaced(res))
+		s.abandon(keys)
 		return idempotency.Reservation{}, acked
 	}
 	return r, nil
@@ -244,11 +263,51 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idemp
 	if limit := s.opts.MaxResponseSize; limit > 0 && resp.Size() > limit {
 		return idempotency.ErrStoreFull
 	}
-	hdr := encodeHeader(resp.Header)
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
 	defer cancel()
-	cmd, acked := s.run(ctx, "complete", completeScript, s.keys(key), tokenArg(token), millis(ttl),
-		resp.Status, hdr, resp.Body, s.nonceTTL())
+	keys := s.keys(key)
+	args := []any{tokenArg(token), millis(ttl), resp.Status, encodeHeader(resp.Header), resp.Body, s.nonceTTL()}
+	wait := resendMin
+	var notReplicated error
+	for {
+		err := s.completeOnce(ctx, keys, args)
+		switch {
+		case errors.Is(err, ErrNotReplicated):
+			notReplicated = err
+		case err != nil && notReplicated != nil && !errors.Is(err, idempotency.ErrStaleToken):
+			// A resend that got no answer: what stands is the first
+			// answer, recorded on the primary and not replicated.
+			return notReplicated
+		default:
+			return err
+		}
+		if !s.timeToWaitAgain(ctx, wait) {
+			return notReplicated
+		}
+		wait = min(2*wait, resendMax)
+	}
+}
+
+// completeOnce runs the complete script once (under one nonce, which
+// every later run of the same Complete shares), waiting for replicas
+// when the store does.
+//
+// A Complete fewer replicas acknowledged is recorded (and its lock
+// deleted) on the server that ran it, which replays the response; a
+// replica that missed it still holds the reservation. Complete sends it
+// again while CallTimeout leaves time for another wait (a Sentinel
+// switchover reaches the client only once the sentinels have
+// reconfigured the replicas, seconds later: give the store a CallTimeout
+// of several seconds where failovers must not lose responses): on the same
+// primary the nonce answers at once and the WAIT counts again; after a
+// switchover, the client reaches the promoted replica, which holds the
+// reservation (every replica acknowledged it) and records the response
+// there. A Complete that still fails leaves the reservation on a replica
+// that may be promoted: its lock expires there in its own time, and a
+// retry then takes the key over (Reservation.TookOver) as from an owner
+// that died.
+func (s *IdempotencyStore) completeOnce(ctx context.Context, keys []string, args []any) error {
+	cmd, acked := s.run(ctx, "complete", completeScript, keys, args...)
 	ok, err := cmd.Int()
 	if err != nil {
 		return wrapStoreErr("complete", err)
@@ -256,13 +315,24 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idemp
 	if ok != 1 {
 		return idempotency.ErrStaleToken
 	}
-	if acked != nil {
-		// Recorded (and the lock deleted) on the primary, which replays
-		// the response; a replica that missed it still holds the
-		// reservation, whose lock expires there in its own time.
-		return acked
+	return acked
+}
+
+// timeToWaitAgain waits pause and reports whether ctx then leaves time
+// for another wait for replicas (with as much again to spare for the
+// script and the round trip).
+func (s *IdempotencyStore) timeToWaitAgain(ctx context.Context, pause time.Duration) bool {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < pause+2*s.waitTimeout() {
+		return false
 	}
-	return nil
+	t := time.NewTimer(pause)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // Release implements [idempotency.Store].
@@ -299,14 +369,17 @@ func (s *IdempotencyStore) Release(ctx context.Context, key string, token idempo
 // a stale token.
 
 // reserveScript: KEYS record, lock, nonce; ARGV fingerprint, lock TTL
-// (ms), reservation TTL (ms), nonce TTL (ms). Returns {1, token, took
-// over, replaced token, replaced TTL}, {2}, {4} or {3, 0, 0, status,
-// header, body}.
+// (ms), reservation TTL (ms), nonce TTL (ms), "1" to check the server's
+// maxmemory-policy first (see eviction.go). Returns {1, token, took
+// over}, {2}, {4} or {3, 0, 0, status, header, body}; or, having written
+// nothing, {5, policy} on a server that may evict, and {6} for a call
+// abandoned before it ran (its nonce holds "x"; see abandon.go).
 //
-// A reservation also says what it replaced, so that one fewer replicas
-// acknowledged can be undone (see undoScript): on a take-over, the
-// expired reservation's token (as text) and its record's TTL in
-// milliseconds; on a fresh key, "0" and 0.
+// A reservation's nonce also keeps what it replaced, so that the
+// reservation can be undone (see abandonScript): "token took-over
+// replaced-token replaced-TTL", where on a take-over the replaced token
+// is the expired reservation's and the TTL its record's in milliseconds,
+// and on a fresh key they are "0" and 0.
 //
 // A lock without its record (evicted, or deleted by hand) is a live
 // owner whose fingerprint is gone: in progress, until the lock expires.
@@ -317,11 +390,18 @@ func (s *IdempotencyStore) Release(ctx context.Context, key string, token idempo
 // connection's replication offset past everything the first delivery
 // wrote, so a WAIT after it counts replicas that have the reservation.
 var reserveScript = redis.NewScript(`
+if ARGV[5] == '1' then
+  local info = redis.pcall('INFO', 'memory')
+  if type(info) ~= 'string' then return {5, ''} end
+  local policy = string.match(info, 'maxmemory_policy:([%w%-]+)')
+  if policy ~= 'noeviction' then return {5, policy or ''} end
+end
 local seen = redis.call('GET', KEYS[3])
+if seen == 'x' then return {6} end
 if seen then
   redis.call('PEXPIRE', KEYS[3], ARGV[4])
-  local tok, took, prev, pttl = string.match(seen, '^(%d+) (%d) (%d+) (%-?%d+)$')
-  return {1, tonumber(tok), tonumber(took), prev, tonumber(pttl)}
+  local tok, took = string.match(seen, '^(%d+) (%d) ')
+  return {1, tonumber(tok), tonumber(took)}
 end
 local rec = redis.call('HMGET', KEYS[1], 'st', 'fp', 'tok')
 local took = 0
@@ -348,31 +428,7 @@ redis.call('HSET', KEYS[1], 'st', 'p', 'fp', ARGV[1], 'tok', tok)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 redis.call('SET', KEYS[2], tok, 'PX', ARGV[2])
 redis.call('SET', KEYS[3], tok .. ' ' .. took .. ' ' .. prev .. ' ' .. pttl, 'PX', ARGV[4])
-return {1, tonumber(tok), took, prev, pttl}
-`)
-
-// undoScript: KEYS record, lock; ARGV the reservation's token, the
-// token it replaced ("0": none), the replaced record's TTL (ms). Returns
-// 1, or 0 when the record no longer holds that reservation (then it
-// changes nothing).
-//
-// It puts back what a reservation replaced: a fresh key is freed
-// (record and lock); a take-over gives the record back its previous
-// token and TTL and deletes the lock, which had expired (a take-over
-// needs that), so the key keeps its first payload and the owner of the
-// expired lock may still Complete or Release. The state was "p" and the
-// fingerprint the same (a take-over needs both), so they stay as they are.
-var undoScript = redis.NewScript(`
-local rec = redis.call('HMGET', KEYS[1], 'st', 'tok')
-if rec[1] ~= 'p' or rec[2] ~= ARGV[1] then return 0 end
-if ARGV[2] == '0' then
-  redis.call('DEL', KEYS[1], KEYS[2])
-  return 1
-end
-redis.call('HSET', KEYS[1], 'tok', ARGV[2])
-if tonumber(ARGV[3]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
-redis.call('DEL', KEYS[2])
-return 1
+return {1, tonumber(tok), took}
 `)
 
 // completeScript: KEYS record, lock, nonce; ARGV token, TTL (ms), status,
@@ -446,8 +502,8 @@ func isTimeout(err error) bool {
 var errBadRecord = errors.New("malformed record; give the store a prefix of its own")
 
 // parseReservation decodes the reserve script's reply: {state, token,
-// took over, replaced token, replaced TTL} or, for a completed record,
-// {3, 0, 0, status, header, body}.
+// took over} or, for a completed record, {3, 0, 0, status, header,
+// body}.
 func parseReservation(res []any) (idempotency.Reservation, error) {
 	if len(res) == 0 {
 		return idempotency.Reservation{}, errBadRecord
@@ -457,7 +513,7 @@ func parseReservation(res []any) (idempotency.Reservation, error) {
 	case idempotency.StateInProgress, idempotency.StateMismatch:
 		return idempotency.Reservation{State: idempotency.State(state)}, nil
 	case idempotency.StateReserved:
-		if len(res) != 5 {
+		if len(res) != 3 {
 			return idempotency.Reservation{}, errBadRecord
 		}
 		tok, _ := res[1].(int64)
@@ -474,30 +530,6 @@ func parseReservation(res []any) (idempotency.Reservation, error) {
 		return idempotency.Reservation{State: idempotency.StateCompleted, Response: resp}, nil
 	}
 	return idempotency.Reservation{}, errBadRecord
-}
-
-// replaced is what a reservation replaced: the token of the expired
-// reservation it took over, as text ("0": none), and that record's TTL in
-// milliseconds.
-type replaced struct {
-	token string
-	ttl   int64
-}
-
-// parseReplaced reads what a reservation replaced from the reserve
-// script's reply, which parseReservation accepted as a reservation. A
-// reply it cannot read is "nothing": the undo then frees the key, as a
-// fresh reservation's undo does.
-func parseReplaced(res []any) replaced {
-	if len(res) != 5 {
-		return replaced{token: "0"}
-	}
-	tok, ok := res[3].(string)
-	ttl, _ := res[4].(int64)
-	if !ok || tok == "" {
-		tok = "0"
-	}
-	return replaced{token: tok, ttl: ttl}
 }
 
 // parseResponse decodes a completed record's status, header and body.

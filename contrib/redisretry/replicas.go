@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/httpretry/httpretry/idempotency"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -47,64 +46,82 @@ func canWait(rdb redis.UniversalClient) error {
 
 // run runs script on keys, sending it again through redirects,
 // migrations and lost replies within ctx (see redirect.go). Without
-// WaitReplicas it is script.Run. With it, the script and a WAIT go in one
-// pipeline to the key's master, and acked is an error wrapping
-// ErrNotReplicated when fewer replicas than WaitReplicas acknowledged (or
-// the WAIT failed); it is nil otherwise, and whenever the script failed.
+// WaitReplicas it is script.Run. With it, the script, a WAIT and a ROLE
+// go in one pipeline to the key's master, and acked is an error when the
+// write is not safe from a failover: wrapping ErrNotReplicated when fewer
+// replicas than WaitReplicas acknowledged (or the WAIT failed), wrapping
+// ErrReplicasUncounted when the master has, or had lately, more replicas
+// than WaitReplicas (see replicacount.go). It is nil otherwise, and
+// whenever the script failed.
 func (s *IdempotencyStore) run(ctx context.Context, op string, script *redis.Script, keys []string, args ...any) (cmd *redis.Cmd, acked error) {
 	if s.opts.WaitReplicas <= 0 {
 		return resend(ctx, false, s.reloader(ctx), func() *redis.Cmd {
 			return script.Run(ctx, s.rdb, keys, args...)
 		}), nil
 	}
-	var wait *redis.Cmd
+	var w waited
 	cmd = resend(ctx, true, s.reloader(ctx), func() *redis.Cmd {
 		var c *redis.Cmd
-		c, wait = s.runWaiting(ctx, script, keys, args...)
+		c, w = s.runWaiting(ctx, script, keys, args...)
 		return c
 	})
 	if cmd.Err() != nil {
 		return cmd, nil
 	}
-	return cmd, s.judgeWait(op, wait)
+	return cmd, s.judgeWait(op, w, time.Now())
 }
 
-// runWaiting sends script and a WAIT in one pipeline to the master of
-// keys' slot, as the client last learnt it, once.
-func (s *IdempotencyStore) runWaiting(ctx context.Context, script *redis.Script, keys []string, args ...any) (cmd, wait *redis.Cmd) {
+// waited is what the pipeline of a waiting call says of replication: the
+// WAIT's and the ROLE's replies.
+type waited struct{ wait, role *redis.Cmd }
+
+// runWaiting sends script, a WAIT and a ROLE in one pipeline to the
+// master of keys' slot, as the client last learnt it, once.
+func (s *IdempotencyStore) runWaiting(ctx context.Context, script *redis.Script, keys []string, args ...any) (*redis.Cmd, waited) {
 	node, err := s.master(ctx, keys[0])
 	if err != nil {
 		cmd := redis.NewCmd(ctx)
 		cmd.SetErr(err)
-		return cmd, nil
+		return cmd, waited{}
 	}
-	cmd, wait = s.pipeWait(ctx, node, func(p redis.Pipeliner) *redis.Cmd {
+	cmd, w := s.pipeWait(ctx, node, func(p redis.Pipeliner) *redis.Cmd {
 		return script.EvalSha(ctx, p, keys, args...)
 	})
 	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		cmd, wait = s.pipeWait(ctx, node, func(p redis.Pipeliner) *redis.Cmd {
+		cmd, w = s.pipeWait(ctx, node, func(p redis.Pipeliner) *redis.Cmd {
 			return script.Eval(ctx, p, keys, args...)
 		})
 	}
-	return cmd, wait
+	return cmd, w
 }
 
-// pipeWait sends the script that eval adds and a WAIT in one pipeline on
-// node, and returns both commands.
-func (s *IdempotencyStore) pipeWait(ctx context.Context, node *redis.Client, eval func(redis.Pipeliner) *redis.Cmd) (cmd, wait *redis.Cmd) {
+// pipeWait sends the script that eval adds, a WAIT and a ROLE in one
+// pipeline on node, and returns the script's command and the others.
+func (s *IdempotencyStore) pipeWait(ctx context.Context, node *redis.Client, eval func(redis.Pipeliner) *redis.Cmd) (cmd *redis.Cmd, w waited) {
 	node.Pipelined(ctx, func(p redis.Pipeliner) error {
 		cmd = eval(p)
-		wait = p.Do(ctx, "wait", s.opts.WaitReplicas, millis(s.waitTimeout()))
+		w.wait = p.Do(ctx, "wait", s.opts.WaitReplicas, millis(s.waitTimeout()))
+		w.role = p.Do(ctx, "role")
 		return nil
 	})
-	return cmd, wait
+	return cmd, w
 }
 
-// judgeWait returns nil when WAIT counted enough replicas, and an error
-// wrapping ErrNotReplicated that names op and says how many it counted
-// otherwise.
-func (s *IdempotencyStore) judgeWait(op string, wait *redis.Cmd) error {
-	n, err := wait.Int64()
+// judgeWait returns nil when the write is safe from a failover of the
+// server that took it, and otherwise an error naming op: wrapping
+// ErrReplicasUncounted when the server has, or a master had lately (as of
+// now), more replicas than WaitReplicas, wrapping ErrNotReplicated when WAIT counted
+// fewer than WaitReplicas.
+func (s *IdempotencyStore) judgeWait(op string, w waited, now time.Time) error {
+	replicas, err := parseRole(w.role)
+	if err != nil {
+		return fmt.Errorf("%w: idempotency %s: ROLE: %w", ErrNotReplicated, op, err)
+	}
+	if most := s.replicas.see(replicas, now); most > s.opts.WaitReplicas {
+		return fmt.Errorf("%w: idempotency %s: the master has %d replicas now, and a master had %d within %v; WaitReplicas is %d",
+			ErrReplicasUncounted, op, replicas, most, replicaMemory, s.opts.WaitReplicas)
+	}
+	n, err := w.wait.Int64()
 	if err != nil {
 		return fmt.Errorf("%w: idempotency %s: WAIT: %w", ErrNotReplicated, op, err)
 	}
@@ -125,13 +142,4 @@ func (s *IdempotencyStore) master(ctx context.Context, key string) (*redis.Clien
 		return c.MasterForKey(ctx, key)
 	}
 	return nil, canWait(s.rdb)
-}
-
-// undo puts back what the reservation of token replaced, best effort:
-// if it fails, the reservation stays until its lock expires, and runs
-// nothing.
-func (s *IdempotencyStore) undo(ctx context.Context, keys []string, token idempotency.Token, prev replaced) {
-	resend(ctx, false, s.reloader(ctx), func() *redis.Cmd {
-		return undoScript.Run(ctx, s.rdb, keys[:2], tokenArg(token), prev.token, prev.ttl)
-	})
 }

@@ -42,13 +42,17 @@ func TestWaitReplicasUnacknowledgedRunsNothing(t *testing.T) {
 		t.Fatalf("Handler = %d, ran %d; want 503, 0", rec.Code, ran.Load())
 	}
 
-	// Reserved by a store that does not wait; completed by one that does.
+	// Reserved by a store that does not wait; completed by one that does,
+	// which sends the Complete again until its CallTimeout is nearly
+	// spent (2s here: the test's own bound, not a verdict on the
+	// machine's speed).
 	plain, _ := NewIdempotencyStore(rdb, prefix, IdempotencyOptions{CallTimeout: patient})
 	r, err := plain.Reserve(ctx, "k3", "fp", time.Minute)
 	if err != nil || r.State != idempotency.StateReserved {
 		t.Fatalf("Reserve = %+v, %v", r, err)
 	}
-	err = s.Complete(ctx, "k3", r.Token, &idempotency.Response{Status: 201}, time.Minute)
+	waiting, _ := NewIdempotencyStore(rdb, prefix, IdempotencyOptions{CallTimeout: 2 * time.Second, WaitReplicas: 1, WaitTimeout: 20 * time.Millisecond})
+	err = waiting.Complete(ctx, "k3", r.Token, &idempotency.Response{Status: 201}, time.Minute)
 	if !errors.Is(err, ErrNotReplicated) || errors.Is(err, idempotency.ErrStaleToken) {
 		t.Fatalf("Complete without a replica = %v; want ErrNotReplicated", err)
 	}

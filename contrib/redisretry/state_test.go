@@ -350,26 +350,6 @@ func TestSpread(t *testing.T) {
 	}
 }
 
-// parseReplaced reads what a reservation replaced, and reads anything
-// else as nothing (the undo then frees the key).
-func TestParseReplaced(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		res  []any
-		want replaced
-	}{
-		{"fresh key", []any{int64(1), int64(7), int64(0), "0", int64(0)}, replaced{"0", 0}},
-		{"take-over", []any{int64(1), int64(9), int64(1), "1764790000000001", int64(86399000)}, replaced{"1764790000000001", 86399000}},
-		{"short reply", []any{int64(1), int64(7), int64(0)}, replaced{"0", 0}},
-		{"token not text", []any{int64(1), int64(7), int64(1), int64(5), int64(10)}, replaced{"0", 10}},
-		{"empty token", []any{int64(1), int64(7), int64(1), "", int64(10)}, replaced{"0", 10}},
-	} {
-		if got := parseReplaced(tc.res); got != tc.want {
-			t.Errorf("%s: parseReplaced = %+v; want %+v", tc.name, got, tc.want)
-		}
-	}
-}
-
 // TestNoCallInFlightOnceItsAnswerIsIn: the prober makes no call while one
 // is still waiting for its reply. A call whose answer the caller already
 // has is not waiting: a probe that follows it at once must not be

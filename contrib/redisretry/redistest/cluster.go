@@ -70,7 +70,12 @@ func NewCluster(masters, replicasPerMaster int, args ...string) (*Cluster, error
 		// A replica takes over however long it was cut off from its
 		// master: the nodes keep no data, so no replica is staler than
 		// an empty restarted master.
-		"--cluster-replica-validity-factor", "0"}, args...)
+		"--cluster-replica-validity-factor", "0",
+		// Every master keeps the replicas it was created with: a replica
+		// just promoted has none attached for a moment, and Redis would
+		// otherwise move a replica of another master to it, leaving
+		// masters with uneven counts of replicas.
+		"--cluster-migration-barrier", "999"}, args...)
 	c := &Cluster{}
 	for range masters * (1 + replicasPerMaster) {
 		s, err := newServer(Binary, true, "", nodeArgs)
@@ -271,13 +276,60 @@ func (c *Cluster) KillMaster(i int) (*Server, error) {
 // which waits for it to catch up first, so no acknowledged write is
 // lost; it returns once replica serves the slots and every running node
 // sees every slot served.
-func (c *Cluster) Failover(replica *Server) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+func (c *Cluster) Failover(replica *Server) error { return c.failover(replica) }
+
+// ForceFailover asks replica to take its master's place at once with
+// CLUSTER FAILOVER FORCE, which does not wait for it to catch up nor for
+// the master to agree: the old master takes writes until it learns of
+// the new epoch, and its other replicas replicate from it until then, so
+// writes it acknowledged may be lost. It returns once replica serves the
+// slots and every running node sees every slot served.
+func (c *Cluster) ForceFailover(replica *Server) error { return c.failover(replica, "force") }
+
+// failover sends CLUSTER FAILOVER with mode to replica until it takes
+// over: a manual failover that does not complete in time (the replica
+// slow to catch up) is given up, and the other masters may deny their
+// votes (one voted for this master's replicas within twice the node
+// timeout, as just after the Cluster formed), and neither is tried
+// again by the node itself. Then it waits until the Cluster is whole.
+func (c *Cluster) failover(replica *Server, mode ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
-	if _, err := replica.do(ctx, "cluster", "failover"); err != nil {
-		return fmt.Errorf("redistest: CLUSTER FAILOVER on %s: %w", replica.Addr(), err)
+	cmd := append([]string{"cluster", "failover"}, mode...)
+	err := poll(ctx, func(ctx context.Context) error {
+		if promoted(ctx, replica) {
+			return nil
+		}
+		if _, err := replica.do(ctx, cmd...); err != nil {
+			return fmt.Errorf("%s on %s: %w", strings.ToUpper(strings.Join(cmd, " ")), replica.Addr(), err)
+		}
+		// Longer than a manual failover may take (5 s), so that one under
+		// way is not started again.
+		deadline := time.Now().Add(3 * ClusterNodeTimeout * time.Millisecond)
+		for time.Now().Before(deadline) {
+			if promoted(context.Background(), replica) {
+				return nil
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return fmt.Errorf("%s has not taken over", replica.Addr())
+	})
+	if err != nil {
+		return fmt.Errorf("redistest: failover: %w", err)
 	}
 	return c.waitPromoted([]*Server{replica})
+}
+
+// promoted says whether s says it is a master serving slots.
+func promoted(ctx context.Context, s *Server) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	reply, err := s.do(ctx, "cluster", "nodes")
+	if err != nil {
+		return false
+	}
+	n, err := parseMyself(reply)
+	return err == nil && n.master && n.firstSlot >= 0
 }
 
 // waitPromoted waits until one of candidates says it is a master serving

@@ -28,23 +28,32 @@ const (
 	sentinelFailoverTimeout = 3000
 )
 
-// Sentinel is a primary redis-server, one replica of it, and three
-// redis-sentinel processes that monitor it under [MasterName] with a
-// quorum of two, all on 127.0.0.1. Replication is asynchronous: a write
-// the primary acknowledged may not have reached the replica when it is
-// promoted. Its methods are safe for concurrent use, but a test should
-// not fail over twice at once.
+// Sentinel is a primary redis-server, its replicas (one, or as many as
+// [NewSentinelReplicas] is given), and three redis-sentinel processes
+// that monitor it under [MasterName] with a quorum of two, all on
+// 127.0.0.1. Replication is asynchronous: a write the primary
+// acknowledged may not have reached a replica when it is promoted. Its
+// methods are safe for concurrent use, but a test should not fail over
+// twice at once.
 type Sentinel struct {
-	data      []*Server // the primary as started, then its replica
+	data      []*Server // the primary as started, then its replicas
 	sentinels []*Server
 }
 
-// StartSentinel starts a Sentinel set-up for tb and stops it when tb
-// ends; it fails tb when it does not come up. args are more redis-server
-// arguments for the primary and the replica.
+// StartSentinel starts a Sentinel set-up with one replica for tb and
+// stops it when tb ends; it fails tb when it does not come up. args are
+// more redis-server arguments for the primary and the replica.
 func StartSentinel(tb testing.TB, args ...string) *Sentinel {
 	tb.Helper()
-	s, err := NewSentinel(args...)
+	return StartSentinelReplicas(tb, 1, args...)
+}
+
+// StartSentinelReplicas starts a Sentinel set-up with the given number of
+// replicas for tb, as [NewSentinelReplicas] does, and stops it when tb
+// ends; it fails tb when it does not come up.
+func StartSentinelReplicas(tb testing.TB, replicas int, args ...string) *Sentinel {
+	tb.Helper()
+	s, err := NewSentinelReplicas(replicas, args...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -52,11 +61,19 @@ func StartSentinel(tb testing.TB, args ...string) *Sentinel {
 	return s
 }
 
-// NewSentinel starts a primary, a replica of it (--replicaof) and three
-// sentinels, and waits until the replica is in sync and every sentinel
-// knows the replica and the two other sentinels. The caller must Close
-// it.
-func NewSentinel(args ...string) (*Sentinel, error) {
+// NewSentinel starts a primary, one replica of it and three sentinels,
+// as [NewSentinelReplicas] does. The caller must Close it.
+func NewSentinel(args ...string) (*Sentinel, error) { return NewSentinelReplicas(1, args...) }
+
+// NewSentinelReplicas starts a primary, replicas replicas of it
+// (--replicaof) and three sentinels, and waits until every replica is in
+// sync and every sentinel knows every replica and the two other
+// sentinels. args are more redis-server arguments for every data server.
+// The caller must Close it.
+func NewSentinelReplicas(replicas int, args ...string) (*Sentinel, error) {
+	if replicas < 1 {
+		return nil, fmt.Errorf("redistest: a Sentinel set-up with %d replicas: want at least 1", replicas)
+	}
 	for _, p := range []string{Binary, sentinelBinary} {
 		if err := lookPath(p); err != nil {
 			return nil, err
@@ -69,12 +86,14 @@ func NewSentinel(args ...string) (*Sentinel, error) {
 	}
 	s.data = append(s.data, primary)
 	host, port, _ := strings.Cut(primary.Addr(), ":")
-	replica, err := newServer(Binary, false, "", append([]string{"--replicaof", host, port}, args...))
-	if err != nil {
-		s.Close()
-		return nil, err
+	for range replicas {
+		replica, err := newServer(Binary, false, "", append([]string{"--replicaof", host, port}, args...))
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.data = append(s.data, replica)
 	}
-	s.data = append(s.data, replica)
 	conf := fmt.Sprintf("sentinel monitor %[1]s %[2]s %[3]s 2\n"+
 		"sentinel down-after-milliseconds %[1]s %[4]d\n"+
 		"sentinel failover-timeout %[1]s %[5]d\n"+
@@ -138,16 +157,30 @@ func (s *Sentinel) Primary() (*Server, error) {
 	return nil, fmt.Errorf("redistest: the sentinels name %s primary, none of this set-up", addr)
 }
 
-// Replica returns the data server that is not the primary now.
+// Replica returns the first data server, in the order they were
+// started, that is not the primary now: with one replica, the replica.
 func (s *Sentinel) Replica() (*Server, error) {
+	replicas, err := s.Replicas()
+	if err != nil {
+		return nil, err
+	}
+	return replicas[0], nil
+}
+
+// Replicas returns the data servers that are not the primary now, in the
+// order they were started, running or not.
+func (s *Sentinel) Replicas() ([]*Server, error) {
 	p, err := s.Primary()
 	if err != nil {
 		return nil, err
 	}
-	if p == s.data[0] {
-		return s.data[1], nil
+	var out []*Server
+	for _, d := range s.data {
+		if d != p {
+			out = append(out, d)
+		}
 	}
-	return s.data[0], nil
+	return out, nil
 }
 
 // primaryAddr returns the primary's address as the first running
@@ -180,55 +213,110 @@ func sentinelPrimary(ctx context.Context, sen *Server) (string, error) {
 	return hp[0] + ":" + hp[1], nil
 }
 
-// Failover asks a sentinel to promote the replica (SENTINEL FAILOVER)
-// and waits until every running sentinel names it primary and the old
-// primary, if it runs, replicates from it. Unlike CLUSTER FAILOVER it does
-// not wait for the replica to catch up: writes the old primary
-// acknowledged and had not sent yet are lost.
+// Failover asks a sentinel to promote a replica (SENTINEL FAILOVER; the
+// sentinels choose which) and waits until every running sentinel names
+// it primary and every other running data server, the old primary
+// included, replicates from it. Unlike CLUSTER FAILOVER it does not wait
+// for the replica to catch up: writes the old primary acknowledged and
+// had not sent yet are lost. The old primary stays master, taking
+// writes, until the sentinels reconfigure it, and the other replicas
+// replicate from it until then.
 func (s *Sentinel) Failover() error {
-	replica, err := s.Replica()
+	old, err := s.Primary()
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
+	// A sentinel aborts a failover that finds no replica fit to promote
+	// (one whose last INFO is too old, just after a previous failover),
+	// and does not try again by itself: ask again until one happens.
 	err = poll(ctx, func(ctx context.Context) error {
-		for _, sen := range s.sentinels {
-			if sen.running() {
-				_, err := sen.do(ctx, "sentinel", "failover", MasterName)
-				return err // INPROG or NOGOODSLAVE: try again
-			}
+		if p, err := s.Primary(); err == nil && p != old {
+			return nil // asking again would fail back over
 		}
-		return errors.New("no sentinel running")
+		if err := s.askFailover(ctx); err != nil {
+			return err
+		}
+		return s.promotedWithin(old, sentinelFailoverTimeout*time.Millisecond)
 	})
 	if err != nil {
 		return fmt.Errorf("redistest: SENTINEL FAILOVER: %w", err)
 	}
-	return s.wait(replica)
+	return s.waitNewPrimary(old)
+}
+
+// askFailover sends SENTINEL FAILOVER to the first running sentinel.
+func (s *Sentinel) askFailover(ctx context.Context) error {
+	for _, sen := range s.sentinels {
+		if sen.running() {
+			_, err := sen.do(ctx, "sentinel", "failover", MasterName)
+			return err // INPROG or NOGOODSLAVE: try again
+		}
+	}
+	return errors.New("no sentinel running")
+}
+
+// promotedWithin waits up to d for the sentinels to name a primary other
+// than old.
+func (s *Sentinel) promotedWithin(old *Server, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		if p, err := s.Primary(); err == nil && p != old {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the sentinels still name %s primary %v after SENTINEL FAILOVER", old.Addr(), d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitNewPrimary waits until the sentinels name a primary other than old,
+// then until the set-up is ready with it.
+func (s *Sentinel) waitNewPrimary(old *Server) error {
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
+	defer cancel()
+	var promoted *Server
+	err := poll(ctx, func(context.Context) error {
+		p, err := s.Primary()
+		if err != nil {
+			return err
+		}
+		if p == old {
+			return fmt.Errorf("the sentinels still name %s primary", old.Addr())
+		}
+		promoted = p
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("redistest: failover: %w", err)
+	}
+	return s.wait(promoted)
 }
 
 // KillPrimary kills the primary with SIGKILL, as a crash would, and
-// waits until every running sentinel names the replica primary. It
-// returns the killed server; [Server.Restart] brings it back empty, as a
-// replica of the new primary.
+// waits until every running sentinel names a replica primary. It returns
+// the killed server; [Server.Restart] brings it back empty, as a replica
+// of the new primary.
 func (s *Sentinel) KillPrimary() (*Server, error) {
 	primary, err := s.Primary()
 	if err != nil {
 		return nil, err
 	}
-	replica, err := s.Replica()
-	if err != nil {
-		return nil, err
-	}
 	primary.Kill()
-	if err := s.wait(replica); err != nil {
+	if err := s.waitNewPrimary(primary); err != nil {
+		return primary, err
+	}
+	promoted, err := s.Primary()
+	if err != nil {
 		return primary, err
 	}
 	// Restarted empty as a master, it could hand its empty data set to
 	// the replicas before the sentinels demote it (the hazard of a
 	// primary without persistence): it comes back a replica instead, as
 	// an operator would bring it back.
-	primary.replicaOf(replica)
+	primary.replicaOf(promoted)
 	return primary, nil
 }
 
@@ -256,7 +344,7 @@ func (s *Sentinel) wait(want *Server) error {
 			if !sen.running() {
 				continue
 			}
-			if err := sentinelReady(ctx, sen, primary.Addr(), len(s.sentinels)-1); err != nil {
+			if err := sentinelReady(ctx, sen, primary.Addr(), len(s.data)-1, len(s.sentinels)-1); err != nil {
 				return fmt.Errorf("sentinel %s: %w", sen.Addr(), err)
 			}
 		}
@@ -293,8 +381,8 @@ func inSync(ctx context.Context, replica, primary *Server) error {
 }
 
 // sentinelReady says why sen does not yet name primary, or does not know
-// others other sentinels, or nil.
-func sentinelReady(ctx context.Context, sen *Server, primary string, others int) error {
+// replicas replicas and others other sentinels, or nil.
+func sentinelReady(ctx context.Context, sen *Server, primary string, replicas, others int) error {
 	addr, err := sentinelPrimary(ctx, sen)
 	if err != nil {
 		return err
@@ -309,9 +397,10 @@ func sentinelReady(ctx context.Context, sen *Server, primary string, others int)
 		return err
 	}
 	// Sentinels learn replicas from the primary's INFO, every ten
-	// seconds; one that knows none cannot fail over.
-	if m["num-slaves"] == "0" {
-		return errors.New("knows no replica yet")
+	// seconds; one that knows none cannot fail over. A replica that is
+	// down (a killed primary not yet back) still counts.
+	if m["num-slaves"] != strconv.Itoa(replicas) {
+		return fmt.Errorf("knows %s replicas, not %d", m["num-slaves"], replicas)
 	}
 	if m["num-other-sentinels"] != strconv.Itoa(others) {
 		return fmt.Errorf("knows %s other sentinels, not %d", m["num-other-sentinels"], others)

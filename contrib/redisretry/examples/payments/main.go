@@ -10,11 +10,16 @@
 // replies after Redis ran the command, which go-redis answers by sending
 // the command again. With -cluster it does it a third time with the
 // store on a Redis Cluster of three masters it starts, each order's
-// records on the master of its key's slot. It exits 1 if any order was
-// charged twice, or if charges and confirmed orders differ, in any run.
+// records on the master of its key's slot. With -switchover it does it
+// once more with the store on a primary with two replicas behind three
+// sentinels, IdempotencyOptions.WaitReplicas 2, and a Sentinel switchover
+// (SENTINEL FAILOVER, the old primary taking writes for a while with the
+// other replica attached) once a third of the orders are charged. It
+// exits 1 if any order was charged twice, or if charges and confirmed
+// orders differ, in any run.
 //
 //	make demo-payments
-//	cd contrib/redisretry && go run ./examples/payments -orders 10000 -lost-replies 5 -cluster
+//	cd contrib/redisretry && go run ./examples/payments -orders 10000 -lost-replies 5 -cluster -switchover
 //
 // Everything listens on 127.0.0.1 and stops when the program ends.
 package main
@@ -43,8 +48,9 @@ func main() {
 	attemptTimeout := flag.Duration("attempt-timeout", 300*time.Millisecond, "the client's AttemptTimeout; delayed responses are held 200ms longer")
 	lost := flag.Float64("lost-replies", 5, "percent of Redis replies lost after Redis ran the command, in the second run; 0 skips that run")
 	cluster := flag.Bool("cluster", false, "run once more with the store on a Redis Cluster of three masters")
+	switchover := flag.Bool("switchover", false, "run once more with the store on a primary with two replicas behind sentinels, switched over mid-run")
 	flag.Parse()
-	if err := run(os.Stdout, config{*orders, *workers, *salt, *attemptTimeout, *lost, *cluster}); err != nil {
+	if err := run(os.Stdout, config{*orders, *workers, *salt, *attemptTimeout, *lost, *cluster, *switchover}); err != nil {
 		fmt.Fprintln(os.Stderr, "payments:", err)
 		os.Exit(1)
 	}
@@ -61,6 +67,7 @@ type config struct {
 	attemptTimeout  time.Duration
 	lostPercent     float64
 	cluster         bool
+	switchover      bool
 }
 
 func run(out io.Writer, c config) error {
@@ -74,12 +81,21 @@ func run(out io.Writer, c config) error {
 	}
 	defer srv.Close()
 	fmt.Fprintf(out, "== run 1: redis-server on %s, every reply delivered\n", srv.Addr())
-	if err := pass(out, paymentsim.Backend{Addr: srv.Addr()}, "payments:", c); err != nil {
+	if err := pass(out, paymentsim.Backend{Addr: srv.Addr()}, "payments:", c, nil); err != nil {
 		return err
 	}
 	if err := lossyRun(out, srv, c); err != nil {
 		return err
 	}
+	if err := clusterRun(out, c); err != nil {
+		return err
+	}
+	return switchoverRun(out, c)
+}
+
+// clusterRun is the run on a Redis Cluster of three masters; none
+// without -cluster.
+func clusterRun(out io.Writer, c config) error {
 	if !c.cluster {
 		return nil
 	}
@@ -89,7 +105,58 @@ func run(out io.Writer, c config) error {
 	}
 	defer cluster.Close()
 	fmt.Fprintf(out, "\n== run 3: a Redis Cluster of three masters (%v), every reply delivered; each order's records on the master of its key's slot\n", cluster.Addrs())
-	return pass(out, paymentsim.Backend{ClusterAddrs: cluster.Addrs()}, "payments-cluster:", c)
+	return pass(out, paymentsim.Backend{ClusterAddrs: cluster.Addrs()}, "payments-cluster:", c, nil)
+}
+
+// switchoverRun is the run on a primary with two replicas behind three
+// sentinels, switched over once a third of the orders are charged; none
+// without -switchover.
+func switchoverRun(out io.Writer, c config) error {
+	if !c.switchover {
+		return nil
+	}
+	set, err := redistest.NewSentinelReplicas(2)
+	if err != nil {
+		return err
+	}
+	defer set.Close()
+	old, err := set.Primary()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\n== run 4: a primary (%s) with two replicas behind three sentinels, IdempotencyOptions.WaitReplicas 2; "+
+		"SENTINEL FAILOVER once %d orders are charged, the old primary taking writes until the sentinels make it a replica\n", old.Addr(), c.orders/3)
+	var took time.Duration
+	amid := func(f *paymentsim.Fleet) func() error {
+		done := make(chan error, 1)
+		go func() {
+			for f.Provider.Total() < int64(c.orders/3) {
+				time.Sleep(time.Millisecond)
+			}
+			start := time.Now()
+			err := set.Failover()
+			took = time.Since(start)
+			done <- err
+		}()
+		return func() error { return <-done }
+	}
+	// A lock left on the new primary by a write the switchover cut off
+	// (a reservation refused or a Release lost on the old primary)
+	// expires after LockTTL, 3s here rather than a minute, so that the
+	// run reconciles those orders again after it.
+	backend := paymentsim.Backend{Sentinel: set.FailoverOptions(), WaitReplicas: 2, LockTTL: 3 * time.Second}
+	if err := pass(out, backend, "payments-switchover:", c, amid); err != nil {
+		return err
+	}
+	promoted, err := set.Primary()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "switchover: %s promoted in place of %s, %v until the set-up was whole again\n", promoted.Addr(), old.Addr(), took.Round(time.Millisecond))
+	if promoted == old {
+		return fmt.Errorf("the sentinels still name %s primary", old.Addr())
+	}
+	return nil
 }
 
 // lossyRun is the run through a proxy that loses c.lostPercent of
@@ -106,14 +173,16 @@ func lossyRun(out io.Writer, srv *redistest.Server, c config) error {
 	proxy.LoseRate("", int(math.Round(c.lostPercent*10)), c.salt)
 	fmt.Fprintf(out, "\n== run 2: the services reach Redis through %s, which loses %v%% of Redis's replies after Redis ran the command (go-redis sends it again; a reply is lost at most once)\n",
 		proxy.Addr(), c.lostPercent)
-	err = pass(out, paymentsim.Backend{Addr: proxy.Addr()}, "payments-lost-replies:", c)
+	err = pass(out, paymentsim.Backend{Addr: proxy.Addr()}, "payments-lost-replies:", c, nil)
 	fmt.Fprintf(out, "Redis replies lost after the command ran: %d\n", proxy.Lost())
 	return err
 }
 
 // pass places the orders once with the store on backend, reconciles the
-// failed ones and checks the charges.
-func pass(out io.Writer, backend paymentsim.Backend, prefix string, c config) error {
+// failed ones and checks the charges. amid, when not nil, is started
+// with the orders (a failover) and returns what waits for it to end,
+// before the reconciliation.
+func pass(out io.Writer, backend paymentsim.Backend, prefix string, c config, amid func(*paymentsim.Fleet) func() error) error {
 	orders, workers, salt, attemptTimeout := c.orders, c.workers, c.salt, c.attemptTimeout
 	faults := paymentsim.Faults{
 		Salt: salt, ResetPerMille: 50, DropPerMille: 300, DelayPerMille: 100, DelayBy: attemptTimeout + 200*time.Millisecond,
@@ -134,9 +203,16 @@ func pass(out io.Writer, backend paymentsim.Backend, prefix string, c config) er
 	fmt.Fprintf(out, "faults per attempt: reset before the request is read 5%%, response dropped after the charge 30%%, response held %v (attempt timeout %v) 10%%; 2%% of orders take %v at the provider\n",
 		faults.DelayBy, attemptTimeout, faults.SlowBy)
 	ctx := context.Background()
+	wait := func() error { return nil }
+	if amid != nil {
+		wait = amid(f)
+	}
 	start := time.Now()
 	results := paymentsim.PlaceOrders(ctx, client, f.Front.URL, orders, workers)
 	elapsed := time.Since(start)
+	if err := wait(); err != nil {
+		return err
+	}
 	f.Front.Close() // waits for the injector's requests: every charge is in
 	sum := paymentsim.Summarize(results)
 	failed := orders - sum.Succeeded
@@ -147,17 +223,27 @@ func pass(out io.Writer, backend paymentsim.Backend, prefix string, c config) er
 		}
 	}
 	printFirstPass(out, f, sum, elapsed, chargedFailures)
+	firstPass := int(f.Provider.Total())
 
 	rec := paymentsim.Reconcile(ctx, f.Instances[0].URL, results, keys)
 	fmt.Fprintf(out, "reconciliation of the %d failed orders with their keys: %d replayed (already charged), %d charged now, %d failed\n",
 		failed, rec.Replayed, rec.Charged, len(rec.Failed))
+	if len(rec.Failed) != 0 && backend.LockTTL > 0 {
+		// Keys still locked (409): once their lock has expired, a retry
+		// takes them over, and must charge only what was not charged.
+		time.Sleep(backend.LockTTL + time.Second)
+		again := paymentsim.Reconcile(ctx, f.Instances[0].URL, paymentsim.Only(results, rec.Failed), keys)
+		fmt.Fprintf(out, "again after the lock TTL (%v), the %d orders whose key was still locked: %d replayed, %d charged now, %d failed\n",
+			backend.LockTTL, len(rec.Failed), again.Replayed, again.Charged, len(again.Failed))
+		rec = again
+	}
 	fmt.Fprintf(out, "after reconciliation: orders %d, charges %d, orders charged twice %d\n",
 		orders, f.Provider.Total(), f.Provider.Doubles())
 
 	switch {
 	case f.Provider.Doubles() != 0:
 		return fmt.Errorf("%d orders charged twice", f.Provider.Doubles())
-	case int(f.Provider.Total()) != sum.Succeeded+chargedFailures || sum.Other != 0:
+	case firstPass != sum.Succeeded+chargedFailures || sum.Other != 0:
 		return fmt.Errorf("first pass: charges do not match the orders confirmed and the failures charged")
 	case len(rec.Failed) != 0 || int(f.Provider.Total()) != orders:
 		return fmt.Errorf("after reconciliation: %d charges for %d orders", f.Provider.Total(), orders)

@@ -1,10 +1,10 @@
-// Package failoverdrill measures what a Sentinel failover does to an
-// IdempotencyStore under traffic: how many reservations that Reserve
-// acknowledged the promoted replica lacks (replication is asynchronous,
-// so a retry of such a key would run its operation again), with and
-// without IdempotencyOptions.WaitReplicas, and what waiting for a replica
-// costs Reserve in latency. The drills test and the failover figures
-// program share it.
+// Package failoverdrill measures what a failover (Sentinel, or a Redis
+// Cluster's) does to an IdempotencyStore under traffic: how many
+// reservations that Reserve acknowledged the promoted replica lacks
+// (replication is asynchronous, so a retry of such a key would run its
+// operation again), with and without IdempotencyOptions.WaitReplicas,
+// and what waiting for replicas costs Reserve in latency. The drills
+// test and the failover figures program share it.
 package failoverdrill
 
 import (
@@ -28,16 +28,82 @@ const (
 	// the old primary runs on: it takes writes until the sentinels make
 	// it a replica and it drops them.
 	Switch = "switch"
-	// Kill kills the primary with SIGKILL; the sentinels promote the
+	// Kill kills the primary with SIGKILL; the sentinels promote a
 	// replica after SentinelDownAfter.
 	Kill = "kill"
+	// Force asks the first replica of a Cluster's first master to take
+	// over at once (CLUSTER FAILOVER FORCE) while the master runs on: it
+	// takes writes until it learns of the new epoch.
+	Force = "force"
 )
+
+// Target is a set-up a drill fails over: [Sentinel] or [Cluster].
+type Target interface {
+	// Client returns a new client of the set-up; the caller closes it.
+	Client() redis.UniversalClient
+	// Fail fails the set-up over as how says, and returns the server it
+	// killed, if any.
+	Fail(how string) (*redistest.Server, error)
+	// Wait waits until the set-up is whole and in sync again.
+	Wait() error
+}
+
+// Sentinel is a Sentinel set-up as a Target: Switch or Kill.
+type Sentinel struct{ Set *redistest.Sentinel }
+
+// Client returns a failover client of the set-up.
+func (s Sentinel) Client() redis.UniversalClient {
+	return redis.NewFailoverClient(s.Set.FailoverOptions())
+}
+
+// Wait waits until the set-up is ready.
+func (s Sentinel) Wait() error { return s.Set.Wait() }
+
+// Fail fails the primary over as how says.
+func (s Sentinel) Fail(how string) (*redistest.Server, error) {
+	switch how {
+	case Switch:
+		return nil, s.Set.Failover()
+	case Kill:
+		return s.Set.KillPrimary()
+	}
+	return nil, fmt.Errorf("failoverdrill: no failover %q on Sentinel", how)
+}
+
+// Cluster is a Redis Cluster as a Target: Force.
+type Cluster struct{ C *redistest.Cluster }
+
+// Client returns a Cluster client.
+func (c Cluster) Client() redis.UniversalClient { return redis.NewClusterClient(c.C.ClusterOptions()) }
+
+// Wait waits until every slot is served and every replica in sync.
+func (c Cluster) Wait() error { return c.C.Wait() }
+
+// Fail makes the first replica of the first master take over, as how
+// (Force) says.
+func (c Cluster) Fail(how string) (*redistest.Server, error) {
+	if how != Force {
+		return nil, fmt.Errorf("failoverdrill: no failover %q on a Cluster", how)
+	}
+	masters, err := c.C.Masters()
+	if err != nil {
+		return nil, err
+	}
+	replicas, err := c.C.Replicas(masters[0])
+	if err != nil {
+		return nil, err
+	}
+	if len(replicas) == 0 {
+		return nil, fmt.Errorf("failoverdrill: master %s has no replica", masters[0].Addr())
+	}
+	return nil, c.C.ForceFailover(replicas[0])
+}
 
 // Config is one series of failovers.
 type Config struct {
 	Runs         int           // failovers
 	Workers      int           // goroutines reserving fresh keys
-	How          string        // Switch or Kill
+	How          string        // Switch or Kill (Sentinel), Force (Cluster)
 	WaitReplicas int           // the store's option; 0 waits for none
 	WaitTimeout  time.Duration // the store's option
 	Prefix       string        // of the store's keys, unique to the series
@@ -47,18 +113,18 @@ type Config struct {
 type Result struct {
 	Acked   int // reservations Reserve returned
 	Lost    int // of those, reservations the new primary lacks
-	Refused int // Reserves that failed with ErrNotReplicated
+	Refused int // Reserves refused for replication: ErrNotReplicated, ErrReplicasUncounted
 	Errors  int // other failed Reserves (the primary gone, read-only)
 	// PerRun is Lost for each failover.
 	PerRun []int
 }
 
-// Failovers runs c.Runs failovers of set, each during traffic, and counts
-// the reservations lost.
-func Failovers(set *redistest.Sentinel, c Config) (Result, error) {
+// Failovers runs c.Runs failovers of target, each during traffic, and
+// counts the reservations lost.
+func Failovers(target Target, c Config) (Result, error) {
 	var res Result
 	for i := range c.Runs {
-		r, err := failover(set, c, fmt.Sprintf("%s%d:", c.Prefix, i))
+		r, err := failover(target, c, fmt.Sprintf("%s%d:", c.Prefix, i))
 		if err != nil {
 			return res, fmt.Errorf("run %d: %w", i, err)
 		}
@@ -79,8 +145,8 @@ type acked struct {
 
 // failover is one run: traffic, a failover amid it, then a check of
 // every acknowledged reservation on the new primary.
-func failover(set *redistest.Sentinel, c Config, prefix string) (Result, error) {
-	rdb := redis.NewFailoverClient(set.FailoverOptions())
+func failover(target Target, c Config, prefix string) (Result, error) {
+	rdb := target.Client()
 	defer rdb.Close()
 	store, err := redisretry.NewIdempotencyStore(rdb, prefix, redisretry.IdempotencyOptions{
 		CallTimeout: 2 * time.Second, WaitReplicas: c.WaitReplicas, WaitTimeout: c.WaitTimeout})
@@ -94,7 +160,7 @@ func failover(set *redistest.Sentinel, c Config, prefix string) (Result, error) 
 		wg.Go(func() { t.reserve(w, stop) })
 	}
 	time.Sleep(300 * time.Millisecond)
-	killed, ferr := fail(set, c.How)
+	killed, ferr := target.Fail(c.How)
 	time.Sleep(300 * time.Millisecond)
 	close(stop)
 	wg.Wait()
@@ -106,19 +172,24 @@ func failover(set *redistest.Sentinel, c Config, prefix string) (Result, error) 
 			return Result{}, err
 		}
 	}
-	if err := set.Wait(); err != nil {
+	if err := target.Wait(); err != nil {
 		return Result{}, err
 	}
-	lost, err := countLost(rdb, prefix, t.got)
+	// A client of its own for the count: the traffic's may still be
+	// switching to the new primary, closing connections under the
+	// commands on them.
+	check := target.Client()
+	defer check.Close()
+	lost, err := countLost(check, prefix, t.got)
 	if err != nil {
 		return Result{}, err
 	}
-	// Each run starts from an empty primary, so that the next failover
+	// Each run starts from empty primaries, so that the next failover
 	// does not first resync what this one wrote.
-	if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+	if err := flushAll(check); err != nil {
 		return Result{}, err
 	}
-	if err := set.Wait(); err != nil {
+	if err := target.Wait(); err != nil {
 		return Result{}, err
 	}
 	return Result{Acked: len(t.got), Lost: lost, Refused: int(t.refused.Load()), Errors: int(t.errs.Load())}, nil
@@ -144,7 +215,7 @@ func (t *traffic) reserve(w int, stop <-chan struct{}) {
 		key := fmt.Sprintf("w%d-%d", w, i)
 		r, err := t.store.Reserve(context.Background(), key, "fp", time.Hour)
 		switch {
-		case errors.Is(err, redisretry.ErrNotReplicated):
+		case errors.Is(err, redisretry.ErrNotReplicated), errors.Is(err, redisretry.ErrReplicasUncounted):
 			t.refused.Add(1)
 		case err != nil:
 			t.errs.Add(1)
@@ -157,16 +228,15 @@ func (t *traffic) reserve(w int, stop <-chan struct{}) {
 	}
 }
 
-// fail fails set's primary over as how says, and returns the server it
-// killed, if any.
-func fail(set *redistest.Sentinel, how string) (*redistest.Server, error) {
-	switch how {
-	case Switch:
-		return nil, set.Failover()
-	case Kill:
-		return set.KillPrimary()
+// flushAll empties the primary, or every master of a Cluster.
+func flushAll(rdb redis.UniversalClient) error {
+	ctx := context.Background()
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			return m.FlushAll(ctx).Err()
+		})
 	}
-	return nil, fmt.Errorf("failoverdrill: unknown failover %q", how)
+	return rdb.FlushAll(ctx).Err()
 }
 
 // countLost reserves each acknowledged key again on the new primary, on
@@ -222,13 +292,13 @@ func checkOne(check *redisretry.IdempotencyStore, a acked) (lost bool, err error
 	return false, fmt.Errorf("%s: %v after the failover; want in progress, or reserved afresh if lost", a.key, r.State)
 }
 
-// Latency reserves n fresh keys one after another on set's primary and
-// returns the 50th and 99th percentiles of Reserve's duration, with the
-// store waiting for waitReplicas replicas, and how many Reserves failed
-// with ErrNotReplicated (a replica slower than WaitTimeout); those count
-// in the percentiles with the time they took.
-func Latency(set *redistest.Sentinel, prefix string, n, waitReplicas int) (p50, p99 time.Duration, refused int, err error) {
-	rdb := redis.NewFailoverClient(set.FailoverOptions())
+// Latency reserves n fresh keys one after another on target and returns
+// the 50th and 99th percentiles of Reserve's duration, with the store
+// waiting for waitReplicas replicas, and how many Reserves failed with
+// ErrNotReplicated (a replica slower than WaitTimeout); those count in
+// the percentiles with the time they took.
+func Latency(target Target, prefix string, n, waitReplicas int) (p50, p99 time.Duration, refused int, err error) {
+	rdb := target.Client()
 	defer rdb.Close()
 	store, err := redisretry.NewIdempotencyStore(rdb, prefix, redisretry.IdempotencyOptions{
 		CallTimeout: 2 * time.Second, WaitReplicas: waitReplicas})

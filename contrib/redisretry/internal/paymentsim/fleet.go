@@ -26,15 +26,29 @@ type Fleet struct {
 }
 
 // Backend is where the fleet's stores keep their records: the Redis at
-// Addr or, when ClusterAddrs is set, the Redis Cluster those nodes form.
+// Addr; when ClusterAddrs is set, the Redis Cluster those nodes form; when
+// Sentinel is set, the primary those sentinels name.
 type Backend struct {
 	Addr         string
 	ClusterAddrs []string
+	Sentinel     *redis.FailoverOptions
+
+	// WaitReplicas is the stores' IdempotencyOptions.WaitReplicas.
+	WaitReplicas int
+	// LockTTL is the Handlers' idempotency.Options.LockTTL; 0 means its
+	// default.
+	LockTTL time.Duration
 }
 
 // client returns a go-redis client of b whose calls and waits for a
 // pooled connection callTimeout bounds.
 func (b Backend) client(callTimeout time.Duration) redis.UniversalClient {
+	if b.Sentinel != nil {
+		o := *b.Sentinel
+		o.ContextTimeoutEnabled = true
+		o.PoolSize, o.PoolTimeout, o.ReadTimeout, o.WriteTimeout = 64, callTimeout, callTimeout, callTimeout
+		return redis.NewFailoverClient(&o)
+	}
 	if len(b.ClusterAddrs) > 0 {
 		return redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: b.ClusterAddrs, ContextTimeoutEnabled: true,
@@ -55,7 +69,8 @@ func StartFleet(backend Backend, prefix string, faults Faults, callTimeout time.
 	f := &Fleet{Provider: &Provider{Latency: faults.Latency}, Events: &Events{}}
 	for i := range f.Instances {
 		rdb := backend.client(callTimeout)
-		store, err := redisretry.NewIdempotencyStore(rdb, prefix, redisretry.IdempotencyOptions{CallTimeout: callTimeout})
+		store, err := redisretry.NewIdempotencyStore(rdb, prefix, redisretry.IdempotencyOptions{
+			CallTimeout: callTimeout, WaitReplicas: backend.WaitReplicas})
 		if err != nil {
 			rdb.Close()
 			f.Close()
@@ -64,7 +79,7 @@ func StartFleet(backend Backend, prefix string, faults Faults, callTimeout time.
 		f.clients[i] = rdb
 		mux := http.NewServeMux()
 		mux.Handle("POST "+ChargePath, idempotency.Handler(ChargeHandler(f.Provider), store,
-			idempotency.Options{RequireKey: true, OnEvent: f.Events.Record}))
+			idempotency.Options{RequireKey: true, OnEvent: f.Events.Record, LockTTL: backend.LockTTL}))
 		f.Instances[i] = httptest.NewServer(mux)
 	}
 	f.Injector = NewInjector(faults, f.Instances[0].URL, f.Instances[1].URL)

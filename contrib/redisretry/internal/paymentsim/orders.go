@@ -207,3 +207,19 @@ func Reconcile(ctx context.Context, url string, results []Result, keys *KeyLog) 
 	}
 	return rec
 }
+
+// Only returns the results of orders, in the order of results: the
+// orders a first Reconcile could not reconcile, for another.
+func Only(results []Result, orders []string) []Result {
+	want := make(map[string]bool, len(orders))
+	for _, o := range orders {
+		want[o] = true
+	}
+	var out []Result
+	for _, r := range results {
+		if want[r.Order] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
