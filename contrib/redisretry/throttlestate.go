@@ -212,8 +212,13 @@ func (s *ThrottleState) dest(key string, create bool) *fleetDest {
 }
 
 // Add counts requests and accepts of key at now, to be sent with the
-// next flush. It implements [throttle.Shared].
+// next flush; after Close it does nothing. It implements
+// [throttle.Shared].
 func (s *ThrottleState) Add(key string, now time.Time, requests, accepts float64) {
+	if s.ctx.Err() != nil {
+		// Closed: nothing would send the counts.
+		return
+	}
 	d := s.dest(key, true)
 	if d == nil {
 		return

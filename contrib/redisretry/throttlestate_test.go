@@ -353,3 +353,20 @@ func TestThrottleStateKeysWithBracesAndManyDestinationsStayBounded(t *testing.T)
 		t.Errorf("B holds %d destinations; want at most MaxDestinations, 3", n)
 	}
 }
+
+// TestThrottleStateClosedKeepsNothing: a Throttle that still holds a
+// closed ThrottleState decides on its own counts and piles up no counts
+// to send; Close twice is harmless.
+func TestThrottleStateClosedKeepsNothing(t *testing.T) {
+	t.Parallel()
+	p := newFleetProcess(t, redisFor(t), "ts-closed", ThrottleStateOptions{Share: 1})
+	p.state.Close()
+	p.state.Close()
+	p.record("api.example", 1000, true)
+	if !p.refused("api.example") {
+		t.Error("its own 1,000 overload answers did not refuse")
+	}
+	if d := p.state.dest("api.example", false); d != nil && len(d.pending) != 0 {
+		t.Errorf("%d buckets of counts pending after Close; want none", len(d.pending))
+	}
+}
