@@ -281,6 +281,9 @@ func (op *operation) attemptContext() (ctx context.Context, derived bool, limit 
 		// the first trace installed.
 		ctx = op.idle.traced(ctx)
 	}
+	if traced, ok := traceTried(ctx); ok {
+		ctx, derived = traced, true
+	}
 	return ctx, derived, limit, bounded
 }
 

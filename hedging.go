@@ -119,15 +119,15 @@ type Hedging struct {
 	// adaptive delay and the learned attempt limit: a bounded name such as
 	// a host or a route template, never a path with identifiers. If nil,
 	// the request's host, lower-case and without the scheme's default
-	// port, as [Throttle] keys it.
+	// port, as [throttle.Throttle] keys it.
 	Key func(req *http.Request) string
 
 	// MaxKeys bounds the number of keys that keep latencies; past it, a
 	// new key takes the place of one not used lately (the rule a
-	// [Throttle]'s destinations follow), which starts again with no
-	// latencies when it comes back. Each key
-	// holds 2048 latencies (16 KiB) and a sorting buffer of the same size.
-	// 0 (or negative) means 32.
+	// [throttle.Throttle]'s destinations follow), which starts again with
+	// no latencies when it comes back. Each key holds 2048 latencies
+	// (16 KiB) and a sorting buffer of the same size. 0 (or negative)
+	// means 32.
 	MaxKeys int
 }
 

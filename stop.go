@@ -5,8 +5,9 @@ package httpretry
 type StopReason string
 
 // The reasons an operation stops, in the order the Transport checks them
-// ([StopReasons]). Before the first attempt it asks its [Throttle], if it
-// has one, and stops with [Throttled] when refused. After each attempt
+// ([StopReasons]). Before the first attempt it asks its
+// [throttle.Throttle], if it has one, and stops with [Throttled] when
+// refused. After each attempt
 // it stops with the first of the others that holds, except that a retry
 // every rule up to [DeadlineExhausted] allowed is put to the Throttle
 // before the budget, and stops with [Throttled] when refused;
@@ -14,12 +15,12 @@ type StopReason string
 // during its wait: [Canceled] when the caller's context ends, else
 // [DeadlineExhausted] when the wait ended with too little time left.
 const (
-	// Throttled: the Transport's [Throttle] refused the operation's next
-	// attempt, because the destination has been signalling overload or
-	// (before the first attempt) said its rate-limit quota is spent.
-	// Refused before the first attempt, the operation made none and its
-	// error matches [ErrThrottled]; refused before a retry, it returns
-	// what its last attempt returned.
+	// Throttled: the Transport's [throttle.Throttle] refused the
+	// operation's next attempt, because the destination has been
+	// signalling overload or (before the first attempt) said its
+	// rate-limit quota is spent. Refused before the first attempt, the
+	// operation made none and its error matches [throttle.ErrThrottled];
+	// refused before a retry, it returns what its last attempt returned.
 	Throttled StopReason = "throttled"
 	// Canceled: the caller's context ended (canceled, or its deadline
 	// passed) and the attempt ended in an error or in a transient

@@ -1,6 +1,7 @@
 package spread
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"sync"
@@ -20,7 +21,11 @@ func (h *host) track(a *addr, resp *http.Response, pending bool) *http.Response 
 		h.release(a)
 		return resp
 	}
-	resp.Body = &trackedBody{rc: resp.Body, h: h, a: a, pending: pending}
+	b := &trackedBody{rc: resp.Body, h: h, a: a, pending: pending, ctx: context.Background()}
+	if resp.Request != nil {
+		b.ctx = resp.Request.Context()
+	}
+	resp.Body = b
 	return resp
 }
 
@@ -29,7 +34,8 @@ type trackedBody struct {
 	rc      io.ReadCloser
 	h       *host
 	a       *addr
-	pending bool // the headers were a success: the body's end judges the address
+	pending bool            // the headers were a success: the body's end judges the address
+	ctx     context.Context // the request's: how it ended judges a body cut short
 	once    sync.Once
 }
 
@@ -52,7 +58,7 @@ func (b *trackedBody) Close() error {
 func (b *trackedBody) done(err error) {
 	b.once.Do(func() {
 		if b.pending {
-			switch judgeBody(err) {
+			switch judgeBody(err, endingOf(b.ctx)) {
 			case success:
 				b.h.recordSuccess(b.a)
 			case failure:

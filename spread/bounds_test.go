@@ -63,7 +63,7 @@ func TestRequestWaitingForTheFirstLookupEndsWithItsContext(t *testing.T) {
 	first := make(chan error, 1)
 	go func() { first <- send(t, sp, context.Background(), "http://slow-dns.example/") }()
 	h := sp.host(mustParse(t, "http://slow-dns.example/"))
-	for len(h.lookup) == 0 { // the first request holds the lookup
+	for !h.lookingUp() { // the first request started the lookup
 		time.Sleep(time.Millisecond)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -19,17 +19,14 @@ import (
 // Transports already in use, and recorded.
 func (t *Transport) addrTransport(target, hostport string, own bool, conns *connSet) (*http.Transport, error) {
 	var rt *http.Transport
-	if t.New == nil {
-		rt = cleanhttp.DefaultPooledTransport()
-	} else if rt = t.New(); rt == nil {
-		return nil, errors.New("spread: New returned a nil *http.Transport")
+	var err error
+	if own {
+		rt, err = t.newTransport()
+	} else {
+		rt, err = t.callNew()
 	}
-	//lint:ignore SA1019 DialTLS is checked, not used
-	if rt.DialTLSContext != nil || rt.DialTLS != nil {
-		return nil, ErrDialTLS
-	}
-	if own && !t.own(rt) {
-		return nil, ErrSharedTransport
+	if err != nil {
+		return nil, err
 	}
 	// A Transport that would speak HTTP/2 by default keeps it: net/http
 	// turns it off by default for a Transport with a dialer of its own.
@@ -50,6 +47,36 @@ func (t *Transport) addrTransport(target, hostport string, own bool, conns *conn
 			return c, err
 		}
 		return conns.track(c), nil
+	}
+	return rt, nil
+}
+
+// callNew returns a Transport from New, or cleanhttp's pooled one, that
+// does not dial TLS itself.
+func (t *Transport) callNew() (*http.Transport, error) {
+	var rt *http.Transport
+	if t.New == nil {
+		rt = cleanhttp.DefaultPooledTransport()
+	} else if rt = t.New(); rt == nil {
+		return nil, errors.New("spread: New returned a nil *http.Transport")
+	}
+	//lint:ignore SA1019 DialTLS is checked, not used
+	if rt.DialTLSContext != nil || rt.DialTLS != nil {
+		return nil, ErrDialTLS
+	}
+	return rt, nil
+}
+
+// newTransport returns a Transport from callNew that serves the
+// Transport from now on: it is checked against those already in use, and
+// recorded.
+func (t *Transport) newTransport() (*http.Transport, error) {
+	rt, err := t.callNew()
+	if err != nil {
+		return nil, err
+	}
+	if !t.own(rt) {
+		return nil, ErrSharedTransport
 	}
 	return rt, nil
 }

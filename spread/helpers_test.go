@@ -15,7 +15,13 @@ import (
 	"github.com/httpretry/httpretry/spread/spreadtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if addr := os.Getenv(backendProcessEnv); addr != "" {
+		serveBackendProcess(addr)
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // loopback is the four addresses the backends listen on.
 var loopback = []netip.Addr{

@@ -2,6 +2,7 @@ package spread
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -20,6 +21,11 @@ import (
 // one lookup, not one per error.
 const minLookupGap = time.Second
 
+// lookupTimeout bounds one lookup of a host's addresses. No request
+// waits for it past the request's own context; it bounds how long the
+// lookup's goroutine can outlive the requests that started it.
+const lookupTimeout = 30 * time.Second
+
 // maxIdleHosts is how many hosts the Transport keeps before it forgets
 // those with nothing in flight that were not used for Refresh.
 const maxIdleHosts = 1024
@@ -32,28 +38,35 @@ type addr struct {
 	conns    connSet         // the connections rt dialed, still open
 	inFlight int             // attempts sent whose response body is not yet closed
 	health   health
-	retired  bool // it left the host's answer
+	retired  bool          // it left the host's answer
+	resend   chan struct{} // held by the resend after a 421 on its fresh connection
 }
 
 // host is what the Transport knows of one host and port: its addresses
-// and their health. Its fields are guarded by mu, but lookup, a
-// semaphore of one held by the request that looks the host up.
+// and their health. Its fields are guarded by mu.
 type host struct {
 	t       *Transport
 	name    string // the URL's hostname, lower case
 	port    string
 	key     string // name:port, as net/http dials it
 	literal bool   // name is an IP address: never looked up
-	lookup  chan struct{}
 
 	mu         sync.Mutex
 	addrs      []*addr // the last answer, in address order
 	retired    []*addr // addresses that left the answer: kept to the next lookup, or while attempts to them run
 	resolvedAt time.Time
 	lastLookup time.Time
-	stale      bool // a connection error asks for a lookup
+	stale      bool            // a connection error asks for a lookup
+	lookup     *lookupCall     // the lookup in flight, or nil
+	viaProxy   *http.Transport // for the requests New's Transport sends through a proxy, made at first use
+	noProxy    bool            // New's Transport has no Proxy: nothing goes through one
 	lastUsed   time.Time
+	forgotten  bool // the Transport's table let go of it: a request holding it takes the table's
 }
+
+// errHostForgotten: the host's state was let go of by the Transport's
+// table after the request got it; the request takes the table's.
+var errHostForgotten = errors.New("spread: host forgotten")
 
 // host returns the state of u's host and port, made at first use.
 func (t *Transport) host(u *url.URL) *host {
@@ -78,7 +91,8 @@ func (t *Transport) host(u *url.URL) *host {
 	if len(t.hosts) >= maxIdleHosts {
 		t.forgetIdleLocked(now)
 	}
-	h := &host{t: t, name: name, port: port, key: key, lookup: make(chan struct{}, 1)}
+	// Made in use: it is not forgotten before its first request chose.
+	h := &host{t: t, name: name, port: port, key: key, lastUsed: now}
 	if ip, err := netip.ParseAddr(name); err == nil {
 		h.literal = true
 		h.update([]netip.Addr{ip})
@@ -97,6 +111,8 @@ func (t *Transport) forgetIdleLocked(now time.Time) {
 			for _, a := range slices.Concat(h.addrs, h.retired) {
 				h.forget(a)
 			}
+			t.disown(h.viaProxy)
+			h.forgotten = true
 			h.mu.Unlock()
 			delete(t.hosts, key)
 		}
@@ -129,6 +145,9 @@ func (h *host) choose(ctx context.Context, set *tried.Set) (*addr, error) {
 	now := h.t.clock().Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.forgotten {
+		return nil, errHostForgotten
+	}
 	h.lastUsed = now
 	h.sweepRetired()
 	cs := make([]choice, len(h.addrs))
@@ -155,10 +174,8 @@ func (h *host) choose(ctx context.Context, set *tried.Set) (*addr, error) {
 }
 
 // due reports whether the host's addresses should be looked up at now,
-// and whether any are known.
+// and whether any are known. h.mu is held.
 func (h *host) due(now time.Time) (due, known bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	known = len(h.addrs) > 0
 	if h.literal {
 		return false, known
@@ -169,49 +186,68 @@ func (h *host) due(now time.Time) (due, known bool) {
 	return now.Sub(h.lastLookup) >= minLookupGap && (h.stale || now.Sub(h.resolvedAt) >= h.t.refresh()), true
 }
 
-// resolve looks the host up when its addresses are due. While some are
-// known, only one request looks up at a time, and the others go on with
-// those; a failed lookup keeps them. With none known, a request waits for
-// the lookup in progress, and an error is returned when it fails.
+// lookupCall is one lookup of a host's addresses, which the requests that
+// find them due share.
+type lookupCall struct {
+	done chan struct{} // closed once the lookup has ended
+	err  error         // why it failed, set before done is closed
+}
+
+// resolve starts a lookup of the host when its addresses are due and
+// none is in flight. The lookup runs on a goroutine of its own, bounded
+// by lookupTimeout, so that no request waits for it past its own
+// context, whatever the resolver does with the context: while some
+// addresses are known, every request goes on with them at once, and a
+// failed lookup keeps them; with none known, a request waits for the
+// lookup or its context, and the lookup's error is returned when it
+// fails.
 func (h *host) resolve(ctx context.Context) error {
-	due, known := h.due(h.t.clock().Now())
+	now := h.t.clock().Now()
+	h.mu.Lock()
+	due, known := h.due(now)
 	if !due {
+		h.mu.Unlock()
 		return nil
 	}
+	call := h.lookup
+	if call == nil {
+		call = &lookupCall{done: make(chan struct{})}
+		h.lookup = call
+		// The lookup serves every request that waits for it: one
+		// request's end does not end it.
+		go h.lookUp(context.WithoutCancel(ctx), call)
+	}
+	h.mu.Unlock()
 	if known {
-		select {
-		case h.lookup <- struct{}{}:
-		default:
-			return nil // another request is looking the host up
-		}
-	} else {
-		select {
-		case h.lookup <- struct{}{}:
-		case <-ctx.Done():
-			return fmt.Errorf("spread: look up %s: %w", h.name, ctx.Err())
-		}
+		return nil
 	}
-	defer func() { <-h.lookup }()
-	if due, known = h.due(h.t.clock().Now()); !due {
-		return nil // looked up while this request waited
+	select {
+	case <-call.done:
+		return call.err
+	case <-ctx.Done():
+		return fmt.Errorf("spread: look up %s: %w", h.name, ctx.Err())
 	}
+}
+
+// lookUp looks the host up for call and makes the answer its addresses.
+func (h *host) lookUp(ctx context.Context, call *lookupCall) {
+	defer close(call.done)
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
 	ips, err := h.t.resolver().LookupNetIP(ctx, "ip", h.name)
 	now := h.t.clock().Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.lastLookup = now
+	h.lookup, h.lastLookup = nil, now
 	if err == nil && len(ips) == 0 {
 		err = ErrNoAddresses
 	}
 	if err != nil {
-		if known {
-			return nil
-		}
-		return fmt.Errorf("spread: look up %s: %w", h.name, err)
+		call.err = fmt.Errorf("spread: look up %s: %w", h.name, err)
+		return
 	}
 	h.resolvedAt, h.stale = now, false
 	h.update(ips)
-	return nil
 }
 
 // update makes ips the host's addresses. An address already known keeps
@@ -228,7 +264,7 @@ func (h *host) update(ips []netip.Addr) {
 		}
 		a := h.find(ip)
 		if a == nil {
-			a = &addr{ip: ip, hostport: netip.AddrPortFrom(ip, port.Port()).String()}
+			a = &addr{ip: ip, hostport: netip.AddrPortFrom(ip, port.Port()).String(), resend: make(chan struct{}, 1)}
 		}
 		a.retired = false
 		next = append(next, a)
@@ -324,10 +360,14 @@ func (h *host) sweepRetired() {
 	}
 }
 
-// closeIdle closes the idle connections of every address's Transport.
+// closeIdle closes the idle connections of every address's Transport,
+// and of the one for requests through a proxy.
 func (h *host) closeIdle() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.viaProxy != nil {
+		h.viaProxy.CloseIdleConnections()
+	}
 	for _, a := range slices.Concat(h.addrs, h.retired) {
 		if a.rt != nil {
 			a.rt.CloseIdleConnections()

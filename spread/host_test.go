@@ -112,6 +112,7 @@ func TestHostLookedUpAgainAfterRefreshOrSoonerAfterAConnectionError(t *testing.T
 		if err := h.resolve(ctx); err != nil {
 			t.Fatal(err)
 		}
+		h.waitLookup()
 		if got := r.Lookups.Load(); got != wantLookups {
 			t.Fatalf("after +%v: %d lookups, want %d", advance, got, wantLookups)
 		}

@@ -56,14 +56,16 @@ type marker = tried.Marker
 // operation goes to an address the operation has not tried while one is
 // left, and to any once all were tried. An address that fails EjectAfter
 // times in a row (a connection error, a deadline before the response's
-// headers, a body that breaks off, or a 5xx that signals overload: 503,
-// 529, or a 5xx with "X-Should-Retry: false") is ejected: no attempt goes
-// to it while another address can take it. A success restores it. What
-// a caller alone causes counts neither way: a 429, a canceled attempt, a
-// request refused before it asked for a connection, a body cut by the
-// request's deadline. A 421 Misdirected
-// Request is sent once more to the same address on a fresh connection,
-// when the request's body can be sent again.
+// headers, a stall cut by httpretry's IdleTimeout, a body that breaks
+// off, or a 5xx that signals overload: 503, 529, or a 5xx with
+// "X-Should-Retry: false") is ejected: no attempt goes to it while
+// another address can take it. A success restores it. What a caller
+// alone causes counts neither way: a 429, a canceled attempt (with or
+// without a cause), a request refused before it asked for a connection,
+// a body cut by the request's deadline. A 421 Misdirected Request is
+// sent once more to the same address on a fresh connection, when the
+// request's body can be sent again, one such resend at a time per
+// address.
 //
 // The zero value is ready to use: cleanhttp's pooled Transport per
 // address, the system resolver, answers refreshed every 30 seconds. A
@@ -72,8 +74,10 @@ type marker = tried.Marker
 //
 // A host given as an IP address is not resolved: its requests go to that
 // address. Requests sent through a proxy (the Transport from New has a
-// Proxy that returns one) dial the proxy, which then chooses the address:
-// they are not spread.
+// Proxy that returns one, as cleanhttp's does when HTTP_PROXY or
+// HTTPS_PROXY is set) are neither resolved nor spread: they go through
+// one Transport per host to the proxy, which resolves the host and
+// chooses the address.
 type Transport struct {
 	//lint:ignore U1000 embedded for its method, which tried.Wants asks for
 	marker
@@ -95,9 +99,12 @@ type Transport struct {
 	// looked up again: Go's resolver does not report DNS TTLs, so set it
 	// at or below the records' TTL. A connection error asks for a lookup
 	// sooner, at most one a second per host; a failed lookup keeps the
-	// addresses already known. Lookups are made by the request that finds
-	// the addresses due, while the others go on with those known: no
-	// goroutine runs in the background. If 0, DefaultRefresh (30 s).
+	// addresses already known. A request that finds the addresses due
+	// starts a lookup on a goroutine of its own, at most one per host at
+	// a time and each bounded to 30 seconds, and goes on with the
+	// addresses known; only a host with none known waits for the lookup,
+	// each request until its own context ends. If 0, DefaultRefresh
+	// (30 s).
 	Refresh time.Duration
 
 	// EjectAfter is the number of failures in a row that ejects an
@@ -188,18 +195,20 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, errors.New("spread: nil Request.URL")
 	}
-	h := t.host(req.URL)
-	a, err := h.choose(req.Context(), tried.From(req.Context()))
+	h, a, viaProxy, err := t.route(req)
 	if err != nil {
 		closeBody(req)
 		return nil, err
+	}
+	if viaProxy != nil {
+		return viaProxy.RoundTrip(req)
 	}
 	sent, trace := withConnTrace(req)
 	resp, err := a.rt.RoundTrip(sent)
 	if err == nil && resp.StatusCode == http.StatusMisdirectedRequest {
 		resp, err = t.misdirected(h, a, sent, resp)
 	}
-	v := judgeAnswer(resp, err, trace.asked.Load())
+	v := judgeAnswer(resp, err, trace.asked.Load(), endingOf(sent.Context()))
 	if v == failure {
 		h.recordFailure(a, err != nil)
 	}
@@ -208,6 +217,29 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	return h.track(a, resp, v == success), nil
+}
+
+// route returns where req goes: its host's Transport to a proxy, or an
+// address chosen for it and counted in flight. A host the table forgot
+// between the request's look at the table and its choice is looked up in
+// the table again: only the table's has its connections reached by
+// CloseIdleConnections. A host just made is not forgotten before Refresh
+// has passed, so this ends.
+func (t *Transport) route(req *http.Request) (*host, *addr, *http.Transport, error) {
+	for {
+		h := t.host(req.URL)
+		viaProxy, err := h.proxied(req)
+		if err == nil && viaProxy != nil {
+			return h, nil, viaProxy, nil
+		}
+		var a *addr
+		if err == nil {
+			a, err = h.choose(req.Context(), tried.From(req.Context()))
+		}
+		if !errors.Is(err, errHostForgotten) {
+			return h, a, nil, err
+		}
+	}
 }
 
 // CloseIdleConnections closes the idle connections of every address's

@@ -9,6 +9,7 @@ import (
 
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/throttle"
+	"github.com/jonboulle/clockwork"
 )
 
 // A server that answers 503 to everything: after a few attempts the
@@ -46,4 +47,40 @@ func ExampleParseRateLimit() {
 	rl, ok := throttle.ParseRateLimit(h, time.Now())
 	fmt.Println(ok, rl.Remaining, rl.Reset)
 	// Output: true 0 30s
+}
+
+// The Throttle without httpretry's Transport: a client asks it before
+// each request to a server that answers 503 to everything, and tells it
+// how each went. Three 503s in the window (the fewest it refuses on at
+// MinRate's 1 a second, over the 3s a failing window reaches back) and
+// every later request is refused locally: the draw here is 0, so every
+// refusal the probability allows happens, and the clock is a fake one
+// that does not move.
+func ExampleThrottle_withoutTransport() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	th := &throttle.Throttle{Rand: func() float64 { return 0 }}
+	clock := clockwork.NewFakeClock() // nil would be the system clock
+	sent, refused := 0, 0
+	for range 100 {
+		req, _ := http.NewRequest("GET", srv.URL, nil)
+		d := th.Dest(req)
+		if _, _, err := th.Admit(d, req, clock); errors.Is(err, throttle.ErrThrottled) {
+			refused++
+			continue
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			th.Record(d, throttle.Result{Overload: true}, clock)
+			continue
+		}
+		resp.Body.Close()
+		sent++
+		overloaded := resp.StatusCode == http.StatusServiceUnavailable
+		th.Record(d, throttle.Result{Status: resp.StatusCode, Header: resp.Header, Overload: overloaded}, clock)
+	}
+	fmt.Println("sent", sent, "refused", refused)
+	// Output: sent 3 refused 97
 }

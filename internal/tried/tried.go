@@ -13,6 +13,7 @@ package tried
 import (
 	"context"
 	"net/http"
+	"net/http/httptrace"
 	"sync"
 )
 
@@ -51,6 +52,28 @@ func (s *Set) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.addrs)
+}
+
+// WithConnTrace returns ctx with a trace that adds to s each address the
+// request dials, as it starts to, and the remote address of the
+// connection it gets, in the form a Base that chooses addresses records
+// ("127.0.0.2:443", "[::1]:443"): an attempt sent by a Base that does
+// not choose (a hedge's Base of another kind, or the other way round)
+// still marks the address it went to as tried, even while its TLS
+// handshake hangs. Through a proxy, that address is the proxy's, which no
+// Base chooses.
+func WithConnTrace(ctx context.Context, s *Set) context.Context {
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		ConnectStart: func(_, addr string) { s.Add(addr) },
+		GotConn: func(i httptrace.GotConnInfo) {
+			if i.Conn == nil {
+				return
+			}
+			if a := i.Conn.RemoteAddr(); a != nil {
+				s.Add(a.String())
+			}
+		},
+	})
 }
 
 type key struct{}

@@ -3,6 +3,8 @@ package tried
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -48,5 +50,27 @@ func TestSetIsSharedByEveryAttemptOfTheOperation(t *testing.T) {
 	}
 	if !s.Has("127.0.0.3:80") || s.Has("127.0.0.4:80") {
 		t.Errorf("Has: got %v %v, want true false", s.Has("127.0.0.3:80"), s.Has("127.0.0.4:80"))
+	}
+}
+
+// TestConnTraceRecordsTheAddressReached: a request whose context carries
+// the connection trace adds the address its connection reached to the
+// Set, as host:port, once however many requests reuse the connection.
+func TestConnTraceRecordsTheAddressReached(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	defer srv.Client().CloseIdleConnections()
+	s := new(Set)
+	for range 2 {
+		req, _ := http.NewRequestWithContext(WithConnTrace(context.Background(), s), http.MethodGet, srv.URL, nil)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	want := strings.TrimPrefix(srv.URL, "http://")
+	if s.Len() != 1 || !s.Has(want) {
+		t.Fatalf("set has %d addresses, want only %s", s.Len(), want)
 	}
 }
