@@ -25,6 +25,12 @@ APIDIFF     ?= $(GO) run golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e397
 # docs/RELEASING.md); bench and the examples are not.
 RELEASE_MODULES := . contrib/promretry contrib/otelretry contrib/redisretry contrib/pgidempotency
 
+# requote brings the lines of the docs that quote a generated file up to
+# date with it (internal/figures): every target that writes a figure file
+# runs it after writing, so that a doc never quotes an older run than the
+# file's (see CONTRIBUTING.md, "Figures").
+REQUOTE ?= $(GO) run ./internal/figures/requote
+
 # figure_header prints the first line of a generated figure file: the
 # command that wrote it, the date, the commit and the Go version. Every
 # figure a doc quotes comes from such a file (see CONTRIBUTING.md).
@@ -52,11 +58,11 @@ check:
 
 ## test: go vet (for this platform, then cross-compiled), staticcheck,
 ## gocyclo and race-enabled tests of every module (bench with -short),
-## then the Prometheus rules and the API check. The SDK examples (make
+## then the Prometheus rules, the API check and the figures check. The SDK examples (make
 ## examples), their staticcheck (make lint-examples) and the Redis failover
 ## drills (make redis-drills) are CI steps of their own after it, for make
 ## test's time goal: .ci/run runs all four
-test: deps vet cross lint cyclo race rules apicheck
+test: deps vet cross lint cyclo race rules apicheck figures-check
 
 ## deps: programs the tests start: redis-server, redis-cli (Cluster set-up)
 ## and redis-sentinel (contrib/redisretry, the fleet storm), promtool
@@ -83,8 +89,14 @@ deps:
 		[ -x /usr/sbin/pgbouncer ] || command -v pgbouncer >/dev/null 2>&1 || { echo "pgbouncer still missing after installing the Debian package" >&2; exit 1; }; \
 	fi
 
+## vet: go vet in every module, and of the root package under the
+## mutation build tag that make mutate builds with (it leaves out the slow
+## real-network tests), so that a helper those tests share cannot go
+## missing from the mutated build unnoticed
 vet:
 	@for m in $(MODULES); do echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...) || exit 1; done
+	@echo "go vet -tags mutation (.)"
+	@$(GO) vet -tags mutation .
 
 ## cross: go vet for Windows of the modules with files for some
 ## platforms only (CROSS_MODULES): Windows builds other files than Linux
@@ -182,7 +194,8 @@ demo:
 redis-failover: deps
 	@{ $(call figure_header,make redis-failover); \
 	  cd contrib/redisretry && $(GO) run ./examples/failover -runs 3 && $(GO) run ./examples/budgetdrills -runs 3; } | tee docs/redis-failover.txt.tmp; \
-	if [ "$$(grep -c '^OK' docs/redis-failover.txt.tmp)" -ge 2 ]; then mv docs/redis-failover.txt.tmp docs/redis-failover.txt; else rm -f docs/redis-failover.txt.tmp; exit 1; fi
+	if [ "$$(grep -c '^OK' docs/redis-failover.txt.tmp)" -ge 2 ]; then mv docs/redis-failover.txt.tmp docs/redis-failover.txt; else rm -f docs/redis-failover.txt.tmp; exit 1; fi; \
+	$(REQUOTE)
 
 ## demo-payments: 10,000 orders through httpretry, a fault injector and two
 ## payment-service instances sharing a Redis idempotency store (its own
@@ -190,11 +203,15 @@ redis-failover: deps
 ## then the same with 5% of Redis replies lost after Redis ran the command;
 ## then the same with the store on a Redis Cluster of three masters; then
 ## on a primary with two replicas behind sentinels, WaitReplicas 2,
-## switched over mid-run. Writes docs/payments.txt (a few minutes)
+## switched over mid-run. Writes docs/payments.txt (a few minutes) and
+## requotes the docs that quote it. PAYMENTS_ORDERS sets the orders per
+## run (figures-check runs fewer).
+PAYMENTS_ORDERS ?= 10000
 demo-payments: deps
 	@{ $(call figure_header,make demo-payments); \
-	  cd contrib/redisretry && $(GO) run ./examples/payments -orders 10000 -lost-replies 5 -cluster -switchover; } | tee docs/payments.txt.tmp; \
-	rc=$$?; if grep -q '^OK' docs/payments.txt.tmp; then mv docs/payments.txt.tmp docs/payments.txt; else rm -f docs/payments.txt.tmp; exit 1; fi
+	  cd contrib/redisretry && $(GO) run ./examples/payments -orders $(PAYMENTS_ORDERS) -lost-replies 5 -cluster -switchover; } | tee docs/payments.txt.tmp; \
+	rc=$$?; if grep -q '^OK' docs/payments.txt.tmp; then mv docs/payments.txt.tmp docs/payments.txt; else rm -f docs/payments.txt.tmp; exit 1; fi; \
+	$(REQUOTE)
 
 ## demo-payments-pg: the exactly-once proof on PostgreSQL: 20,000 orders,
 ## ten concurrent duplicates each, through httpretry to two instances of
@@ -206,7 +223,8 @@ demo-payments: deps
 demo-payments-pg: deps
 	@{ $(call figure_header,make demo-payments-pg); \
 	  cd contrib/pgidempotency && $(GO) run ./examples/paymentspg -orders 20000; } | tee docs/payments-pg.txt.tmp; \
-	if grep -q ' 0 charged twice, 0 lost responses,' docs/payments-pg.txt.tmp; then mv docs/payments-pg.txt.tmp docs/payments-pg.txt; else rm -f docs/payments-pg.txt.tmp; exit 1; fi
+	if grep -q ' 0 charged twice, 0 lost responses,' docs/payments-pg.txt.tmp; then mv docs/payments-pg.txt.tmp docs/payments-pg.txt; else rm -f docs/payments-pg.txt.tmp; exit 1; fi; \
+	$(REQUOTE)
 
 ## demo-metrics: the flaky demo service and a client instrumented with
 ## promretry for 10 s, /metrics on loopback; prints the key series
@@ -238,6 +256,7 @@ bench:
 ## storm: the retry-storm simulator; writes docs/storm/
 storm: deps
 	cd bench && $(GO) run ./storm -out ../docs/storm
+	$(REQUOTE)
 
 ## hedge: the hedging scenarios (independent and correlated slowness,
 ## zero configuration), httpretry's hedging beside failsafe-go and
@@ -246,7 +265,8 @@ storm: deps
 hedge:
 	@{ $(call figure_header,make hedge); (cd bench && $(GO) run ./storm -scenarios hedging -out ../docs/storm); } > docs/storm/hedging.txt.tmp; \
 	rc=$$?; if [ $$rc -ne 0 ]; then rm -f docs/storm/hedging.txt.tmp; exit $$rc; fi; \
-	mv docs/storm/hedging.txt.tmp docs/storm/hedging.txt; grep '^hedging:' docs/storm/hedging.txt
+	mv docs/storm/hedging.txt.tmp docs/storm/hedging.txt; grep '^hedging:' docs/storm/hedging.txt; \
+	$(REQUOTE)
 
 ## spread: where retries and hedges go when a hostname resolves to four
 ## addresses: backends on 127.0.0.2-127.0.0.5 over HTTP/1.1 and HTTP/2
@@ -270,6 +290,7 @@ storm-fleet: deps
 ## metastable.svg (about 6 min)
 throttle:
 	cd bench && $(GO) run ./storm -scenarios throttle -out ../docs/storm
+	$(REQUOTE)
 
 ## fuzz: a bounded fuzzing run of each target (the seed corpus runs in make test)
 fuzz:
@@ -278,24 +299,34 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRateLimit$$' -fuzztime 30s .
 	$(GO) test -run '^$$' -fuzz '^FuzzTransport$$' -fuzztime 30s .
 
-## mutate: mutation testing of the root package (slow, about 20 min; not
-## part of CI); writes docs/mutation.txt
+## mutate: mutation testing of the root package (slow, 40 minutes or
+## more on a shared 2-core machine; not part of CI, which vets its build);
+## writes docs/mutation.txt once it passes (the tests it runs read that
+## file: it is written whole, at the end) and fails below 95% test
+## efficacy or 95% mutator coverage
+MUTATE_THRESHOLD := 95
 mutate:
 	@{ $(call figure_header,make mutate); \
-	  $(GREMLINS) unleash --tags mutation --workers 2 -E 'httptestutil/' -E 'examples/' -E 'bench/' -E 'idempotency/' -E 'internal/' -E 'contrib/' . 2>&1; } | tee docs/mutation.txt
+	  $(GREMLINS) unleash --tags mutation --workers 2 --threshold-efficacy $(MUTATE_THRESHOLD) --threshold-mcover $(MUTATE_THRESHOLD) \
+	    -E 'httptestutil/' -E 'examples/' -E 'bench/' -E 'idempotency/' -E 'internal/' -E 'contrib/' . 2>&1; \
+	  echo "gremlins exit $$?"; } | tee docs/mutation.txt.tmp; \
+	if grep -q '^gremlins exit 0$$' docs/mutation.txt.tmp; then mv docs/mutation.txt.tmp docs/mutation.txt; else rm -f docs/mutation.txt.tmp; exit 1; fi; \
+	$(REQUOTE)
 
 ## faultmatrix: the fault matrix, every cell as a table line; writes
 ## docs/faultmatrix.txt (a few minutes under -race)
 faultmatrix:
 	@{ $(call figure_header,make faultmatrix); \
-	  $(GO) test -race -count=1 -run '^TestFaultMatrix$$' -v . 2>&1; } | tee docs/faultmatrix.txt; ! grep -q '^--- FAIL' docs/faultmatrix.txt
+	  $(GO) test -race -count=1 -run '^TestFaultMatrix$$' -v . 2>&1; } | tee docs/faultmatrix.txt; ! grep -q '^--- FAIL' docs/faultmatrix.txt && \
+	$(REQUOTE)
 
 ## layers: the retry-at-one-layer chain, the deadline propagated through
 ## it, and net/http's hidden resends bounded, with what each measured;
 ## writes docs/layers.txt
 layers:
 	@{ $(call figure_header,make layers); \
-	  $(GO) test -race -count=1 -run '^(TestRetryAtOneLayer|TestDeadlinePropagatesThroughChain|TestHiddenRetriesBounded)$$' -v . 2>&1; } | tee docs/layers.txt; ! grep -q '^--- FAIL' docs/layers.txt
+	  $(GO) test -race -count=1 -run '^(TestRetryAtOneLayer|TestDeadlinePropagatesThroughChain|TestHiddenRetriesBounded)$$' -v . 2>&1; } | tee docs/layers.txt; ! grep -q '^--- FAIL' docs/layers.txt && \
+	$(REQUOTE)
 
 ## ci-time: how long CI's make test takes from cold: a clean clone of
 ## HEAD (committed work only) in a temporary directory, run with an empty
@@ -318,7 +349,23 @@ ci-time:
 	  echo "make test from cold (a clean clone, empty GOCACHE and GOMODCACHE), $$(nproc) CPUs: $$secs s ($$((secs / 60)) min $$((secs % 60)) s)"; \
 	} | tee docs/ci-time.txt
 
-.PHONY: metrics-cost
+.PHONY: metrics-cost figures-check
+
+## figures-check: runs the cheap figure-writing targets one after another
+## (make layers, make metrics-cost, and make demo-payments with
+## PAYMENTS_ORDERS=300) in a copy of the working tree, then the figure
+## test there: a doc that quotes in prose a figure one of them rewrites
+## fails here, instead of breaking make check for whoever runs the
+## documented command next. The working tree's own files are left as they
+## are (a few minutes)
+FIGURES_CHECK_ORDERS ?= 300
+figures-check: deps
+	@dir=$$(mktemp -d /tmp/httpretry-figures.XXXXXX) || exit 1; \
+	trap 'rm -rf "$$dir"' EXIT; \
+	git ls-files -z --cached --others --exclude-standard | xargs -0 sh -c 'for f; do [ -e "$$f" ] || continue; mkdir -p "$$0/$$(dirname "$$f")" && cp -p "$$f" "$$0/$$f" || exit 1; done' "$$dir" || exit 1; \
+	echo "figures-check: make layers metrics-cost demo-payments (PAYMENTS_ORDERS=$(FIGURES_CHECK_ORDERS)), then the figure test, in $$dir"; \
+	cd "$$dir" && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s layers metrics-cost demo-payments PAYMENTS_ORDERS=$(FIGURES_CHECK_ORDERS) >figures-check.log 2>&1 || { tail -40 figures-check.log; echo "figures-check: a figure-writing target failed" >&2; exit 1; }; \
+	$(GO) test -count=1 -run '^TestDocFiguresGenerated$$' . || { echo "figures-check: the docs disagree with the files the targets just wrote: quote those figures in lines that requote updates (CONTRIBUTING.md, Figures)" >&2; exit 1; }
 
 ## metrics-cost: allocations per successful operation that promretry and
 ## otelretry (metrics, traces off) add over the same Transport without

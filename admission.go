@@ -54,7 +54,13 @@ func (op *operation) admitFirst(th *throttle.Throttle) error {
 	if err != throttle.ErrQuotaExhausted || !th.WaitQuota {
 		return err
 	}
-	if !op.waitForQuota(reset) {
+	waited, slept := op.waitForQuota(reset)
+	if slept && op.t.OnWait != nil {
+		// Nothing was waited before the first attempt but this: all of
+		// the operation's waits so far, and all of it the server's.
+		op.t.OnWait(op.req, Wait{Waited: op.waited, RetryAfter: op.waited})
+	}
+	if !waited {
 		return err
 	}
 	op.ticket, _, err = th.Admit(op.dest, op.req, op.clock)
@@ -85,25 +91,25 @@ func (op *operation) takeQuota() (time.Time, bool) {
 func (op *operation) refundQuota() { op.ticket.Refund() }
 
 // waitForQuota waits, with WaitQuota, until a spent quota resets at
-// reset, when mayWaitFor allows it; it reports false when it did not
-// wait or the wait ended with the operation's context or the request's
-// Cancel channel.
-func (op *operation) waitForQuota(reset time.Time) bool {
+// reset, when mayWaitFor allows it. It reports whether it waited until
+// the reset (false when it did not wait, or the wait ended with the
+// operation's context or the request's Cancel channel), and whether it
+// slept at all; the time slept, cut short or not, is the operation's.
+func (op *operation) waitForQuota(reset time.Time) (waited, slept bool) {
 	now := op.clock.Now()
 	if !op.t.Throttle.WaitQuota || !op.mayWaitFor(reset, now) {
-		return false
+		return false, false
 	}
 	timer := op.clock.NewTimer(reset.Sub(now))
 	defer timer.Stop()
 	select {
 	case <-timer.Chan():
+		waited = true
 	case <-op.ctx.Done():
-		return false
 	case <-op.cancelChan():
-		return false
 	}
 	op.waited += op.clock.Since(now)
-	return true
+	return waited, true
 }
 
 // takeQuotaForRetry takes a request from the quota for a retry about to
@@ -114,7 +120,7 @@ func (op *operation) takeQuotaForRetry() bool {
 	if ok {
 		return true
 	}
-	if !op.waitForQuota(reset) {
+	if waited, _ := op.waitForQuota(reset); !waited {
 		return false
 	}
 	_, ok = op.takeQuota()

@@ -55,9 +55,10 @@ type operation struct {
 
 	hedged // the attempts in flight of a hedged operation, and its counts
 
-	waited  time.Duration
-	wakeAt  time.Time // when the next attempt is planned to start
-	stopErr error     // the error that ended the operation, when not err
+	waited     time.Duration
+	wakeAt     time.Time     // when the next attempt is planned to start
+	wakeServer time.Duration // the part of the wait until wakeAt the server asked for
+	stopErr    error         // the error that ended the operation, when not err
 
 	admission        // the Throttle's state of the destination, when one is set
 	budget    Budget // the retry budget, the host's own with BudgetPerHost
@@ -461,7 +462,7 @@ func (op *operation) decide(resp *http.Response, err error) decision {
 	if !op.budget.Withdraw(op.ctx) {
 		return stopWith(BudgetExhausted)
 	}
-	op.wakeAt = now.Add(d.wait)
+	op.wakeAt, op.wakeServer = now.Add(d.wait), d.retryAfter
 	return d
 }
 
@@ -524,18 +525,44 @@ func (op *operation) discard(resp *http.Response) {
 // so the drain and the hooks since then are part of it, not added to it.
 // It returns a stop reason, or "" to go on.
 func (op *operation) wait() StopReason {
-	start := op.clock.Now()
-	if d := op.wakeAt.Sub(start); d > 0 {
-		timer := op.clock.NewTimer(d)
-		select {
-		case <-timer.Chan():
-		case <-op.ctx.Done():
-			timer.Stop()
-		case <-op.cancelChan():
-			timer.Stop()
-		}
-		op.waited += op.clock.Since(start)
+	before := op.waited
+	slept := op.sleepUntilWake()
+	reason := op.afterWait()
+	if op.t.OnWait != nil {
+		// A quota waited for after the sleep is the server's too.
+		total := op.waited - before
+		op.t.OnWait(op.req, Wait{After: op.number, Waited: total, RetryAfter: min(slept, op.wakeServer) + total - slept})
 	}
+	return reason
+}
+
+// sleepUntilWake sleeps until the next attempt's planned start, or until
+// the operation's context or Request.Cancel ends, and returns the time
+// slept, which it adds to the operation's.
+func (op *operation) sleepUntilWake() time.Duration {
+	start := op.clock.Now()
+	d := op.wakeAt.Sub(start)
+	if d <= 0 {
+		return 0
+	}
+	timer := op.clock.NewTimer(d)
+	select {
+	case <-timer.Chan():
+	case <-op.ctx.Done():
+		timer.Stop()
+	case <-op.cancelChan():
+		timer.Stop()
+	}
+	slept := op.clock.Since(start)
+	op.waited += slept
+	return slept
+}
+
+// afterWait decides whether the planned attempt may start now that the
+// wait is over: not once the caller has ended the operation or the
+// deadline leaves too little time, nor when the destination's quota was
+// spent meanwhile (waited for once more with WaitQuota).
+func (op *operation) afterWait() StopReason {
 	if op.callerEnded() {
 		op.stopErr = op.callerErr()
 		return Canceled

@@ -36,16 +36,26 @@ var errShortBody = errors.New("httpretry: request body shorter than its ContentL
 // must not hold RoundTrip past its deadline. The body is then closed under
 // the blocked Read, which is how an io.Pipe or a network body is
 // interrupted; the caller sees ctx's error. Either way the body is closed
-// exactly once: a Close need not be idempotent.
+// exactly once, and before bufferBody returns: a Close need not be
+// idempotent, and a caller that counts its closes (or reuses a file
+// descriptor) once RoundTrip has returned must find the body closed. The
+// close that ctx starts runs on a goroutine of its own, so bufferBody
+// waits for it, even when ctx had already ended and the whole body was
+// read before that goroutine ran.
 //
 // A body longer than its ContentLength is an error, as it is for
 // [http.Transport], and nothing is sent: sending the first ContentLength
 // bytes would silently truncate the request.
 func bufferBody(ctx context.Context, req *http.Request, limit int64) (*http.Request, error) {
-	stop := context.AfterFunc(ctx, func() { req.Body.Close() })
+	closedByCtx := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(closedByCtx)
+		req.Body.Close()
+	})
 	buf, err := readExactly(req.Body, req.ContentLength, limit)
 	if !stop() {
-		// The AfterFunc has closed the body, or is closing it.
+		// The AfterFunc has started: wait until it has closed the body.
+		<-closedByCtx
 		return nil, context.Cause(ctx)
 	}
 	closeErr := req.Body.Close()

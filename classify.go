@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"syscall"
+
+	"github.com/httpretry/httpretry/internal/serverdelay"
 )
 
 // ErrAttemptTimeout matches (with [errors.Is]) the error of an attempt that
@@ -135,15 +137,15 @@ func IsTransient(resp *http.Response, err error) bool {
 // keyInProgress reports whether a 409 is an idempotency layer's "the first
 // request with this key is still running": only that conflict ends by
 // itself. The request carried a key; the response asks to be retried
-// later (Retry-After or Retry-After-Ms), as such a layer does and a handler's own conflict
+// later (Retry-After, or one of its millisecond forms: Retry-After-Ms,
+// X-Amz-Retry-After), as such a layer does and a handler's own conflict
 // does not; and it is not a recorded response replayed, since a replay is
 // the final answer to the key.
 func keyInProgress(resp *http.Response) bool {
 	if resp.Request == nil || !hasIdempotencyKey(resp.Request.Header) {
 		return false
 	}
-	// Canonical names, indexed directly: no allocation on this path.
-	if len(resp.Header["Retry-After"]) == 0 && len(resp.Header[retryAfterMsHeader]) == 0 {
+	if !serverdelay.Present(resp.Header) {
 		return false
 	}
 	replayed := resp.Header["Idempotent-Replayed"]

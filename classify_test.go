@@ -81,6 +81,7 @@ func TestBusinessConflictIsFinal(t *testing.T) {
 		{"in progress", keyed, http.Header{"Retry-After": {"1"}}, true},
 		{"in progress, X-Idempotency-Key", xkeyed, http.Header{"Retry-After": {"1"}}, true},
 		{"in progress, Retry-After-Ms", keyed, http.Header{"Retry-After-Ms": {"500"}}, true},
+		{"in progress, X-Amz-Retry-After", keyed, http.Header{"X-Amz-Retry-After": {"500"}}, true},
 		{"in progress, Replayed false", keyed, http.Header{"Retry-After": {"1"}, "Idempotent-Replayed": {"false"}}, true},
 		{"business conflict", keyed, http.Header{"Content-Type": {"application/json"}}, false},
 		{"business conflict, no header", keyed, nil, false},

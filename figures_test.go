@@ -6,9 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/httpretry/httpretry/internal/figures"
 )
 
 // This file keeps the figures the docs quote true to the files that make
@@ -28,19 +29,7 @@ import (
 //     count per op (allocs/op, B/op), a "measured on" date or commit — fail
 //     the test.
 
-// figureDocs returns the docs whose figures are checked.
-func figureDocs(t *testing.T) []string {
-	t.Helper()
-	docs, err := filepath.Glob("docs/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append([]string{"README.md", "CONTRIBUTING.md", "contrib/redisretry/README_IDEMPOTENCY.md"}, docs...)
-}
-
 var (
-	reFigureOpen  = regexp.MustCompile(`^<!-- figures: (.+?) -->$`)
-	reFigureClose = regexp.MustCompile(`^<!-- /figures -->$`)
 	// reNumber matches a number as docs and generated files write it:
 	// 1,325, 2.98, 0.3, 98.13.
 	reNumber = regexp.MustCompile(`\d[\d,]*(?:\.\d+)?`)
@@ -49,13 +38,6 @@ var (
 	reGeneratedBy    = regexp.MustCompile(`(?:make [a-z-]+|go run).*\d{4}-\d\d-\d\d|\d{4}-\d\d-\d\d.*(?:make [a-z-]+|go run)`)
 )
 
-// figureRegion is one marked region of a doc.
-type figureRegion struct {
-	line  int // of the opening marker
-	files []string
-	text  string
-}
-
 // TestDocFiguresGenerated checks the docs' figures by the rules above.
 func TestDocFiguresGenerated(t *testing.T) {
 	t.Parallel()
@@ -63,7 +45,11 @@ func TestDocFiguresGenerated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, doc := range figureDocs(t) {
+	docs, err := figures.Docs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range docs {
 		text, err := os.ReadFile(doc)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -71,7 +57,7 @@ func TestDocFiguresGenerated(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		regions, outside, err := figureRegions(string(text))
+		regions, outside, err := figures.Parse(string(text))
 		if err != nil {
 			t.Errorf("%s: %v", doc, err)
 			continue
@@ -87,63 +73,16 @@ func TestDocFiguresGenerated(t *testing.T) {
 	}
 }
 
-// figureRegions splits a doc into its marked regions and the lines outside
-// them, by line number.
-func figureRegions(text string) (regions []figureRegion, outside map[int]string, err error) {
-	outside = map[int]string{}
-	var cur *figureRegion
-	inCode := false
-	for i, line := range strings.Split(text, "\n") {
-		n := i + 1
-		trimmed := strings.TrimSpace(line)
-		if fence := strings.HasPrefix(trimmed, "```"); fence || inCode {
-			// A code block is quoted whole: markers in it are text, and
-			// its figures are checked like the rest.
-			inCode = inCode != fence
-			if cur != nil {
-				cur.text += line + "\n"
-			} else if !fence {
-				outside[n] = line
-			}
-			continue
-		}
-		if m := reFigureOpen.FindStringSubmatch(trimmed); m != nil {
-			if cur != nil {
-				return nil, nil, errors.New("line " + strconv.Itoa(n) + ": a figures region opens inside another")
-			}
-			cur = &figureRegion{line: n, files: strings.Fields(m[1])}
-			continue
-		}
-		if reFigureClose.MatchString(trimmed) {
-			if cur == nil {
-				return nil, nil, errors.New("line " + strconv.Itoa(n) + ": <!-- /figures --> closes no region")
-			}
-			regions = append(regions, *cur)
-			cur = nil
-			continue
-		}
-		if cur != nil {
-			cur.text += line + "\n"
-		} else {
-			outside[n] = line
-		}
-	}
-	if cur != nil {
-		return nil, nil, errors.New("line " + strconv.Itoa(cur.line) + ": a figures region is never closed")
-	}
-	return regions, outside, nil
-}
-
 // checkFigureRegion checks one region: its files are generated and named
 // in the Makefile, and hold every number the region quotes.
-func checkFigureRegion(t *testing.T, doc string, r figureRegion, makefile string) {
+func checkFigureRegion(t *testing.T, doc string, r figures.Region, makefile string) {
 	t.Helper()
 	held := map[string]bool{}
 	var pending []string
-	for _, f := range r.files {
+	for _, f := range r.Files {
 		path := filepath.Join(filepath.Dir(doc), f)
 		if !strings.Contains(makefile, filepath.ToSlash(path)) && !strings.Contains(makefile, filepath.ToSlash(filepath.Dir(path))) {
-			t.Errorf("%s:%d: %s is named by no Makefile target: a figure must come from a make target", doc, r.line, path)
+			t.Errorf("%s:%d: %s is named by no Makefile target: a figure must come from a make target", doc, r.Line, path)
 		}
 		data, err := os.ReadFile(path)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -155,19 +94,19 @@ func checkFigureRegion(t *testing.T, doc string, r figureRegion, makefile string
 		}
 		head := strings.Join(strings.SplitN(string(data), "\n", 6)[:min(5, strings.Count(string(data), "\n")+1)], "\n")
 		if !reGeneratedBy.MatchString(head) {
-			t.Errorf("%s:%d: %s does not say in its first lines which command wrote it and when", doc, r.line, path)
+			t.Errorf("%s:%d: %s does not say in its first lines which command wrote it and when", doc, r.Line, path)
 		}
 		for _, num := range reNumber.FindAllString(string(data), -1) {
 			held[strings.ReplaceAll(num, ",", "")] = true
 		}
 	}
 	if len(pending) > 0 {
-		t.Logf("%s:%d: pending until its target runs: %s", doc, r.line, strings.Join(pending, ", "))
+		t.Logf("%s:%d: pending until its target runs: %s", doc, r.Line, strings.Join(pending, ", "))
 		return
 	}
-	for _, num := range reNumber.FindAllString(r.text, -1) {
+	for _, num := range reNumber.FindAllString(r.Text, -1) {
 		if !held[strings.ReplaceAll(strings.TrimRight(num, ","), ",", "")] {
-			t.Errorf("%s:%d: the figure %s is in none of %s", doc, r.line, num, strings.Join(r.files, ", "))
+			t.Errorf("%s:%d: the figure %s is in none of %s", doc, r.Line, num, strings.Join(r.Files, ", "))
 		}
 	}
 }

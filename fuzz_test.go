@@ -517,6 +517,7 @@ func fzRun(t *testing.T, sc fzScenario) {
 	var mu sync.Mutex
 	var attempts []Attempt
 	var dones []Outcome
+	var waitsDone []Wait
 	var logs bytes.Buffer
 	var budget Budget = Unlimited
 	switch sc.budget {
@@ -550,6 +551,11 @@ func fzRun(t *testing.T, sc fzScenario) {
 				}
 			}
 		},
+		OnWait: func(_ *http.Request, w Wait) {
+			mu.Lock()
+			defer mu.Unlock()
+			waitsDone = append(waitsDone, w)
+		},
 		OnDone: func(_ *http.Request, o Outcome) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -582,10 +588,11 @@ func fzRun(t *testing.T, sc fzScenario) {
 	}
 	keyless := sc.method == "POST"
 	// bufFails reports an attempt whose response BufferResponse reads in
-	// full, and whose body resets before its declared length: the
+	// full, and whose body resets before its declared length, or, when
+	// that is 0, where its EOF (and its trailers) should be: the
 	// Transport makes that attempt an error.
 	bufFails := func(c *fzCall) bool {
-		return c.resp != nil && sc.bufferResponse > 0 && !keyless && c.step.fails && c.step.size > 0 &&
+		return c.resp != nil && sc.bufferResponse > 0 && !keyless && c.step.fails &&
 			int64(c.step.size) <= sc.bufferResponse
 	}
 
@@ -725,6 +732,21 @@ driver:
 	}
 	if sumWait != o.Waited {
 		t.Errorf("waits add up to %v; Outcome.Waited %v\n%s", sumWait, o.Waited, desc)
+	}
+	// OnWait: once per wait, after each attempt but the last, for the
+	// whole wait (the driver lets every wait run its course), its server
+	// part within the wait.
+	if len(waitsDone) != len(attempts)-1 {
+		t.Errorf("OnWait ran %d times for %d attempts; want once between two attempts\n%s", len(waitsDone), len(attempts), desc)
+	}
+	for k, w := range waitsDone {
+		if k >= len(attempts) {
+			break
+		}
+		a := attempts[k]
+		if w.After != a.Number || w.Waited != a.Wait || w.RetryAfter != min(a.RetryAfter, a.Wait) {
+			t.Errorf("OnWait %+v after attempt %d, which announced a wait of %v (server %v)\n%s", w, a.Number, a.Wait, a.RetryAfter, desc)
+		}
 	}
 	if got, want := strings.Count(logs.String(), "\n"), o.Attempts-1+btoi(o.Reason != Final); got != want {
 		t.Errorf("%d log records; want one per retry and one for a %s stop: %d\n%s\n%s", got, o.Reason, want, logs.String(), desc)

@@ -240,47 +240,100 @@ func TestDetachedWorkKeepsItsOwnRetries(t *testing.T) {
 	}
 }
 
-// TestDetachedWorkWithItsOwnTimeoutKeepsItsRetries: work a handler detaches
-// from its request with context.WithoutCancel and bounds with a timeout of
-// its own is retried by its own Transport even while the request still
-// runs: nobody upstream retries that work, whether it started before or
-// after the response was sent.
-func TestDetachedWorkWithItsOwnTimeoutKeepsItsRetries(t *testing.T) {
-	t.Skip("KNOWN BREAK: the ownership mark is a context value and survives context.WithoutCancel; " +
-		"a context derived from the detached one (WithTimeout) has a Done channel again, so while the " +
-		"request runs it cannot be told from the request's own context with the public context API. " +
-		"Needs an API decision (e.g. an exported way to detach work from the upstream owner).")
+// TestDetachedWorkWithItsOwnTimeoutKeepsItsRetriesWhenMarkedOwn: work a
+// handler detaches from its request with context.WithoutCancel and bounds
+// with a timeout of its own, while the request still runs, is retried by
+// its own Transport (3 attempts) once marked WithOwnRetries: nobody
+// upstream retries that work. Without the mark such a context cannot be
+// told from the request's own (it ends again, and the request has not
+// ended), so it makes one attempt, as docs/rules.md says.
+func TestDetachedWorkWithItsOwnTimeoutKeepsItsRetriesWhenMarkedOwn(t *testing.T) {
 	for _, p := range protocols {
-		t.Run(p.name, func(t *testing.T) {
-			var hits atomic.Int32
-			backend := newLoopbackServer(t, p.h2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if hits.Add(1) < 3 {
-					w.WriteHeader(http.StatusServiceUnavailable)
-					return
+		for _, tt := range []struct {
+			name   string
+			detach func(context.Context) context.Context
+			want   int
+		}{
+			{"WithOwnRetries", func(ctx context.Context) context.Context { return WithOwnRetries(context.WithoutCancel(ctx)) }, 3},
+			{"WithoutCancel and a timeout, unmarked", context.WithoutCancel, 1},
+		} {
+			t.Run(p.name+"/"+tt.name, func(t *testing.T) {
+				var hits atomic.Int32
+				backend := newLoopbackServer(t, p.h2, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if hits.Add(1) < 3 {
+						w.WriteHeader(http.StatusServiceUnavailable)
+						return
+					}
+					io.WriteString(w, "done")
+				}))
+				tr := &Transport{Base: serverBase(t, backend), Jitter: noJitter, BaseDelay: time.Millisecond}
+				var o Outcome
+				front := newLoopbackServer(t, p.h2, Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					ctx, cancel := context.WithTimeout(tt.detach(r.Context()), 10*time.Second)
+					defer cancel()
+					resp, err := tr.RoundTrip(newRequest(t, WithOutcome(ctx, &o), "GET", backend.URL, nil))
+					if err == nil {
+						resp.Body.Close()
+					}
+					w.WriteHeader(http.StatusAccepted)
+				}), 0))
+				req := newRequest(t, context.Background(), "GET", front.URL, nil)
+				req.Header.Set(AttemptHeader, "1")
+				resp, err := serverBase(t, front).RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
 				}
-				io.WriteString(w, "done")
-			}))
-			tr := &Transport{Base: serverBase(t, backend), Jitter: noJitter, BaseDelay: time.Millisecond}
-			var o Outcome
-			front := newLoopbackServer(t, p.h2, Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
-				defer cancel()
-				resp, err := tr.RoundTrip(newRequest(t, WithOutcome(ctx, &o), "GET", backend.URL, nil))
-				if err == nil {
-					resp.Body.Close()
+				resp.Body.Close()
+				if got := int(hits.Load()); got != tt.want || o.Attempts != tt.want {
+					t.Errorf("backend saw %d requests, outcome %+v; want %d", got, o, tt.want)
 				}
-				w.WriteHeader(http.StatusAccepted)
-			}), 0))
-			req := newRequest(t, context.Background(), "GET", front.URL, nil)
-			req.Header.Set(AttemptHeader, "1")
-			resp, err := serverBase(t, front).RoundTrip(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if got := int(hits.Load()); got != 3 || o.Attempts != 3 {
-				t.Errorf("backend saw %d requests, outcome %+v; want 3", got, o)
-			}
-		})
+			})
+		}
 	}
+}
+
+// TestWithOwnRetries: a context marked as owned by an outer layer makes
+// one attempt; WithOwnRetries of it makes MaxAttempts, keeps its values,
+// deadline and cancellation, and leaves an unmarked context as it is. A
+// Transport sending with it takes ownership again for the layers below.
+func TestWithOwnRetries(t *testing.T) {
+	t.Parallel()
+	plain := context.WithValue(context.Background(), ctxTestKey{}, "v")
+	if got := WithOwnRetries(plain); got != plain {
+		t.Error("WithOwnRetries of an unmarked context returned another context; want it unchanged")
+	}
+	ctx, cancel := context.WithTimeout(plain, time.Hour)
+	defer cancel()
+	owned := withRetriesOwned(ctx)
+	if !retriesOwned(owned) {
+		t.Fatal("the marked context is not owned")
+	}
+	own := WithOwnRetries(owned)
+	if retriesOwned(own) {
+		t.Error("WithOwnRetries left the context owned")
+	}
+	if own.Value(ctxTestKey{}) != "v" {
+		t.Error("WithOwnRetries lost the context's values")
+	}
+	if d, ok := own.Deadline(); !ok || !d.Equal(mustDeadline(t, ctx)) {
+		t.Errorf("deadline %v, %v; want the parent's", d, ok)
+	}
+	if !retriesOwned(withRetriesOwned(own)) {
+		t.Error("a Transport below WithOwnRetries cannot take ownership again")
+	}
+	cancel()
+	if own.Err() == nil {
+		t.Error("WithOwnRetries ignored its parent's cancellation")
+	}
+}
+
+type ctxTestKey struct{}
+
+func mustDeadline(t *testing.T, ctx context.Context) time.Time {
+	t.Helper()
+	d, ok := ctx.Deadline()
+	if !ok {
+		t.Fatal("no deadline")
+	}
+	return d
 }

@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -40,13 +41,19 @@ func TestHedgeConcurrentHooksNoRace(t *testing.T) {
 				wg.Go(func() {
 					var o Outcome
 					resp, err := tr.RoundTrip(newRequest(t, WithOutcome(context.Background(), &o), "GET", srv.URL, nil))
+					attempts.Add(int64(o.Attempts))
 					if err != nil {
-						t.Errorf("RoundTrip: %v", err)
+						// A machine loaded enough to leave a server silent
+						// for IdleTimeout on every attempt fails the
+						// operation that way, as the rules allow; its
+						// attempts are counted all the same.
+						if !errors.Is(err, ErrIdleTimeout) {
+							t.Errorf("RoundTrip: %v", err)
+						}
 						return
 					}
 					io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
-					attempts.Add(int64(o.Attempts))
 				})
 			}
 			wg.Wait()

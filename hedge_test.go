@@ -565,3 +565,76 @@ func sequence(draws ...float64) func() float64 {
 		return d
 	}
 }
+
+// TestLearnedAttemptTimeoutWithinAttemptTimeout: the learned limit
+// applies within AttemptTimeout: the smaller of the two cuts a hanging
+// attempt, 130ms learned under an AttemptTimeout of 1s, and an
+// AttemptTimeout of 50ms under 130ms learned.
+func TestLearnedAttemptTimeoutWithinAttemptTimeout(t *testing.T) {
+	for _, tt := range []struct {
+		attemptTimeout, want time.Duration
+	}{
+		{time.Second, 130 * ms},
+		{50 * ms, 50 * ms},
+	} {
+		t.Run(tt.attemptTimeout.String(), func(t *testing.T) {
+			fc := clockwork.NewFakeClock()
+			base := httptestutil.NewTransport(fc, httptestutil.Step{Action: httptestutil.Hang})
+			tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, AttemptTimeout: tt.attemptTimeout,
+				LearnAttemptTimeout: &LearnedTimeout{}}
+			s := tr.latencies()
+			d := s.Lookup("api.example")
+			for range DefaultLearnedMinSamples {
+				d.Record(100*ms, false)
+			}
+			var o Outcome
+			ch := start(tr, newRequest(t, WithOutcome(context.Background(), &o), "GET", "https://api.example/items", nil))
+			advanceAt(t, fc, base, 1, 1, tt.want)
+			r := await(t, ch)
+			if !errors.Is(r.err, ErrAttemptTimeout) {
+				t.Fatalf("error = %v; want an attempt timeout", r.err)
+			}
+			if o.Elapsed != tt.want {
+				t.Errorf("elapsed = %v; want %v", o.Elapsed, tt.want)
+			}
+		})
+	}
+}
+
+// TestHedgeLoserLeftToFinishEndsAtTheDeadline: with FinishLosers, a loser
+// runs on after the winner, detached from the operation's context, but
+// never past the operation's deadline: here FinishLosers is an hour, the
+// Timeout a second, and the first attempt, which hangs, ends exactly at
+// the deadline.
+func TestHedgeLoserLeftToFinishEndsAtTheDeadline(t *testing.T) {
+	fc := clockwork.NewFakeClock()
+	t0 := fc.Now()
+	var hits atomic.Int32
+	loserEnded := make(chan time.Time, 1)
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if hits.Add(1) == 1 {
+			<-req.Context().Done()
+			loserEnded <- fc.Now()
+			return nil, req.Context().Err()
+		}
+		return response(req, 200, "ok"), nil
+	})
+	tr := &Transport{Base: base, Clock: fc, Timeout: time.Second,
+		Hedging: &Hedging{Delay: 10 * ms, FinishLosers: time.Hour}}
+	ch := start(tr, newRequest(t, context.Background(), "GET", "https://api.example/items", nil))
+	advanceAt(t, fc, hitCount{&hits}, 1, 1, 10*ms)
+	r := await(t, ch)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	readBody(t, r.resp)
+	advance(t, fc, 1, 990*ms) // to the deadline
+	select {
+	case at := <-loserEnded:
+		if got := at.Sub(t0); got != time.Second {
+			t.Errorf("the loser ended %v after the start; want at the 1s deadline", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the loser left to finish outlived the operation's deadline")
+	}
+}

@@ -1,8 +1,3 @@
-// The mutation tag (make mutate) leaves out the slow real-network tests
-// that use this file.
-
-//go:build !mutation
-
 package httpretry
 
 import (

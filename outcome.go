@@ -25,12 +25,14 @@ type Attempt struct {
 	// response headers or its error.
 	Duration time.Duration
 	// Wait is the wait scheduled before the next attempt, 0 when none
-	// follows.
+	// follows. The caller may cut it short: [Transport.OnWait] reports
+	// the time actually waited.
 	Wait time.Duration
 	// RetryAfter is the part of Wait the server asked for with
-	// Retry-After or Retry-After-Ms; the rest of Wait is jitter. 0 when
-	// the wait is the Transport's own backoff (or none follows), so that
-	// waits imposed by the server can be told from the client's own.
+	// Retry-After, Retry-After-Ms or X-Amz-Retry-After; the rest of Wait
+	// is jitter. 0 when the wait is the Transport's own backoff (or none
+	// follows), so that waits imposed by the server can be told from the
+	// client's own.
 	RetryAfter time.Duration
 
 	// The fields below say where the attempt's time went, as Base reported
@@ -68,6 +70,26 @@ type Attempt struct {
 	FirstByte time.Duration
 }
 
+// Wait describes one wait of an operation once it ended, as reported to
+// [Transport.OnWait]: the time actually waited, whether the wait ran its
+// course or the caller's context, the operation's Timeout or
+// Request.Cancel cut it short.
+type Wait struct {
+	// After is the number of the attempt the wait followed; 0 for a wait
+	// before the first attempt (a spent quota waited for, with
+	// [Throttle.WaitQuota]).
+	After int
+	// Waited is the time actually waited. The Waited of an operation's
+	// waits add up to its [Outcome.Waited].
+	Waited time.Duration
+	// RetryAfter is the part of Waited the server asked for: its
+	// Retry-After (or a millisecond form), or the reset of a spent quota
+	// with [Throttle.WaitQuota]; the rest is the Transport's own backoff
+	// or jitter. The server's part of a wait comes first, so a wait cut
+	// short loses its jitter first.
+	RetryAfter time.Duration
+}
+
 // ConnUse says whether an attempt reused a connection. Its values are a
 // small fixed set, safe to use as a metric label.
 type ConnUse string
@@ -99,7 +121,10 @@ type Outcome struct {
 	// operation was canceled during a wait; nil if the operation ended with
 	// a response.
 	Err error
-	// Waited is the total time spent waiting between attempts.
+	// Waited is the total time spent waiting between attempts (and, with
+	// [Throttle.WaitQuota], for a spent quota before the first), cut
+	// waits counted for the time they lasted: the sum of the waits
+	// reported to [Transport.OnWait].
 	Waited time.Duration
 	// Elapsed is the time from the start of RoundTrip until it returned.
 	Elapsed time.Duration

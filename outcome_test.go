@@ -120,22 +120,33 @@ func TestUnconnectedAttemptIsNotOutcomeUnknown(t *testing.T) {
 		t.Errorf("%d dials; want 3", got)
 	}
 
-	// The control: the request reached the server.
+	// The control: the request reached the server, and only then does the
+	// attempt's time run out (on a fake clock, so that the verdict does
+	// not depend on how fast a loaded machine serves it).
 	var hits atomic.Int32
-	release := make(chan struct{})
+	reached, release := make(chan struct{}, 1), make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		io.Copy(io.Discard, r.Body)
+		reached <- struct{}{}
 		<-release
 	}))
 	defer srv.Close()
 	defer close(release)
-	tr = &Transport{Base: srv.Client().Transport, AttemptTimeout: 50 * time.Millisecond, Timeout: 10 * time.Second,
+	fc := clockwork.NewFakeClock()
+	tr = &Transport{Base: srv.Client().Transport, Clock: fc, AttemptTimeout: 50 * time.Millisecond, Timeout: 10 * time.Second,
 		Jitter: noJitter, Budget: Unlimited}
 	req = newRequest(t, context.Background(), "POST", srv.URL+"/orders", strings.NewReader("{}"))
-	_, err = tr.RoundTrip(req)
-	if !errors.As(err, &e) || e.Reason != NotIdempotent || !errors.Is(err, ErrOutcomeUnknown) {
-		t.Fatalf("err = %v; want not_idempotent and ErrOutcomeUnknown", err)
+	ch := start(tr, req)
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the request never reached the server")
+	}
+	advance(t, fc, 2, 50*time.Millisecond) // the operation's Timeout and the attempt's limit
+	r := await(t, ch)
+	if !errors.As(r.err, &e) || e.Reason != NotIdempotent || !errors.Is(r.err, ErrOutcomeUnknown) {
+		t.Fatalf("err = %v; want not_idempotent and ErrOutcomeUnknown", r.err)
 	}
 	if got := hits.Load(); got != 1 {
 		t.Errorf("%d hits; want 1", got)

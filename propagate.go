@@ -57,6 +57,40 @@ func withRetriesOwned(ctx context.Context) context.Context {
 	return context.WithValue(ctx, ownerKey{}, ownerMark{done: ctx.Done()})
 }
 
+// ownerGone is the Done channel of a mark whose owner is gone: closed, as
+// that of a marked context that has ended.
+var ownerGone = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// WithOwnRetries returns a context derived from ctx whose requests own
+// their retries again, whatever layer owned ctx's: a Transport that sends
+// a request made with it makes its full MaxAttempts, as if no [Handler]
+// or outer Transport were above it. ctx's values, deadline and
+// cancellation are kept.
+//
+// Use it for work a handler (or an outer operation) detaches from its
+// request, which nobody upstream will retry. Work detached with
+// [context.WithoutCancel] alone is recognised as detached, but not once a
+// deadline is added to it: such a context ends again, and while the
+// request runs it cannot be told from the request's own. So detach it
+// explicitly:
+//
+//	detached := httpretry.WithOwnRetries(context.WithoutCancel(r.Context()))
+//	go func() {
+//		ctx, cancel := context.WithTimeout(detached, 10*time.Second)
+//		defer cancel()
+//		sendReceipt(ctx, order) // retried by its own Transport
+//	}()
+func WithOwnRetries(ctx context.Context) context.Context {
+	if _, ok := ctx.Value(ownerKey{}).(ownerMark); !ok {
+		return ctx
+	}
+	return context.WithValue(ctx, ownerKey{}, ownerMark{done: ownerGone})
+}
+
 // marksOwnership reports whether attempts sent through base must carry
 // the ownership mark. Nothing below an *http.Transport retries on its own
 // behalf (its hidden connection-level retries are bounded by the attempt's

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/httpretry/httpretry/internal/serverdelay"
 )
 
 // maxDuration is the largest time.Duration. A Retry-After too large to
@@ -15,11 +17,12 @@ const maxDuration = time.Duration(math.MaxInt64)
 // ParseRetryAfter returns the delay a response's headers ask for before
 // another attempt, and whether they held a valid value.
 //
-// A valid Retry-After-Ms header comes first: a non-negative decimal number
-// of milliseconds, fractions allowed ("800", "1.5"), as OpenAI's and
-// Anthropic's APIs send it for precision below a second. A malformed,
-// negative, non-finite or overflowing Retry-After-Ms is ignored, and
-// Retry-After (RFC 9110 §10.2.3) is read instead.
+// A valid millisecond header comes first: Retry-After-Ms, as OpenAI's and
+// Anthropic's APIs send it for precision below a second, then
+// X-Amz-Retry-After, as AWS services send it. Either is a non-negative
+// decimal number of milliseconds, fractions allowed ("800", "1.5"). A
+// malformed, negative, non-finite or overflowing one is ignored, and the
+// next is read, Retry-After (RFC 9110 §10.2.3) last.
 //
 // The Retry-After value is either delay-seconds, one or more ASCII digits, or an
 // HTTP-date in any of the three formats [http.ParseTime] accepts. A date is
@@ -34,10 +37,12 @@ const maxDuration = time.Duration(math.MaxInt64)
 //
 // ParseRetryAfter reads no clock: now is the time the response arrived.
 func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
-	if d, ok := parseRetryAfterMs(h); ok {
-		return d, true
+	for _, name := range msDelayHeaders {
+		if d, ok := parseRetryAfterMs(h[name]); ok {
+			return d, true
+		}
 	}
-	v := strings.Trim(h.Get("Retry-After"), " \t")
+	v := strings.Trim(h.Get(serverdelay.RetryAfter), " \t")
 	if v == "" {
 		return 0, false
 	}
@@ -57,16 +62,17 @@ func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	return max(at.Sub(now), 0), true
 }
 
-// retryAfterMsHeader is the millisecond form of Retry-After some APIs send
-// beside it. net/http canonicalizes "retry-after-ms" to this spelling.
-const retryAfterMsHeader = "Retry-After-Ms"
+// msDelayHeaders are the millisecond forms of Retry-After, in the order
+// ParseRetryAfter reads them, before Retry-After: the one list of them,
+// which the idempotency middleware reads too.
+var msDelayHeaders = serverdelay.Millisecond
 
-// parseRetryAfterMs parses Retry-After-Ms: 1*DIGIT ["." *DIGIT], or
-// "." 1*DIGIT, in milliseconds. Digits beyond the nanosecond are dropped.
-// A value that does not fit in a Duration is invalid, not saturated: it is
-// a malformed hint, and Retry-After may still hold a usable one.
-func parseRetryAfterMs(h http.Header) (time.Duration, bool) {
-	vs := h[retryAfterMsHeader]
+// parseRetryAfterMs parses the first value of a millisecond header:
+// 1*DIGIT ["." *DIGIT], or "." 1*DIGIT, in milliseconds. Digits beyond
+// the nanosecond are dropped. A value that does not fit in a Duration is
+// invalid, not saturated: it is a malformed hint, and the next header may
+// still hold a usable one.
+func parseRetryAfterMs(vs []string) (time.Duration, bool) {
 	if len(vs) == 0 {
 		return 0, false
 	}

@@ -2,8 +2,10 @@ package httpretry
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,9 +78,10 @@ func TestParseRetryAfterNilHeader(t *testing.T) {
 	}
 }
 
-// TestParseRetryAfterMs: a valid Retry-After-Ms (milliseconds, fractions
-// allowed) comes before Retry-After; a malformed one is ignored and
-// Retry-After is read instead.
+// TestParseRetryAfterMs: a valid millisecond header, Retry-After-Ms or
+// X-Amz-Retry-After (milliseconds, fractions allowed, the same grammar),
+// comes before Retry-After; a malformed one is ignored and Retry-After is
+// read instead.
 func TestParseRetryAfterMs(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 9, 5, 12, 0, 0, 0, time.UTC)
@@ -113,27 +116,66 @@ func TestParseRetryAfterMs(t *testing.T) {
 		{"the sixth fractional digit is a nanosecond", "1.000001", "", time.Millisecond + 1, true},
 		{"huge then garbage is invalid", "99999999999999999999x", "4", 4 * time.Second, true},
 	}
-	for _, tt := range tests {
+	for _, name := range []string{"Retry-After-Ms", "X-Amz-Retry-After"} {
+		for _, tt := range tests {
+			t.Run(name+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				h := http.Header{}
+				if tt.ms != "" {
+					h[name] = []string{tt.ms}
+				}
+				if tt.after != "" {
+					h.Set("Retry-After", tt.after)
+				}
+				got, ok := ParseRetryAfter(h, now)
+				if got != tt.want || ok != tt.wantOK {
+					t.Errorf("ParseRetryAfter(%s %q, Retry-After %q) = %v, %v; want %v, %v", name, tt.ms, tt.after, got, ok, tt.want, tt.wantOK)
+				}
+			})
+		}
+	}
+	// As net/http receives them: any case, canonicalized.
+	for _, name := range []string{"retry-after-ms", "x-amz-retry-after", "X-AMZ-RETRY-AFTER"} {
+		h := http.Header{}
+		h.Add(name, "800")
+		if got, ok := ParseRetryAfter(h, now); got != 800*time.Millisecond || !ok {
+			t.Errorf("%s: got %v, %v; want 800ms", name, got, ok)
+		}
+	}
+}
+
+// TestParseRetryAfterMillisecondHeadersInOrder: Retry-After-Ms is read
+// before X-Amz-Retry-After, and both before Retry-After; the first valid
+// one counts, whichever comes later in the response.
+func TestParseRetryAfterMillisecondHeadersInOrder(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 9, 5, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name  string
+		ms    string // Retry-After-Ms, if not empty
+		amz   string // X-Amz-Retry-After, if not empty
+		after string // Retry-After, if not empty
+		want  time.Duration
+	}{
+		{"both valid: Retry-After-Ms", "800", "1200", "3", 800 * time.Millisecond},
+		{"Retry-After-Ms malformed: X-Amz-Retry-After", "soon", "1200", "3", 1200 * time.Millisecond},
+		{"X-Amz-Retry-After alone", "", "250", "", 250 * time.Millisecond},
+		{"X-Amz-Retry-After before Retry-After", "", "250", "3", 250 * time.Millisecond},
+		{"X-Amz-Retry-After malformed: Retry-After", "", "-5", "3", 3 * time.Second},
+		{"both malformed: Retry-After", "x", "y", "3", 3 * time.Second},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			h := http.Header{}
-			if tt.ms != "" {
-				h["Retry-After-Ms"] = []string{tt.ms}
+			for name, v := range map[string]string{"Retry-After-Ms": tt.ms, "X-Amz-Retry-After": tt.amz, "Retry-After": tt.after} {
+				if v != "" {
+					h.Set(name, v)
+				}
 			}
-			if tt.after != "" {
-				h.Set("Retry-After", tt.after)
-			}
-			got, ok := ParseRetryAfter(h, now)
-			if got != tt.want || ok != tt.wantOK {
-				t.Errorf("ParseRetryAfter(Retry-After-Ms %q, Retry-After %q) = %v, %v; want %v, %v", tt.ms, tt.after, got, ok, tt.want, tt.wantOK)
+			if got, ok := ParseRetryAfter(h, now); got != tt.want || !ok {
+				t.Errorf("ParseRetryAfter(%v) = %v, %v; want %v, true", h, got, ok, tt.want)
 			}
 		})
-	}
-	// As net/http receives it: any case, canonicalized.
-	h := http.Header{}
-	h.Add("retry-after-ms", "800")
-	if got, ok := ParseRetryAfter(h, now); got != 800*time.Millisecond || !ok {
-		t.Errorf("retry-after-ms: got %v, %v; want 800ms", got, ok)
 	}
 }
 
@@ -181,9 +223,12 @@ func TestServerDelayHonouredPerStatus(t *testing.T) {
 		{429, http.Header{"Retry-After-Ms": {"800"}}, 800 * time.Millisecond},
 		{503, http.Header{"Retry-After": {"2"}}, 2 * time.Second},
 		{529, http.Header{"Retry-After-Ms": {"1500.5"}, "Retry-After": {"9"}}, 1500500 * time.Microsecond},
+		{503, http.Header{"X-Amz-Retry-After": {"1200"}, "Retry-After": {"9"}}, 1200 * time.Millisecond},
+		{409, http.Header{"X-Amz-Retry-After": {"700"}}, 700 * time.Millisecond},
+		{500, http.Header{"X-Amz-Retry-After": {"3000"}}, 0},
 		{500, http.Header{"Retry-After": {"3"}}, 0},
 	} {
-		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
+		t.Run(strconv.Itoa(tc.status)+"/"+strings.Join(slices.Sorted(maps.Keys(tc.header)), ","), func(t *testing.T) {
 			t.Parallel()
 			fc := clockwork.NewFakeClock()
 			base := httptestutil.NewTransport(fc, httptestutil.Step{Status: tc.status, Header: tc.header}, httptestutil.Step{Status: 200})
@@ -231,5 +276,19 @@ func TestRulesOverflowingRetryAfterStopsTooLong(t *testing.T) {
 	}
 	if !strings.Contains(para, "`Retry-After` too large for a duration") || !strings.Contains(para, "`retry_after_too_long`") {
 		t.Errorf("docs/rules.md does not say that a Retry-After too large for a duration stops with retry_after_too_long:\n%s", para)
+	}
+	// Every header the server's delay is read from is named, in the
+	// order ParseRetryAfter reads them.
+	last := -1
+	for _, name := range append(msDelayHeaders[:], "Retry-After") {
+		at := strings.Index(para, "`"+name+"`")
+		if at < 0 {
+			t.Errorf("docs/rules.md's paragraph on the server's delay does not name %s, which ParseRetryAfter reads:\n%s", name, para)
+			continue
+		}
+		if at < last {
+			t.Errorf("docs/rules.md names %s out of the order ParseRetryAfter reads the headers in (%v, then Retry-After)", name, msDelayHeaders)
+		}
+		last = at
 	}
 }

@@ -76,7 +76,11 @@ func TestRulesTransientStatuses(t *testing.T) {
 	if !slices.Contains(listed, http.StatusConflict) {
 		t.Fatalf("%s's paragraph no longer names the 409 that is transient: %s", rulesDoc, text)
 	}
-	for _, cond := range []string{"carried a key", "`Retry-After`", "`Retry-After-Ms`", "`Idempotent-Replayed: true`"} {
+	conds := []string{"carried a key", "`Retry-After`", "`Idempotent-Replayed: true`"}
+	for _, name := range msDelayHeaders {
+		conds = append(conds, "`"+name+"`")
+	}
+	for _, cond := range conds {
 		if !strings.Contains(text, cond) {
 			t.Errorf("%s's paragraph no longer states the 409's condition %q: %s", rulesDoc, cond, text)
 		}
@@ -91,6 +95,8 @@ func TestRulesTransientStatuses(t *testing.T) {
 	}{
 		{"keyed, Retry-After", keyed, http.Header{"Retry-After": {"1"}}, true},
 		{"keyed, Retry-After-Ms", keyed, http.Header{"Retry-After-Ms": {"500"}}, true},
+		{"keyed, X-Amz-Retry-After", keyed, http.Header{"X-Amz-Retry-After": {"500"}}, true},
+		{"plain, X-Amz-Retry-After", plain, http.Header{"X-Amz-Retry-After": {"500"}}, false},
 		{"keyed, neither", keyed, http.Header{}, false},
 		{"keyed, Retry-After, Idempotent-Replayed: true", keyed, http.Header{"Retry-After": {"1"}, "Idempotent-Replayed": {"true"}}, false},
 		{"no key, Retry-After", plain, http.Header{"Retry-After": {"1"}}, false},

@@ -223,6 +223,16 @@ type Transport struct {
 	// is set.
 	DialTrace bool
 
+	// OnWait, if set, is called once per wait of an operation, when the
+	// wait ends, with the time actually waited (see [Wait]): once after
+	// every OnAttempt that planned another attempt (its Attempt.Wait, as
+	// scheduled, may be 0), before that attempt's OnAttemptStart or, when
+	// the wait ended the operation, before OnDone; and once before the
+	// first attempt when a spent quota was waited for
+	// ([Throttle.WaitQuota]). req is the caller's request. It runs on the
+	// goroutine of RoundTrip and must not modify req.
+	OnWait func(req *http.Request, w Wait)
+
 	// OnDone, if set, is called once per RoundTrip, just before it
 	// returns. req is the caller's request; it must not be modified.
 	OnDone func(req *http.Request, o Outcome)
@@ -323,7 +333,7 @@ func (t *Transport) Clone() *Transport {
 		IdleTimeout: t.IdleTimeout, Transient: t.Transient, Idempotent: t.Idempotent,
 		NewIdempotencyKey: t.NewIdempotencyKey, Budget: t.Budget, Jitter: t.Jitter,
 		Clock: t.Clock, Logger: t.Logger, LogRoute: t.LogRoute, OnAttempt: t.OnAttempt,
-		OnAttemptStart: t.OnAttemptStart, DialTrace: t.DialTrace, OnDone: t.OnDone,
+		OnAttemptStart: t.OnAttemptStart, DialTrace: t.DialTrace, OnWait: t.OnWait, OnDone: t.OnDone,
 		Propagate: t.Propagate, Hedging: t.Hedging, LearnAttemptTimeout: t.LearnAttemptTimeout,
 		Throttle: t.Throttle, BudgetPerHost: t.BudgetPerHost,
 	}

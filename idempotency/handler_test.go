@@ -709,46 +709,71 @@ func TestFullStoreRefusesNewKeysAndKeepsReplays(t *testing.T) {
 	}
 }
 
-// TestSameKeyForAnotherHostIsAMismatch: one Handler (or one store) serving
-// several hosts — tenants on subdomains, host patterns in a ServeMux — sees
-// the same key, credentials, path and body sent to another host. That is
-// another request, for another resource: it is answered 422, and never
-// replayed the first host's response.
-func TestSameKeyForAnotherHostIsAMismatch(t *testing.T) {
-	t.Skip("KNOWN BREAK: the fingerprint leaves the host out, so that a retry reaching another instance by its own address is replayed; putting it in makes such retries 422. A service that tells tenants apart by host must put the host in KeyScope.")
-	var runs atomic.Int32
-	s := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		runs.Add(1)
-		w.WriteHeader(http.StatusCreated)
-		io.WriteString(w, "order for "+r.Host)
-	}), memory(), idempotency.Options{})
-	send := func(host string) reply {
-		req, err := http.NewRequest(http.MethodPost, s.url+"/orders", strings.NewReader("x"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Host = host
-		req.Header.Set("Authorization", "Bearer one-token-for-both-tenants")
-		req.Header.Set(idempotency.KeyHeader, "k")
-		return s.do(req)
-	}
-	first := send("acme.example.com")
-	expectStatus(t, "first", first, http.StatusCreated)
-	if first.body != "order for acme.example.com" {
-		t.Fatalf("first: body %q", first.body)
-	}
-	other := send("globex.example.com")
-	expectStatus(t, "other host", other, http.StatusUnprocessableEntity)
-	if strings.Contains(other.body, "acme") {
-		t.Fatalf("other host got the first host's body %q", other.body)
-	}
-	retry := send("acme.example.com")
-	expectStatus(t, "retry", retry, http.StatusCreated)
-	if retry.body != "order for acme.example.com" || retry.header.Get(idempotency.ReplayedHeader) != "true" {
-		t.Fatalf("retry: %q, replayed %q; want the replay", retry.body, retry.header.Get(idempotency.ReplayedHeader))
-	}
-	if got := runs.Load(); got != 1 {
-		t.Fatalf("runs = %d, want 1", got)
+// TestSameKeyForAnotherHostIsReplayedUnlessTheHostIsInKeyScope: one
+// Handler (or one store) serving several hosts sees the same key,
+// credentials, path and body sent to another host. The host is not part
+// of the fingerprint, so that a retry reaching another instance by its
+// own address is replayed: without KeyScope the other host's request gets
+// the first host's recorded response. A service that tells tenants apart
+// by host puts the host in KeyScope: each host then has keys of its own,
+// the other host's request runs the handler for that host and never sees
+// the first host's response, and each host's retry replays its own.
+func TestSameKeyForAnotherHostIsReplayedUnlessTheHostIsInKeyScope(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		scope    func(r *http.Request) string
+		scoped   bool
+		wantRuns int32
+	}{
+		{name: "no KeyScope: the host is not compared", wantRuns: 1},
+		{name: "the host in KeyScope", scope: func(r *http.Request) string { return r.Host }, scoped: true, wantRuns: 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var runs atomic.Int32
+			s := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				runs.Add(1)
+				w.WriteHeader(http.StatusCreated)
+				io.WriteString(w, "order for "+r.Host)
+			}), memory(), idempotency.Options{KeyScope: tt.scope})
+			send := func(host string) reply {
+				req, err := http.NewRequest(http.MethodPost, s.url+"/orders", strings.NewReader("x"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Host = host
+				req.Header.Set("Authorization", "Bearer one-token-for-both-tenants")
+				req.Header.Set(idempotency.KeyHeader, "k")
+				return s.do(req)
+			}
+			first := send("acme.example.com")
+			expectStatus(t, "first", first, http.StatusCreated)
+			if first.body != "order for acme.example.com" || first.header.Get(idempotency.ReplayedHeader) != "" {
+				t.Fatalf("first: body %q, replayed %q", first.body, first.header.Get(idempotency.ReplayedHeader))
+			}
+			other := send("globex.example.com")
+			expectStatus(t, "other host", other, http.StatusCreated)
+			if tt.scoped {
+				if other.body != "order for globex.example.com" || other.header.Get(idempotency.ReplayedHeader) != "" {
+					t.Fatalf("other host: %q, replayed %q; want its own run", other.body, other.header.Get(idempotency.ReplayedHeader))
+				}
+			} else if other.body != "order for acme.example.com" || other.header.Get(idempotency.ReplayedHeader) != "true" {
+				t.Fatalf("other host: %q, replayed %q; want the first host's response replayed", other.body, other.header.Get(idempotency.ReplayedHeader))
+			}
+			for _, host := range []string{"acme.example.com", "globex.example.com"} {
+				retry := send(host)
+				expectStatus(t, "retry on "+host, retry, http.StatusCreated)
+				want := "order for " + host
+				if !tt.scoped {
+					want = "order for acme.example.com"
+				}
+				if retry.body != want || retry.header.Get(idempotency.ReplayedHeader) != "true" {
+					t.Fatalf("retry on %s: %q, replayed %q; want %q replayed", host, retry.body, retry.header.Get(idempotency.ReplayedHeader), want)
+				}
+			}
+			if got := runs.Load(); got != tt.wantRuns {
+				t.Fatalf("runs = %d, want %d", got, tt.wantRuns)
+			}
+		})
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+
+	"github.com/httpretry/httpretry/internal/serverdelay"
 )
 
 // RecordedHeader is the response field by which a [Handler] says that a
@@ -286,13 +288,14 @@ func (rec *recorder) result(abandoned bool) *Response {
 }
 
 // asksToRetry reports whether a response is a conflict that asks the
-// client to try again later: a 409 with Retry-After (or Retry-After-Ms),
-// such as an idempotency layer's "a request with this key is in progress"
-// from a Handler nested inside, or an upstream service. It is no outcome
-// of the operation, and httpretry's Transport retries it; recorded, its
-// replay would be final.
+// client to try again later: a 409 with Retry-After (or one of its
+// millisecond forms, Retry-After-Ms or X-Amz-Retry-After), such as an
+// idempotency layer's "a request with this key is in progress" from a
+// Handler nested inside, or an upstream service. It is no outcome of the
+// operation, and httpretry's Transport retries it (the same headers
+// count for both); recorded, its replay would be final.
 func asksToRetry(status int, h http.Header) bool {
-	return status == http.StatusConflict && (h.Get("Retry-After") != "" || h.Get("Retry-After-Ms") != "")
+	return status == http.StatusConflict && serverdelay.Present(h)
 }
 
 // finish sends what is still held, marked as not recorded unless

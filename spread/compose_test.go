@@ -9,6 +9,7 @@ import (
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/spread"
 	"github.com/httpretry/httpretry/spread/spreadtest"
+	"github.com/httpretry/httpretry/throttle"
 )
 
 // TestThrottleAndPerHostBudgetOverSpreadSeeOneHost: httpretry with its
@@ -23,7 +24,7 @@ func TestThrottleAndPerHostBudgetOverSpreadSeeOneHost(t *testing.T) {
 		t.Run(fmt.Sprintf("tls=%v", tls), func(t *testing.T) {
 			g := startGroup(t, spreadtest.Options{TLS: tls})
 			sp := newSpread(t, g)
-			rt := &httpretry.Transport{Base: sp, MaxAttempts: 2, BudgetPerHost: true, Throttle: &httpretry.Throttle{}, Jitter: noWait}
+			rt := &httpretry.Transport{Base: sp, MaxAttempts: 2, BudgetPerHost: true, Throttle: &throttle.Throttle{}, Jitter: noWait}
 			connectAll(t, rt, g)
 			g.Kill(0)
 			attempts := 0

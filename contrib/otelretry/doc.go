@@ -13,8 +13,8 @@
 // each operation's span before the first attempt, around a copy of tr
 // whose hooks record [Metrics] after running any tr already has. [Attempts], placed inside
 // otelhttp, sets http.request.resend_count on each retry's client span.
-// For metrics alone, set the Transport's OnAttempt and OnDone to the
-// methods of [NewMetrics]' result.
+// For metrics alone, set the Transport's OnAttemptStart, OnAttempt,
+// OnWait and OnDone to the methods of [NewMetrics]' result.
 //
 // Every attribute value comes from a fixed table, except the route and
 // the duration histograms' status code, whose distinct values are capped

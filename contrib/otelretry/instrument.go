@@ -16,7 +16,7 @@ import (
 // It creates [Metrics] and returns a [Transport] that wraps a copy of t
 // ([httpretry.Transport.Clone]: t's settings, sharing its connection pool
 // and retry budget, its default ones included) whose OnAttemptStart,
-// OnAttempt and OnDone call the hooks t had first, then record the
+// OnAttempt, OnWait and OnDone call the hooks t had first, then record the
 // metrics and the retry events. The returned Transport must be the
 // RoundTripper the client uses: it starts each operation's span.
 //
@@ -41,6 +41,7 @@ func Instrument(t *httpretry.Transport, opts Options) (*Transport, error) {
 	w := Wrap(it, opts)
 	it.OnAttemptStart = chainStart(it.OnAttemptStart, m.OnAttemptStart)
 	it.OnAttempt = chainAttempt(it.OnAttempt, m.OnAttempt, w.OnAttempt)
+	it.OnWait = chainWait(it.OnWait, m.OnWait)
 	it.OnDone = chainDone(it.OnDone, m.OnDone)
 	m.ObserveHedgeDelay(it)
 	return w, nil
@@ -68,6 +69,13 @@ func chainStart(prev, s func(*http.Request, int)) func(*http.Request, int) {
 		return s
 	}
 	return func(req *http.Request, n int) { prev(req, n); s(req, n) }
+}
+
+func chainWait(prev, w func(*http.Request, httpretry.Wait)) func(*http.Request, httpretry.Wait) {
+	if prev == nil {
+		return w
+	}
+	return func(req *http.Request, wt httpretry.Wait) { prev(req, wt); w(req, wt) }
 }
 
 func chainDone(prev, d func(*http.Request, httpretry.Outcome)) func(*http.Request, httpretry.Outcome) {

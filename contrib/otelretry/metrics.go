@@ -257,12 +257,22 @@ func (m *Metrics) OnAttempt(req *http.Request, a httpretry.Attempt) {
 		m.attemptTimeouts.Add(ctx, 1, ms.timeouts[t]...)
 	}
 	m.attemptDuration.Record(ctx, a.Duration.Seconds(), m.attemptDurationOpts(rs, a, res)...)
-	for cause, d := range labels.WaitParts(a) {
+	m.recordPhases(ctx, a)
+}
+
+// OnWait records one wait once it ended, split by cause, for the time
+// actually waited: a wait the caller cut short counts for the time it
+// lasted, so that httpretry.client.retry.wait adds up to
+// httpretry.client.operation.wait. It has the signature of
+// [httpretry.Transport.OnWait].
+func (m *Metrics) OnWait(req *http.Request, w httpretry.Wait) {
+	ctx := req.Context()
+	rs, _, _ := m.series(req)
+	for cause, d := range labels.WaitParts(w) {
 		if d > 0 {
 			m.retryWait.Record(ctx, d.Seconds(), rs.retryWait[cause]...)
 		}
 	}
-	m.recordPhases(ctx, a)
 }
 
 func (m *Metrics) recordPhases(ctx context.Context, a httpretry.Attempt) {

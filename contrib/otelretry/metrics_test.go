@@ -45,7 +45,7 @@ func newMetrics(t *testing.T, opts Options) (*Metrics, func() []string) {
 
 // hook installs m's hooks on tr.
 func hook(tr *httpretry.Transport, m *Metrics) *httpretry.Transport {
-	tr.OnAttemptStart, tr.OnAttempt, tr.OnDone = m.OnAttemptStart, m.OnAttempt, m.OnDone
+	tr.OnAttemptStart, tr.OnAttempt, tr.OnWait, tr.OnDone = m.OnAttemptStart, m.OnAttempt, m.OnWait, m.OnDone
 	return tr
 }
 
@@ -229,6 +229,7 @@ func TestMetricsAttemptDetails(t *testing.T) {
 	m.OnAttempt(req, httpretry.Attempt{Number: 1, Err: fmt.Errorf("stalled: %w", httpretry.ErrIdleTimeout),
 		Duration: 2 * time.Second, Wait: 100 * ms, Conn: httpretry.ConnNew,
 		ConnWait: 20 * ms, DNS: 3 * ms, Connect: 5 * ms, TLSHandshake: 10 * ms})
+	m.OnWait(req, httpretry.Wait{After: 1, Waited: 100 * ms})
 	m.OnAttempt(req, httpretry.Attempt{Number: 2, Status: 404, Duration: 40 * ms,
 		Conn: httpretry.ConnReused, ConnWait: 500 * time.Microsecond, FirstByte: 30 * ms})
 	m.OnAttempt(req, httpretry.Attempt{Number: 3, Status: 200, Duration: 7 * ms, Conn: httpretry.ConnReused, FirstByte: 6 * ms})

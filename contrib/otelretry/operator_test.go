@@ -34,7 +34,7 @@ func TestOperatorScenario(t *testing.T) {
 	run := func(path string, tr *httpretry.Transport, waits ...time.Duration) {
 		t.Helper()
 		tr.Clock, tr.BaseDelay, tr.Jitter = fc, 100*ms, fullWindow
-		tr.OnAttemptStart, tr.OnAttempt, tr.OnDone = m.OnAttemptStart, m.OnAttempt, m.OnDone
+		tr.OnAttemptStart, tr.OnAttempt, tr.OnWait, tr.OnDone = m.OnAttemptStart, m.OnAttempt, m.OnWait, m.OnDone
 		w := Wrap(tr, opts)
 		tr.OnAttempt = chainAttempt(nil, m.OnAttempt, w.OnAttempt)
 		ch := start(w, newRequest(t, "GET", "http://api.test"+path+"?key=s3cr3t", nil))

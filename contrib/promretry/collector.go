@@ -240,8 +240,8 @@ func register(reg prometheus.Registerer, collectors []prometheus.Collector) erro
 }
 
 // Instrumented returns a new Transport with t's settings whose
-// OnAttemptStart, OnAttempt and OnDone record every attempt and operation
-// in c, after calling the hooks t had; with Options.DialPhases its
+// OnAttemptStart, OnAttempt, OnWait and OnDone record every attempt, wait
+// and operation in c, after calling the hooks t had; with Options.DialPhases its
 // DialTrace is set. t itself is left unchanged, so it may already be in
 // use, and each call returns a Transport that counts once: instrumenting
 // one Transport twice gives two Transports, not doubled counts. The new
@@ -261,8 +261,8 @@ func (c *Collector) Instrumented(t *httpretry.Transport) *httpretry.Transport {
 	return it
 }
 
-// Instrument installs c on t, changing t's OnAttemptStart, OnAttempt and
-// OnDone (and DialTrace) as [Collector.Instrumented] sets them on its
+// Instrument installs c on t, changing t's OnAttemptStart, OnAttempt,
+// OnWait and OnDone (and DialTrace) as [Collector.Instrumented] sets them on its
 // copy. It must run before t's first use, since a Transport's fields must
 // not change afterwards, and only once per Transport, or everything
 // counts twice. A nil t is ignored.
@@ -279,7 +279,7 @@ func (c *Collector) Instrument(t *httpretry.Transport) {
 
 // install sets t's hooks to record in c, after the hooks t had.
 func (c *Collector) install(t *httpretry.Transport) {
-	prevStart, prevAttempt, prevDone := t.OnAttemptStart, t.OnAttempt, t.OnDone
+	prevStart, prevAttempt, prevWait, prevDone := t.OnAttemptStart, t.OnAttempt, t.OnWait, t.OnDone
 	if c.dialPhases {
 		t.DialTrace = true
 	}
@@ -298,6 +298,12 @@ func (c *Collector) install(t *httpretry.Transport) {
 			prevAttempt(req, a)
 		}
 		c.OnAttempt(req, a)
+	}
+	t.OnWait = func(req *http.Request, w httpretry.Wait) {
+		if prevWait != nil {
+			prevWait(req, w)
+		}
+		c.OnWait(req, w)
 	}
 	t.OnDone = func(req *http.Request, o httpretry.Outcome) {
 		if prevDone != nil {

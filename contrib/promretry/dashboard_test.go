@@ -173,6 +173,7 @@ func exportedLabels(t *testing.T) map[string][]string {
 	req := httptest.NewRequest("GET", "http://api.test/", nil)
 	c.OnAttemptStart(req, 1)
 	c.OnAttempt(req, httpretry.Attempt{Number: 1, Status: 503, Duration: time.Millisecond, ConnWait: time.Millisecond, Wait: time.Second})
+	c.OnWait(req, httpretry.Wait{After: 1, Waited: time.Second})
 	c.OnAttempt(req, httpretry.Attempt{Number: 2, Err: httpretry.ErrAttemptTimeout})
 	c.OnDone(req, httpretry.Outcome{Attempts: 1, Reason: httpretry.Final, Status: 200})
 	c.IdempotencyEvent(string(idempotency.KindReplayed))

@@ -18,7 +18,7 @@
 //	httpretry_attempts_total{method,route,kind,result}       counter: attempts that ended, kind initial|retry
 //	httpretry_attempts_started_total{method,route,kind}      counter: attempts, counted when sent
 //	httpretry_attempts_in_flight{route}                      gauge: attempts sent and not ended
-//	httpretry_retry_wait_seconds{route,cause}                histogram: waits before a retry, split by cause retry_after|backoff
+//	httpretry_retry_wait_seconds{route,cause}                histogram: time waited per wait, split by cause retry_after|backoff
 //	httpretry_attempt_successes_total{method,route,kind}     counter: attempts answered below 400
 //	httpretry_attempt_timeouts_total{method,route,kind}      counter: kind attempt (ErrAttemptTimeout) | idle (ErrIdleTimeout)
 //	httpretry_operation_attempts{route}                      histogram: attempts per operation, buckets 1…MaxAttempts (default 1…10)

@@ -84,8 +84,8 @@ func (c *Collector) OnAttemptStart(req *http.Request, number int) {
 }
 
 // OnAttempt records one attempt that ended: the attempt counter by
-// result, its latency by connection use and result, the wait that
-// follows split by cause, and the connection phases that happened. It lowers
+// result, its latency by connection use and result, and the connection
+// phases that happened. It lowers
 // the in-flight gauge, so install it together with
 // [Collector.OnAttemptStart]. It has the signature of
 // [httpretry.Transport.OnAttempt]; [Collector.Instrumented] installs it,
@@ -111,12 +111,22 @@ func (c *Collector) OnAttempt(req *http.Request, a httpretry.Attempt) {
 	conn := labels.Conn(a.Conn)
 	observer(&r.attemptDuration[conn][res], c.attemptDuration, r.name, labels.Conns[conn], labels.Results[res]).
 		Observe(a.Duration.Seconds())
-	for cause, d := range labels.WaitParts(a) {
+	c.observePhases(a)
+}
+
+// OnWait records one wait once it ended, split by cause, for the time
+// actually waited: a wait the caller cut short counts for the time it
+// lasted, so that httpretry_retry_wait_seconds adds up to
+// httpretry_operation_wait_seconds. It has the signature of
+// [httpretry.Transport.OnWait]; [Collector.Instrumented] installs it,
+// chained with any hook already set.
+func (c *Collector) OnWait(req *http.Request, w httpretry.Wait) {
+	r, _ := c.routeOf(req)
+	for cause, d := range labels.WaitParts(w) {
 		if d > 0 {
 			observer(&r.retryWait[cause], c.retryWait, r.name, labels.WaitCauses[cause]).Observe(d.Seconds())
 		}
 	}
-	c.observePhases(a)
 }
 
 // observer returns the series of a histogram, creating it on first use.

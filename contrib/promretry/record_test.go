@@ -63,6 +63,13 @@ func TestAttemptConnectionFields(t *testing.T) {
 	checkFamily(t, all, "httpretry_attempt_successes_total", map[string]float64{
 		`httpretry_attempt_successes_total{kind="retry",method="GET",route="api.test"}`: 1,
 	})
+	// A wait is recorded when it ends (OnWait), not when an attempt
+	// reports it scheduled.
+	if got := family(all, "httpretry_retry_wait_seconds_sum"); len(got) != 0 {
+		t.Errorf("OnAttempt recorded waits %v; want none until OnWait", got)
+	}
+	c.OnWait(req, httpretry.Wait{After: 1, Waited: 100 * ms})
+	all = samples(scrape(t, reg))
 	// The first attempt's 100ms wait was the Transport's own backoff.
 	checkFamily(t, all, "httpretry_retry_wait_seconds_sum", map[string]float64{
 		`httpretry_retry_wait_seconds_sum{cause="backoff",route="api.test"}`: 0.1,

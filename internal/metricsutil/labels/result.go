@@ -99,22 +99,26 @@ func connectionFailed(err error) bool {
 // a retry.
 const (
 	WaitBackoff    = iota // the Transport's own backoff, and the jitter it adds after a server's delay
-	WaitRetryAfter        // the server, with Retry-After or Retry-After-Ms
+	WaitRetryAfter        // the server, with Retry-After, Retry-After-Ms or X-Amz-Retry-After
 	NumWaitCauses
 )
 
 // WaitCauses are the wait cause values, by index.
 var WaitCauses = [NumWaitCauses]string{"backoff", "retry_after"}
 
-// WaitParts splits the wait scheduled after attempt a by cause: the
-// part the server asked for (a.RetryAfter) and the rest, the Transport's
-// own. A wait after Retry-After: 2 with 100 ms of jitter is 2 s of
-// retry_after and 0.1 s of backoff, so that the parts add up to the
-// wait. A part of 0 did not happen and is not recorded.
-func WaitParts(a httpretry.Attempt) [NumWaitCauses]time.Duration {
-	server := min(max(a.RetryAfter, 0), max(a.Wait, 0))
+// WaitParts splits a wait, as [httpretry.Transport.OnWait] reports it
+// once it ended, by cause: the part of the time waited that the server
+// asked for (w.RetryAfter) and the rest, the Transport's own. A wait after
+// Retry-After: 2 with 100 ms of jitter is 2 s of retry_after and 0.1 s of
+// backoff; cut short by the caller after 0.5 s, it is 0.5 s of
+// retry_after and no backoff. The parts add up to the time waited, as
+// the waits of an operation add up to its Outcome.Waited. A part of 0 did
+// not happen and is not recorded.
+func WaitParts(w httpretry.Wait) [NumWaitCauses]time.Duration {
+	waited := max(w.Waited, 0)
+	server := min(max(w.RetryAfter, 0), waited)
 	var parts [NumWaitCauses]time.Duration
 	parts[WaitRetryAfter] = server
-	parts[WaitBackoff] = max(a.Wait, 0) - server
+	parts[WaitBackoff] = waited - server
 	return parts
 }

@@ -67,14 +67,16 @@ func TestWaitParts(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name              string
-		a                 httpretry.Attempt
+		a                 httpretry.Wait
 		backoff, retryAft time.Duration
 	}{
-		{"backoff", httpretry.Attempt{Wait: 70 * time.Millisecond}, 70 * time.Millisecond, 0},
-		{"retry after and jitter", httpretry.Attempt{Wait: 2070 * time.Millisecond, RetryAfter: 2 * time.Second}, 70 * time.Millisecond, 2 * time.Second},
-		{"retry after alone", httpretry.Attempt{Wait: 2 * time.Second, RetryAfter: 2 * time.Second}, 0, 2 * time.Second},
-		{"no wait follows", httpretry.Attempt{}, 0, 0},
-		{"retry after but no wait", httpretry.Attempt{RetryAfter: time.Second}, 0, 0},
+		{"backoff", httpretry.Wait{Waited: 70 * time.Millisecond}, 70 * time.Millisecond, 0},
+		{"retry after and jitter", httpretry.Wait{Waited: 2070 * time.Millisecond, RetryAfter: 2 * time.Second}, 70 * time.Millisecond, 2 * time.Second},
+		{"retry after alone", httpretry.Wait{Waited: 2 * time.Second, RetryAfter: 2 * time.Second}, 0, 2 * time.Second},
+		{"a wait of 0", httpretry.Wait{}, 0, 0},
+		{"retry after but no time waited", httpretry.Wait{RetryAfter: time.Second}, 0, 0},
+		{"a server part larger than the time waited", httpretry.Wait{Waited: 500 * time.Millisecond, RetryAfter: 2 * time.Second}, 0, 500 * time.Millisecond},
+		{"negative values count as none", httpretry.Wait{Waited: -time.Second, RetryAfter: -time.Second}, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

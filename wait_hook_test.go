@@ -1,0 +1,217 @@
+package httpretry
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/httpretry/httpretry/httptestutil"
+	"github.com/httpretry/httpretry/throttle"
+	"github.com/jonboulle/clockwork"
+)
+
+// hookLog records the Transport's hooks in the order they ran.
+type hookLog struct {
+	mu      sync.Mutex
+	events  []string
+	waits   []Wait
+	outcome Outcome
+}
+
+func (l *hookLog) add(e string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+}
+
+// install sets every hook of tr to record in l.
+func (l *hookLog) install(tr *Transport) {
+	tr.OnAttemptStart = func(_ *http.Request, n int) { l.add(fmt.Sprintf("start %d", n)) }
+	tr.OnAttempt = func(_ *http.Request, a Attempt) {
+		l.add(fmt.Sprintf("attempt %d wait %v", a.Number, a.Wait))
+	}
+	tr.OnWait = func(_ *http.Request, w Wait) {
+		l.add(fmt.Sprintf("waited after %d: %v (server %v)", w.After, w.Waited, w.RetryAfter))
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.waits = append(l.waits, w)
+	}
+	tr.OnDone = func(_ *http.Request, o Outcome) {
+		l.add(fmt.Sprintf("done %s waited %v", o.Reason, o.Waited))
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.outcome = o
+	}
+}
+
+func (l *hookLog) check(t *testing.T, want ...string) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !slices.Equal(l.events, want) {
+		t.Errorf("hooks ran:\n\t%s\nwant:\n\t%s", join(l.events), join(want))
+	}
+	var sum time.Duration
+	for _, w := range l.waits {
+		sum += w.Waited
+	}
+	if sum != l.outcome.Waited {
+		t.Errorf("the waits OnWait reported add up to %v; Outcome.Waited is %v", sum, l.outcome.Waited)
+	}
+}
+
+func join(s []string) string {
+	out := ""
+	for i, e := range s {
+		if i > 0 {
+			out += "\n\t"
+		}
+		out += e
+	}
+	return out
+}
+
+// identityJitter draws the whole window: a known wait.
+func identityJitter(d time.Duration) time.Duration { return d }
+
+// TestOnWaitReportsTheTimeWaitedOfACutWait: after a 429 with
+// Retry-After: 2 the Transport plans a wait of 2 s and its 100 ms of
+// jitter (Attempt.Wait, as scheduled); the caller cancels after 0.5 s, or
+// 2.05 s. OnWait reports the time actually waited, the server's part
+// first, and the waits add up to Outcome.Waited.
+func TestOnWaitReportsTheTimeWaitedOfACutWait(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		cutAt  time.Duration
+		server time.Duration
+	}{
+		{500 * time.Millisecond, 500 * time.Millisecond},
+		{2050 * time.Millisecond, 2 * time.Second},
+	} {
+		t.Run(tt.cutAt.String(), func(t *testing.T) {
+			t.Parallel()
+			fc := clockwork.NewFakeClock()
+			base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 429, RetryAfter: "2"})
+			tr := &Transport{Base: base, Clock: fc, BaseDelay: 100 * time.Millisecond, Jitter: identityJitter, Budget: Unlimited}
+			var log hookLog
+			log.install(tr)
+			ctx, cancel := context.WithCancel(context.Background())
+			ch := start(tr, newRequest(t, ctx, "GET", "http://api.test/", nil))
+			advance(t, fc, 1, tt.cutAt)
+			cancel()
+			if r := await(t, ch); r.err == nil {
+				r.resp.Body.Close()
+				t.Fatal("a canceled wait returned a response")
+			}
+			log.check(t,
+				"start 1",
+				"attempt 1 wait 2.1s",
+				fmt.Sprintf("waited after 1: %v (server %v)", tt.cutAt, tt.server),
+				fmt.Sprintf("done canceled waited %v", tt.cutAt),
+			)
+		})
+	}
+}
+
+// TestOnWaitOncePerWaitBetweenAttempts: three attempts, a 503 with
+// Retry-After: 1 and a 500 before the 200: OnWait runs once per wait,
+// after the OnAttempt that planned it and before the next OnAttemptStart,
+// a wait of 0 included, and the waits add up to Outcome.Waited.
+func TestOnWaitOncePerWaitBetweenAttempts(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc,
+		httptestutil.Step{Status: 503, RetryAfter: "1"}, httptestutil.Step{Status: 500}, httptestutil.Step{Status: 200})
+	tr := &Transport{Base: base, Clock: fc, Jitter: waits(50*time.Millisecond, 0), Budget: Unlimited}
+	var log hookLog
+	log.install(tr)
+	ch := start(tr, newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	advance(t, fc, 1, 1050*time.Millisecond)
+	r := await(t, ch)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	r.resp.Body.Close()
+	log.check(t,
+		"start 1",
+		"attempt 1 wait 1.05s",
+		"waited after 1: 1.05s (server 1s)",
+		"start 2",
+		"attempt 2 wait 0s",
+		"waited after 2: 0s (server 0s)",
+		"start 3",
+		"attempt 3 wait 0s",
+		"done final waited 1.05s",
+	)
+}
+
+// TestOnWaitReportsAWaitThatTheTimeoutEnds: a wake-up that comes late,
+// past the operation's Timeout (the process was stopped), ends the
+// operation with deadline_exhausted; OnWait reports the whole time
+// waited, late part included, as Outcome.Waited does.
+func TestOnWaitReportsAWaitThatTheTimeoutEnds(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 500})
+	tr := &Transport{Base: base, Clock: fc, Jitter: identityJitter, BaseDelay: 400 * time.Millisecond,
+		Timeout: time.Second, MinAttemptTime: 100 * time.Millisecond, Budget: Unlimited}
+	var log hookLog
+	log.install(tr)
+	ch := start(tr, newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	advance(t, fc, 2, 1200*time.Millisecond) // the Timeout's timer and the wait's
+	if r := await(t, ch); r.err == nil {
+		r.resp.Body.Close()
+		t.Fatal("a wait past the Timeout returned a response")
+	}
+	log.check(t,
+		"start 1",
+		"attempt 1 wait 400ms",
+		"waited after 1: 1.2s (server 0s)",
+		"done deadline_exhausted waited 1.2s",
+	)
+}
+
+// TestOnWaitReportsAQuotaWaitBeforeTheFirstAttempt: with WaitQuota, an
+// operation whose destination's quota is spent waits for its reset before
+// its first attempt; OnWait reports that wait (After 0), all of it the
+// server's, and Outcome.Waited holds it.
+func TestOnWaitReportsAQuotaWaitBeforeTheFirstAttempt(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	var mu sync.Mutex
+	spent := true
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		h := http.Header{"Ratelimit": {`"default";r=5;t=2`}}
+		status := 200
+		if spent {
+			h = http.Header{"Ratelimit": {`"default";r=0;t=2`}}
+			status, spent = 429, false
+		}
+		return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: r}, nil
+	})
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{WaitQuota: true}}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	if err != nil || resp.StatusCode != 429 {
+		t.Fatalf("first: %v, %v; want the 429 that spends the quota", resp, err)
+	}
+	var log hookLog
+	log.install(tr)
+	ch := start(tr, newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	advance(t, fc, 1, 2*time.Second)
+	r := await(t, ch)
+	if r.err != nil || r.resp.StatusCode != 200 {
+		t.Fatalf("held: %v, %v; want 200 after the reset", r.resp, r.err)
+	}
+	log.check(t,
+		"waited after 0: 2s (server 2s)",
+		"start 1",
+		"attempt 1 wait 0s",
+		"done final waited 2s",
+	)
+}
