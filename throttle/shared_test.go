@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -166,3 +167,32 @@ func (panicClock) Now() time.Time { panic("clock read on the fast path") }
 // firstReadOnly is a clock that may be read (a cold destination reads
 // it for its first accept).
 func firstReadOnly() Clock { return clockwork.NewFakeClock() }
+
+// TestSharedOutageStartHandsTheFleetOnlyTheNewestAccepts: the accepts a
+// destination counted while cold are folded into its window at the first
+// overload signal, spread over the time they were made; the fleet is
+// handed only the part that falls in the newest bucket. Handed all at
+// once, a healthy spell's accepts landed in the fleet's newest bucket
+// at every process's first signal and kept a thousand processes
+// admitting through an outage's start.
+func TestSharedOutageStartHandsTheFleetOnlyTheNewestAccepts(t *testing.T) {
+	t.Parallel()
+	req := httptest.NewRequest(http.MethodGet, "http://api.example/x", nil)
+	fc := clockwork.NewFakeClock()
+	f := &fleetCounts{}
+	th := &Throttle{Shared: f}
+	d := th.Dest(req)
+	for range 40 {
+		th.Record(d, Result{Status: http.StatusOK}, fc)
+	}
+	fc.Advance(2 * time.Second)
+	th.Record(d, Result{Status: http.StatusServiceUnavailable, Overload: true}, fc)
+	// 40 accepts over 2s: 12 fall in the 600ms window, 1.2 a bucket.
+	got := f.added["api.example"]
+	if math.Abs(got[0]-2.2) > 1e-9 || math.Abs(got[1]-1.2) > 1e-9 {
+		t.Errorf("handed to the fleet %v; want [2.2 1.2]: the newest bucket's 1.2 accepts and the overload answer", got)
+	}
+	if req, acc := th.Counts("api.example"); math.Abs(acc-12) > 1e-9 || math.Abs(req-13) > 1e-9 {
+		t.Errorf("own window %v requests, %v accepts; want 13 and 12", req, acc)
+	}
+}

@@ -313,9 +313,13 @@ func (s *Dest) sync(th *Throttle, now time.Time) {
 	width := th.window() / throttleBuckets
 	s.w.advance(now, width)
 	if n := s.pending.Swap(0); n > 0 {
-		s.w.spread(float64(n), foldSpan(s.lastFold, s.first.Load(), now, width), width)
+		head := s.w.spread(float64(n), foldSpan(s.lastFold, s.first.Load(), now, width), width)
 		if th.hotFor(s) {
-			th.share(s, now, float64(n), float64(n))
+			// Only the head bucket's part is shared: the fleet counts
+			// what it is handed in its newest bucket, and the accepts
+			// of a healthy spell handed there at an outage's first
+			// signal would hide the outage from the whole fleet.
+			th.share(s, now, head, head)
 		}
 	}
 	s.lastFold = now
