@@ -66,25 +66,26 @@ test: deps vet cross lint cyclo race rules apicheck figures-check
 
 ## deps: programs the tests start: redis-server, redis-cli (Cluster set-up)
 ## and redis-sentinel (contrib/redisretry, the fleet storm), promtool
-## (make rules), and PostgreSQL's initdb, pg_ctl and postgres (under
-## /usr/lib/postgresql/*/bin) and pgbouncer (contrib/pgidempotency).
-## Installs the Debian packages with apt-get where it can; otherwise says
-## how (promtool is then built from the Go module proxy). The packages' own
-## services are stopped and disabled: the tests start their own servers on
-## free ports.
+## (make rules), PostgreSQL's initdb, pg_ctl and postgres (under
+## /usr/lib/postgresql/*/bin) and pgbouncer (contrib/pgidempotency), and
+## nginx (the throttle behind a proxy: the root's tests and make
+## throttle). Installs the Debian packages with apt-get where it can;
+## otherwise says how (promtool is then built from the Go module proxy).
+## The packages' own services are stopped and disabled: the tests start
+## their own servers on free ports.
 REDIS_PROGRAMS := redis-server redis-cli redis-sentinel
 deps:
-	@missing=; for p in $(REDIS_PROGRAMS) promtool pgbouncer; do command -v $$p >/dev/null 2>&1 || [ -x /usr/sbin/$$p ] || missing="$$missing $$p"; done; \
+	@missing=; for p in $(REDIS_PROGRAMS) promtool pgbouncer nginx; do command -v $$p >/dev/null 2>&1 || [ -x /usr/sbin/$$p ] || missing="$$missing $$p"; done; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || missing="$$missing initdb"; \
 	if [ -n "$$missing" ]; then \
 		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then SUDO=; \
 		elif command -v apt-get >/dev/null 2>&1 && command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
 		elif [ "$$missing" = " promtool" ]; then exit 0; \
-		else echo "not on PATH:$$missing, and cannot be installed here: install the redis-server, redis-tools, redis-sentinel, postgresql and pgbouncer packages (on macOS brew install redis prometheus postgresql pgbouncer)" >&2; exit 1; fi; \
-		echo "installing redis-server redis-tools redis-sentinel prometheus postgresql pgbouncer (missing:$$missing)"; \
-		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends redis-server redis-tools redis-sentinel prometheus postgresql pgbouncer || exit 1; \
-		for s in redis-server redis-sentinel prometheus postgresql pgbouncer; do ($$SUDO systemctl disable --now $$s || $$SUDO service $$s stop) >/dev/null 2>&1 || true; done; \
-		for p in $(REDIS_PROGRAMS); do command -v $$p >/dev/null 2>&1 || { echo "$$p still not on PATH after installing the Debian packages" >&2; exit 1; }; done; \
+		else echo "not on PATH:$$missing, and cannot be installed here: install the redis-server, redis-tools, redis-sentinel, postgresql, pgbouncer and nginx-light packages (on macOS brew install redis prometheus postgresql pgbouncer nginx)" >&2; exit 1; fi; \
+		echo "installing redis-server redis-tools redis-sentinel prometheus postgresql pgbouncer nginx-light (missing:$$missing)"; \
+		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends redis-server redis-tools redis-sentinel prometheus postgresql pgbouncer nginx-light || exit 1; \
+		for s in redis-server redis-sentinel prometheus postgresql pgbouncer nginx; do ($$SUDO systemctl disable --now $$s || $$SUDO service $$s stop) >/dev/null 2>&1 || true; done; \
+		for p in $(REDIS_PROGRAMS) nginx; do command -v $$p >/dev/null 2>&1 || [ -x /usr/sbin/$$p ] || { echo "$$p still not on PATH after installing the Debian packages" >&2; exit 1; }; done; \
 		ls /usr/lib/postgresql/*/bin/initdb /usr/lib/postgresql/*/bin/pg_ctl /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { echo "initdb, pg_ctl or postgres still missing under /usr/lib/postgresql/*/bin after installing postgresql" >&2; exit 1; }; \
 		[ -x /usr/sbin/pgbouncer ] || command -v pgbouncer >/dev/null 2>&1 || { echo "pgbouncer still missing after installing the Debian package" >&2; exit 1; }; \
 	fi
@@ -111,7 +112,7 @@ vet:
 ## (and every SDK) once more, minutes from a cold cache. Once a file names
 ## Linux or macOS alone (a _linux.go name, a //go:build darwin line),
 ## macOS is vetted too.
-CROSS_MODULES := . contrib/redisretry
+CROSS_MODULES := . contrib/redisretry contrib/pgidempotency
 PLATFORMS := aix|android|darwin|dragonfly|freebsd|hurd|illumos|ios|js|linux|netbsd|openbsd|plan9|solaris|wasip1|windows|unix|other
 cross:
 	@for m in $(filter-out $(CROSS_MODULES),$(RELEASE_MODULES)); do \
@@ -284,11 +285,12 @@ storm-fleet: deps
 	cd bench && $(GO) run ./storm -scenarios fleet -out ""
 
 ## throttle: the overload scenarios of the storm simulator (outage,
-## brownout, metastable overload, two hosts, quota, fleet) for the
-## throttle, per-host budgets and quota pacing; prints one line per
-## scenario and writes docs/storm/throttle.md, throttle-outage.svg and
-## metastable.svg (about 6 min)
-throttle:
+## brownout, metastable overload, two hosts, quota, fleet, an outage
+## behind nginx, low-rate callers, a server that sheds retries) for the
+## throttle, per-host budgets, quota pacing and the Shedder; prints one
+## line per scenario and writes docs/storm/throttle.md, throttle-outage.svg
+## and metastable.svg (about 10 min)
+throttle: deps
 	cd bench && $(GO) run ./storm -scenarios throttle -out ../docs/storm
 	$(REQUOTE)
 

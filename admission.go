@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/httpretry/httpretry/internal/overload"
@@ -40,7 +42,9 @@ func (op *operation) throttle() error {
 // throttle inlines.
 func (op *operation) admitFirst(th *throttle.Throttle) error {
 	op.dest = th.Dest(op.req)
-	if op.dest.Idle() {
+	if op.dest.Idle() || done(op.callerCtx) {
+		// A caller that already left (an errgroup whose sibling failed)
+		// takes nothing from the quota: its attempt is never sent.
 		return nil
 	}
 	if !op.timed && op.dest.QuotaKnown() {
@@ -157,35 +161,88 @@ func (op *operation) mayWaitFor(reset, now time.Time) bool {
 }
 
 // recordAttempt tells the Throttle how the attempt that just ended went.
+// An attempt that provably never reached the server (a refused dial)
+// gives back the request it took from the quota: the server never
+// counted it.
 func (op *operation) recordAttempt(resp *http.Response, err error) {
 	if op.dest != nil {
-		op.recordAt(resp, err, op.lastStart)
+		op.recordLast(resp, err)
 	}
 }
 
-// recordAt is recordAttempt's work when a Throttle is set, apart so that
-// recordAttempt inlines.
+// recordLast is recordAttempt's work when a Throttle is set, apart so
+// that recordAttempt inlines: the ticket the refund gives back is the
+// one the operation last took, this attempt's.
+func (op *operation) recordLast(resp *http.Response, err error) {
+	if err != nil && neverSent(op.req, err) {
+		op.refundQuota()
+	}
+	op.recordAt(resp, err, op.lastStart)
+}
+
+// recordAt tells the Throttle how an attempt sent at sent went.
 func (op *operation) recordAt(resp *http.Response, err error, sent time.Time) {
-	r := throttle.Result{Sent: sent}
-	// The caller left, or a layer below refused the attempt locally:
-	// the server said nothing.
-	r.Unheard = err != nil && (op.callerEnded() || errors.Is(err, throttle.ErrThrottled))
-	op.t.Throttle.Record(op.dest, op.answer(r, resp, err), op.clock)
+	r := op.answer(throttle.Result{Sent: sent}, resp, err)
+	switch {
+	case err == nil:
+	case errors.Is(err, throttle.ErrThrottled):
+		// A layer below refused the attempt locally: the server said
+		// nothing.
+		r.Unheard, r.Overload = true, false
+	case op.callerEnded():
+		// The caller's cancel says nothing of the server; a deadline of
+		// the caller's (a context deadline, http.Client.Timeout) that
+		// expired while the server was silent is a stall, as an
+		// AttemptTimeout is.
+		stalled := op.callerErr() == context.DeadlineExceeded
+		r.Unheard, r.Overload = !stalled, stalled
+	}
+	op.t.Throttle.Record(op.dest, r, op.clock)
 }
 
 // answer completes r with what resp or err says of the server: the
-// response's status, header and request, a 429's Retry-After, and
-// whether it signalled overload.
+// response's status, header and request, the pause a 429's or a 403's
+// Retry-After (or x-amz-retry-after) asks for, and whether it signalled
+// overload.
 func (op *operation) answer(r throttle.Result, resp *http.Response, err error) throttle.Result {
 	r.Overload = overloadSignal(resp, err)
 	if resp == nil {
 		return r
 	}
 	r.Status, r.Header, r.Request = resp.StatusCode, resp.Header, resp.Request
-	if resp.StatusCode == http.StatusTooManyRequests {
-		r.RetryAfter, r.HasRetryAfter = ParseRetryAfter(resp.Header, op.clock.Now())
+	if pausingStatus(resp.StatusCode) {
+		r.RetryAfter, r.HasRetryAfter = serverPause(resp.Header, op.clock.Now())
 	}
 	return r
+}
+
+// pausingStatus reports whether a response's status is one whose
+// Retry-After pauses its destination in the Throttle: a 429, and a 403
+// (GitHub answers its secondary rate limit with a 403 and Retry-After).
+func pausingStatus(status int) bool {
+	return status == http.StatusTooManyRequests || status == http.StatusForbidden
+}
+
+// amzRetryAfterHeader is AWS's hint, in milliseconds, of how long to wait
+// before another attempt.
+const amzRetryAfterHeader = "X-Amz-Retry-After"
+
+// serverPause returns the pause a response asks of its destination:
+// Retry-After-Ms or Retry-After (see ParseRetryAfter), else AWS's
+// x-amz-retry-after, a whole number of milliseconds.
+func serverPause(h http.Header, now time.Time) (time.Duration, bool) {
+	if d, ok := ParseRetryAfter(h, now); ok {
+		return d, true
+	}
+	v := h[amzRetryAfterHeader]
+	if len(v) == 0 {
+		return 0, false
+	}
+	ms, err := strconv.ParseInt(strings.TrimSpace(v[0]), 10, 64)
+	if err != nil || ms < 0 || ms > int64(maxDuration/time.Millisecond) {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
 }
 
 // recordLoser tells the Throttle how a hedged attempt that lost went,
@@ -206,9 +263,10 @@ func (op *operation) recordLoser(a *attempt, lostToSignal bool) {
 }
 
 // overloadSignal reports whether an attempt's result says the server is
-// overloaded: a 429, 503 or 529; a 5xx with "X-Should-Retry: false"; an
-// attempt timeout; a refused connection. Everything else, a 4xx included,
-// is an accept.
+// overloaded: a response as overload.Response says (a 429, 503 or 529, a
+// proxy's 502 or 504, Envoy's overload headers, a 5xx with
+// "X-Should-Retry: false"), an attempt timeout, a refused connection.
+// Everything else, a 4xx included, is an accept.
 func overloadSignal(resp *http.Response, err error) bool {
 	if err != nil {
 		switch ErrorClass(err) {

@@ -134,7 +134,8 @@ func ExampleParseRetryAfter() {
 		"120",                           // delay-seconds
 		"Wed, 21 Oct 2015 07:28:30 GMT", // an HTTP-date, 30s after now
 		"Wed, 21 Oct 2015 07:00:00 GMT", // a date in the past
-		"1.5",                           // malformed: the caller's own backoff applies
+		"2.0",                           // delay-seconds with a fraction, as Shopify sends it
+		"soon",                          // malformed: the caller's own backoff applies
 	} {
 		h := http.Header{"Retry-After": {v}}
 		d, ok := httpretry.ParseRetryAfter(h, now)
@@ -144,6 +145,7 @@ func ExampleParseRetryAfter() {
 	// 2m0s true
 	// 30s true
 	// 0s true
+	// 2s true
 	// 0s false
 }
 

@@ -86,22 +86,26 @@ func FuzzParseRetryAfter(f *testing.F) {
 }
 
 // refDelaySeconds is the reference for delay-seconds (RFC 9110 §10.2.3:
-// 1*DIGIT): arbitrary precision, then saturation at the largest Duration.
+// 1*DIGIT, with a decimal fraction some APIs add): arbitrary precision,
+// then saturation at the largest Duration.
 // It reports false when v is not delay-seconds.
 func refDelaySeconds(v string) (time.Duration, bool) {
-	if v == "" {
+	whole, frac, _ := strings.Cut(v, ".")
+	if whole == "" {
 		return 0, false
 	}
-	for i := 0; i < len(v); i++ {
-		if v[i] < '0' || v[i] > '9' {
-			return 0, false
+	for _, part := range []string{whole, frac} {
+		for i := 0; i < len(part); i++ {
+			if part[i] < '0' || part[i] > '9' {
+				return 0, false
+			}
 		}
 	}
-	n, _ := new(big.Int).SetString(v, 10)
-	n.Mul(n, big.NewInt(int64(time.Second)))
+	// Nanoseconds: the whole seconds, then the fraction's first nine
+	// digits, padded.
+	ns := (frac + "000000000")[:9]
+	n, _ := new(big.Int).SetString(whole+ns, 10)
 	if n.Cmp(big.NewInt(int64(maxDuration))) > 0 {
-		// A whole number of seconds never lands between the last whole
-		// second that fits and the largest Duration: saturate.
 		return maxDuration, true
 	}
 	return time.Duration(n.Int64()), true
@@ -248,7 +252,8 @@ var fzRetryAfters = []fzRetryAfter{
 	{value: func(d time.Time) string { return d.Add(-time.Hour).Format(http.TimeFormat) }, ok: true},
 	{value: func(time.Time) string { return "soon" }},
 	{value: func(time.Time) string { return "-1" }},
-	{value: func(time.Time) string { return "1.5" }},
+	{value: func(time.Time) string { return "1.5" }, delay: 1500 * time.Millisecond, ok: true},
+	{value: func(time.Time) string { return "1.5s" }},
 }
 
 // Step kinds.

@@ -582,8 +582,7 @@ func TestLearnedAttemptTimeoutWithinAttemptTimeout(t *testing.T) {
 			base := httptestutil.NewTransport(fc, httptestutil.Step{Action: httptestutil.Hang})
 			tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, AttemptTimeout: tt.attemptTimeout,
 				LearnAttemptTimeout: &LearnedTimeout{}}
-			s := tr.latencies()
-			d := s.Lookup("api.example")
+			d := tr.latencies().Lookup("api.example")
 			for range DefaultLearnedMinSamples {
 				d.Record(100*ms, false)
 			}

@@ -30,7 +30,8 @@ const maxDuration = time.Duration(math.MaxInt64)
 // valid, so that a server whose clock is skewed from ours still gets the
 // delay it meant; otherwise against now. A date in the past gives (0, true).
 //
-// A missing, empty, negative, fractional or otherwise malformed value gives
+// delay-seconds may carry a decimal fraction ("2.0", "1.5"), as some
+// APIs send it. A missing, empty, negative or otherwise malformed value gives
 // (0, false): it does not authorize an immediate retry, and the caller's
 // local backoff applies. A valid value too large for a [time.Duration]
 // saturates at the largest Duration rather than overflowing.
@@ -110,12 +111,18 @@ func parseRetryAfterMs(vs []string) (time.Duration, bool) {
 }
 
 // parseDelaySeconds parses delay-seconds (1*DIGIT), saturating at
-// maxDuration. A sign, a fraction or any other byte makes it invalid.
+// maxDuration, and a decimal fraction after it ("2.0", as Shopify sends
+// it), digits past the nanosecond dropped. A sign or any other byte
+// makes it invalid.
 func parseDelaySeconds(v string) (time.Duration, bool) {
+	whole, frac, hasFrac := strings.Cut(v, ".")
+	if whole == "" {
+		return 0, false
+	}
 	const limit = int64(maxDuration / time.Second)
 	var secs int64
-	for i := 0; i < len(v); i++ {
-		c := v[i]
+	for i := 0; i < len(whole); i++ {
+		c := whole[i]
 		if c < '0' || c > '9' {
 			return 0, false
 		}
@@ -123,10 +130,22 @@ func parseDelaySeconds(v string) (time.Duration, bool) {
 		// secs·10 far from overflow while the rest is validated.
 		secs = min(secs*10+int64(c-'0'), limit+1)
 	}
-	if secs > limit {
+	var ns int64
+	scale := int64(time.Second)
+	for i := 0; hasFrac && i < len(frac); i++ {
+		c := frac[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if scale >= 10 {
+			scale /= 10
+			ns += int64(c-'0') * scale
+		}
+	}
+	if secs > limit || time.Duration(secs)*time.Second > maxDuration-time.Duration(ns) {
 		return maxDuration, true
 	}
-	return time.Duration(secs) * time.Second, true
+	return time.Duration(secs)*time.Second + time.Duration(ns), true
 }
 
 // honoursRetryAfter reports whether a response's status is one whose

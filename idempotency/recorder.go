@@ -257,6 +257,19 @@ func (rec *recorder) Push(target string, opts *http.PushOptions) error {
 // deadlines and full duplex.
 func (rec *recorder) Unwrap() http.ResponseWriter { return rec.w }
 
+// discardHeader gives up the headers of a held response that will not
+// be sent (a [TxHandler]'s, rolled back): the client's header map holds
+// again what outer layers set before next ran, so that an answer written
+// in its place carries none of next's fields (a Content-Length that
+// would cut it, a Location naming what was undone).
+func (rec *recorder) discardHeader() {
+	h := rec.w.Header()
+	clear(h)
+	for k, vs := range rec.outer {
+		h[k] = vs
+	}
+}
+
 // implicitStatus gives a handler that returned without writing the status
 // net/http sends for it, 200, as if it had written it.
 func (rec *recorder) implicitStatus() {

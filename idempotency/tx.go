@@ -91,6 +91,9 @@ func TxFrom[Tx any](ctx context.Context) (tx Tx, ok bool) {
 //     transaction back and the lock expires; after the commit: the record
 //     is there, and a retry replays it.
 //
+// Whenever the TxHandler answers in place of next's held response (a
+// 409, a 503, a 500), it sends none of the headers next set for it.
+//
 // Writes next makes outside the transaction (through the pool, to
 // another service) are not part of this: they happen again when next
 // runs again. Give outbound calls a [DerivedKey] so that their servers
@@ -168,6 +171,7 @@ func (x *txRun[Tx]) settle(ctx context.Context, h *handler, w http.ResponseWrite
 		_ = x.store.RollbackTx(ctx, tx)
 		h.releaseKey(ctx, r, key, token, rec.status)
 		if rec.tooLarge {
+			rec.discardHeader()
 			h.writeProblem(w, h.responseNotHeld())
 			return
 		}
@@ -185,6 +189,9 @@ func (x *txRun[Tx]) settle(ctx context.Context, h *handler, w http.ResponseWrite
 		_ = x.store.RollbackTx(ctx, tx)
 		err = notCommitted(err)
 	}
+	// The held response is not sent: neither are the headers next set
+	// for it.
+	rec.discardHeader()
 	switch {
 	case errors.Is(err, ErrStaleToken):
 		h.event(r, KindFenced, rec.status)

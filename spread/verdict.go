@@ -55,7 +55,8 @@ func endingOf(ctx context.Context) ending {
 // it first: an invalid header, say, which is the caller's doing, not the
 // address's); a deadline before the headers, or a stall cut by
 // IdleTimeout, fails it; a 5xx that signals overload (a 503, a 529, a
-// 5xx with "X-Should-Retry: false") fails it; any other response is a
+// proxy's 502 or 504, a 5xx with "X-Should-Retry: false":
+// overload.Response) fails it; any other response is a
 // success, settled when its body ends (judgeBody). A 429 is the caller's
 // quota, not the address's health.
 func judgeAnswer(resp *http.Response, err error, askedConn bool, end ending) verdict {

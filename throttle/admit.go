@@ -162,8 +162,10 @@ func (th *Throttle) TakeQuota(d *Dest, req *http.Request, clock Clock) (Ticket, 
 }
 
 // Result is how an attempt went, for Record. The caller decides what
-// counts as overload (httpretry: a 429, 503 or 529, a 5xx saying
-// "X-Should-Retry: false", an attempt timeout, a refused connection) and
+// counts as overload (httpretry: a 429, 503 or 529; a proxy's 502 or 504;
+// Envoy's x-envoy-overloaded or x-envoy-ratelimited; a 5xx saying
+// "X-Should-Retry: false"; an attempt timeout, or a caller's deadline
+// that expired while the server was silent; a refused connection) and
 // reads a 429's Retry-After, so that the throttle depends on neither.
 type Result struct {
 	// Status is the response's status code; 0 when the attempt got no
@@ -175,8 +177,9 @@ type Result struct {
 	// Request is the request the attempt sent: with several groups of
 	// quotas held, the route of an answer that names one is remembered.
 	Request *http.Request
-	// RetryAfter is the delay a 429's Retry-After asked for, when
-	// HasRetryAfter: the pause a 429 without rate-limit fields sets.
+	// RetryAfter is the delay a 429's or a 403's Retry-After asked for,
+	// when HasRetryAfter: the pause a 429 without rate-limit fields, or a
+	// 403 naming no quota (a secondary rate limit), sets.
 	RetryAfter    time.Duration
 	HasRetryAfter bool
 	// Sent is when the attempt was sent; the zero time when the caller
@@ -228,7 +231,7 @@ func (th *Throttle) Record(d *Dest, r Result, clock Clock) {
 		th.accept(d, clock)
 		return
 	}
-	if r.Status != 0 && r.Status < http.StatusTooManyRequests && !th.hotFor(d) && !d.quota.wants(r.Status) {
+	if r.Status != 0 && r.Status < http.StatusTooManyRequests && !r.HasRetryAfter && !th.hotFor(d) && !d.quota.wants(r.Status) {
 		if th.count(d, clock) {
 			d.quota.sample(r.Header)
 		}
@@ -240,7 +243,7 @@ func (th *Throttle) Record(d *Dest, r Result, clock Clock) {
 // recordSlow is Record for any other result.
 func (th *Throttle) recordSlow(d *Dest, r *Result, clock Clock) {
 	if r.Status != 0 && !th.IgnoreQuota {
-		if d.quota.wants(r.Status) {
+		if d.quota.wants(r.Status) || r.HasRetryAfter {
 			d.quota.observe(r, clock.Now())
 		} else {
 			// The slow path: a hot destination's responses are all

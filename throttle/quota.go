@@ -27,7 +27,8 @@ func (quotaExhaustedError) Error() string {
 func (quotaExhaustedError) Is(target error) bool { return target == ErrThrottled }
 
 // maxQuotaNames is how many named quotas a destination keeps; a further
-// name takes the place of the one that resets first.
+// name takes the place of the one that resets first among those not
+// spent (of spent ones only when all are).
 const maxQuotaNames = 4
 
 // quotaMisses is how many responses in a row without rate-limit fields
@@ -55,8 +56,8 @@ const quotaMisses = 16
 // one from each's count; with several groups, from none.
 type quotaState struct {
 	misses atomic.Int32 // responses read in a row without rate-limit fields, up to quotaMisses; see wants
-	until  atomic.Int64 // nonzero while a quota may be held: the latest reset set, in Unix nanoseconds
-	paused atomic.Int64 // every request is refused before it, in Unix nanoseconds; see pausesDestination
+	until  atomic.Int64 // nonzero while a quota may be held: the latest reset set, in stamp nanoseconds (see stamp)
+	paused atomic.Int64 // every request is refused before it, in stamp nanoseconds (see stamp); see pausesDestination
 	// knownAt is when a response first made a quota known, in Unix
 	// nanoseconds, 0 before: an attempt that did not read the clock
 	// (see quotaUpdate) was sent before it.
@@ -70,7 +71,7 @@ type quotaState struct {
 // quotaSlot is one quota of a destination.
 type quotaSlot struct {
 	name      string        // protected by quotaState.mu
-	until     atomic.Int64  // when the window resets, in Unix nanoseconds; 0 when none is held
+	until     atomic.Int64  // when the window resets, in stamp nanoseconds (see stamp); 0 when none is held
 	left      atomic.Int64  // requests the window admits before until
 	low       atomic.Int64  // the least count a response announced in the window: the server's count
 	limit     atomic.Int64  // requests a window admits, announced or the most seen; 0 when not known
@@ -111,8 +112,8 @@ func (q *quotaState) spent(now time.Time) (time.Time, bool) {
 // spent quota at now, and when the group opens again; held is false when
 // no such quota is held.
 func (q *quotaState) spentNamed(name string, now time.Time) (reset time.Time, spent, held bool) {
-	if p := q.paused.Load(); now.UnixNano() < p {
-		return unixTime(p), true, true
+	if p := q.paused.Load(); stamp(now) < p {
+		return instant(p), true, true
 	}
 	i := -1
 	q.mu.Lock()
@@ -130,7 +131,7 @@ func (q *quotaState) spentNamed(name string, now time.Time) (reset time.Time, sp
 		return time.Time{}, false, false
 	}
 	opens := v.opens(i)
-	return unixTime(opens), opens != 0, true
+	return instant(opens), opens != 0, true
 }
 
 // refund gives back a request counted for an attempt that was then not
@@ -178,8 +179,8 @@ func (q *quotaState) check(now time.Time, take bool, req *http.Request) (time.Ti
 	if u == 0 {
 		return time.Time{}, true, false
 	}
-	if p := q.paused.Load(); now.UnixNano() < p {
-		return unixTime(p), false, false
+	if p := q.paused.Load(); stamp(now) < p {
+		return instant(p), false, false
 	}
 	v := q.view(now)
 	if v.held == 0 {
@@ -195,11 +196,11 @@ func (q *quotaState) check(now time.Time, take bool, req *http.Request) (time.Ti
 	if drawn == 0 && req != nil {
 		// Several groups: req's route may say which it draws from.
 		if at := q.routeOpens(&v, req); at != 0 {
-			return unixTime(at), false, false
+			return instant(at), false, false
 		}
 	}
 	reset, ok := v.open()
-	return unixTime(reset), ok, false
+	return instant(reset), ok, false
 }
 
 // view returns the quotas held at now, renewing those whose window has
@@ -213,7 +214,7 @@ func (q *quotaState) view(now time.Time) quotaView {
 			continue
 		}
 		v.held |= 1 << i
-		v.until[i] = until.UnixNano()
+		v.until[i] = stamp(until)
 		v.left[i] = s.left.Load()
 		v.group[i] = s.group.Load()
 	}
@@ -247,17 +248,9 @@ func (q *quotaState) takeFrom(drawn uint32) (reset time.Time, ok, counted bool) 
 		}
 	}
 	if spent != 0 {
-		return unixTime(spent), false, false
+		return instant(spent), false, false
 	}
 	return time.Time{}, true, taken != 0
-}
-
-// unixTime returns the time of Unix nanoseconds ns; the zero Time for 0.
-func unixTime(ns int64) time.Time {
-	if ns == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, ns)
 }
 
 // quotaView is the quotas of a destination held at one time: a slot's
@@ -332,21 +325,21 @@ func (q *quotaState) current(s *quotaSlot, now time.Time) (time.Time, bool) {
 	if u == 0 {
 		return time.Time{}, false
 	}
-	if now.UnixNano() < u {
-		return time.Unix(0, u), true
+	if stamp(now) < u {
+		return instant(u), true
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if s.until.Load() != u { // renewed or replaced meanwhile
 		u = s.until.Load()
-		return time.Unix(0, u), u != 0
+		return instant(u), u != 0
 	}
 	limit, period := s.limit.Load(), s.period.Load()
 	if !s.announced.Load() || limit <= 0 || period <= 0 {
 		s.until.Store(0)
 		return time.Time{}, false
 	}
-	next := renewedReset(u, now.UnixNano(), period)
+	next := renewedReset(u, stamp(now), period)
 	// left before until: whoever sees the new window sees its count.
 	s.left.Store(limit)
 	s.low.Store(limit)
@@ -354,7 +347,7 @@ func (q *quotaState) current(s *quotaSlot, now time.Time) (time.Time, bool) {
 	s.announced.Store(false)
 	s.until.Store(next)
 	storeMax(&q.until, next)
-	return time.Unix(0, next), true
+	return instant(next), true
 }
 
 // renewedReset returns the reset of the window holding now, for windows
@@ -411,21 +404,21 @@ func (q *quotaState) miss(has bool) {
 func (q *quotaState) observe(r *Result, now time.Time) {
 	set := parseRateLimits(r.Header, now)
 	q.miss(set.n > 0)
-	ra, hasRA := r.RetryAfter, r.HasRetryAfter && r.Status == http.StatusTooManyRequests
+	st, ra, hasRA := quotaStatus(r)
 	sent := r.Sent
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var names [maxQuotaNames]string
-	if r.Status == http.StatusTooManyRequests && pausesDestination(&set, q.namesHeld(names[:0])) {
-		if a, ok := quotaAnnounced(set.rl[0], set.n > 0, r.Status, ra, hasRA); ok {
-			q.pause(now.Add(a.rl.Reset).UnixNano(), now)
+	if st == http.StatusTooManyRequests && pausesDestination(&set, q.namesHeld(names[:0])) {
+		if a, ok := quotaAnnounced(set.rl[0], set.n > 0, st, ra, hasRA); ok {
+			q.pause(stamp(now.Add(a.rl.Reset)), now)
 		}
 		return
 	}
 	var group uint32
 	named := -1 // the slot of the first quota the response named
 	for i := range max(set.n, 1) {
-		status := r.Status
+		status := st
 		if i > 0 {
 			status = http.StatusOK
 		}
@@ -452,6 +445,30 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 	}
 }
 
+// apfPriorityLevel names the priority level of Kubernetes API Priority
+// and Fairness that answered a request, in its canonical spelling.
+const apfPriorityLevel = "X-Kubernetes-Pf-Prioritylevel-Uid"
+
+// quotaStatus returns the status an answer is read as for the quota, and
+// the Retry-After it pauses its destination for, if any: a 429's, or a
+// 403's, read as a 429 (GitHub answers its secondary rate limit with a
+// 403 and Retry-After).
+func quotaStatus(r *Result) (status int, ra time.Duration, hasRA bool) {
+	switch {
+	case r.Status == http.StatusTooManyRequests && len(r.Header[apfPriorityLevel]) > 0:
+		// Kubernetes API Priority and Fairness refused the request for
+		// its priority level alone: no quota of the whole server is
+		// spent, and other levels (a controller's lease renewal) still
+		// go. The 429 is an overload signal, counted as any other.
+		return http.StatusOK, 0, false
+	case r.Status == http.StatusTooManyRequests:
+		return r.Status, r.RetryAfter, r.HasRetryAfter
+	case r.Status == http.StatusForbidden && r.HasRetryAfter:
+		return http.StatusTooManyRequests, r.RetryAfter, true
+	}
+	return r.Status, 0, false
+}
+
 // pause refuses every request to the destination until until, and ends
 // the count in flight of the request that met the pause.
 func (q *quotaState) pause(until int64, now time.Time) {
@@ -464,7 +481,7 @@ func (q *quotaState) pause(until int64, now time.Time) {
 // known keeps, the first time a quota is known, when that was.
 func (q *quotaState) known(now time.Time) {
 	if q.knownAt.Load() == 0 {
-		q.knownAt.CompareAndSwap(0, now.UnixNano())
+		q.knownAt.CompareAndSwap(0, stamp(now))
 	}
 }
 
@@ -542,7 +559,7 @@ func (q *quotaState) slot(name string, taken uint32) int {
 			return i
 		case u == 0 && (free < 0 || s.name == name):
 			free = i
-		case u != 0 && (first < 0 || u < q.slots[first].until.Load()):
+		case u != 0 && (first < 0 || evictsBefore(s, &q.slots[first])):
 			first = i
 		}
 	}
@@ -561,6 +578,19 @@ func (q *quotaState) slot(name string, taken uint32) int {
 		s.group.Store(1 << free)
 	}
 	return free
+}
+
+// evictsBefore reports whether the held quota a gives its place to a new
+// name before b: a quota with requests left before a spent one, which
+// would otherwise be forgotten and sent to until its server says it is
+// spent again; among those alike, the one that resets first. s.mu must
+// be held.
+func evictsBefore(a, b *quotaSlot) bool {
+	aSpent, bSpent := a.left.Load() <= 0, b.left.Load() <= 0
+	if aSpent != bSpent {
+		return !aSpent
+	}
+	return a.until.Load() < b.until.Load()
 }
 
 // decrementIfPositive takes one from a unless it is 0, and returns what
@@ -644,7 +674,7 @@ func quotaUpdate(rl RateLimit, spent bool, q heldQuota, now, sent time.Time) (un
 		// that finely.)
 		return q.until, q.left, q.low
 	}
-	next := now.Add(rl.Reset).UnixNano()
+	next := stamp(now.Add(rl.Reset))
 	if q.until == 0 || q.guessed || !sameWindow(q.until, rl.Reset, from, now) || newerWindow(next, remaining, q) {
 		return next, remaining, remaining
 	}
@@ -658,7 +688,7 @@ func quotaUpdate(rl RateLimit, spent bool, q heldQuota, now, sent time.Time) (un
 // unknownTime stands for a time not known, in countedFrom and sameWindow.
 const unknownTime = math.MinInt64
 
-// countedFrom returns the earliest time, in Unix nanoseconds, at which
+// countedFrom returns the earliest time, in stamp nanoseconds (see stamp), at which
 // the server may have counted an answer read at now: when its attempt was
 // sent. An attempt sent before its destination's quota was known did not
 // read the clock: for a 429 that is taken as now, so that it spends a
@@ -669,19 +699,19 @@ func countedFrom(sent, now time.Time, spent bool) int64 {
 	case sent.IsZero() && !spent:
 		return unknownTime
 	case sent.IsZero() || sent.After(now):
-		return now.UnixNano()
+		return stamp(now)
 	}
-	return sent.UnixNano()
+	return stamp(sent)
 }
 
-// sentBy returns the latest time, in Unix nanoseconds, an answer's
+// sentBy returns the latest time, in stamp nanoseconds (see stamp), an answer's
 // attempt was sent: when it was, or, for one that did not read the
 // clock, when the destination's first quota was known (knownAt), since
 // only attempts sent before it do not; unknownTime when neither is known.
 func sentBy(sent time.Time, knownAt int64) int64 {
 	switch {
 	case !sent.IsZero():
-		return sent.UnixNano()
+		return stamp(sent)
 	case knownAt != 0:
 		return knownAt
 	}
@@ -695,7 +725,7 @@ func sentBy(sent time.Time, knownAt int64) int64 {
 // quotaSame earlier still, as resets are announced in whole seconds
 // rounded up; until must lie in that span, within quotaSame.
 func sameWindow(until int64, reset time.Duration, from int64, now time.Time) bool {
-	if until > now.Add(reset).UnixNano()+int64(quotaSame) {
+	if until > stamp(now.Add(reset))+int64(quotaSame) {
 		return false
 	}
 	return from == unknownTime || from+int64(reset)-int64(quotaSame) <= until

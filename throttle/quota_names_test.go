@@ -100,3 +100,41 @@ func TestQuotaResetRenewsOnlyWhileAnnounced(t *testing.T) {
 		}
 	}
 }
+
+// TestQuotaSpentIsNeverEvictedByAFifthName: GitHub names its quotas in
+// X-RateLimit-Resource. A process uses five: search is spent (its
+// one-minute window resets first), the others have requests left. When
+// the fifth name comes, the quota that gives its place is the one that
+// resets first among those not spent, never search: forgotten, search
+// would be sent to until its server said it was spent again.
+func TestQuotaSpentIsNeverEvictedByAFifthName(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1765000000, 0)
+	gh := func(resource string, remaining, reset int) http.Header {
+		return http.Header{
+			"X-Ratelimit-Limit": {"5000"}, "X-Ratelimit-Remaining": {fmt.Sprint(remaining)},
+			"X-Ratelimit-Reset": {fmt.Sprint(now.Unix() + int64(reset))}, "X-Ratelimit-Resource": {resource},
+		}
+	}
+	var q quotaState
+	observeAt(&q, 200, gh("core", 4990, 3000), now)
+	observeAt(&q, 429, gh("search", 0, 50), now)
+	observeAt(&q, 200, gh("graphql", 4999, 3500), now)
+	observeAt(&q, 200, gh("code_search", 9, 55), now)
+	observeAt(&q, 200, gh("integration_manifest", 4999, 3200), now)
+	held := map[string]bool{}
+	for i := range q.slots {
+		if q.slots[i].until.Load() != 0 {
+			held[q.slots[i].name] = true
+		}
+	}
+	if !held["search"] {
+		t.Errorf("held %v; want the spent search quota still held", held)
+	}
+	if held["code_search"] || !held["integration_manifest"] {
+		t.Errorf("held %v; want code_search (not spent, resets first) given up for integration_manifest", held)
+	}
+	if reset, spent, ok := q.spentNamed("search", now.Add(time.Second)); !ok || !spent || !reset.Equal(now.Add(50*time.Second)) {
+		t.Errorf("search: spent %v until %v (held %v); want spent until %v", spent, reset, ok, now.Add(50*time.Second))
+	}
+}

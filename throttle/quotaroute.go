@@ -7,16 +7,17 @@ import (
 )
 
 // quotaRoutes is how many routes a destination with several groups of
-// quotas remembers the quota of; a further route takes the place of the
-// oldest.
-const quotaRoutes = 32
+// quotas remembers the quota of, each under its two keys (see
+// routeKeys); a further route takes the place of the oldest.
+const quotaRoutes = 64
 
 // quotaRouteTable remembers, for a destination holding several groups
 // of quotas, which quota each route's requests draw from, as their
 // responses named it: a request on a route known to draw from a spent
 // quota is refused as a request to that quota alone would be. A route is
-// a request's method and the first segment of its URL path ("GET
-// /search"), hashed (see routeKey).
+// a request's method and the first two segments of its URL path ("GET
+// /search/code"), and, for a route not seen yet, its first segment alone
+// ("GET /search"), each hashed (see routeKeys).
 type quotaRouteTable struct {
 	key    [quotaRoutes]uint64 // 0 for a free entry
 	name   [quotaRoutes]string // the quota the route's last response named
@@ -60,9 +61,13 @@ func (t *quotaRouteTable) lookup(key uint64) (string, bool) {
 	return "", false
 }
 
-// routeKey returns the route of req, its method and the first segment of
-// its URL path, hashed (FNV-1a); never 0.
-func routeKey(req *http.Request) uint64 {
+// routeKeys returns the routes of req, hashed (FNV-1a), never 0: its
+// method and the first segment of its URL path (wide), and its method
+// and the first two segments (narrow). Two resources under one segment
+// (GitHub's /search/code and /search/issues draw from two quotas) are
+// two narrow routes; a narrow route not seen yet (an ID as its second
+// segment) is known by its wide one.
+func routeKeys(req *http.Request) (wide, narrow uint64) {
 	method := req.Method
 	if method == "" {
 		method = http.MethodGet
@@ -71,11 +76,10 @@ func routeKey(req *http.Request) uint64 {
 	if req.URL != nil {
 		path = strings.TrimPrefix(req.URL.Path, "/")
 	}
-	if i := strings.IndexByte(path, '/'); i >= 0 {
-		path = path[:i]
-	}
-	h := fnv1a(fnv1a(14695981039346656037, method), " /"+path)
-	return max(h, 1)
+	first, rest, _ := strings.Cut(path, "/")
+	second, _, _ := strings.Cut(rest, "/")
+	h := fnv1a(fnv1a(14695981039346656037, method), " /"+first)
+	return max(h, 1), max(fnv1a(h, "/"+second), 1)
 }
 
 // fnv1a adds s to the FNV-1a hash h.
@@ -97,7 +101,10 @@ func (q *quotaState) rememberRoute(req *http.Request, i int, now time.Time) {
 	if q.routes == nil {
 		q.routes = new(quotaRouteTable)
 	}
-	q.routes.remember(routeKey(req), q.slots[i].name, func(name string) bool { return q.spentHeld(name, now) })
+	wide, narrow := routeKeys(req)
+	spent := func(name string) bool { return q.spentHeld(name, now) }
+	q.routes.remember(narrow, q.slots[i].name, spent)
+	q.routes.remember(wide, q.slots[i].name, spent)
 }
 
 // spentHeld reports whether the quota named name is held and spent at
@@ -106,7 +113,7 @@ func (q *quotaState) spentHeld(name string, now time.Time) bool {
 	for i := range q.slots {
 		if s := &q.slots[i]; s.name == name {
 			u := s.until.Load()
-			return u != 0 && now.UnixNano() < u && s.left.Load() <= 0
+			return u != 0 && stamp(now) < u && s.left.Load() <= 0
 		}
 	}
 	return false
@@ -119,13 +126,16 @@ func (q *quotaState) routeOpens(v *quotaView, req *http.Request) int64 {
 	if req == nil {
 		return 0
 	}
-	key := routeKey(req)
+	wide, narrow := routeKeys(req)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.routes == nil {
 		return 0
 	}
-	name, ok := q.routes.lookup(key)
+	name, ok := q.routes.lookup(narrow)
+	if !ok {
+		name, ok = q.routes.lookup(wide)
+	}
 	if !ok {
 		return 0
 	}

@@ -7,30 +7,34 @@ import (
 	"testing"
 )
 
-// TestRouteKey: a route is a request's method and the first segment of
-// its URL path.
-func TestRouteKey(t *testing.T) {
+// TestRouteKeys: a route is a request's method and the first two
+// segments of its URL path (narrow), or its first segment alone (wide).
+func TestRouteKeys(t *testing.T) {
 	t.Parallel()
 	req := func(method, path string) *http.Request {
 		return &http.Request{Method: method, URL: &url.URL{Path: path}}
 	}
 	for _, tt := range []struct {
-		name string
-		a, b *http.Request
-		same bool
+		name                 string
+		a, b                 *http.Request
+		sameWide, sameNarrow bool
 	}{
-		{"deeper paths of one segment", req("GET", "/search/code"), req("GET", "/search/issues"), true},
-		{"the segment alone", req("GET", "/search"), req("GET", "/search/code"), true},
-		{"no method is GET", req("", "/search"), req("GET", "/search"), true},
-		{"another method", req("POST", "/search"), req("GET", "/search"), false},
-		{"another segment", req("GET", "/repos/a/b"), req("GET", "/search"), false},
-		{"the root and a segment", req("GET", "/"), req("GET", "/search"), false},
-		{"a prefix of a segment", req("GET", "/sea"), req("GET", "/search"), false},
+		{"two resources under one segment", req("GET", "/search/code"), req("GET", "/search/issues"), true, false},
+		{"deeper paths of two segments", req("GET", "/search/code/x"), req("GET", "/search/code"), true, true},
+		{"the segment alone", req("GET", "/search"), req("GET", "/search/code"), true, false},
+		{"no method is GET", req("", "/search"), req("GET", "/search"), true, true},
+		{"another method", req("POST", "/search"), req("GET", "/search"), false, false},
+		{"another segment", req("GET", "/repos/a/b"), req("GET", "/search"), false, false},
+		{"the root and a segment", req("GET", "/"), req("GET", "/search"), false, false},
+		{"a prefix of a segment", req("GET", "/sea"), req("GET", "/search"), false, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := routeKey(tt.a) == routeKey(tt.b); got != tt.same {
-				t.Errorf("routeKey(%s %s) == routeKey(%s %s): %v; want %v", tt.a.Method, tt.a.URL.Path, tt.b.Method, tt.b.URL.Path, got, tt.same)
+			aw, an := routeKeys(tt.a)
+			bw, bn := routeKeys(tt.b)
+			if (aw == bw) != tt.sameWide || (an == bn) != tt.sameNarrow {
+				t.Errorf("%s %s and %s %s: same wide %v, narrow %v; want %v, %v", tt.a.Method, tt.a.URL.Path, tt.b.Method, tt.b.URL.Path,
+					aw == bw, an == bn, tt.sameWide, tt.sameNarrow)
 			}
 		})
 	}

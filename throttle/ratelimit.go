@@ -66,16 +66,24 @@ const (
 //     drafts' dictionary form (`limit=100, remaining=0, reset=30`) is read
 //     too, when the field's first member is a key=value pair.
 //   - RateLimit-Remaining with RateLimit-Reset (and RateLimit-Limit), the
-//     earlier drafts' separate fields (the reset in seconds).
-//   - X-RateLimit-Remaining with X-RateLimit-Reset (and X-RateLimit-Limit,
-//     X-RateLimit-Resource), the common unofficial fields. The reset is
-//     in seconds; a value of 10⁹ or more is a Unix time in seconds (10⁹
-//     seconds is over 31 years as a delay), turned into a delay against
-//     the response's Date header when valid, else against now; a time in
-//     the past gives a reset of 0.
+//     earlier drafts' separate fields.
+//   - X-RateLimit-Remaining with X-RateLimit-Reset-After or
+//     X-RateLimit-Reset (and X-RateLimit-Limit, X-RateLimit-Resource),
+//     the common unofficial fields.
+//   - X-Rate-Limit-Remaining with X-Rate-Limit-Reset (and
+//     X-Rate-Limit-Limit), Okta's and X's spelling.
 //
-// Numbers are non-negative decimal integers of at most 15 digits; a sign,
-// a fraction or anything else makes the value invalid. A reset longer
+// In the separate fields a reset is in seconds, and every reset field
+// but Reset-After (a delay) may be a Unix time: a value of 10⁹ or more
+// (10⁹ seconds is over 31 years as a delay; GitLab and Twitch send
+// RateLimit-Reset so) is turned into a delay against the response's Date
+// header when valid, else against now; a time in the past gives a reset
+// of 0. The separate fields' numbers may carry a decimal fraction (Reddit's
+// "598.0", Discord's "64.57"): counts are rounded down.
+//
+// Numbers are non-negative decimal numbers of at most 15 digits before
+// any fraction (the RateLimit field's, integers); a sign or anything else
+// makes the value invalid. A reset longer
 // than a day is clamped to a day. A missing or invalid remaining gives
 // (RateLimit{}, false); a missing or invalid reset gives HasReset false.
 // ParseRateLimit reads no clock: now is the time the response arrived.
@@ -146,51 +154,81 @@ func parseRateLimits(h http.Header, now time.Time) rateLimits {
 	if rl, ok := parseRateLimitPair(h, xFields, now); ok {
 		return oneRateLimit(rl)
 	}
+	if rl, ok := parseRateLimitPair(h, xDashFields, now); ok {
+		return oneRateLimit(rl)
+	}
 	return rateLimits{}
 }
 
 // hasRateLimitFields reports whether h holds a field that may announce
 // a quota (see parseRateLimits), without reading it.
 func hasRateLimitFields(h http.Header) bool {
-	return len(h["Ratelimit"]) > 0 || len(h[draftFields.remaining]) > 0 || len(h[xFields.remaining]) > 0
+	return len(h["Ratelimit"]) > 0 || len(h[draftFields.remaining]) > 0 || len(h[xFields.remaining]) > 0 ||
+		len(h[xDashFields.remaining]) > 0
 }
 
-// rateLimitFields names the separate fields of one form; with epoch, a
-// reset of epochThreshold or more is a Unix time.
+// rateLimitFields names the separate fields of one form: resetAfter, when
+// the form has one, is a delay in seconds read before reset.
 type rateLimitFields struct {
-	remaining, reset, limit, resource string
-	epoch                             bool
+	remaining, reset, resetAfter, limit, resource string
 }
 
+// The separate fields' forms, in the order they are read: the earlier
+// drafts' (GitLab's and Twitch's, whose reset is a Unix time), the common
+// X- dialect (GitHub's; Discord's with its Reset-After; Reddit's with
+// float counts), and the X-Rate-Limit- one (Okta's, X's).
 var (
-	draftFields = rateLimitFields{"Ratelimit-Remaining", "Ratelimit-Reset", "Ratelimit-Limit", "", false}
-	xFields     = rateLimitFields{"X-Ratelimit-Remaining", "X-Ratelimit-Reset", "X-Ratelimit-Limit", "X-Ratelimit-Resource", true}
+	draftFields = rateLimitFields{"Ratelimit-Remaining", "Ratelimit-Reset", "", "Ratelimit-Limit", ""}
+	xFields     = rateLimitFields{"X-Ratelimit-Remaining", "X-Ratelimit-Reset", "X-Ratelimit-Reset-After", "X-Ratelimit-Limit", "X-Ratelimit-Resource"}
+	xDashFields = rateLimitFields{"X-Rate-Limit-Remaining", "X-Rate-Limit-Reset", "", "X-Rate-Limit-Limit", ""}
 )
 
-// parseRateLimitPair reads a form's separate fields.
+// parseRateLimitPair reads a form's separate fields. Counts may carry a
+// decimal fraction ("598.0"), rounded down; a reset may too ("64.57",
+// "1470173023.123").
 func parseRateLimitPair(h http.Header, f rateLimitFields, now time.Time) (RateLimit, bool) {
-	n, ok := headerInteger(h, f.remaining)
+	n, _, ok := headerDecimal(h, f.remaining)
 	if !ok {
 		return RateLimit{}, false
 	}
 	rl := RateLimit{Remaining: n}
-	if secs, ok := headerInteger(h, f.reset); ok {
-		rl.Reset, rl.HasReset = resetDelay(secs, h, now, f.epoch), true
+	if secs, ns, ok := headerDecimal(h, f.resetAfter); ok && f.resetAfter != "" {
+		rl.Reset, rl.HasReset = resetDelay(secs, ns, nil, now, false), true
+	} else if secs, ns, ok := headerDecimal(h, f.reset); ok {
+		rl.Reset, rl.HasReset = resetDelay(secs, ns, h, now, true), true
 	}
-	rl.Limit, _ = headerInteger(h, f.limit)
+	rl.Limit, _, _ = headerDecimal(h, f.limit)
 	if v := h[f.resource]; f.resource != "" && len(v) > 0 {
 		rl.Name = quotaName(strings.Trim(v[0], " \t"))
 	}
 	return rl, true
 }
 
-// headerInteger reads the first line of field name as an integer.
-func headerInteger(h http.Header, name string) (int64, bool) {
+// headerDecimal reads the first line of field name as a non-negative
+// decimal number: its whole part, at most 15 digits, and its fraction in
+// nanoseconds of a unit (digits past the ninth dropped).
+func headerDecimal(h http.Header, name string) (whole, nanos int64, ok bool) {
 	v := h[name]
-	if len(v) == 0 {
-		return 0, false
+	if name == "" || len(v) == 0 {
+		return 0, 0, false
 	}
-	return parseSFInteger(strings.Trim(v[0], " \t"))
+	w, frac, hasFrac := strings.Cut(strings.Trim(v[0], " \t"), ".")
+	whole, ok = parseSFInteger(w)
+	if !ok || (hasFrac && frac == "") {
+		return 0, 0, false
+	}
+	scale := int64(time.Second)
+	for i := 0; i < len(frac); i++ {
+		c := frac[i]
+		if c < '0' || c > '9' {
+			return 0, 0, false
+		}
+		if scale >= 10 {
+			scale /= 10
+			nanos += int64(c-'0') * scale
+		}
+	}
+	return whole, nanos, true
 }
 
 // quotaName returns name when it is short enough to keep, else "".
@@ -201,21 +239,23 @@ func quotaName(name string) string {
 	return name
 }
 
-// resetDelay turns a reset in seconds into a delay, clamped to
-// maxRateLimitReset; with epoch, a value of epochThreshold or more is a
-// Unix time, measured from the response's Date when valid, else now.
-func resetDelay(secs int64, h http.Header, now time.Time, epoch bool) time.Duration {
+// resetDelay turns a reset of secs seconds and nanos nanoseconds into a
+// delay, clamped to maxRateLimitReset; with epoch, a value of
+// epochThreshold or more is a Unix time, measured from the response's
+// Date when valid (so that a server whose clock is skewed from ours still
+// gets the delay it meant), else now.
+func resetDelay(secs, nanos int64, h http.Header, now time.Time, epoch bool) time.Duration {
 	if epoch && secs >= epochThreshold {
 		if date, err := http.ParseTime(h.Get("Date")); err == nil {
 			now = date
 		}
 		// Sub saturates; secs ≤ maxSFInteger is far inside time.Time.
-		return min(max(time.Unix(secs, 0).Sub(now), 0), maxRateLimitReset)
+		return min(max(time.Unix(secs, nanos).Sub(now), 0), maxRateLimitReset)
 	}
 	if secs >= int64(maxRateLimitReset/time.Second) {
 		return maxRateLimitReset
 	}
-	return time.Duration(secs) * time.Second
+	return time.Duration(secs)*time.Second + time.Duration(nanos)
 }
 
 // parseRateLimitField reads the RateLimit field's lines: the structured
@@ -255,9 +295,9 @@ func policyQuota(m string, policies []string) (RateLimit, bool) {
 		return RateLimit{}, false
 	}
 	q, w := policyLimits(policies, name)
-	rl := RateLimit{Remaining: r, Name: quotaName(name), Limit: q, Window: resetDelay(w, nil, time.Time{}, false)}
+	rl := RateLimit{Remaining: r, Name: quotaName(name), Limit: q, Window: resetDelay(w, 0, nil, time.Time{}, false)}
 	if t, ok := sfParam(params, "t"); ok {
-		rl.Reset, rl.HasReset = resetDelay(t, nil, time.Time{}, false), true
+		rl.Reset, rl.HasReset = resetDelay(t, 0, nil, time.Time{}, false), true
 	} else if w > 0 {
 		rl.Reset, rl.HasReset = rl.Window, true
 	}
@@ -282,7 +322,7 @@ func parseRateLimitDict(lines []string) (RateLimit, bool) {
 		case "remaining":
 			rl.Remaining, found = n, true
 		case "reset":
-			rl.Reset, rl.HasReset = resetDelay(n, nil, time.Time{}, false), true
+			rl.Reset, rl.HasReset = resetDelay(n, 0, nil, time.Time{}, false), true
 		case "limit":
 			rl.Limit = n
 		}

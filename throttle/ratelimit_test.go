@@ -36,7 +36,9 @@ func TestParseRateLimit(t *testing.T) {
 		{"structured, 15 digits reset clamped to a day", http.Header{"Ratelimit": {`"default";r=0;t=999999999999999`}}, want{true, 0, 24 * time.Hour, true}},
 		{"dictionary form", http.Header{"Ratelimit": {`limit=100, remaining=0, reset=30`}}, want{true, 0, 30 * time.Second, true}},
 		{"separate fields", http.Header{"Ratelimit-Remaining": {"0"}, "Ratelimit-Reset": {"12"}}, want{true, 0, 12 * time.Second, true}},
-		{"separate fields, bad reset", http.Header{"Ratelimit-Remaining": {"3"}, "Ratelimit-Reset": {"1.5"}}, want{true, 3, 0, false}},
+		{"separate fields, fractional reset", http.Header{"Ratelimit-Remaining": {"3"}, "Ratelimit-Reset": {"1.5"}}, want{true, 3, 1500 * time.Millisecond, true}},
+		{"separate fields, bad reset", http.Header{"Ratelimit-Remaining": {"3"}, "Ratelimit-Reset": {"1.5s"}}, want{true, 3, 0, false}},
+		{"separate fields, a dot without a fraction", http.Header{"Ratelimit-Remaining": {"3"}, "Ratelimit-Reset": {"1."}}, want{true, 3, 0, false}},
 		{"x- fields, seconds", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"45"}}, want{true, 0, 45 * time.Second, true}},
 		{"x- fields, epoch", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"1796300420"}}, want{true, 0, time.Unix(1796300420, 0).Sub(now), true}},
 		{"x- fields, epoch against Date", http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"1796300420"},
@@ -98,7 +100,7 @@ func TestParseRateLimitNamesAndLimits(t *testing.T) {
 func TestQuotaUpdate(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1000, 0)
-	at := func(d time.Duration) int64 { return now.Add(d).UnixNano() }
+	at := func(d time.Duration) int64 { return stamp(now.Add(d)) }
 	minute := int64(time.Minute)
 	r := func(remaining int64, reset time.Duration) RateLimit {
 		return RateLimit{Remaining: remaining, Reset: reset, HasReset: true}
@@ -301,7 +303,7 @@ func checkRateLimit(t *testing.T, rl RateLimit, ok bool) {
 func TestQuotaUpdateAnswerPlacedFromItsSend(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1000, 0)
-	at := func(d time.Duration) int64 { return now.Add(d).UnixNano() }
+	at := func(d time.Duration) int64 { return stamp(now.Add(d)) }
 	ten := int64(10 * time.Second)
 	tests := []struct {
 		name                         string
@@ -338,7 +340,7 @@ func TestQuotaUpdateAnswerPlacedFromItsSend(t *testing.T) {
 			t.Parallel()
 			u, l, low := quotaUpdate(tt.rl, tt.spent, tt.held, now, tt.sent)
 			if u != tt.wantUntil || l != tt.wantLeft || low != tt.wantLow {
-				t.Errorf("quotaUpdate = (%v, %d, %d); want (%v, %d, %d)", time.Duration(u-now.UnixNano()), l, low, time.Duration(tt.wantUntil-now.UnixNano()), tt.wantLeft, tt.wantLow)
+				t.Errorf("quotaUpdate = (%v, %d, %d); want (%v, %d, %d)", time.Duration(u-stamp(now)), l, low, time.Duration(tt.wantUntil-stamp(now)), tt.wantLeft, tt.wantLow)
 			}
 		})
 	}

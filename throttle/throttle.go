@@ -93,14 +93,15 @@ type Throttle struct {
 	// admitted share grows by a factor of e every Window/K. 0 (or less)
 	// means 600ms, with which 95% are admitted again about 1.1s after a
 	// server heals from a long outage. Where the window holds fewer
-	// than 10 requests and no accept (a destination called a few times a
-	// second, failing), the counts reach back over older buckets until
-	// they hold 10 requests, at most 5 windows back, and never past a
-	// bucket that holds an accept: a few failures in a short window
-	// would otherwise refuse too little to relieve the server, and the
-	// failures from before an accept no longer describe it. A Window
-	// below [MinWindow] means MinWindow, so that no
-	// bucket is narrower than a millisecond.
+	// than 10 requests (a destination called a few times a second), the
+	// counts reach back over older buckets until they hold 10, at most 5
+	// windows back; past the window, from the first bucket that holds an
+	// accept on, only accepts are counted: a few failures in a short
+	// window would otherwise refuse too little to relieve a dead server,
+	// or refuse a healthy one for two failures in a row, and the failures
+	// from before an accept no longer describe the server. A Window
+	// below [MinWindow] means MinWindow, so that no bucket is narrower
+	// than a millisecond.
 	Window time.Duration
 
 	// MinRate is the request rate per second, over the time the counts
@@ -194,18 +195,6 @@ func (th *Throttle) rand() float64 {
 	return rand.Float64()
 }
 
-// rejectProbability is the probability with which the throttle refuses
-// an operation, given the requests and accepts counted in the window: the
-// SRE form (requests − k·accepts)/(requests + 1), clamped into
-// [0, maxReject], and 0 when fewer than minRequests were counted.
-func rejectProbability(requests, accepts, k, maxReject, minRequests float64) float64 {
-	if requests < minRequests || requests <= 0 {
-		return 0
-	}
-	p := (requests - k*accepts) / (requests + 1)
-	return min(max(p, 0), maxReject)
-}
-
 // Dest is one destination's counts. While the destination has
 // signalled nothing for as far back as the counts reach (cold), accepted
 // attempts are only counted in pending, without reading the clock but
@@ -217,7 +206,7 @@ func rejectProbability(requests, accepts, k, maxReject, minRequests float64) flo
 type Dest struct {
 	hot     atomic.Bool
 	pending atomic.Int64 // accepted attempts not yet in w
-	first   atomic.Int64 // the clock's UnixNano at the first accept counted in pending, 0 before
+	first   atomic.Int64 // the stamp (see stamp) of the first accept counted in pending, 0 before
 	quota   quotaState
 	fleet   atomic.Pointer[fleetLink] // where the counts are shared; nil without a Shared
 
@@ -239,7 +228,7 @@ func (th *Throttle) refuse(s *Dest, clock Clock) error {
 	req, acc, n := th.decisionCounts(s, now)
 	span := time.Duration(n) * th.window() / throttleBuckets
 	// Written so that a NaN draw or probability admits.
-	if !(r < rejectProbability(req, acc, th.k(), th.maxReject(), th.minRequests(span))) {
+	if !(r < th.RefuseProbability(req, acc, span)) {
 		return nil
 	}
 	// A refusal counts as a request: the SRE form needs it to keep
@@ -260,7 +249,7 @@ func (th *Throttle) refuse(s *Dest, clock Clock) error {
 func (th *Throttle) count(s *Dest, clock Clock) bool {
 	n := s.pending.Add(1)
 	if n == 1 && s.first.Load() == 0 {
-		s.first.CompareAndSwap(0, clock.Now().UnixNano())
+		s.first.CompareAndSwap(0, stamp(clock.Now()))
 	}
 	if n < pendingFold {
 		return false

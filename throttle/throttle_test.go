@@ -127,7 +127,9 @@ func TestThrottleMinRate(t *testing.T) {
 // TestThrottleReachesBackAtLowRates: a destination failing twice a
 // second has 2 requests in an 800ms window; the counts reach back over
 // older buckets, to 4s, and the probability is the SRE form's on the 8
-// failures there: 8/9. An accept stops the reach: the window alone
+// failures there: 8/9. Once an accept comes, the failures before the
+// window are left out: the window's own counts decide, with the
+// accepts, none here, from before it.
 // decides again.
 func TestThrottleReachesBackAtLowRates(t *testing.T) {
 	t.Parallel()
@@ -158,14 +160,14 @@ func TestThrottleReachesBackAtLowRates(t *testing.T) {
 	}
 	// The refusal counted: 9 requests. Then an accept, 100ms later: the
 	// 800ms window holds the failures at 3s and 3.5s, the refusal and
-	// the accept, and reaches back no further.
+	// the accept; the older failures are left out.
 	fc.Advance(100 * time.Millisecond)
 	throttleAt(th, s, fc, 1, true)
 	s.mu.Lock()
 	req, acc, n = s.w.counts()
 	s.mu.Unlock()
-	if req != 4 || acc != 1 || n != throttleBuckets {
-		t.Fatalf("after an accept: %v requests, %v accepts over %d buckets; want 4, 1 over the window", req, acc, n)
+	if req != 4 || acc != 1 || n != throttleRing {
+		t.Fatalf("after an accept: %v requests, %v accepts over %d buckets; want 4, 1 over the ring", req, acc, n)
 	}
 	p = (4.0 - 2) / 5
 	r = p
@@ -196,9 +198,11 @@ func TestCountBack(t *testing.T) {
 	}{
 		{"empty: the whole ring", ring(nil), 0, 0, 0, throttleRing},
 		{"enough in the window", ring(map[int]bucket{0: {10, 0}, 35: {5, 0}}), 0, 10, 0, throttleBuckets},
-		{"an accept in the window", ring(map[int]bucket{0: {2, 1}, 35: {5, 0}}), 0, 2, 1, throttleBuckets},
+		{"an accept in the window, too few: the whole ring, its accepts", ring(map[int]bucket{0: {2, 1}, 35: {5, 0}}), 0, 2, 1, throttleRing},
 		{"reaches back to 10 requests", ring(map[int]bucket{3: {4, 0}, 49: {3, 0}, 30: {3, 0}, 20: {9, 0}}), 3, 10, 0, 24},
-		{"reaches back to an accept, left out", ring(map[int]bucket{3: {4, 0}, 40: {1, 1}, 30: {3, 0}}), 3, 4, 0, 13},
+		{"reaches back past an accept: its accepts alone", ring(map[int]bucket{3: {4, 0}, 40: {9, 6}, 30: {3, 0}}), 3, 10, 6, 14},
+		{"past an accept, older failures left out", ring(map[int]bucket{3: {4, 0}, 40: {2, 1}, 30: {3, 0}}), 3, 5, 1, throttleRing},
+		{"an accept in the window: older failures left out", ring(map[int]bucket{3: {4, 1}, 40: {2, 0}, 30: {3, 3}}), 3, 7, 4, throttleRing},
 		{"wraps round the ring", ring(map[int]bucket{5: {1, 0}, 6: {1, 0}}), 5, 2, 0, throttleRing},
 	}
 	for _, tt := range tests {
@@ -444,11 +448,12 @@ func TestThrottleConcurrent(t *testing.T) {
 
 // TestThrottleLowRateOutageAndRecovery: one process calling a destination
 // twice a second, as each of a fleet of 100 sharing 200 a second does,
-// with the default Throttle. During a 10s outage, after its first two
-// seconds, at most 15% of its operations reach the server (the counts
-// reach back to hold enough failures); once the server has healed, the
-// first operation admitted and accepted leaves only the window proper to
-// decide, and every operation after it is admitted.
+// with the default Throttle. During a 10s outage, once the counts no
+// longer reach back to before it (3s, five windows), at most 15% of its
+// operations reach the server (the counts reach back to hold enough
+// failures); once the server has healed, the first operation admitted
+// and accepted outweighs the failures before it, and every operation
+// after it is admitted.
 func TestThrottleLowRateOutageAndRecovery(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
@@ -461,7 +466,7 @@ func TestThrottleLowRateOutageAndRecovery(t *testing.T) {
 	for at := time.Duration(0); at < 24*time.Second; at += every {
 		_, err := th.admit(s, fc)
 		switch {
-		case at >= 6*time.Second && at < 14*time.Second:
+		case at >= 7*time.Second && at < 14*time.Second:
 			offered++
 			if err == nil {
 				sent++
@@ -478,7 +483,7 @@ func TestThrottleLowRateOutageAndRecovery(t *testing.T) {
 		fc.Advance(every)
 	}
 	if share := float64(sent) / float64(offered); share > 0.15 {
-		t.Errorf("outage, 6s to 14s: %d of %d operations sent (%.2f); want at most 0.15", sent, offered, share)
+		t.Errorf("outage, 7s to 14s: %d of %d operations sent (%.2f); want at most 0.15", sent, offered, share)
 	}
 	if healed < 0 || healed > 24*time.Second {
 		t.Fatalf("no operation admitted after healing")
@@ -496,12 +501,12 @@ func TestFoldSpan(t *testing.T) {
 		first    int64
 		want     time.Duration
 	}{
-		{"since the last fold", now.Add(-300 * time.Millisecond), now.Add(-4 * time.Second).UnixNano(), 300 * time.Millisecond},
-		{"before the first fold: since the first accept", time.Time{}, now.Add(-4 * time.Second).UnixNano(), 4 * time.Second},
-		{"a first accept just now: one bucket", time.Time{}, now.UnixNano(), width},
+		{"since the last fold", now.Add(-300 * time.Millisecond), stamp(now.Add(-4 * time.Second)), 300 * time.Millisecond},
+		{"before the first fold: since the first accept", time.Time{}, stamp(now.Add(-4 * time.Second)), 4 * time.Second},
+		{"a first accept just now: one bucket", time.Time{}, stamp(now), width},
 		{"neither known: one bucket", time.Time{}, 0, width},
 		{"a quiet spell longer than the ring: the ring", now.Add(-10 * time.Minute), 0, throttleRing * width},
-		{"before the first fold, a first accept long ago: the ring", time.Time{}, now.Add(-10 * time.Minute).UnixNano(), throttleRing * width},
+		{"before the first fold, a first accept long ago: the ring", time.Time{}, stamp(now.Add(-10 * time.Minute)), throttleRing * width},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

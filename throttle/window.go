@@ -6,7 +6,7 @@ import "time"
 
 // foldSpan is the time over which accepts counted while cold are spread
 // when folded at now: since the last fold; before the first fold, since
-// the first accept was counted (first, in UnixNano); with neither known,
+// the first accept was counted (first, a stamp); with neither known,
 // one bucket's width, as if just now. It is never longer than the ring:
 // the accepts were counted without the clock, so when that time holds a
 // quiet spell they may all have come after it, and spreading them over
@@ -20,7 +20,7 @@ func foldSpan(lastFold time.Time, first int64, now time.Time, width time.Duratio
 	case !lastFold.IsZero():
 		d = now.Sub(lastFold)
 	case first != 0:
-		d = max(now.Sub(time.Unix(0, first)), width)
+		d = max(now.Sub(instant(first)), width)
 	default:
 		d = width
 	}
@@ -94,15 +94,22 @@ type bucket struct{ req, acc float64 }
 
 // countBack sums the buckets of ring from head back: the newest
 // throttleBuckets always, then older ones, one by one, while the sum
-// holds fewer than throttleSamples requests and no accept, up to the
-// whole ring or to an older bucket that holds an accept, which is left
-// out: failures from before the server last accepted one say nothing of
-// it now. It returns the sums and how many buckets they cover.
+// holds fewer than throttleSamples requests, up to the whole ring. Past
+// the window proper, once a bucket holds an accept (that one or a newer
+// one), only accepts are summed, each as a request accepted: failures
+// from before the server last accepted one say nothing of it now, but
+// its accepts still weigh against newer failures. At a few requests a
+// second the window holds one or two, and two failures in a row of an
+// otherwise healthy destination are then weighed against the accepts
+// before them; after an outage, the first accept leaves the failures
+// before it out. It returns the sums and how many buckets they cover.
 func countBack(ring *[throttleRing]bucket, head int) (req, acc float64, n int) {
-	for n < throttleRing && (n < throttleBuckets || (req < throttleSamples && acc == 0)) {
+	accepted := false
+	for n < throttleRing && (n < throttleBuckets || req < throttleSamples) {
 		b := ring[(head-n+throttleRing)%throttleRing]
-		if n >= throttleBuckets && b.acc > 0 {
-			break
+		accepted = accepted || b.acc > 0
+		if n >= throttleBuckets && accepted {
+			b.req = b.acc
 		}
 		req, acc = req+b.req, acc+b.acc
 		n++

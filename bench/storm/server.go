@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -28,6 +29,8 @@ const (
 	brownout              // serve up to a fraction of the capacity
 	contended             // accept the first request of every window, 503 to the rest
 	paced                 // serve at most a rate of requests a second
+	dead                  // close every connection unanswered: a backend that died, behind a proxy
+	flaky                 // healthy, but answer a random share of requests 503 at once
 )
 
 func (m mode) String() string {
@@ -40,6 +43,10 @@ func (m mode) String() string {
 		return "contention"
 	case paced:
 		return "paced"
+	case dead:
+		return "dead"
+	case flaky:
+		return "flaky"
 	}
 	return "healthy"
 }
@@ -52,6 +59,7 @@ type phase struct {
 	capacity float64       // fraction of the server's capacity in a brownout
 	window   time.Duration // of a contended phase
 	rate     float64       // requests a second a paced phase serves
+	fail     float64       // share of requests a flaky phase answers 503
 }
 
 // server models a dependency on loopback: it serves at most capacity
@@ -141,9 +149,14 @@ func (s *server) phaseAt(t time.Time) (phase, time.Duration) {
 // its cause.
 func (s *server) admit(p phase, el time.Duration) bool {
 	switch p.mode {
-	case outage:
+	case outage, dead:
 		s.down.Add(1)
 		return false
+	case flaky:
+		if rand.Float64() < p.fail {
+			s.down.Add(1)
+			return false
+		}
 	case contended:
 		// The first request of each window wins it; a window's index
 		// only grows, so a request that finds its window (or a later
@@ -191,6 +204,10 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	p, el := s.phaseAt(now)
 	if !s.admit(p, el) {
+		if p.mode == dead {
+			closeUnanswered(w)
+			return
+		}
 		http.Error(w, "unavailable", http.StatusServiceUnavailable)
 		return
 	}
@@ -212,6 +229,16 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.served.Add(1)
 	w.Write([]byte("ok\n"))
+}
+
+// closeUnanswered closes the request's connection without an answer, as a
+// backend that died does: a proxy in front answers 502.
+func closeUnanswered(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(err) // HTTP/1.1 over httptest: cannot happen
+	}
+	conn.Close()
 }
 
 // pacedBurst is how long a paced server's token bucket can save up for:

@@ -26,10 +26,13 @@ import (
 //     process calling at fleetRate; and, for comparison, the outage's own
 //     arrivals dealt to the same P processes (a few a second each); and a
 //     thousand processes at one a second sharing their throttle's counts
-//     through Redis (throttleshared.go).
+//     through Redis (throttleshared.go);
+//   - throttle-proxy and throttle-lowrate (throttleproxy.go);
+//   - shed: the server sheds retries first (shed.go).
 //
 // Every policy of a scenario gets the same arrivals.
-var throttleScenarios = []string{"throttle-outage", "throttle-brownout", "metastable", "two-hosts", "quota", "throttle-fleet"}
+var throttleScenarios = []string{"throttle-outage", "throttle-brownout", "metastable", "two-hosts", "quota", "throttle-fleet",
+	"throttle-proxy", "throttle-lowrate", "shed"}
 
 // addScenario adds the scenario named s to c: a scenario of the storm,
 // one of the throttle's, or "throttle" for all of these. It returns
@@ -56,14 +59,16 @@ type tconfig struct {
 	deadline time.Duration // per operation
 	seed     uint64
 
-	healthy   time.Duration // before and after the outage and brownout
-	outage    time.Duration // the outage's length
-	brownout  time.Duration // the brownout's length; capacity is half the offered load
-	fleet     int           // processes in throttle-fleet
-	fleetRate float64       // operations per second of each process in throttle-fleet
-	hostFail  int           // two-hosts: 1 in hostFail operations to the healthy host fail their first attempt
-	meta      metaConfig
-	quota     quotaConfig
+	healthy    time.Duration // before and after the outage and brownout
+	outage     time.Duration // the outage's length
+	brownout   time.Duration // the brownout's length; capacity is half the offered load
+	fleet      int           // processes in throttle-fleet
+	fleetRate  float64       // operations per second of each process in throttle-fleet
+	hostFail   int           // two-hosts: 1 in hostFail operations to the healthy host fail their first attempt
+	lowRateDur time.Duration // throttle-lowrate's length
+	shedOver   time.Duration // the shed scenario's overload
+	meta       metaConfig
+	quota      quotaConfig
 
 	scenarios []string
 	log       io.Writer
@@ -75,7 +80,7 @@ func defaultTConfig(c config) tconfig {
 	return tconfig{
 		rate: c.rate, capacity: c.capacity, service: c.service, deadline: c.deadline, seed: c.seed,
 		healthy: 4 * time.Second, outage: 10 * time.Second, brownout: 4 * time.Second,
-		fleet: 100, fleetRate: 50, hostFail: 20,
+		fleet: 100, fleetRate: 50, hostFail: 20, lowRateDur: 20 * time.Second, shedOver: 6 * time.Second,
 		meta:  defaultMetaConfig(),
 		quota: quotaConfig{limit: 100, window: time.Second, rate: 300, dur: 6 * time.Second, service: 2 * time.Millisecond},
 		log:   c.log,
@@ -84,18 +89,22 @@ func defaultTConfig(c config) tconfig {
 
 // tresults is everything the throttle scenarios measured.
 type tresults struct {
-	cfg      tconfig
-	outage   []*trun
-	brownout []*trun
-	fleet    []*trun // P processes at fleetRate each
-	fleetLow []*trun // P processes sharing the outage's arrivals
-	meta     []*metaRun
-	hosts    []*hostsRun
-	quota    []*quotaRun
-	shared   *sharedRun // P processes at 1/s each, sharing their counts through Redis
-	started  time.Time
-	wall     time.Duration
-	command  string
+	cfg       tconfig
+	outage    []*trun
+	brownout  []*trun
+	fleet     []*trun // P processes at fleetRate each
+	fleetLow  []*trun // P processes sharing the outage's arrivals
+	proxy     []*trun // the outage behind a proxy
+	proxyName string  // which proxy
+	lowrate   []*trun
+	shed      []*shedRun
+	meta      []*metaRun
+	hosts     []*hostsRun
+	quota     []*quotaRun
+	shared    *sharedRun // P processes at 1/s each, sharing their counts through Redis
+	started   time.Time
+	wall      time.Duration
+	command   string
 }
 
 // trun is one policy's pass through a scenario on the shedding server,
@@ -178,14 +187,27 @@ func send(ctx context.Context, d dest, start time.Time, i, phase int, deadline t
 // runShedding passes policy p, over n processes, through phases on a
 // fresh shedding server (server.go) that serves capacity requests at once.
 func runShedding(ctx context.Context, c tconfig, scenario string, phases []phase, arr []arrival, p policy, n, capacity int) *trun {
+	return runSheddingVia(ctx, c, scenario, phases, arr, p, n, capacity, nil)
+}
+
+// runSheddingVia is runShedding with the clients calling the server
+// through front, when not nil: front returns the URL to call for the
+// server's URL, and a function that stops it.
+func runSheddingVia(ctx context.Context, c tconfig, scenario string, phases []phase, arr []arrival, p policy, n, capacity int,
+	front func(backend string) (string, func())) *trun {
 	runtime.GC()
 	srv := newServer(phases, capacity, c.service, total(phases)+c.deadline+time.Second)
+	url, stop := srv.url(), func() {}
+	if front != nil {
+		url, stop = front(srv.url())
+	}
 	f := newFleet(p, n)
 	ops := driveTo(ctx, srv.start, arr, c.deadline, func(i int) dest {
-		return dest{client: f.client(i), url: srv.url()}
+		return dest{client: f.client(i), url: url}
 	})
 	wall := time.Since(srv.start)
 	f.closeIdle()
+	stop()
 	srv.close()
 	r := &trun{run: &run{
 		scenario: scenario, policy: p, processes: n, phases: phases, deadline: c.deadline,
@@ -222,6 +244,9 @@ func runThrottle(ctx context.Context, c tconfig) *tresults {
 		{"throttle-fleet", []string{keySingle, keyBudget, keyThrottle, keyNoMin}, c.fleet, fleetRate, fleetCap, c.outageSchedule(), &res.fleet},
 		{"throttle-fleet", []string{keyThrottle}, c.fleet, c.rate, c.capacity, c.outageSchedule(), &res.fleetLow},
 	}
+	// The scenarios that send little run first: the fleet's tens of
+	// thousands of operations leave the process busy for a while after.
+	runProxyAndLowRate(ctx, c, res, has, progress)
 	for _, sc := range shedding {
 		if !has(sc.name) {
 			continue
@@ -242,6 +267,46 @@ func runThrottle(ctx context.Context, c tconfig) *tresults {
 	res.wall = time.Since(res.started)
 	progress("done")
 	return res
+}
+
+// runProxyAndLowRate runs throttle-proxy, throttle-lowrate and shed.
+func runProxyAndLowRate(ctx context.Context, c tconfig, res *tresults, has func(string) bool, progress func(string, ...any)) {
+	if has("throttle-proxy") {
+		front, name, err := proxyFront()
+		if err != nil {
+			panic(fmt.Sprintf("storm: throttle-proxy: %v", err))
+		}
+		res.proxyName = name
+		ph := c.deadSchedule()
+		arr := arrivals(c.seed, c.rate, ph)
+		for _, p := range throttlePolicies(0, keySingle, keyThrottle) {
+			if ctx.Err() != nil {
+				return
+			}
+			progress("throttle-proxy: %s through %s, %d operations", p.name, name, len(arr))
+			res.proxy = append(res.proxy, runSheddingVia(ctx, c, "throttle-proxy", ph, arr, p, 1, c.capacity, front))
+		}
+	}
+	if has("throttle-lowrate") {
+		ph := c.lowRateSchedule()
+		arr := arrivals(c.seed, lowRatePerProc*lowRateProcesses, ph)
+		for _, p := range throttlePolicies(0, keyBudget, keyThrottle) {
+			if ctx.Err() != nil {
+				return
+			}
+			progress("throttle-lowrate: %s in %d processes, %d operations", p.name, lowRateProcesses, len(arr))
+			res.lowrate = append(res.lowrate, runShedding(ctx, c, "throttle-lowrate", ph, arr, p, lowRateProcesses, c.capacity))
+		}
+	}
+	if has("shed") {
+		for _, shedder := range []bool{true, false} {
+			if ctx.Err() != nil {
+				return
+			}
+			progress("shed: %d processes, Shedder %v", shedProcesses, shedder)
+			res.shed = append(res.shed, runShed(ctx, c, shedder))
+		}
+	}
 }
 
 // runOthers runs the scenarios with servers of their own: metastable,

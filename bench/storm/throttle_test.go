@@ -339,12 +339,14 @@ func TestThrottleScenariosShort(t *testing.T) {
 	c.meta.healthy, c.meta.trigger, c.meta.after = 300*time.Millisecond, 300*time.Millisecond, 1200*time.Millisecond
 	c.meta.attemptTimeout, c.meta.deadline = 200*time.Millisecond, 600*time.Millisecond
 	c.quota.dur = 2100 * time.Millisecond
+	c.lowRateDur, c.shedOver = time.Second, 500*time.Millisecond
 	c.scenarios = throttleScenarios
 	res := runThrottle(context.Background(), c)
 	res.command = "go run ./storm -test"
 	checkGoroutines(t, goroutines)
 	lines, _ := throttleLines(res)
-	prefixes := []string{"throttle: outage load ", "brownout: goodput ", "metastable: recovered in ", "two-hosts: healthy host goodput ", "quota: 429s per window at most ", "fleet: P=5 outage load "}
+	prefixes := []string{"throttle: outage load ", "brownout: goodput ", "metastable: recovered in ", "two-hosts: healthy host goodput ", "quota: 429s per window at most ", "fleet: P=5 outage load ",
+		"throttle-proxy: outage behind a proxy, load ", "throttle-lowrate: healthy at 1.5/s with 2% 503s, refused ", "shed: P=100 overload, amplification "}
 	if len(lines) != len(prefixes) {
 		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(prefixes), strings.Join(lines, "\n"))
 	}
@@ -372,7 +374,7 @@ func TestThrottleScenariosShort(t *testing.T) {
 	if len(res.fleetLow) != 1 || len(res.fleetLow[0].ops) > len(res.fleet[0].ops)/2 {
 		t.Errorf("the fleet over the outage's arrivals: %d runs", len(res.fleetLow))
 	}
-	if l := lines[len(lines)-1]; !strings.Contains(l, ", 60 operations a second each") || !strings.Contains(l, "at 20 a second each: load ") {
+	if l := lines[5]; !strings.Contains(l, ", 60 operations a second each") || !strings.Contains(l, "at 20 a second each: load ") {
 		t.Errorf("fleet line %q: no per-process rates", l)
 	}
 	dir := t.TempDir()

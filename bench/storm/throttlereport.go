@@ -154,6 +154,12 @@ func throttleLines(res *tresults) ([]string, []target) {
 		lines = append(lines, l)
 		ts = append(ts, t...)
 	}
+	for _, line := range []func(*tresults) (string, []target, bool){proxyLine, lowRateLine, shedLine} {
+		if l, t, ok := line(res); ok {
+			lines = append(lines, l)
+			ts = append(ts, t...)
+		}
+	}
 	return lines, ts
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/httpretry/httpretry/contrib/pgidempotency/internal/pgtest"
 	"github.com/httpretry/httpretry/idempotency"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -242,15 +241,6 @@ func decode(r *http.Request, v any) error { return json.NewDecoder(r.Body).Decod
 func jsonBody(v any) io.Reader {
 	b, _ := json.Marshal(v)
 	return bytes.NewReader(b)
-}
-
-// errCode is err's SQLSTATE, or "".
-func errCode(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code
-	}
-	return ""
 }
 
 // httptestServer serves h and returns its URL.

@@ -26,12 +26,22 @@ func TestTxDatabaseCrashMidTrafficChargesEachOrderOnce(t *testing.T) {
 	}
 	f := newFixture(t, Options{Timeout: 2 * time.Second}, false)
 	srv := f.serve(chargeHandler, idempotency.Options{LockTTL: time.Second})
+	trafficThroughAnOutage(t, f, srv.URL, server.Restart)
+}
+
+// trafficThroughAnOutage sends keyed orders, three concurrent duplicates
+// each, through httpretry, runs outage a third of the way through, and
+// then checks the rules: every order is confirmed (an order whose client
+// gave up is sent again with its key, as a client reconciles), charged
+// exactly once, and every 2xx any client got is what its key replays.
+func trafficThroughAnOutage(t *testing.T, f *fixture, url string, outage func() error) {
+	t.Helper()
 	client := &http.Client{Transport: &httpretry.Transport{MaxAttempts: 60, Timeout: 90 * time.Second}}
 	const orders = 60
 	var mu sync.Mutex
 	seen := map[int]map[string]bool{}
 	send := func(i int) {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(fmt.Sprintf(`{"id":"o-%d","amount":%d}`, i, i)))
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(fmt.Sprintf(`{"id":"o-%d","amount":%d}`, i, i)))
 		req.Header.Set("Idempotency-Key", fmt.Sprintf("k-%d", i))
 		resp, err := client.Do(req)
 		if err != nil {
@@ -50,10 +60,10 @@ func TestTxDatabaseCrashMidTrafficChargesEachOrderOnce(t *testing.T) {
 		seen[i][string(b)] = true
 	}
 	var wg sync.WaitGroup
-	restarted := make(chan error, 1)
+	outageDone := make(chan error, 1)
 	for i := range orders {
 		if i == orders/3 {
-			go func() { restarted <- server.Restart() }()
+			go func() { outageDone <- outage() }()
 		}
 		for range 3 {
 			wg.Go(func() { send(i) })
@@ -61,13 +71,13 @@ func TestTxDatabaseCrashMidTrafficChargesEachOrderOnce(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	wg.Wait()
-	if err := <-restarted; err != nil {
+	if err := <-outageDone; err != nil {
 		t.Fatal(err)
 	}
 	for i := range orders {
 		var a answer
 		waitFor(t, 60*time.Second, fmt.Sprintf("order %d never confirmed", i), func() bool {
-			a = post(t, srv.URL, fmt.Sprintf("k-%d", i), order{ID: fmt.Sprintf("o-%d", i), Amount: i})
+			a = post(t, url, fmt.Sprintf("k-%d", i), order{ID: fmt.Sprintf("o-%d", i), Amount: i})
 			return a.status == http.StatusCreated
 		})
 	}
@@ -75,7 +85,7 @@ func TestTxDatabaseCrashMidTrafficChargesEachOrderOnce(t *testing.T) {
 		if got := f.charges(fmt.Sprintf("o-%d", i)); got != 1 {
 			t.Errorf("order %d charged %d times, want 1", i, got)
 		}
-		a := post(t, srv.URL, fmt.Sprintf("k-%d", i), order{ID: fmt.Sprintf("o-%d", i), Amount: i})
+		a := post(t, url, fmt.Sprintf("k-%d", i), order{ID: fmt.Sprintf("o-%d", i), Amount: i})
 		if a.status != http.StatusCreated {
 			t.Errorf("order %d: replay %d %q", i, a.status, a.body)
 			continue
@@ -88,4 +98,29 @@ func TestTxDatabaseCrashMidTrafficChargesEachOrderOnce(t *testing.T) {
 		}
 		mu.Unlock()
 	}
+}
+
+// TestTxDatabasePausedMidTrafficChargesEachOrderOnce: every process of
+// PostgreSQL is stopped (SIGSTOP: connections open, nothing answers) for
+// three times the store's Timeout, longer than the lock, while orders go
+// through httpretry; then it continues. Statements and COMMITs in flight
+// meet the Timeout (a COMMIT's outcome is then unknown) and locks expire
+// meanwhile by the database's clock, which a paused server does not see
+// pass until it continues. Every order ends charged exactly once, and
+// every 2xx any client got is what its key replays.
+func TestTxDatabasePausedMidTrafficChargesEachOrderOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("pauses the shared PostgreSQL server: seconds")
+	}
+	const timeout = time.Second
+	f := newFixture(t, Options{Timeout: timeout}, false)
+	srv := f.serve(chargeHandler, idempotency.Options{LockTTL: timeout / 2})
+	trafficThroughAnOutage(t, f, srv.URL, func() error {
+		resume, err := server.Pause()
+		if err != nil {
+			return err
+		}
+		time.Sleep(3 * timeout)
+		return resume()
+	})
 }

@@ -2,6 +2,7 @@ package pgidempotency
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"regexp"
@@ -76,6 +77,11 @@ var _ idempotency.TxStore[pgx.Tx] = (*Store)(nil)
 // identifier is a table name this package accepts: no quoting needed.
 var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,50}(\.[a-z_][a-z0-9_]{0,50})?$`)
 
+// ErrTxEnded is what CompleteTx returns for a transaction that a
+// statement run through it (COMMIT, ROLLBACK) already ended: its rows were
+// committed or undone apart from the record, which it does not write.
+var ErrTxEnded = errors.New("pgidempotency: the transaction was ended by a statement run through it")
+
 // ErrInvalidTable is returned by [New] and [Schema] for a table name that
 // is not lowercase letters, digits and underscores (with one optional
 // schema qualifier).
@@ -142,6 +148,23 @@ func (s *Store) Reserve(ctx context.Context, key, fingerprint string, lockTTL ti
 	return idempotency.Reservation{}, errReserveContended
 }
 
+// sqlState is err's SQLSTATE, or "" when err is no error of the server's.
+func sqlState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// reserveLockWait is how long Reserve waits for a record locked by a
+// running transaction (a CompleteTx not yet committed) before it answers
+// that the key is in progress. A transaction about to commit ends well
+// within it; one whose instance is paused or cut off may hold the lock
+// until idle_in_transaction_session_timeout ends it, and the duplicates
+// meanwhile must not hold the pool's connections waiting.
+const reserveLockWait = 250 * time.Millisecond
+
 // maxRuns bounds the runs of a statement the store runs again after a
 // race it lost (see Reserve).
 const maxRuns = 8
@@ -172,11 +195,15 @@ func (s *Store) reserveOnce(ctx context.Context, key, fingerprint string, lockMi
 		status                        *int32
 		header, body                  []byte
 	)
-	err := s.pool.QueryRow(ctx, s.sql.reserve, pgx.QueryExecModeExec, []byte(key), fingerprint, lockMicros, s.abandoned).
+	err := s.pool.QueryRow(ctx, s.sql.reserve, pgx.QueryExecModeExec, recordKey(key), fingerprint, lockMicros, s.abandoned, reserveLockWait.Milliseconds()).
 		Scan(&reserved, &token, &tookOver, &fp, &completed, &status, &header, &body)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return idempotency.Reservation{}, false, nil
+	case sqlState(err) == "55P03":
+		// The record is locked by a transaction recording its response:
+		// the key is in progress.
+		return idempotency.Reservation{State: idempotency.StateInProgress}, true, nil
 	case err != nil:
 		return idempotency.Reservation{}, false, fmt.Errorf("pgidempotency: reserve: %w", err)
 	}
@@ -210,6 +237,13 @@ func reservedState(reserved, completed bool, fp *string, fingerprint string) (id
 	return idempotency.StateInProgress, nil
 }
 
+// recordKey is what a record is found by: the SHA-256 of its key, of a
+// fixed length whatever the key's, which an index entry always holds.
+func recordKey(key string) []byte {
+	sum := sha256.Sum256([]byte(key))
+	return sum[:]
+}
+
 // Complete implements [idempotency.Store]: it records resp in a statement
 // of its own, committed at once.
 func (s *Store) Complete(ctx context.Context, key string, token idempotency.Token, resp *idempotency.Response, ttl time.Duration) error {
@@ -218,11 +252,21 @@ func (s *Store) Complete(ctx context.Context, key string, token idempotency.Toke
 
 // CompleteTx implements [idempotency.TxStore]: it records resp in tx, with
 // one UPDATE that holds the key's record locked until tx ends. It returns
-// [idempotency.ErrStaleToken] when token no longer owns the key; tx must
-// then roll back.
+// [idempotency.ErrStaleToken] when token no longer owns the key, under
+// every isolation level (under REPEATABLE READ and SERIALIZABLE, wrapping
+// the serialization failure a takeover after tx's snapshot causes); tx
+// must then roll back. It returns [ErrTxEnded], and records nothing, when tx
+// is no longer open: a statement run through it (COMMIT, ROLLBACK) ended
+// it.
 func (s *Store) CompleteTx(ctx context.Context, tx pgx.Tx, key string, token idempotency.Token, resp *idempotency.Response, ttl time.Duration) error {
 	if tx == nil {
 		return errors.New("pgidempotency: CompleteTx needs a transaction")
+	}
+	if c := tx.Conn(); c != nil && c.PgConn().TxStatus() == 'I' {
+		// The connection is open and in no transaction: a statement of
+		// the handler's (COMMIT, ROLLBACK) ended tx. The record would be
+		// written on its own, apart from the rows it answers for.
+		return ErrTxEnded
 	}
 	return s.complete(ctx, tx, key, token, resp, ttl)
 }
@@ -257,7 +301,14 @@ func (s *Store) complete(ctx context.Context, db execer, key string, token idemp
 			return execAgain(ctx, db, sql, args...)
 		}
 	}
-	tag, err := run(ctx, s.sql.complete, pgx.QueryExecModeExec, []byte(key), int64(token), int32(resp.Status), header, body, micros(ttl))
+	tag, err := run(ctx, s.sql.complete, pgx.QueryExecModeExec, recordKey(key), int64(token), int32(resp.Status), header, body, micros(ttl))
+	if err != nil && sqlState(err) == "40001" && s.lostOwnership(ctx, key, token) {
+		// Under REPEATABLE READ or SERIALIZABLE, a takeover (or a release,
+		// a sweep) committed after the transaction's snapshot fails the
+		// UPDATE instead of leaving it no row: the token is stale all the
+		// same.
+		return fmt.Errorf("pgidempotency: complete: %w (%w)", idempotency.ErrStaleToken, err)
+	}
 	if err != nil {
 		return fmt.Errorf("pgidempotency: complete: %w", err)
 	}
@@ -267,11 +318,20 @@ func (s *Store) complete(ctx context.Context, db execer, key string, token idemp
 	return nil
 }
 
+// lostOwnership reports whether token no longer holds key's record, as
+// a statement of its own (on the pool, outside any transaction) sees it
+// now. An error counts as no: the caller keeps its own error.
+func (s *Store) lostOwnership(ctx context.Context, key string, token idempotency.Token) bool {
+	var owns bool
+	err := s.pool.QueryRow(ctx, s.sql.owns, pgx.QueryExecModeExec, recordKey(key), int64(token)).Scan(&owns)
+	return err == nil && !owns
+}
+
 // Release implements [idempotency.Store].
 func (s *Store) Release(ctx context.Context, key string, token idempotency.Token) error {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	tag, err := execAgain(ctx, s.pool, s.sql.release, pgx.QueryExecModeExec, []byte(key), int64(token))
+	tag, err := execAgain(ctx, s.pool, s.sql.release, pgx.QueryExecModeExec, recordKey(key), int64(token))
 	if err != nil {
 		return fmt.Errorf("pgidempotency: release: %w", err)
 	}

@@ -40,15 +40,18 @@ func TestSweepDeletesOnlyExpiredRecords(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("second Sweep = %d, %v; want the 2 left expired (a response, an abandoned reservation)", n, err)
 	}
-	var keys []string
-	rows, _ := pool.Query(ctx, "SELECT convert_from(key, 'UTF8') FROM "+DefaultTable+" ORDER BY 1")
-	for rows.Next() {
-		var k string
-		rows.Scan(&k)
-		keys = append(keys, k)
+	var left []string
+	for _, k := range []string{"short-0", "short-4", "live-response", "live-lock", "abandoned"} {
+		var n int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+DefaultTable+" WHERE key_sha256 = $1", recordKey(k)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			left = append(left, k)
+		}
 	}
-	if fmt.Sprint(keys) != "[live-lock live-response]" {
-		t.Fatalf("records left = %v, want the live ones", keys)
+	if fmt.Sprint(left) != "[live-response live-lock]" {
+		t.Fatalf("records left = %v, want the live ones", left)
 	}
 	if _, err := s.Sweep(ctx, 0); err == nil {
 		t.Fatal("Sweep(0) accepted")

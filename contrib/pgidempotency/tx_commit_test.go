@@ -1,6 +1,8 @@
 package pgidempotency
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -195,9 +197,18 @@ func TestTxStalledHandlerIsFencedAndItsRowsRollBack(t *testing.T) {
 
 // TestCompleteTxOfATakenOverReservationIsStale: CompleteTx in a
 // transaction whose reservation was taken over returns ErrStaleToken, and
-// the rows written in that transaction roll back with it.
+// the rows written in that transaction roll back with it — under every
+// isolation level: under REPEATABLE READ and SERIALIZABLE the takeover,
+// committed after the transaction's snapshot, makes the UPDATE fail with
+// a serialization failure (40001), which is the stale token all the same.
 func TestCompleteTxOfATakenOverReservationIsStale(t *testing.T) {
-	f := newFixture(t, Options{}, false)
+	for _, iso := range []pgx.TxIsoLevel{pgx.ReadCommitted, pgx.RepeatableRead, pgx.Serializable} {
+		t.Run(string(iso), func(t *testing.T) { completeTxOfATakenOverReservation(t, iso) })
+	}
+}
+
+func completeTxOfATakenOverReservation(t *testing.T, iso pgx.TxIsoLevel) {
+	f := newFixture(t, Options{TxOptions: pgx.TxOptions{IsoLevel: iso}}, false)
 	ctx := t.Context()
 	s := f.store.Store
 	old, err := s.Reserve(ctx, "k", "fp", 100*time.Millisecond)
@@ -208,6 +219,8 @@ func TestCompleteTxOfATakenOverReservationIsStale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Ended before the pool closes, whatever the verdict.
+	defer s.RollbackTx(context.Background(), tx)
 	if _, err := tx.Exec(ctx, "INSERT INTO charges (order_id, amount) VALUES ('o-old', 1)"); err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +233,7 @@ func TestCompleteTxOfATakenOverReservationIsStale(t *testing.T) {
 		t.Fatalf("takeover = %+v, want TookOver and a greater token than %d", took, old.Token)
 	}
 	err = s.CompleteTx(ctx, tx, "k", old.Token, &idempotency.Response{Status: 201}, time.Hour)
-	if err != idempotency.ErrStaleToken {
+	if !errors.Is(err, idempotency.ErrStaleToken) {
 		t.Fatalf("CompleteTx of the old owner = %v, want ErrStaleToken", err)
 	}
 	if err := s.RollbackTx(ctx, tx); err != nil {
@@ -239,7 +252,7 @@ func TestCompleteTxOfATakenOverReservationIsStale(t *testing.T) {
 // partition) until the store's Timeout cuts it: its outcome is unknown,
 // so the client gets 503 and the key is not released. The server never
 // got the COMMIT: its session idles in the transaction, holding the key's
-// record locked (a Reserve of the key waits on it) until
+// record locked (a Reserve of the key answers in progress) until
 // idle_in_transaction_session_timeout ends it and rolls back. Once the
 // lock expired too, the retry runs and charges once.
 func TestTxCommitPastTheStoreTimeoutIsUnknownAndNeverReleased(t *testing.T) {

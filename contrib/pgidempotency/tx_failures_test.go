@@ -268,7 +268,7 @@ func TestTxClientGoneMidQueryIsNeverRecordedAsSuccess(t *testing.T) {
 }
 
 func pgCode(err error) string {
-	if code := errCode(err); code != "" {
+	if code := sqlState(err); code != "" {
 		return code
 	}
 	return "other"

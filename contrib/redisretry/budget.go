@@ -70,8 +70,10 @@ type Options struct {
 
 	// RefusalMemory is how long a refusal of the shared bucket (or the
 	// grant of its last whole token) is remembered: meanwhile Withdraw
-	// refuses without a Redis call, unless the process's own deposits
-	// made since add up to a whole token, which it then spends. Each
+	// refuses without a Redis call. The process's own deposits made
+	// meanwhile stay in it as credit until they add up to a whole token,
+	// which the next flush sends to Redis; a Withdraw that comes before
+	// that flush spends it without a call (see lease.go). Each
 	// refusal is remembered for a time drawn between half of it and all
 	// of it. 0 means 1s; negative means none (every Withdraw that holds
 	// no leased token asks Redis).
@@ -315,9 +317,11 @@ func (b *Budget) Deposit() {
 // (single flight, see flight.go): it waits for at most two calls besides
 // its own, each bounded by CallTimeout, and returns by ctx's deadline. If
 // Redis fails or does not answer in time it switches to the local bucket
-// and withdraws there. It reports false, without a call, when ctx has
-// already ended, and false when ctx ends during the call, whose grant is
-// then leased and returned by the next flush.
+// and withdraws there. A leased token or a whole token of credit is
+// spent even when ctx has already ended; otherwise it reports false,
+// without a call, when ctx has already ended, and false when ctx ends
+// during the call, whose grant is then leased and returned by the next
+// flush.
 func (b *Budget) Withdraw(ctx context.Context) bool {
 	if b.state.Load() != int32(Shared) {
 		return b.withdrawLocal(ctx)

@@ -466,3 +466,28 @@ func TestRefusalAnnouncedOnACluster(t *testing.T) {
 		t.Errorf("the other process made %d calls; want 0", got)
 	}
 }
+
+// Withdraw's doc: a leased token is spent even when the context has
+// already ended, without a Redis call; with no lease left, an ended
+// context is refused without a call.
+func TestWithdrawWithEndedContextSpendsALeasedTokenWithoutACall(t *testing.T) {
+	t.Parallel()
+	b, _, c := clockedBudget(t, "lease-ended", 20, 0, Options{FleetSize: 4, MaxLease: 2, FlushInterval: time.Hour, CallTimeout: patient})
+	if !b.Withdraw(context.Background()) {
+		t.Fatal("Withdraw refused")
+	}
+	if got := c.calls(); got != 1 {
+		t.Fatalf("first Withdraw made %d calls; want 1 (a lease of 2)", got)
+	}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if !b.Withdraw(ended) {
+		t.Fatal("Withdraw(ended) refused a leased token; want it spent")
+	}
+	if b.Withdraw(ended) {
+		t.Fatal("Withdraw(ended) with no lease left granted; want false")
+	}
+	if got := c.calls(); got != 0 {
+		t.Fatalf("Withdraws with an ended context made %d calls; want 0", got)
+	}
+}

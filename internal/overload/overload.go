@@ -13,16 +13,29 @@ import (
 const statusOverloaded = 529
 
 // Response reports whether resp says its server is overloaded: a 429,
-// 503 or 529, or any other 5xx whose server said "X-Should-Retry: false"
-// (it is too busy to be asked again soon). Everything else, a 4xx
-// included, is an accept.
+// 503 or 529; a 502 or 504, a proxy's word that the server behind it
+// refused the connection or did not answer in time (unless the answer
+// says "X-Should-Retry: true": the server's own word that the failure is
+// passing, not load); a response with Envoy's x-envoy-overloaded or
+// x-envoy-ratelimited (its local overload and rate-limit answers); or
+// any other 5xx whose server said "X-Should-Retry: false" (it is too busy
+// to be asked again soon). Everything else, a 4xx included, is an accept.
 func Response(resp *http.Response) bool {
 	switch s := resp.StatusCode; {
 	case s == http.StatusTooManyRequests, s == http.StatusServiceUnavailable, s == statusOverloaded:
 		return true
+	case len(resp.Header["X-Envoy-Overloaded"]) > 0, len(resp.Header["X-Envoy-Ratelimited"]) > 0:
+		return true
+	case s == http.StatusBadGateway, s == http.StatusGatewayTimeout:
+		return !shouldRetryIs(resp.Header, "true")
 	case s >= 500:
-		v, ok := resp.Header["X-Should-Retry"]
-		return ok && len(v) > 0 && strings.EqualFold(strings.TrimSpace(v[0]), "false")
+		return shouldRetryIs(resp.Header, "false")
 	}
 	return false
+}
+
+// shouldRetryIs reports whether h's X-Should-Retry says word.
+func shouldRetryIs(h http.Header, word string) bool {
+	v, ok := h["X-Should-Retry"]
+	return ok && len(v) > 0 && strings.EqualFold(strings.TrimSpace(v[0]), word)
 }

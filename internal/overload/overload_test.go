@@ -5,15 +5,16 @@ import (
 	"testing"
 )
 
-// TestResponseSignalsOverload: 429, 503, 529 and a 5xx whose server said
-// "X-Should-Retry: false" signal overload; other 5xx and 4xx do not.
+// TestResponseSignalsOverload: 429, 503, 529, a proxy's 502 or 504 and
+// a 5xx whose server said "X-Should-Retry: false" signal overload; other
+// 5xx and 4xx do not.
 func TestResponseSignalsOverload(t *testing.T) {
 	tests := []struct {
 		status int
 		retry  string
 		want   bool
 	}{
-		{200, "", false}, {404, "", false}, {429, "", true}, {500, "", false}, {502, "", false},
+		{200, "", false}, {404, "", false}, {429, "", true}, {500, "", false}, {502, "", true}, {504, "", true}, {504, "true", false},
 		{503, "", true}, {529, "", true}, {500, " False ", true}, {502, "true", false}, {404, "false", false},
 	}
 	for _, tt := range tests {

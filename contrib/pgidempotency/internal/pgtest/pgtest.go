@@ -294,3 +294,66 @@ func (s *Server) Restart() error {
 	}
 	return nil
 }
+
+// Pause stops every process of the server — the postmaster first, so
+// that it forks no new backend, then each of its children — with
+// SIGSTOP, as a host frozen or a VM paused does: connections stay open
+// and nothing answers. resume continues them all (SIGCONT). Linux only
+// (it reads /proc).
+func (s *Server) Pause() (resume func() error, err error) {
+	pidFile, err := os.ReadFile(filepath.Join(s.data(), "postmaster.pid"))
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: pause: %w", err)
+	}
+	postmaster := strings.SplitN(string(pidFile), "\n", 2)[0]
+	if err := signalAll(stopSignal, postmaster); err != nil {
+		return nil, err
+	}
+	children, err := childrenOf(postmaster)
+	switch {
+	case err == nil && len(children) == 0:
+		// A running server always has some (the checkpointer, the WAL
+		// writer): none found is no pause.
+		err = fmt.Errorf("pgtest: pause: no process of the server's but its postmaster %s", postmaster)
+	case err == nil:
+		err = signalAll(stopSignal, children...)
+	}
+	resume = func() error {
+		if len(children) > 0 {
+			if err := signalAll(contSignal, children...); err != nil {
+				return err
+			}
+		}
+		return signalAll(contSignal, postmaster)
+	}
+	if err != nil {
+		_ = resume()
+		return nil, err
+	}
+	return resume, nil
+}
+
+// childrenOf returns the ids of the processes whose parent is ppid.
+func childrenOf(ppid string) ([]string, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
+	var pids []string
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // gone
+		}
+		// pid (comm) state ppid …: comm may hold spaces; it ends at the
+		// last ')'.
+		rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
+		if f := strings.Fields(rest); len(f) > 1 && f[1] == ppid {
+			pids = append(pids, e.Name())
+		}
+	}
+	return pids, nil
+}
