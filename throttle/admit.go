@@ -3,6 +3,8 @@ package throttle
 import (
 	"net/http"
 	"time"
+
+	"github.com/httpretry/httpretry/internal/desttable"
 )
 
 // This file holds what a caller of the Throttle, such as httpretry's
@@ -32,16 +34,33 @@ func orSystem(c Clock) Clock {
 // for a quota. The state stays valid after the destination is evicted
 // (see MaxKeys); it is then no longer shared with later operations.
 func (th *Throttle) Dest(req *http.Request) *Dest {
+	if th.Shared != nil {
+		return th.sharedDest(req)
+	}
 	if th.Key == nil {
 		return th.dests.GetHost(req, th.MaxKeys, nil)
 	}
 	return th.dests.Get(th.Key(req), th.MaxKeys, nil)
 }
 
+// sharedDest is Dest with a Shared: the state also remembers its key.
+func (th *Throttle) sharedDest(req *http.Request) *Dest {
+	key := desttable.HostKey(req)
+	if th.Key != nil {
+		key = desttable.BoundKey(th.Key(req))
+	}
+	d := th.dests.Get(key, th.MaxKeys, nil)
+	d.link(key, th.Shared)
+	return d
+}
+
 // Idle reports whether d's destination has no known quota and has
-// signalled nothing for as far back as the counts reach: Admit then
-// admits without a clock reading or a lock.
-func (d *Dest) Idle() bool { return d.quota.until.Load() == 0 && !d.hot.Load() }
+// signalled nothing for as far back as the counts reach, here and, with
+// a [Shared], in the fleet: Admit then admits without a clock reading or
+// a lock.
+func (d *Dest) Idle() bool {
+	return d.quota.until.Load() == 0 && !d.hot.Load() && !d.fleetHot()
+}
 
 // QuotaKnown reports whether d's destination announced a quota that may
 // still hold. An answer's quota is placed in time from when its attempt
@@ -86,7 +105,7 @@ func (th *Throttle) Admit(d *Dest, req *http.Request, clock Clock) (Ticket, time
 			t.q = &d.quota
 		}
 	}
-	if !d.hot.Load() {
+	if !th.hotFor(d) {
 		return t, time.Time{}, nil
 	}
 	if err := th.refuse(d, clock); err != nil {
@@ -102,7 +121,7 @@ func (th *Throttle) Admit(d *Dest, req *http.Request, clock Clock) (Ticket, time
 // destination that has signalled nothing for as far back as the counts
 // reach is admitted without a clock reading or a lock.
 func (th *Throttle) AdmitRetry(d *Dest, clock Clock) error {
-	if !d.hot.Load() {
+	if !th.hotFor(d) {
 		return nil
 	}
 	return th.refuse(d, orSystem(clock))
@@ -212,7 +231,7 @@ func (th *Throttle) Record(d *Dest, r Result, clock Clock) {
 		th.accept(d, clock)
 		return
 	}
-	if r.Status != 0 && r.Status < http.StatusTooManyRequests && !r.HasRetryAfter && !d.hot.Load() && !d.quota.wants(r.Status) {
+	if r.Status != 0 && r.Status < http.StatusTooManyRequests && !r.HasRetryAfter && !th.hotFor(d) && !d.quota.wants(r.Status) {
 		if th.count(d, clock) {
 			d.quota.sample(r.Header)
 		}

@@ -136,6 +136,15 @@ type Throttle struct {
 	// left before the operation's deadline, and asks again once.
 	WaitQuota bool
 
+	// Shared, if set, shares the counts with the other processes of a
+	// fleet, so that each decides on the fleet's counts (see [Shared]):
+	// a process that sends a few requests a second then refuses during
+	// an outage, and admits again after the heal, as one process
+	// sending the whole fleet's requests would. Destinations are then
+	// keyed by Key, or by host, without the cache of host spellings. If
+	// nil, each process decides on its own counts.
+	Shared Shared
+
 	// Rand draws a number in [0, 1) for each decision of an operation
 	// that may be refused. If nil, math/rand/v2's Float64. Tests set it.
 	Rand func() float64
@@ -199,6 +208,7 @@ type Dest struct {
 	pending atomic.Int64 // accepted attempts not yet in w
 	first   atomic.Int64 // the stamp (see stamp) of the first accept counted in pending, 0 before
 	quota   quotaState
+	fleet   atomic.Pointer[fleetLink] // where the counts are shared; nil without a Shared
 
 	mu         sync.Mutex // protects the fields below
 	w          window
@@ -215,7 +225,7 @@ func (th *Throttle) refuse(s *Dest, clock Clock) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sync(th, now)
-	req, acc, n := s.w.counts()
+	req, acc, n := th.decisionCounts(s, now)
 	span := time.Duration(n) * th.window() / throttleBuckets
 	// Written so that a NaN draw or probability admits.
 	if !(r < th.RefuseProbability(req, acc, span)) {
@@ -225,6 +235,11 @@ func (th *Throttle) refuse(s *Dest, clock Clock) error {
 	// refusing while nothing is accepted.
 	s.w.add(1, 0)
 	s.lastSignal = now
+	if th.Shared != nil {
+		// Refused on the fleet's counts, s takes part in them.
+		s.hot.Store(true)
+		th.share(s, now, 1, 0)
+	}
 	return ErrThrottled
 }
 
@@ -251,7 +266,7 @@ func (th *Throttle) count(s *Dest, clock Clock) bool {
 // overload won. Only a hot destination counts it: a cold one refuses
 // nothing, and the winner's signal has just made it hot.
 func (th *Throttle) request(s *Dest, clock Clock) {
-	if s.hot.Load() {
+	if th.hotFor(s) {
 		th.tally(s, clock.Now(), 1, 0, false)
 	}
 }
@@ -259,7 +274,7 @@ func (th *Throttle) request(s *Dest, clock Clock) {
 // accept counts an accepted attempt: in pending while s is cold, in the
 // window while it is hot.
 func (th *Throttle) accept(s *Dest, clock Clock) {
-	if !s.hot.Load() {
+	if !th.hotFor(s) {
 		th.count(s, clock)
 		return
 	}
@@ -277,6 +292,7 @@ func (th *Throttle) tally(s *Dest, now time.Time, req, acc float64, signal bool)
 	}
 	s.sync(th, now)
 	s.w.add(req, acc)
+	th.share(s, now, req, acc)
 }
 
 // sync moves s's window to now and folds the pending accepts into it;
@@ -286,7 +302,14 @@ func (s *Dest) sync(th *Throttle, now time.Time) {
 	width := th.window() / throttleBuckets
 	s.w.advance(now, width)
 	if n := s.pending.Swap(0); n > 0 {
-		s.w.spread(float64(n), foldSpan(s.lastFold, s.first.Load(), now, width), width)
+		head := s.w.spread(float64(n), foldSpan(s.lastFold, s.first.Load(), now, width), width)
+		if th.hotFor(s) {
+			// Only the head bucket's part is shared: the fleet counts
+			// what it is handed in its newest bucket, and the accepts
+			// of a healthy spell handed there at an outage's first
+			// signal would hide the outage from the whole fleet.
+			th.share(s, now, head, head)
+		}
 	}
 	s.lastFold = now
 	if now.Sub(s.lastSignal) >= throttleRing*width {

@@ -67,8 +67,8 @@ func (w *window) add(req, acc float64) {
 
 // spread counts n accepted requests made evenly over the last elapsed:
 // the part that falls within the window, spread over the buckets it
-// covers, up to the head.
-func (w *window) spread(n float64, elapsed, width time.Duration) {
+// covers, up to the head. It returns what the head bucket got.
+func (w *window) spread(n float64, elapsed, width time.Duration) (head float64) {
 	span := width * throttleBuckets
 	if elapsed > span {
 		n *= float64(span) / float64(elapsed)
@@ -80,6 +80,7 @@ func (w *window) spread(n float64, elapsed, width time.Duration) {
 		w.b[j].req += n / float64(k)
 		w.b[j].acc += n / float64(k)
 	}
+	return n / float64(k)
 }
 
 // counts returns the requests and accepts the throttle decides on, and

@@ -24,7 +24,9 @@ import (
 //   - quota: a server that states its quota in headers (quota.go);
 //   - throttle-fleet: the outage over P processes, a throttle each, each
 //     process calling at fleetRate; and, for comparison, the outage's own
-//     arrivals dealt to the same P processes (a few a second each);
+//     arrivals dealt to the same P processes (a few a second each); and a
+//     thousand processes at one a second sharing their throttle's counts
+//     through Redis (throttleshared.go);
 //   - throttle-proxy and throttle-lowrate (throttleproxy.go);
 //   - shed: the server sheds retries first (shed.go).
 //
@@ -99,6 +101,7 @@ type tresults struct {
 	meta      []*metaRun
 	hosts     []*hostsRun
 	quota     []*quotaRun
+	shared    *sharedRun // P processes at 1/s each, sharing their counts through Redis
 	started   time.Time
 	wall      time.Duration
 	command   string
@@ -256,6 +259,9 @@ func runThrottle(ctx context.Context, c tconfig) *tresults {
 			progress("%s: %s in %s, %d operations", sc.name, p.name, plural(sc.n, "process", "processes"), len(arr))
 			*sc.dst = append(*sc.dst, runShedding(ctx, c, sc.name, sc.ph, arr, p, sc.n, sc.cap))
 		}
+	}
+	if has("throttle-fleet") && ctx.Err() == nil {
+		res.shared = runSharedFleet(ctx, c, progress)
 	}
 	runOthers(ctx, c, res, has, progress)
 	res.wall = time.Since(res.started)

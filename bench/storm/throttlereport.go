@@ -150,6 +150,10 @@ func throttleLines(res *tresults) ([]string, []target) {
 		lines = append(lines, l)
 		ts = append(ts, t...)
 	}
+	if l, t, ok := sharedFleetLine(res.shared); ok {
+		lines = append(lines, l)
+		ts = append(ts, t...)
+	}
 	for _, line := range []func(*tresults) (string, []target, bool){proxyLine, lowRateLine, shedLine} {
 		if l, t, ok := line(res); ok {
 			lines = append(lines, l)
@@ -394,6 +398,7 @@ func throttleReport(res *tresults) string {
 			c.rate, c.fleet, perProcess(c.rate, c.fleet))
 		outageTable(&b, res.fleetLow, findT(res.outage, keySingle))
 	}
+	sharedSection(&b, res.shared)
 	b.WriteString("## Policies\n\n")
 	for _, k := range []string{keySingle, keyNaive, keyBudget, keyThrottle, keyNoMin, keyFailsafe} {
 		p := throttlePolicy(k, 0)
