@@ -98,6 +98,11 @@ type IdempotencyOptions struct {
 	// 250ms; it is at most half of CallTimeout, which bounds the script
 	// and the wait together.
 	WaitTimeout time.Duration
+
+	// CompleteTimeout bounds the sending of one Complete, resends
+	// included, each send bounded by CallTimeout. 0 (or negative) means
+	// CallTimeout; it is never less than CallTimeout.
+	CompleteTimeout time.Duration
 }
 
 // IdempotencyStore is an [idempotency.Store] in Redis, shared by every
