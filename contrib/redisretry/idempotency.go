@@ -81,11 +81,12 @@ type IdempotencyOptions struct {
 	// wrapping [ErrNotReplicated] (fewer acknowledged in time) or
 	// ErrReplicasUncounted: the Handler answers 503 and runs nothing. A
 	// Complete fewer replicas acknowledged is recorded on the primary,
-	// which replays it, and sent again under the same nonce while
-	// CallTimeout allows, so that after a switchover it reaches the
+	// which replays it, and sent again under the same nonce until
+	// CompleteTimeout, so that after a switchover it reaches the
 	// promoted replica; if it still fails it returns the
 	// error, and a failover to a replica that missed it loses the
-	// response (a retry takes the key over once its lock expires there).
+	// response (a retry takes the key over once its lock expires there,
+	// and runs the operation again).
 	// The price is a round trip to every replica on every Reserve and
 	// Complete, and while one replica does not answer, every Reserve
 	// fails after WaitTimeout. It needs a *redis.Client (a Sentinel
@@ -99,9 +100,26 @@ type IdempotencyOptions struct {
 	// and the wait together.
 	WaitTimeout time.Duration
 
-	// CompleteTimeout bounds the sending of one Complete, resends
-	// included, each send bounded by CallTimeout. 0 (or negative) means
-	// CallTimeout; it is never less than CallTimeout.
+	// CompleteTimeout bounds one Complete, resends included; each send
+	// is bounded by CallTimeout. A Complete is sent again, under the same
+	// nonce (so it applies once), after a write fewer than WaitReplicas
+	// acknowledged and after a send that failed (a primary killed, a
+	// connection closed by a switchover, READONLY from an old primary),
+	// so that it reaches the replica a failover promotes: that replica
+	// holds the reservation, and a Complete that never reaches it lets a
+	// retry take the key over once the lock expires there and run the
+	// operation a second time. A Sentinel client learns of a switchover
+	// only once the sentinels have reconfigured the replicas, and a
+	// Cluster client once its slot map is reloaded: seconds. Where a
+	// failover must not run an operation twice, set it above the time a
+	// failover takes (down-after-milliseconds plus the failover, or
+	// cluster-node-timeout plus the election) and below the Handler's
+	// LockTTL, since after the lock expires a take-over fences the
+	// Complete anyway. The Handler records a response before it answers
+	// the client, so the client waits that long, at most, during a
+	// failover. 0 (or negative) means CallTimeout: a failover that
+	// takes longer may run an operation twice; it is never less than
+	// CallTimeout.
 	CompleteTimeout time.Duration
 }
 
@@ -268,29 +286,68 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idemp
 	if limit := s.opts.MaxResponseSize; limit > 0 && resp.Size() > limit {
 		return idempotency.ErrStoreFull
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
+	ctx, cancel := context.WithTimeout(ctx, s.completeTimeout())
 	defer cancel()
 	keys := s.keys(key)
-	args := []any{tokenArg(token), millis(ttl), resp.Status, encodeHeader(resp.Header), resp.Body, s.nonceTTL()}
+	// One nonce for every send: it must outlive the last of them.
+	args := []any{tokenArg(token), millis(ttl), resp.Status, encodeHeader(resp.Header), resp.Body, nonceTTL(s.completeTimeout())}
 	wait := resendMin
-	var notReplicated error
+	var answer error
 	for {
-		err := s.completeOnce(ctx, keys, args)
-		switch {
-		case errors.Is(err, ErrNotReplicated):
-			notReplicated = err
-		case err != nil && notReplicated != nil && !errors.Is(err, idempotency.ErrStaleToken):
-			// A resend that got no answer: what stands is the first
-			// answer, recorded on the primary and not replicated.
-			return notReplicated
-		default:
-			return err
-		}
-		if !s.timeToWaitAgain(ctx, wait) {
-			return notReplicated
+		final, again := completeVerdict(s.completeSend(ctx, keys, args), answer)
+		answer = final
+		if !again || !s.timeToWaitAgain(ctx, wait) {
+			return answer
 		}
 		wait = min(2*wait, resendMax)
 	}
+}
+
+// completeSend sends a Complete once, within CallTimeout.
+func (s *IdempotencyStore) completeSend(ctx context.Context, keys []string, args []any) error {
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
+	defer cancel()
+	return s.completeOnce(ctx, keys, args)
+}
+
+// completeTimeout bounds one Complete, resends included.
+func (s *IdempotencyStore) completeTimeout() time.Duration {
+	return max(s.opts.CompleteTimeout, s.callTimeout())
+}
+
+// completeVerdict judges one send of a Complete: err is its result, and
+// prev what the sends before it left to answer (nil before the first).
+// It returns what Complete answers if it stops here, and whether to send
+// again (while CompleteTimeout leaves time).
+//
+// Done: a send that recorded the response on enough replicas (nil), a
+// stale token (another owner holds the key: sending again changes
+// nothing), and a master with more replicas than WaitReplicas (a
+// configuration to fix, which the next send meets too). A full Redis stops too: the first send's ErrStoreFull lets
+// the Handler free the key, but after a write that some server recorded
+// (ErrNotReplicated), what stands is that write.
+//
+// Sent again: a write too few replicas acknowledged (ErrNotReplicated:
+// recorded on the server that ran it, which a failover may replace by a
+// replica that lacks it), and a send that got no answer or an error (a
+// killed primary, a connection closed by a switchover, READONLY from an
+// old primary turned replica): under the same nonce a send applies once,
+// wherever it lands. Once a write was recorded, a later send that fails
+// leaves ErrNotReplicated the answer: the response is on a server.
+func completeVerdict(err, prev error) (final error, again bool) {
+	notReplicated := errors.Is(prev, ErrNotReplicated)
+	switch {
+	case err == nil, errors.Is(err, idempotency.ErrStaleToken), errors.Is(err, ErrReplicasUncounted):
+		return err, false
+	case errors.Is(err, idempotency.ErrStoreFull):
+		if notReplicated {
+			return prev, false
+		}
+		return err, false
+	case errors.Is(err, ErrNotReplicated), !notReplicated:
+		return err, true
+	}
+	return prev, true
 }
 
 // completeOnce runs the complete script once (under one nonce, which
@@ -300,10 +357,11 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idemp
 // A Complete fewer replicas acknowledged is recorded (and its lock
 // deleted) on the server that ran it, which replays the response; a
 // replica that missed it still holds the reservation. Complete sends it
-// again while CallTimeout leaves time for another wait (a Sentinel
+// again while CompleteTimeout leaves time for another wait (a Sentinel
 // switchover reaches the client only once the sentinels have
-// reconfigured the replicas, seconds later: give the store a CallTimeout
-// of several seconds where failovers must not lose responses): on the same
+// reconfigured the replicas, seconds later: give the store a
+// CompleteTimeout of several seconds where failovers must not run
+// operations twice): on the same
 // primary the nonce answers at once and the WAIT counts again; after a
 // switchover, the client reaches the promoted replica, which holds the
 // reservation (every replica acknowledged it) and records the response
