@@ -88,3 +88,65 @@ func TestDrillCompleteThroughASwitchoverIsRecordedOnThePromotedReplica(t *testin
 		}
 	}
 }
+
+// A primary with one replica behind three sentinels, a store with
+// WaitReplicas 1: a reservation every replica acknowledged, then the
+// primary killed (SIGKILL) and its Complete sent at once, while the
+// sentinels have not yet promoted the replica. Each send fails (the
+// connection is refused) and the Complete is sent again until the client
+// reaches the promoted replica, which records the response, and the old
+// primary, restarted as its replica, acknowledges it.
+func TestDrillCompleteThroughAKilledPrimaryIsRecordedOnThePromotedReplica(t *testing.T) {
+	ctx := context.Background()
+	set := redistest.StartSentinel(t)
+	rdb := set.Client(t)
+	s, _ := newIdempotencyStore(t, rdb, IdempotencyOptions{
+		CallTimeout: time.Second, CompleteTimeout: 30 * time.Second,
+		WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond,
+	})
+	r, err := s.Reserve(ctx, "order-1", "payload", time.Minute)
+	if err != nil || r.State != idempotency.StateReserved {
+		t.Fatalf("Reserve = %+v, %v; want reserved", r, err)
+	}
+	primary, err := set.Primary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The Complete is sent once the primary stops answering.
+	direct := primary.Client(t)
+	type result struct {
+		err  error
+		took time.Duration
+	}
+	completed := make(chan result, 1)
+	go func() {
+		for direct.Ping(ctx).Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+		start := time.Now()
+		err := s.Complete(ctx, "order-1", r.Token, &idempotency.Response{Status: 201, Body: []byte("charged")}, time.Minute)
+		completed <- result{err, time.Since(start)}
+	}()
+	// Killed, then once the replica is promoted, restarted as its replica
+	// (as an operator brings it back), which a WAIT can count again.
+	killed, err := set.KillPrimary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed.Restart(t)
+	got := <-completed
+	if got.err != nil {
+		t.Fatalf("Complete after the primary was killed = %v after %v; want nil (sent again until the promoted replica recorded it)",
+			got.err, got.took.Round(time.Millisecond))
+	}
+	took := got.took
+	promoted, err := set.Primary()
+	if err != nil || promoted == primary {
+		t.Fatalf("primary after the kill = %v, %v; want the replica", promoted, err)
+	}
+	t.Logf("Complete returned after %v", took.Round(time.Millisecond))
+	st, err := promoted.Client(t).HGet(ctx, s.keys("order-1")[0], "st").Result()
+	if err != nil || st != "c" {
+		t.Fatalf("order-1 on the promoted replica: state %q, %v; want %q (completed)", st, err, "c")
+	}
+}

@@ -9,7 +9,8 @@ import (
 )
 
 // completeVerdict: a Complete is sent again after a write too few
-// replicas acknowledged and after a send that failed, and once a write
+// replicas acknowledged, and, when CompleteTimeout is above CallTimeout
+// (persist), after a send that failed; once a write
 // was recorded somewhere, that write's ErrNotReplicated stays the answer
 // whatever a later send meets, except success or a stale token.
 func TestCompleteVerdictResendsUntilTheResponseIsSafe(t *testing.T) {
@@ -21,28 +22,32 @@ func TestCompleteVerdictResendsUntilTheResponseIsSafe(t *testing.T) {
 	tests := []struct {
 		name      string
 		err, prev error
+		persist   bool
 		want      error
 		again     bool
 	}{
-		{"recorded and replicated", nil, nil, nil, false},
-		{"recorded after a send too few acknowledged", nil, notRepl, nil, false},
-		{"stale token", idempotency.ErrStaleToken, nil, idempotency.ErrStaleToken, false},
-		{"stale token after a send too few acknowledged", idempotency.ErrStaleToken, notRepl, idempotency.ErrStaleToken, false},
-		{"more replicas than counted", uncounted, nil, uncounted, false},
-		{"too few acknowledged", notRepl, nil, notRepl, true},
-		{"too few again", notRepl, notRepl, notRepl, true},
-		{"no answer", lost, nil, lost, true},
-		{"no answer after a write too few acknowledged", lost, notRepl, notRepl, true},
-		{"old primary turned replica", readOnly, notRepl, notRepl, true},
-		{"no answer twice", lost, lost, lost, true},
-		{"full Redis", full, nil, full, false},
-		{"full Redis after a write too few acknowledged", full, notRepl, notRepl, false},
+		{"recorded and replicated", nil, nil, true, nil, false},
+		{"recorded after a send too few acknowledged", nil, notRepl, true, nil, false},
+		{"stale token", idempotency.ErrStaleToken, nil, true, idempotency.ErrStaleToken, false},
+		{"stale token after a send too few acknowledged", idempotency.ErrStaleToken, notRepl, true, idempotency.ErrStaleToken, false},
+		{"more replicas than counted", uncounted, nil, true, uncounted, false},
+		{"too few acknowledged", notRepl, nil, true, notRepl, true},
+		{"too few acknowledged, default CompleteTimeout", notRepl, nil, false, notRepl, true},
+		{"too few again", notRepl, notRepl, true, notRepl, true},
+		{"no answer", lost, nil, true, lost, true},
+		{"no answer, default CompleteTimeout", lost, nil, false, lost, false},
+		{"no answer after a write too few acknowledged", lost, notRepl, true, notRepl, true},
+		{"no answer after a write too few acknowledged, default CompleteTimeout", lost, notRepl, false, notRepl, false},
+		{"old primary turned replica", readOnly, notRepl, true, notRepl, true},
+		{"no answer twice", lost, lost, true, lost, true},
+		{"full Redis", full, nil, true, full, false},
+		{"full Redis after a write too few acknowledged", full, notRepl, true, notRepl, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, again := completeVerdict(tt.err, tt.prev)
+			got, again := completeVerdict(tt.err, tt.prev, tt.persist)
 			if got != tt.want || again != tt.again {
-				t.Errorf("completeVerdict(%v, %v) = %v, %v; want %v, %v", tt.err, tt.prev, got, again, tt.want, tt.again)
+				t.Errorf("completeVerdict(%v, %v, %v) = %v, %v; want %v, %v", tt.err, tt.prev, tt.persist, got, again, tt.want, tt.again)
 			}
 		})
 	}

@@ -117,9 +117,11 @@ type IdempotencyOptions struct {
 	// LockTTL, since after the lock expires a take-over fences the
 	// Complete anyway. The Handler records a response before it answers
 	// the client, so the client waits that long, at most, during a
-	// failover. 0 (or negative) means CallTimeout: a failover that
-	// takes longer may run an operation twice; it is never less than
-	// CallTimeout.
+	// failover. 0 (or negative) means CallTimeout, and then only a write
+	// too few replicas acknowledged is sent again, not a send that
+	// failed (a Redis that is down would hold every Complete for
+	// CallTimeout): a failover that takes longer may run an operation
+	// twice. It is never less than CallTimeout.
 	CompleteTimeout time.Duration
 }
 
@@ -294,7 +296,7 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idemp
 	wait := resendMin
 	var answer error
 	for {
-		final, again := completeVerdict(s.completeSend(ctx, keys, args), answer)
+		final, again := completeVerdict(s.completeSend(ctx, keys, args), answer, s.opts.CompleteTimeout > s.callTimeout())
 		answer = final
 		if !again || !s.timeToWaitAgain(ctx, wait) {
 			return answer
@@ -315,10 +317,11 @@ func (s *IdempotencyStore) completeTimeout() time.Duration {
 	return max(s.opts.CompleteTimeout, s.callTimeout())
 }
 
-// completeVerdict judges one send of a Complete: err is its result, and
-// prev what the sends before it left to answer (nil before the first).
-// It returns what Complete answers if it stops here, and whether to send
-// again (while CompleteTimeout leaves time).
+// completeVerdict judges one send of a Complete: err is its result,
+// prev what the sends before it left to answer (nil before the first),
+// and persist whether a send that failed is sent again (CompleteTimeout
+// above CallTimeout). It returns what Complete answers if it stops here,
+// and whether to send again (while CompleteTimeout leaves time).
 //
 // Done: a send that recorded the response on enough replicas (nil), a
 // stale token (another owner holds the key: sending again changes
@@ -332,9 +335,11 @@ func (s *IdempotencyStore) completeTimeout() time.Duration {
 // replica that lacks it), and a send that got no answer or an error (a
 // killed primary, a connection closed by a switchover, READONLY from an
 // old primary turned replica): under the same nonce a send applies once,
-// wherever it lands. Once a write was recorded, a later send that fails
-// leaves ErrNotReplicated the answer: the response is on a server.
-func completeVerdict(err, prev error) (final error, again bool) {
+// wherever it lands; but only with persist, since at the default a
+// Redis that is down would hold every Complete for CallTimeout. Once a
+// write was recorded, a later send that fails leaves ErrNotReplicated
+// the answer: the response is on a server.
+func completeVerdict(err, prev error, persist bool) (final error, again bool) {
 	notReplicated := errors.Is(prev, ErrNotReplicated)
 	switch {
 	case err == nil, errors.Is(err, idempotency.ErrStaleToken), errors.Is(err, ErrReplicasUncounted):
@@ -344,10 +349,12 @@ func completeVerdict(err, prev error) (final error, again bool) {
 			return prev, false
 		}
 		return err, false
-	case errors.Is(err, ErrNotReplicated), !notReplicated:
+	case errors.Is(err, ErrNotReplicated):
 		return err, true
+	case !notReplicated:
+		return err, persist
 	}
-	return prev, true
+	return prev, persist
 }
 
 // completeOnce runs the complete script once (under one nonce, which
