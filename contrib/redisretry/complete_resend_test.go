@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/httpretry/httpretry/idempotency"
 )
@@ -48,6 +49,29 @@ func TestCompleteVerdictResendsUntilTheResponseIsSafe(t *testing.T) {
 			got, again := completeVerdict(tt.err, tt.prev, tt.persist)
 			if got != tt.want || again != tt.again {
 				t.Errorf("completeVerdict(%v, %v, %v) = %v, %v; want %v, %v", tt.err, tt.prev, tt.persist, got, again, tt.want, tt.again)
+			}
+		})
+	}
+}
+
+// CompleteTimeout is at least CallTimeout and at most MaxCallTimeout: a
+// Complete's nonce lives as long, so the cap bounds the nonces Redis keeps.
+func TestCompleteTimeoutBetweenCallTimeoutAndMaxCallTimeout(t *testing.T) {
+	tests := []struct {
+		name           string
+		call, complete time.Duration
+		want           time.Duration
+	}{
+		{"unset", 0, 0, DefaultIdempotencyCallTimeout},
+		{"below CallTimeout", 5 * time.Second, time.Second, 5 * time.Second},
+		{"set", time.Second, 20 * time.Second, 20 * time.Second},
+		{"above MaxCallTimeout", time.Second, 24 * time.Hour, MaxCallTimeout},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &IdempotencyStore{opts: IdempotencyOptions{CallTimeout: tt.call, CompleteTimeout: tt.complete}}
+			if got := s.completeTimeout(); got != tt.want {
+				t.Errorf("completeTimeout() with CallTimeout %v, CompleteTimeout %v = %v; want %v", tt.call, tt.complete, got, tt.want)
 			}
 		})
 	}

@@ -121,7 +121,8 @@ type IdempotencyOptions struct {
 	// too few replicas acknowledged is sent again, not a send that
 	// failed (a Redis that is down would hold every Complete for
 	// CallTimeout): a failover that takes longer may run an operation
-	// twice. It is never less than CallTimeout.
+	// twice. It is never less than CallTimeout, and at most
+	// [MaxCallTimeout] (each Complete's nonce lives that long).
 	CompleteTimeout time.Duration
 }
 
@@ -312,9 +313,11 @@ func (s *IdempotencyStore) completeSend(ctx context.Context, keys []string, args
 	return s.completeOnce(ctx, keys, args)
 }
 
-// completeTimeout bounds one Complete, resends included.
+// completeTimeout bounds one Complete, resends included. Its nonce
+// lives as long: the cap keeps a store's nonces to those of a minute of
+// Completes.
 func (s *IdempotencyStore) completeTimeout() time.Duration {
-	return max(s.opts.CompleteTimeout, s.callTimeout())
+	return min(max(s.opts.CompleteTimeout, s.callTimeout()), MaxCallTimeout)
 }
 
 // completeVerdict judges one send of a Complete: err is its result,
