@@ -150,3 +150,62 @@ func TestDrillCompleteThroughAKilledPrimaryIsRecordedOnThePromotedReplica(t *tes
 		t.Fatalf("order-1 on the promoted replica: state %q, %v; want %q (completed)", st, err, "c")
 	}
 }
+
+// A Cluster of three masters with two replicas each, a store with
+// WaitReplicas 2 and the default CallTimeout (1s): 24 reservations, then
+// CLUSTER FAILOVER FORCE of one master's replica and the Completes sent
+// one every 100ms from then on. The old master takes writes until it
+// learns of the new epoch, with its other replica attached; with
+// CompleteTimeout 20s every Complete returns nil and each key's current
+// master replays its response: none is left reserved there.
+func TestDrillCompleteThroughAClusterForcedFailoverIsRecordedOnTheNewMaster(t *testing.T) {
+	const keys = 24
+	ctx := context.Background()
+	c := redistest.StartCluster(t, 3, 2)
+	rdb := c.Client(t)
+	s, _ := newIdempotencyStore(t, rdb, IdempotencyOptions{
+		CallTimeout: time.Second, CompleteTimeout: 20 * time.Second,
+		WaitReplicas: 2, WaitTimeout: 100 * time.Millisecond,
+	})
+	tokens := make([]idempotency.Token, keys)
+	for i := range keys {
+		r, err := s.Reserve(ctx, fmt.Sprint("order-", i), "payload", time.Minute)
+		if err != nil || r.State != idempotency.StateReserved {
+			t.Fatalf("Reserve before the failover = %+v, %v; want reserved", r, err)
+		}
+		tokens[i] = r.Token
+	}
+	masters, err := c.Masters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas, err := c.Replicas(masters[0])
+	if err != nil || len(replicas) == 0 {
+		t.Fatalf("replicas of %s = %v, %v", masters[0].Addr(), replicas, err)
+	}
+
+	failed := make(chan error, 1)
+	go func() { failed <- c.ForceFailover(replicas[0]) }()
+	errs := make([]error, keys)
+	var wg sync.WaitGroup
+	for i := range keys {
+		time.Sleep(100 * time.Millisecond)
+		wg.Go(func() {
+			resp := &idempotency.Response{Status: 201, Body: []byte(fmt.Sprint("charge ", i))}
+			errs[i] = s.Complete(ctx, fmt.Sprint("order-", i), tokens[i], resp, time.Minute)
+		})
+	}
+	wg.Wait()
+	if err := <-failed; err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		if errs[i] != nil {
+			t.Errorf("Complete of order-%d during the failover = %v; want nil (resent until the new master recorded it)", i, errs[i])
+		}
+		r, err := s.Reserve(ctx, fmt.Sprint("order-", i), "payload", time.Minute)
+		if err != nil || r.State != idempotency.StateCompleted {
+			t.Errorf("order-%d after the failover: Reserve = %+v, %v; want its response replayed", i, r, err)
+		}
+	}
+}
