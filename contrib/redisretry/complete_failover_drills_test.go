@@ -37,11 +37,7 @@ func TestDrillCompleteThroughASwitchoverIsRecordedOnThePromotedReplica(t *testin
 	})
 	tokens := make([]idempotency.Token, keys)
 	for i := range keys {
-		r, err := s.Reserve(ctx, fmt.Sprint("order-", i), "payload", time.Minute)
-		if err != nil || r.State != idempotency.StateReserved {
-			t.Fatalf("Reserve before the failover = %+v, %v; want reserved", r, err)
-		}
-		tokens[i] = r.Token
+		tokens[i] = reserveReplicated(t, s, fmt.Sprint("order-", i))
 	}
 
 	failed := make(chan error, 1)
@@ -104,10 +100,7 @@ func TestDrillCompleteThroughAKilledPrimaryIsRecordedOnThePromotedReplica(t *tes
 		CallTimeout: time.Second, CompleteTimeout: 30 * time.Second,
 		WaitReplicas: 1, WaitTimeout: 100 * time.Millisecond,
 	})
-	r, err := s.Reserve(ctx, "order-1", "payload", time.Minute)
-	if err != nil || r.State != idempotency.StateReserved {
-		t.Fatalf("Reserve = %+v, %v; want reserved", r, err)
-	}
+	r := idempotency.Reservation{Token: reserveReplicated(t, s, "order-1")}
 	primary, err := set.Primary()
 	if err != nil {
 		t.Fatal(err)
@@ -169,11 +162,7 @@ func TestDrillCompleteThroughAClusterForcedFailoverIsRecordedOnTheNewMaster(t *t
 	})
 	tokens := make([]idempotency.Token, keys)
 	for i := range keys {
-		r, err := s.Reserve(ctx, fmt.Sprint("order-", i), "payload", time.Minute)
-		if err != nil || r.State != idempotency.StateReserved {
-			t.Fatalf("Reserve before the failover = %+v, %v; want reserved", r, err)
-		}
-		tokens[i] = r.Token
+		tokens[i] = reserveReplicated(t, s, fmt.Sprint("order-", i))
 	}
 	masters, err := c.Masters()
 	if err != nil {

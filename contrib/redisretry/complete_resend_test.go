@@ -1,6 +1,7 @@
 package redisretry
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -74,5 +75,23 @@ func TestCompleteTimeoutBetweenCallTimeoutAndMaxCallTimeout(t *testing.T) {
 				t.Errorf("completeTimeout() with CallTimeout %v, CompleteTimeout %v = %v; want %v", tt.call, tt.complete, got, tt.want)
 			}
 		})
+	}
+}
+
+// reserveReplicated reserves key before a failover or a replica's stop, trying again while
+// too few replicas acknowledge in time (a set-up just started, a loaded
+// machine: the refused reservation is undone), and returns its token.
+func reserveReplicated(t *testing.T, s *IdempotencyStore, key string) idempotency.Token {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r, err := s.Reserve(context.Background(), key, "payload", time.Minute)
+		if err == nil && r.State == idempotency.StateReserved {
+			return r.Token
+		}
+		if !errors.Is(err, ErrNotReplicated) || time.Now().After(deadline) {
+			t.Fatalf("Reserve %s = %+v, %v; want reserved", key, r, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

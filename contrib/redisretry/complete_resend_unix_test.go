@@ -29,10 +29,7 @@ func TestCompleteIsResentUntilCompleteTimeoutSoThatTheReplicaRecordsIt(t *testin
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Reserve(ctx, "order-1", "payload-A", time.Minute)
-	if err != nil || res.State != idempotency.StateReserved {
-		t.Fatalf("Reserve = %+v, %v; want reserved", res, err)
-	}
+	res := idempotency.Reservation{Token: reserveReplicated(t, s, "order-1")}
 
 	replica.Freeze()
 	done := make(chan error, 1)
