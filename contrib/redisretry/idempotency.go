@@ -329,9 +329,10 @@ func (s *IdempotencyStore) completeTimeout() time.Duration {
 // Done: a send that recorded the response on enough replicas (nil), a
 // stale token (another owner holds the key: sending again changes
 // nothing), and a master with more replicas than WaitReplicas (a
-// configuration to fix, which the next send meets too). A full Redis stops too: the first send's ErrStoreFull lets
-// the Handler free the key, but after a write that some server recorded
-// (ErrNotReplicated), what stands is that write.
+// configuration to fix, which the next send meets too). A full Redis
+// stops too: the first send's ErrStoreFull lets the Handler free the
+// key, but after a write that some server recorded (ErrNotReplicated),
+// what stands is that write.
 //
 // Sent again: a write too few replicas acknowledged (ErrNotReplicated:
 // recorded on the server that ran it, which a failover may replace by a
