@@ -61,18 +61,25 @@ func TestCompleteTimeoutBetweenCallTimeoutAndMaxCallTimeout(t *testing.T) {
 	tests := []struct {
 		name           string
 		call, complete time.Duration
+		waitReplicas   int
 		want           time.Duration
 	}{
-		{"unset", 0, 0, DefaultIdempotencyCallTimeout},
-		{"below CallTimeout", 5 * time.Second, time.Second, 5 * time.Second},
-		{"set", time.Second, 20 * time.Second, 20 * time.Second},
-		{"above MaxCallTimeout", time.Second, 24 * time.Hour, MaxCallTimeout},
+		{"unset", 0, 0, 0, DefaultIdempotencyCallTimeout},
+		{"unset with WaitReplicas", 0, 0, 2, DefaultCompleteTimeout},
+		{"unset with WaitReplicas, CallTimeout above the default", 45 * time.Second, 0, 1, 45 * time.Second},
+		{"set with WaitReplicas", time.Second, 5 * time.Second, 2, 5 * time.Second},
+		{"below CallTimeout", 5 * time.Second, time.Second, 0, 5 * time.Second},
+		{"set", time.Second, 20 * time.Second, 0, 20 * time.Second},
+		{"above MaxCallTimeout", time.Second, 24 * time.Hour, 0, MaxCallTimeout},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &IdempotencyStore{opts: IdempotencyOptions{CallTimeout: tt.call, CompleteTimeout: tt.complete}}
+			s := &IdempotencyStore{opts: IdempotencyOptions{CallTimeout: tt.call, CompleteTimeout: tt.complete, WaitReplicas: tt.waitReplicas}}
 			if got := s.completeTimeout(); got != tt.want {
-				t.Errorf("completeTimeout() with CallTimeout %v, CompleteTimeout %v = %v; want %v", tt.call, tt.complete, got, tt.want)
+				t.Errorf("completeTimeout() with CallTimeout %v, CompleteTimeout %v, WaitReplicas %d = %v; want %v", tt.call, tt.complete, tt.waitReplicas, got, tt.want)
+			}
+			if got, want := s.resendsFailedSends(), tt.want > s.callTimeout(); got != want {
+				t.Errorf("resendsFailedSends() = %v; want %v", got, want)
 			}
 		})
 	}

@@ -18,6 +18,8 @@ import (
 const (
 	DefaultIdempotencyCallTimeout = time.Second
 	DefaultReservationTTL         = 24 * time.Hour
+	// DefaultCompleteTimeout is CompleteTimeout with WaitReplicas set.
+	DefaultCompleteTimeout = 30 * time.Second
 )
 
 // IdempotencyOptions tune an [IdempotencyStore]. The zero value is what
@@ -117,11 +119,14 @@ type IdempotencyOptions struct {
 	// LockTTL, since after the lock expires a take-over fences the
 	// Complete anyway. The Handler records a response before it answers
 	// the client, so the client waits that long, at most, during a
-	// failover. 0 (or negative) means CallTimeout, and then only a write
-	// too few replicas acknowledged is sent again, not a send that
-	// failed (a Redis that is down would hold every Complete for
-	// CallTimeout): a failover that takes longer may run an operation
-	// twice. It is never less than CallTimeout, and at most
+	// failover. 0 (or negative) means [DefaultCompleteTimeout] when
+	// WaitReplicas is set: longer than a SENTINEL FAILOVER switchover or
+	// a Cluster failover at the default cluster-node-timeout (15s), and
+	// shorter than the Handler's default LockTTL (1m); a primary that
+	// dies under the default down-after-milliseconds (30s) may take
+	// longer. Without WaitReplicas it means CallTimeout, and then only a
+	// write too few replicas acknowledged is sent again, not a send that
+	// failed. It is never less than CallTimeout, and at most
 	// [MaxCallTimeout] (each Complete's nonce lives that long).
 	CompleteTimeout time.Duration
 }
@@ -297,7 +302,7 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idemp
 	wait := resendMin
 	var answer error
 	for {
-		final, again := completeVerdict(s.completeSend(ctx, keys, args), answer, s.opts.CompleteTimeout > s.callTimeout())
+		final, again := completeVerdict(s.completeSend(ctx, keys, args), answer, s.resendsFailedSends())
 		answer = final
 		if !again || !s.timeToWaitAgain(ctx, wait) {
 			return answer
@@ -317,7 +322,17 @@ func (s *IdempotencyStore) completeSend(ctx context.Context, keys []string, args
 // lives as long: the cap keeps a store's nonces to those of a minute of
 // Completes.
 func (s *IdempotencyStore) completeTimeout() time.Duration {
-	return min(max(s.opts.CompleteTimeout, s.callTimeout()), MaxCallTimeout)
+	d := s.opts.CompleteTimeout
+	if d <= 0 && s.opts.WaitReplicas > 0 {
+		d = DefaultCompleteTimeout
+	}
+	return min(max(d, s.callTimeout()), MaxCallTimeout)
+}
+
+// resendsFailedSends reports whether a Complete whose send failed is
+// sent again: only when CompleteTimeout leaves time beyond one send.
+func (s *IdempotencyStore) resendsFailedSends() bool {
+	return s.completeTimeout() > s.callTimeout()
 }
 
 // completeVerdict judges one send of a Complete: err is its result,
