@@ -18,6 +18,8 @@ import (
 const (
 	DefaultIdempotencyCallTimeout = time.Second
 	DefaultReservationTTL         = 24 * time.Hour
+	// DefaultCompleteTimeout is CompleteTimeout with WaitReplicas set.
+	DefaultCompleteTimeout = 30 * time.Second
 )
 
 // IdempotencyOptions tune an [IdempotencyStore]. The zero value is what
@@ -81,11 +83,12 @@ type IdempotencyOptions struct {
 	// wrapping [ErrNotReplicated] (fewer acknowledged in time) or
 	// ErrReplicasUncounted: the Handler answers 503 and runs nothing. A
 	// Complete fewer replicas acknowledged is recorded on the primary,
-	// which replays it, and sent again under the same nonce while
-	// CallTimeout allows, so that after a switchover it reaches the
+	// which replays it, and sent again under the same nonce until
+	// CompleteTimeout, so that after a switchover it reaches the
 	// promoted replica; if it still fails it returns the
 	// error, and a failover to a replica that missed it loses the
-	// response (a retry takes the key over once its lock expires there).
+	// response (a retry takes the key over once its lock expires there,
+	// and runs the operation again).
 	// The price is a round trip to every replica on every Reserve and
 	// Complete, and while one replica does not answer, every Reserve
 	// fails after WaitTimeout. It needs a *redis.Client (a Sentinel
@@ -98,6 +101,34 @@ type IdempotencyOptions struct {
 	// 250ms; it is at most half of CallTimeout, which bounds the script
 	// and the wait together.
 	WaitTimeout time.Duration
+
+	// CompleteTimeout bounds one Complete, resends included; each send
+	// is bounded by CallTimeout. A Complete is sent again, under the same
+	// nonce (so it applies once), after a write fewer than WaitReplicas
+	// acknowledged and after a send that failed (a primary killed, a
+	// connection closed by a switchover, READONLY from an old primary),
+	// so that it reaches the replica a failover promotes: that replica
+	// holds the reservation, and a Complete that never reaches it lets a
+	// retry take the key over once the lock expires there and run the
+	// operation a second time. A Sentinel client learns of a switchover
+	// only once the sentinels have reconfigured the replicas, and a
+	// Cluster client once its slot map is reloaded: seconds. Where a
+	// failover must not run an operation twice, set it above the time a
+	// failover takes (down-after-milliseconds plus the failover, or
+	// cluster-node-timeout plus the election) and below the Handler's
+	// LockTTL, since after the lock expires a take-over fences the
+	// Complete anyway. The Handler records a response before it answers
+	// the client, so the client waits that long, at most, during a
+	// failover. 0 (or negative) means [DefaultCompleteTimeout] when
+	// WaitReplicas is set: longer than a SENTINEL FAILOVER switchover or
+	// a Cluster failover at the default cluster-node-timeout (15s), and
+	// shorter than the Handler's default LockTTL (1m); a primary that
+	// dies under the default down-after-milliseconds (30s) may take
+	// longer. Without WaitReplicas it means CallTimeout, and then only a
+	// write too few replicas acknowledged is sent again, not a send that
+	// failed. It is never less than CallTimeout, and at most
+	// [MaxCallTimeout] (each Complete's nonce lives that long).
+	CompleteTimeout time.Duration
 }
 
 // IdempotencyStore is an [idempotency.Store] in Redis, shared by every
@@ -263,29 +294,86 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idemp
 	if limit := s.opts.MaxResponseSize; limit > 0 && resp.Size() > limit {
 		return idempotency.ErrStoreFull
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
+	ctx, cancel := context.WithTimeout(ctx, s.completeTimeout())
 	defer cancel()
 	keys := s.keys(key)
-	args := []any{tokenArg(token), millis(ttl), resp.Status, encodeHeader(resp.Header), resp.Body, s.nonceTTL()}
+	// One nonce for every send: it must outlive the last of them.
+	args := []any{tokenArg(token), millis(ttl), resp.Status, encodeHeader(resp.Header), resp.Body, nonceTTL(s.completeTimeout())}
 	wait := resendMin
-	var notReplicated error
+	var answer error
 	for {
-		err := s.completeOnce(ctx, keys, args)
-		switch {
-		case errors.Is(err, ErrNotReplicated):
-			notReplicated = err
-		case err != nil && notReplicated != nil && !errors.Is(err, idempotency.ErrStaleToken):
-			// A resend that got no answer: what stands is the first
-			// answer, recorded on the primary and not replicated.
-			return notReplicated
-		default:
-			return err
-		}
-		if !s.timeToWaitAgain(ctx, wait) {
-			return notReplicated
+		final, again := completeVerdict(s.completeSend(ctx, keys, args), answer, s.resendsFailedSends())
+		answer = final
+		if !again || !s.timeToWaitAgain(ctx, wait) {
+			return answer
 		}
 		wait = min(2*wait, resendMax)
 	}
+}
+
+// completeSend sends a Complete once, within CallTimeout.
+func (s *IdempotencyStore) completeSend(ctx context.Context, keys []string, args []any) error {
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout())
+	defer cancel()
+	return s.completeOnce(ctx, keys, args)
+}
+
+// completeTimeout bounds one Complete, resends included. Its nonce
+// lives as long: the cap keeps a store's nonces to those of a minute of
+// Completes.
+func (s *IdempotencyStore) completeTimeout() time.Duration {
+	d := s.opts.CompleteTimeout
+	if d <= 0 && s.opts.WaitReplicas > 0 {
+		d = DefaultCompleteTimeout
+	}
+	return min(max(d, s.callTimeout()), MaxCallTimeout)
+}
+
+// resendsFailedSends reports whether a Complete whose send failed is
+// sent again: only when CompleteTimeout leaves time beyond one send.
+func (s *IdempotencyStore) resendsFailedSends() bool {
+	return s.completeTimeout() > s.callTimeout()
+}
+
+// completeVerdict judges one send of a Complete: err is its result,
+// prev what the sends before it left to answer (nil before the first),
+// and persist whether a send that failed is sent again (CompleteTimeout
+// above CallTimeout). It returns what Complete answers if it stops here,
+// and whether to send again (while CompleteTimeout leaves time).
+//
+// Done: a send that recorded the response on enough replicas (nil), a
+// stale token (another owner holds the key: sending again changes
+// nothing), and a master with more replicas than WaitReplicas (a
+// configuration to fix, which the next send meets too). A full Redis
+// stops too: the first send's ErrStoreFull lets the Handler free the
+// key, but after a write that some server recorded (ErrNotReplicated),
+// what stands is that write.
+//
+// Sent again: a write too few replicas acknowledged (ErrNotReplicated:
+// recorded on the server that ran it, which a failover may replace by a
+// replica that lacks it), and a send that got no answer or an error (a
+// killed primary, a connection closed by a switchover, READONLY from an
+// old primary turned replica): under the same nonce a send applies once,
+// wherever it lands; but only with persist, since at the default a
+// Redis that is down would hold every Complete for CallTimeout. Once a
+// write was recorded, a later send that fails leaves ErrNotReplicated
+// the answer: the response is on a server.
+func completeVerdict(err, prev error, persist bool) (final error, again bool) {
+	notReplicated := errors.Is(prev, ErrNotReplicated)
+	switch {
+	case err == nil, errors.Is(err, idempotency.ErrStaleToken), errors.Is(err, ErrReplicasUncounted):
+		return err, false
+	case errors.Is(err, idempotency.ErrStoreFull):
+		if notReplicated {
+			return prev, false
+		}
+		return err, false
+	case errors.Is(err, ErrNotReplicated):
+		return err, true
+	case !notReplicated:
+		return err, persist
+	}
+	return prev, persist
 }
 
 // completeOnce runs the complete script once (under one nonce, which
@@ -295,10 +383,11 @@ func (s *IdempotencyStore) Complete(ctx context.Context, key string, token idemp
 // A Complete fewer replicas acknowledged is recorded (and its lock
 // deleted) on the server that ran it, which replays the response; a
 // replica that missed it still holds the reservation. Complete sends it
-// again while CallTimeout leaves time for another wait (a Sentinel
+// again while CompleteTimeout leaves time for another wait (a Sentinel
 // switchover reaches the client only once the sentinels have
-// reconfigured the replicas, seconds later: give the store a CallTimeout
-// of several seconds where failovers must not lose responses): on the same
+// reconfigured the replicas, seconds later: give the store a
+// CompleteTimeout of several seconds where failovers must not run
+// operations twice): on the same
 // primary the nonce answers at once and the WAIT counts again; after a
 // switchover, the client reaches the promoted replica, which holds the
 // reservation (every replica acknowledged it) and records the response
