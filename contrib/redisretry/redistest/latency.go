@@ -3,7 +3,6 @@ package redistest
 import (
 	"fmt"
 	"net"
-	"sync"
 	"testing"
 	"time"
 )
@@ -16,14 +15,8 @@ import (
 // proxy adds latency without limiting throughput. Its methods are safe for
 // concurrent use.
 type LatencyProxy struct {
-	target string
-	delay  time.Duration
-	ln     net.Listener
-
-	mu     sync.Mutex // protects conns and closed
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
+	relay
+	delay time.Duration
 }
 
 // StartLatencyProxy starts a LatencyProxy to target that delays each
@@ -46,74 +39,13 @@ func NewLatencyProxy(target string, oneWay time.Duration) (*LatencyProxy, error)
 	if err != nil {
 		return nil, fmt.Errorf("redistest: latency proxy: %w", err)
 	}
-	p := &LatencyProxy{target: target, delay: oneWay, ln: ln, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	return p, nil
-}
-
-// Addr returns the proxy's host:port, on 127.0.0.1.
-func (p *LatencyProxy) Addr() string { return p.ln.Addr().String() }
-
-// Close stops accepting, closes every connection and waits for the
-// proxy's goroutines.
-func (p *LatencyProxy) Close() error {
-	p.mu.Lock()
-	p.closed = true
-	for c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	err := p.ln.Close()
-	p.wg.Wait()
-	return err
-}
-
-func (p *LatencyProxy) accept() {
-	defer p.wg.Done()
-	for {
-		client, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		server, err := net.Dial("tcp", p.target)
-		if err != nil {
-			client.Close()
-			continue
-		}
-		if !p.track(client, server) {
-			return
-		}
+	p := &LatencyProxy{delay: oneWay}
+	startRelay(&p.relay, ln, target, func(client, server net.Conn) {
 		p.wg.Add(2)
 		go p.pipe(client, server)
 		go p.pipe(server, client)
-	}
-}
-
-// track registers a connection pair for Close; it reports false, having
-// closed them, once the proxy is closed.
-func (p *LatencyProxy) track(conns ...net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		for _, c := range conns {
-			c.Close()
-		}
-		return false
-	}
-	for _, c := range conns {
-		p.conns[c] = struct{}{}
-	}
-	return true
-}
-
-func (p *LatencyProxy) forget(conns ...net.Conn) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range conns {
-		c.Close()
-		delete(p.conns, c)
-	}
+	})
+	return p, nil
 }
 
 // chunk is bytes read from one side, due at the other at due.

@@ -24,8 +24,7 @@ import (
 // the server sees them ([Proxy.DropNext]): a network failure that leaves
 // the server's state as it was. Its methods are safe for concurrent use.
 type Proxy struct {
-	target string
-	ln     net.Listener
+	relay
 
 	match    atomic.Pointer[[]byte]
 	next     atomic.Int64 // commands still to lose by LoseNext
@@ -38,11 +37,6 @@ type Proxy struct {
 
 	lostMu  sync.Mutex          // protects lostSet
 	lostSet map[uint64]struct{} // hashes of the commands LoseRate lost
-
-	mu     sync.Mutex // protects conns and closed
-	conns  map[net.Conn]struct{}
-	closed bool
-	wg     sync.WaitGroup
 }
 
 // StartProxy starts a Proxy to target for tb and closes it when tb ends.
@@ -63,14 +57,15 @@ func NewProxy(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redistest: proxy: %w", err)
 	}
-	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
+	p := &Proxy{}
+	startRelay(&p.relay, ln, target, func(client, server net.Conn) {
+		doomed := &atomic.Bool{}
+		p.wg.Add(2)
+		go p.toServer(client, server, doomed)
+		go p.toClient(client, server, doomed)
+	})
 	return p, nil
 }
-
-// Addr returns the proxy's host:port, on 127.0.0.1.
-func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // LoseNext loses the replies of the next n commands that contain match.
 func (p *Proxy) LoseNext(match string, n int) {
@@ -109,68 +104,6 @@ func (p *Proxy) LoseRate(match string, perMille int, seed uint64) {
 
 // Lost returns how many replies the proxy has lost.
 func (p *Proxy) Lost() int64 { return p.lost.Load() }
-
-// Close stops accepting, closes every connection and waits for the
-// proxy's goroutines.
-func (p *Proxy) Close() error {
-	p.mu.Lock()
-	p.closed = true
-	for c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	err := p.ln.Close()
-	p.wg.Wait()
-	return err
-}
-
-func (p *Proxy) accept() {
-	defer p.wg.Done()
-	for {
-		client, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		server, err := net.Dial("tcp", p.target)
-		if err != nil {
-			client.Close()
-			continue
-		}
-		if !p.track(client, server) {
-			return
-		}
-		doomed := &atomic.Bool{}
-		p.wg.Add(2)
-		go p.toServer(client, server, doomed)
-		go p.toClient(client, server, doomed)
-	}
-}
-
-// track registers a connection pair for Close; it reports false, having
-// closed them, once the proxy is closed.
-func (p *Proxy) track(conns ...net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		for _, c := range conns {
-			c.Close()
-		}
-		return false
-	}
-	for _, c := range conns {
-		p.conns[c] = struct{}{}
-	}
-	return true
-}
-
-func (p *Proxy) forget(conns ...net.Conn) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range conns {
-		c.Close()
-		delete(p.conns, c)
-	}
-}
 
 // toServer copies the client's commands to the server, marking the
 // connection doomed before it forwards a command whose reply is lost.
