@@ -24,9 +24,11 @@ import (
 var (
 	reOpen  = regexp.MustCompile(`^<!-- figures: (.+?) -->$`)
 	reClose = regexp.MustCompile(`^<!-- /figures -->$`)
-	// reMeasured matches a number as a measurement writes it, with the
-	// unit glued to it: 1,325, 98.80%, 354.257µs, 2.6613s, 1.01x.
-	reMeasured = regexp.MustCompile(`\d(?:[\d.,]*\d)?[A-Za-zµ%×]*`)
+	// reMeasured matches a number as a measurement writes it, with its
+	// sign and the unit glued to it: 1,325, 98.80%, 354.257µs, 2.6613s,
+	// 1.01x, -1.2ms (a duration measured the other way round), so that a
+	// line keeps its shape whichever way the next run comes out.
+	reMeasured = regexp.MustCompile(`-?\d(?:[\d.,]*\d)?[A-Za-zµ%×]*`)
 )
 
 // Region is one marked region of a doc.

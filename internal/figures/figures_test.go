@@ -13,6 +13,7 @@ func TestShape(t *testing.T) {
 		{"Test efficacy: 98.80%", "Test efficacy: #"},
 		{"a unit that changes: 909ms", "a unit that changes: #"},
 		{"a unit that changes: 1.2s", "a unit that changes: #"},
+		{"    chain_test.go:161: D's context ended -312.5µs after", "chain_test.go:#: D's context ended # after"},
 		{"| policy | 1,325 | 1.01× |", "| policy | # | # |"},
 		{"no figures here", "no figures here"},
 		{"   ", ""},
