@@ -126,10 +126,10 @@ func TestHooksAllocations(t *testing.T) {
 	}
 }
 
-// TestRoundTripAllocations: a Transport reporting to Metrics allocates
+// TestMetricsAddNoAllocationsToARoundTrip: a Transport reporting to Metrics allocates
 // exactly what one reporting to hooks that do nothing allocates; whatever
 // the root spends on reporting, this package adds nothing.
-func TestRoundTripAllocations(t *testing.T) {
+func TestMetricsAddNoAllocationsToARoundTrip(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the root pools its connection traces; under -race pools drop items at random")
 	}

@@ -49,7 +49,7 @@ func main() {
 	serveMode := flag.Bool("serve", false, "run one instance of the payment service (started by the run)")
 	flag.StringVar(&s.dsn, "dsn", "", "with -serve: the database")
 	flag.StringVar(&s.addr, "addr", "", "with -serve: the address to listen on")
-	flag.Uint64Var(&s.seed, "seed", 1, "the seed of the random faults")
+	flag.Uint64Var(&s.seed, "seed", 1, "the starting value of the random faults' draws")
 	flag.Parse()
 	var err error
 	if *serveMode {
