@@ -83,3 +83,55 @@ func containsToken(k string) bool {
 	}
 	return false
 }
+
+// TestQuotaOfOneCredentialDoesNotRefuseAnother: the same API with the
+// Throttle's defaults, no Key. Alice's spent token refuses alice's next
+// call, locally, and not bob's (4,997 left): quotas are kept per
+// credential. The server sees alice once and bob twice.
+func TestQuotaOfOneCredentialDoesNotRefuseAnother(t *testing.T) {
+	t.Parallel()
+	reset := strconv.FormatInt(time.Now().Add(50*time.Minute).Unix(), 10)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		remaining := "4997"
+		mu.Lock()
+		seen[r.Header.Get("Authorization")]++
+		mu.Unlock()
+		if r.Header.Get("Authorization") == "Bearer alice" {
+			remaining = "0"
+		}
+		w.Header().Set("X-Ratelimit-Limit", "5000")
+		w.Header().Set("X-Ratelimit-Remaining", remaining)
+		w.Header().Set("X-Ratelimit-Reset", reset)
+		w.Header().Set("X-Ratelimit-Resource", "core")
+	}))
+	defer srv.Close()
+	client := &http.Client{Transport: &Transport{Base: srv.Client().Transport, MaxAttempts: 1,
+		Throttle: &throttle.Throttle{Rand: func() float64 { return 1 }}}}
+	get := func(token string) error {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/user", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	for _, tok := range []string{"alice", "bob"} {
+		if err := get(tok); err != nil {
+			t.Fatalf("%s's first call: %v", tok, err)
+		}
+	}
+	if err := get("alice"); !errors.Is(err, throttle.ErrQuotaExhausted) {
+		t.Errorf("alice's call with her quota spent: %v; want ErrQuotaExhausted", err)
+	}
+	if err := get("bob"); err != nil {
+		t.Errorf("bob's call with 4,997 left: %v; want it sent", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seen["Bearer alice"] != 1 || seen["Bearer bob"] != 2 {
+		t.Errorf("server saw alice %d and bob %d times; want 1 and 2", seen["Bearer alice"], seen["Bearer bob"])
+	}
+}

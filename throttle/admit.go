@@ -1,7 +1,9 @@
 package throttle
 
 import (
+	"hash/maphash"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/httpretry/httpretry/internal/desttable"
@@ -29,27 +31,83 @@ func orSystem(c Clock) Clock {
 	return c
 }
 
-// Dest returns the state of req's destination, as Key names it. A new
-// destination's state is its zero value, whose first responses are read
-// for a quota. The state stays valid after the destination is evicted
-// (see MaxKeys); it is then no longer shared with later operations.
+// Dest returns the state of req's destination, as Key names it, and of
+// req's credential there. A destination's overload counts are one for
+// all its requests; its quota is kept per credential, since a quota is
+// usually a token's (GitHub's 5,000 an hour per token): a request
+// carrying an Authorization or an X-Api-Key header draws from the quota
+// of that credential, known by a keyed hash of the headers' values
+// (never the values themselves, see credentialKey), and one carrying
+// neither from the destination's own. At most [MaxCredentials]
+// credentials are kept per destination; past it one not used lately is
+// forgotten. A new destination's or credential's state holds no counts
+// and no quota, and its first responses are read for a quota. The state
+// stays valid after the destination is evicted (see MaxKeys); it is then
+// no longer shared with later operations.
 func (th *Throttle) Dest(req *http.Request) *Dest {
-	if th.Shared != nil {
-		return th.sharedDest(req)
+	var d *Dest
+	switch {
+	case th.Shared != nil:
+		d = th.sharedDest(req)
+	case th.Key == nil:
+		d = th.dests.GetHost(req, th.MaxKeys, newDest)
+	default:
+		d = th.dests.Get(th.Key(req), th.MaxKeys, newDest)
 	}
-	if th.Key == nil {
-		return th.dests.GetHost(req, th.MaxKeys, nil)
-	}
-	return th.dests.Get(th.Key(req), th.MaxKeys, nil)
+	return d.credential(req)
 }
 
-// sharedDest is Dest with a Shared: the state also remembers its key.
+// MaxCredentials is how many credentials' quotas a destination keeps.
+const MaxCredentials = 64
+
+// newDest makes a destination's state, with counts of its own.
+func newDest(d *Dest) { d.counts = &counts{} }
+
+// credential returns the state of req's credential at d: d itself for a
+// request without one.
+func (d *Dest) credential(req *http.Request) *Dest {
+	key, ok := credentialKey(req.Header)
+	if !ok {
+		return d
+	}
+	return d.creds.Get(key, MaxCredentials, func(c *Dest) { c.counts = d.counts })
+}
+
+// credentialSeed keys the hash that names credentials: random per
+// process, so that a name says nothing of the secret it was made from.
+var credentialSeed = maphash.MakeSeed()
+
+// credentialKey names the credential h carries: a keyed 64-bit hash
+// (hash/maphash) of its Authorization and X-Api-Key values, in hex;
+// false when it carries neither. The name never holds the secret, and
+// is not kept beyond the process.
+func credentialKey(h http.Header) (string, bool) {
+	auth, apiKey := h["Authorization"], h["X-Api-Key"]
+	if len(auth) == 0 && len(apiKey) == 0 {
+		return "", false
+	}
+	var m maphash.Hash
+	m.SetSeed(credentialSeed)
+	for _, v := range auth {
+		m.WriteString(v)
+		m.WriteByte(0)
+	}
+	m.WriteByte(1)
+	for _, v := range apiKey {
+		m.WriteString(v)
+		m.WriteByte(0)
+	}
+	return strconv.FormatUint(m.Sum64(), 16), true
+}
+
+// sharedDest is the destination's state with a Shared: the state also
+// remembers its key.
 func (th *Throttle) sharedDest(req *http.Request) *Dest {
 	key := desttable.HostKey(req)
 	if th.Key != nil {
 		key = desttable.BoundKey(th.Key(req))
 	}
-	d := th.dests.Get(key, th.MaxKeys, nil)
+	d := th.dests.Get(key, th.MaxKeys, newDest)
 	d.link(key, th.Shared)
 	return d
 }

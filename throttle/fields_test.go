@@ -51,7 +51,7 @@ func TestThrottleFieldDefaults(t *testing.T) {
 func TestThrottleNaNDrawAdmits(t *testing.T) {
 	t.Parallel()
 	th := &Throttle{MinRate: -1, Rand: math.NaN}
-	s := th.dests.Get("k", 0, nil)
+	s := th.dests.Get("k", 0, newDest)
 	fc := clockwork.NewFakeClock()
 	throttleAt(th, s, fc, 50, false)
 	for i := range 20 {

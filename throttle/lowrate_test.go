@@ -50,7 +50,7 @@ func TestThrottleTwoFailuresInARowOfAHealthyLowRateDestinationAreNotRefused(t *t
 	for _, rate := range []float64{1, 1.5, 4} {
 		fc := clockwork.NewFakeClock()
 		th := &Throttle{Rand: func() float64 { return 0 }}
-		d := th.dests.Get("k", 0, nil)
+		d := th.dests.Get("k", 0, newDest)
 		every := time.Duration(float64(time.Second) / rate)
 		for range int(30 * rate) {
 			if refused, _ := lowRateOp(th, d, fc, func(int) bool { return false }); refused != 0 {
@@ -76,7 +76,7 @@ func TestThrottleRefusesNothingAtLowRateWithRandom503s(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	rng := rand.New(rand.NewPCG(1, 2))
 	th := &Throttle{Rand: rng.Float64}
-	d := th.dests.Get("k", 0, nil)
+	d := th.dests.Get("k", 0, newDest)
 	faults := rand.New(rand.NewPCG(3, 4))
 	refused, failed, failures := 0, 0, 0
 	for range 4000 {
@@ -111,7 +111,7 @@ func TestThrottleRefusesAtLowRateDuringAnOutage(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	th := &Throttle{Rand: evenDraws()}
-	d := th.dests.Get("k", 0, nil)
+	d := th.dests.Get("k", 0, newDest)
 	every := time.Second * 2 / 3
 	for range 30 {
 		lowRateOp(th, d, fc, func(int) bool { return false })

@@ -17,7 +17,7 @@ func TestQuotaAPF429PausesNothing(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	th := &Throttle{Rand: func() float64 { return 1 }}
-	d := th.dests.Get("k", 0, nil)
+	d := th.dests.Get("k", 0, newDest)
 	h := http.Header{
 		"Retry-After":                       {"1"},
 		"X-Kubernetes-Pf-Flowschema-Uid":    {"7f4c1b2a-3e5d-4c6b-9a8f-1d2e3f4a5b6c"},
@@ -32,7 +32,7 @@ func TestQuotaAPF429PausesNothing(t *testing.T) {
 		t.Errorf("counts %v requests, %v accepts; want the 429 as one request not accepted", req, acc)
 	}
 	// The same 429 without the level's UID pauses the destination.
-	d2 := th.dests.Get("k2", 0, nil)
+	d2 := th.dests.Get("k2", 0, newDest)
 	th.record(d2, &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"1"}}}, nil, fc.Now(), fc)
 	if _, err := th.admit(d2, fc); err == nil {
 		t.Error("after a plain 429 with Retry-After: admitted; want the destination paused")

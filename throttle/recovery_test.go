@@ -68,7 +68,7 @@ func TestThrottleSmallKRecoversAfterHealing(t *testing.T) {
 		th := &Throttle{K: k, Rand: evenDraws()}
 		_, recovered := recoveryAfter(th)
 		if recovered < 0 || recovered > 5*time.Second {
-			s := th.dests.Get("k", 0, nil)
+			s := th.dests.Get("k", 0, newDest)
 			s.mu.Lock()
 			req, acc, _ := s.w.counts()
 			s.mu.Unlock()
@@ -90,7 +90,7 @@ func TestThrottleTinyWindowDoesNotPanic(t *testing.T) {
 			}()
 			fc := clockwork.NewFakeClock()
 			th := &Throttle{Window: w}
-			s := th.dests.Get("k", 0, nil)
+			s := th.dests.Get("k", 0, newDest)
 			throttleAt(th, s, fc, 3, false)
 			fc.Advance(time.Millisecond)
 			th.admit(s, fc)

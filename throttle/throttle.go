@@ -203,11 +203,23 @@ func (th *Throttle) rand() float64 {
 // (or since that first accept), and makes the state hot: from then on
 // every decision reads the clock and works on the window under mu, until
 // the whole ring has passed without a signal or a refusal.
+//
+// The counts are the destination's, whatever credential its requests
+// carry; the quota is one credential's (see [Throttle.Dest]): a Dest of
+// a credential shares its destination's counts and holds a quota of its
+// own.
 type Dest struct {
+	*counts
+	quota quotaState
+	creds desttable.Table[Dest] // the destination's credentials, each with its own quota; empty in a credential's Dest
+}
+
+// counts is a destination's overload counts, shared by the Dests of its
+// credentials.
+type counts struct {
 	hot     atomic.Bool
-	pending atomic.Int64 // accepted attempts not yet in w
-	first   atomic.Int64 // the stamp (see stamp) of the first accept counted in pending, 0 before
-	quota   quotaState
+	pending atomic.Int64              // accepted attempts not yet in w
+	first   atomic.Int64              // the stamp (see stamp) of the first accept counted in pending, 0 before
 	fleet   atomic.Pointer[fleetLink] // where the counts are shared; nil without a Shared
 
 	mu         sync.Mutex // protects the fields below

@@ -62,7 +62,7 @@ func TestThrottleRefusesWithTheSREProbability(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	var r float64
 	th := &Throttle{MinRate: -1, Rand: func() float64 { return r }}
-	s := th.dests.Get("k", 0, nil)
+	s := th.dests.Get("k", 0, newDest)
 	throttleAt(th, s, fc, 10, true)
 	throttleAt(th, s, fc, 20, false)
 	p := 10.0 / 31
@@ -92,7 +92,7 @@ func TestThrottleCapsRefusals(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	var r float64
 	th := &Throttle{Rand: func() float64 { return r }}
-	s := th.dests.Get("k", 0, nil)
+	s := th.dests.Get("k", 0, newDest)
 	throttleAt(th, s, fc, 1000, false)
 	r = DefaultMaxReject
 	if _, err := th.admit(s, fc); err != nil {
@@ -110,7 +110,7 @@ func TestThrottleMinRate(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	th := &Throttle{MinRate: 5, Window: time.Second, Rand: func() float64 { return 0 }}
-	s := th.dests.Get("k", 0, nil)
+	s := th.dests.Get("k", 0, newDest)
 	throttleAt(th, s, fc, 4, false)
 	// Fewer than 10 requests and no accept: the counts reach back over
 	// the whole ring, 5s, where 4 requests are below 5/s.
@@ -136,7 +136,7 @@ func TestThrottleReachesBackAtLowRates(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	var r float64
 	th := &Throttle{Window: 800 * time.Millisecond, Rand: func() float64 { return r }}
-	s := th.dests.Get("k", 0, nil)
+	s := th.dests.Get("k", 0, newDest)
 	for i := range 8 {
 		if i > 0 {
 			fc.Advance(500 * time.Millisecond)
@@ -223,7 +223,7 @@ func TestThrottleWindowRollsOver(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	th := &Throttle{MinRate: -1, Window: time.Second, Rand: func() float64 { return 0 }}
-	s := th.dests.Get("k", 0, nil)
+	s := th.dests.Get("k", 0, newDest)
 	throttleAt(th, s, fc, 10, false) // bucket 0
 	fc.Advance(500 * time.Millisecond)
 	throttleAt(th, s, fc, 10, false) // bucket 5
@@ -259,7 +259,7 @@ func TestThrottleCreditsQuietAccepts(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	th := &Throttle{Window: 800 * time.Millisecond, Rand: func() float64 { return 0 }}
-	s := th.dests.Get("k", 0, nil)
+	s := th.dests.Get("k", 0, newDest)
 	fc.Advance(time.Second)
 	for range 10 { // 100 accepts a second
 		throttleAt(th, s, fc, 10, true)
@@ -295,7 +295,7 @@ func evenDraws() func() float64 {
 // one attempt. It returns the fraction of operations admitted in each
 // 100ms.
 func throttleSim(th *Throttle, fc *clockwork.FakeClock, rate int, d time.Duration, healthy func(time.Duration) bool) []float64 {
-	s := th.dests.Get("k", 0, nil)
+	s := th.dests.Get("k", 0, newDest)
 	const step = 10 * time.Millisecond
 	per := rate * int(step) / int(time.Second)
 	var out []float64
@@ -458,7 +458,7 @@ func TestThrottleLowRateOutageAndRecovery(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	th := &Throttle{Rand: evenDraws()}
-	s := th.dests.Get("k", 0, nil)
+	s := th.dests.Get("k", 0, newDest)
 	const every = 500 * time.Millisecond
 	healthy := func(t time.Duration) bool { return t < 4*time.Second || t >= 14*time.Second }
 	sent, offered := 0, 0
@@ -528,7 +528,7 @@ func TestThrottleSpreadsFirstAcceptsOverTheirTime(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	var r float64
 	th := &Throttle{Window: 800 * time.Millisecond, Rand: func() float64 { return r }}
-	s := th.dests.Get("k", 0, nil)
+	s := th.dests.Get("k", 0, newDest)
 	for i := range 8 {
 		if i > 0 {
 			fc.Advance(500 * time.Millisecond)
@@ -559,7 +559,7 @@ func TestThrottleStaysHotWhileTheCountsReachBack(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	th := &Throttle{MinRate: -1, Window: time.Second, Rand: func() float64 { return 0 }}
-	s := th.dests.Get("k", 0, nil)
+	s := th.dests.Get("k", 0, newDest)
 	throttleAt(th, s, fc, 10, false)
 	fc.Advance(2 * time.Second)
 	if _, err := th.admit(s, fc); !errors.Is(err, ErrThrottled) {

@@ -105,6 +105,18 @@ func (d *Table[T]) Find(key string) *T {
 	return nil
 }
 
+// Keys returns the keys held, in no order: what a table names its
+// destinations by, for tests and diagnostics.
+func (d *Table[T]) Keys() []string {
+	d.keys.mu.Lock()
+	defer d.keys.mu.Unlock()
+	keys := make([]string, 0, len(d.keys.ring))
+	for _, e := range d.keys.ring {
+		keys = append(keys, e.key)
+	}
+	return keys
+}
+
 // Len returns the number of keys held.
 func (d *Table[T]) Len() int { return d.keys.len() }
 
