@@ -620,13 +620,16 @@ type announcement struct {
 // headers' reset when they say none remains, else for the Retry-After
 // the server asked (a 429 with quota left, or with a reset that cannot
 // be read, is a pause, not the quota's end), else until the headers'
-// reset; with neither, nothing is kept.
+// reset; with neither, nothing is kept. A Retry-After bounds the
+// headers' reset (see resetAgrees): a reset already past, or later than
+// the Retry-After, is not believed, and the quota is spent for the
+// Retry-After, its window's length not learned from it.
 func quotaAnnounced(rl RateLimit, ok bool, status int, ra time.Duration, hasRA bool) (announcement, bool) {
 	if status != http.StatusTooManyRequests {
 		return announcement{rl: rl, paced: true}, ok && rl.HasReset
 	}
 	switch {
-	case ok && rl.Remaining == 0 && rl.HasReset:
+	case ok && rl.Remaining == 0 && rl.HasReset && resetAgrees(rl.Reset, ra, hasRA):
 		return announcement{rl: rl, spent: true, paced: true}, true
 	case hasRA:
 		rl.Reset, rl.HasReset = min(ra, maxRateLimitReset), true
@@ -635,6 +638,17 @@ func quotaAnnounced(rl RateLimit, ok bool, status int, ra time.Duration, hasRA b
 		return announcement{rl: rl, spent: true, paced: true}, true
 	}
 	return announcement{}, false
+}
+
+// resetAgrees reports whether a spent quota's reset, read from a reset
+// field, agrees with the Retry-After (ra, when hasRA) of the same 429:
+// it is not past, and no later than the Retry-After by more than the
+// second resets are rounded to. Without a Retry-After any reset agrees.
+// A reset field misread (a Unix time in milliseconds, a server's clock
+// hours off its Date) gives a reset of 0 or of up to a day, and the
+// server's own word of when to come back is the Retry-After.
+func resetAgrees(reset, ra time.Duration, hasRA bool) bool {
+	return !hasRA || (reset > 0 && reset <= ra+quotaSame)
 }
 
 // heldQuota is what a destination holds of one quota, for quotaUpdate:

@@ -73,12 +73,14 @@ const (
 //   - X-Rate-Limit-Remaining with X-Rate-Limit-Reset (and
 //     X-Rate-Limit-Limit), Okta's and X's spelling.
 //
-// In the separate fields a reset is in seconds, and every reset field
-// but Reset-After (a delay) may be a Unix time: a value of 10⁹ or more
-// (10⁹ seconds is over 31 years as a delay; GitLab and Twitch send
-// RateLimit-Reset so) is turned into a delay against the response's Date
-// header when valid, else against now; a time in the past gives a reset
-// of 0. The separate fields' numbers may carry a decimal fraction (Reddit's
+// A reset is in seconds, and every reset field (RateLimit's t, the
+// dictionary's reset, RateLimit-Reset, X-RateLimit-Reset-After,
+// X-RateLimit-Reset, X-Rate-Limit-Reset) follows one rule: a value of
+// 10⁹ or more (10⁹ seconds is over 31 years as a delay; GitLab, Twitch,
+// GitHub, Okta and Discord send Unix times) is a Unix time, turned into
+// a delay against the response's Date header when valid, else against
+// now; a time in the past gives a reset of 0. (A 429's Retry-After then
+// bounds a spent quota's reset: see Throttle.) The separate fields' numbers may carry a decimal fraction (Reddit's
 // "598.0", Discord's "64.57"): counts are rounded down.
 //
 // Numbers are non-negative decimal numbers of at most 15 digits before
@@ -144,7 +146,7 @@ func (s *rateLimits) add(p RateLimit) {
 // describes.
 func parseRateLimits(h http.Header, now time.Time) rateLimits {
 	if v := h["Ratelimit"]; len(v) > 0 {
-		if set := parseRateLimitField(v, h["Ratelimit-Policy"]); set.n > 0 {
+		if set := parseRateLimitField(v, h["Ratelimit-Policy"], h, now); set.n > 0 {
 			return set
 		}
 	}
@@ -193,9 +195,9 @@ func parseRateLimitPair(h http.Header, f rateLimitFields, now time.Time) (RateLi
 	}
 	rl := RateLimit{Remaining: n}
 	if secs, ns, ok := headerDecimal(h, f.resetAfter); ok && f.resetAfter != "" {
-		rl.Reset, rl.HasReset = resetDelay(secs, ns, nil, now, false), true
+		rl.Reset, rl.HasReset = resetDelay(secs, ns, h, now), true
 	} else if secs, ns, ok := headerDecimal(h, f.reset); ok {
-		rl.Reset, rl.HasReset = resetDelay(secs, ns, h, now, true), true
+		rl.Reset, rl.HasReset = resetDelay(secs, ns, h, now), true
 	}
 	rl.Limit, _, _ = headerDecimal(h, f.limit)
 	if v := h[f.resource]; f.resource != "" && len(v) > 0 {
@@ -240,12 +242,13 @@ func quotaName(name string) string {
 }
 
 // resetDelay turns a reset of secs seconds and nanos nanoseconds into a
-// delay, clamped to maxRateLimitReset; with epoch, a value of
-// epochThreshold or more is a Unix time, measured from the response's
-// Date when valid (so that a server whose clock is skewed from ours still
-// gets the delay it meant), else now.
-func resetDelay(secs, nanos int64, h http.Header, now time.Time, epoch bool) time.Duration {
-	if epoch && secs >= epochThreshold {
+// delay, clamped to maxRateLimitReset. Every reset field follows this
+// one rule: a value of epochThreshold or more is a Unix time, measured
+// from the response's Date when valid (so that a server whose clock is
+// skewed from ours still gets the delay it meant), else now; a time in
+// the past is a delay of 0.
+func resetDelay(secs, nanos int64, h http.Header, now time.Time) time.Duration {
+	if secs >= epochThreshold {
 		if date, err := http.ParseTime(h.Get("Date")); err == nil {
 			now = date
 		}
@@ -260,18 +263,18 @@ func resetDelay(secs, nanos int64, h http.Header, now time.Time, epoch bool) tim
 
 // parseRateLimitField reads the RateLimit field's lines: the structured
 // list of policies, or the earlier dictionary form.
-func parseRateLimitField(lines, policies []string) rateLimits {
+func parseRateLimitField(lines, policies []string, h http.Header, now time.Time) rateLimits {
 	var set rateLimits
 	for i, m := range listMembers(lines) {
 		if i == 0 && isDictMember(m) {
 			// The earlier drafts' dictionary: "remaining=0, reset=30"
 			// or "limit=100, remaining=0, reset=30".
-			if rl, ok := parseRateLimitDict(lines); ok {
+			if rl, ok := parseRateLimitDict(lines, h, now); ok {
 				return oneRateLimit(rl)
 			}
 			return set
 		}
-		if p, ok := policyQuota(m, policies); ok {
+		if p, ok := policyQuota(m, policies, h, now); ok {
 			set.add(p)
 		}
 	}
@@ -288,25 +291,31 @@ func isDictMember(m string) bool {
 // policyQuota reads one RateLimit member: its r, and its t or else the
 // window w of the RateLimit-Policy member of the same name, whose q and w
 // give Limit and Window. ok is false for a member without a valid r.
-func policyQuota(m string, policies []string) (RateLimit, bool) {
+func policyQuota(m string, policies []string, h http.Header, now time.Time) (RateLimit, bool) {
 	name, params := sfItem(m)
 	r, ok := sfParam(params, "r")
 	if !ok {
 		return RateLimit{}, false
 	}
 	q, w := policyLimits(policies, name)
-	rl := RateLimit{Remaining: r, Name: quotaName(name), Limit: q, Window: resetDelay(w, 0, nil, time.Time{}, false)}
+	rl := RateLimit{Remaining: r, Name: quotaName(name), Limit: q, Window: windowLength(w)}
 	if t, ok := sfParam(params, "t"); ok {
-		rl.Reset, rl.HasReset = resetDelay(t, 0, nil, time.Time{}, false), true
+		rl.Reset, rl.HasReset = resetDelay(t, 0, h, now), true
 	} else if w > 0 {
 		rl.Reset, rl.HasReset = rl.Window, true
 	}
 	return rl, true
 }
 
+// windowLength returns a policy window of w seconds, clamped to
+// maxRateLimitReset: a length, never a time.
+func windowLength(w int64) time.Duration {
+	return time.Duration(min(w, int64(maxRateLimitReset/time.Second))) * time.Second
+}
+
 // parseRateLimitDict reads the earlier drafts' RateLimit dictionary
 // (limit=N, remaining=N, reset=S) over every field line.
-func parseRateLimitDict(lines []string) (RateLimit, bool) {
+func parseRateLimitDict(lines []string, h http.Header, now time.Time) (RateLimit, bool) {
 	var rl RateLimit
 	found := false
 	for _, m := range listMembers(lines) {
@@ -322,7 +331,7 @@ func parseRateLimitDict(lines []string) (RateLimit, bool) {
 		case "remaining":
 			rl.Remaining, found = n, true
 		case "reset":
-			rl.Reset, rl.HasReset = resetDelay(n, 0, nil, time.Time{}, false), true
+			rl.Reset, rl.HasReset = resetDelay(n, 0, h, now), true
 		case "limit":
 			rl.Limit = n
 		}
