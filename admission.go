@@ -28,9 +28,10 @@ type admission struct {
 // throttle asks the Transport's Throttle whether the operation may start,
 // before its first attempt. With WaitQuota, an operation whose quota is
 // spent waits for the reset when it comes within MaxRetryAfter and leaves
-// MinAttemptTime before the deadline, and is then asked again, once; the
-// wait ends, refused, with the operation's context or the request's
-// Cancel channel.
+// MinAttemptTime before the deadline, and is then asked again, held
+// again while the next reset (or, during a paced release, the next
+// turn) fits; the wait ends, refused, with the operation's context or
+// the request's Cancel channel.
 func (op *operation) throttle() error {
 	if op.t.Throttle == nil {
 		return nil
@@ -55,19 +56,20 @@ func (op *operation) admitFirst(th *throttle.Throttle) error {
 	var reset time.Time
 	var err error
 	op.ticket, reset, err = th.Admit(op.dest, op.req, op.clock)
-	if err != throttle.ErrQuotaExhausted || !th.WaitQuota {
-		return err
+	slept := false
+	for err == throttle.ErrQuotaExhausted && th.WaitQuota {
+		waited, s := op.waitForQuota(reset)
+		slept = slept || s
+		if !waited {
+			break
+		}
+		op.ticket, reset, err = th.Admit(op.dest, op.req, op.clock)
 	}
-	waited, slept := op.waitForQuota(reset)
 	if slept && op.t.OnWait != nil {
 		// Nothing was waited before the first attempt but this: all of
 		// the operation's waits so far, and all of it the server's.
 		op.t.OnWait(op.req, Wait{Waited: op.waited, RetryAfter: op.waited})
 	}
-	if !waited {
-		return err
-	}
-	op.ticket, _, err = th.Admit(op.dest, op.req, op.clock)
 	return err
 }
 
@@ -95,19 +97,33 @@ func (op *operation) takeQuota() (time.Time, bool) {
 func (op *operation) refundQuota() { op.ticket.Refund() }
 
 // waitForQuota waits, with WaitQuota, until a spent quota resets at
-// reset, when mayWaitFor allows it. It reports whether it waited until
-// the reset (false when it did not wait, or the wait ended with the
-// operation's context or the request's Cancel channel), and whether it
-// slept at all; the time slept, cut short or not, is the operation's.
+// reset, when mayWaitFor allows it; for a reset already past, while the
+// operations held for an ended pause are let go one at a time, until
+// the next may ask (throttle.Throttle.QuotaReleased). It reports whether
+// it waited until then (false when it did not wait, or the wait ended
+// with the operation's context or the request's Cancel channel), and
+// whether it slept at all; the time slept, cut short or not, is the
+// operation's.
 func (op *operation) waitForQuota(reset time.Time) (waited, slept bool) {
 	now := op.clock.Now()
 	if !op.t.Throttle.WaitQuota || !op.mayWaitFor(reset, now) {
 		return false, false
 	}
-	timer := op.clock.NewTimer(reset.Sub(now))
-	defer timer.Stop()
+	var turn <-chan struct{}
+	var tick <-chan time.Time
+	if !reset.After(now) {
+		if turn = op.t.Throttle.QuotaReleased(op.dest); turn == nil {
+			return true, false
+		}
+	} else {
+		timer := op.clock.NewTimer(reset.Sub(now))
+		defer timer.Stop()
+		tick = timer.Chan()
+	}
 	select {
-	case <-timer.Chan():
+	case <-turn:
+		waited = true
+	case <-tick:
 		waited = true
 	case <-op.ctx.Done():
 	case <-op.cancelChan():

@@ -219,6 +219,16 @@ func (th *Throttle) TakeQuota(d *Dest, req *http.Request, clock Clock) (Ticket, 
 	return Ticket{}, reset, ok
 }
 
+// QuotaReleased returns, while the operations held for d's ended pause
+// are let go one at a time, a channel closed when the next may ask
+// again: at the next answer, or when an attempt ends without one. It
+// returns nil otherwise. An operation refused with [ErrQuotaExhausted]
+// and a reset already past waits for it before asking again; see
+// WaitQuota.
+func (th *Throttle) QuotaReleased(d *Dest) <-chan struct{} {
+	return d.quota.releaseWait()
+}
+
 // Result is how an attempt went, for Record. The caller decides what
 // counts as overload (httpretry: a 429, 503 or 529; a proxy's 502 or 504;
 // Envoy's x-envoy-overloaded or x-envoy-ratelimited; a 5xx saying
@@ -276,8 +286,10 @@ func (th *Throttle) Record(d *Dest, r Result, clock Clock) {
 	clock = orSystem(clock)
 	if r.Status == 0 {
 		// Its count in flight ends: later answers are taken at their
-		// word again.
+		// word again. During a release, the next operation held goes
+		// in its place.
 		d.quota.unanswered()
+		d.quota.released(1, false)
 	}
 	switch {
 	case r.Unheard:

@@ -63,9 +63,14 @@ type quotaState struct {
 	// (see quotaUpdate) was sent before it.
 	knownAt atomic.Int64
 
-	mu     sync.Mutex // protects the slots' names, their assignment and renewal, and routes
+	// releasing is set while the operations held for a pause are
+	// released one at a time (see release).
+	releasing atomic.Bool
+
+	mu     sync.Mutex // protects the slots' names, their assignment and renewal, routes, and rel
 	slots  [maxQuotaNames]quotaSlot
 	routes *quotaRouteTable // made once several groups are held; see rememberRoute
+	rel    release
 }
 
 // quotaSlot is one quota of a destination.
@@ -137,6 +142,7 @@ func (q *quotaState) spentNamed(name string, now time.Time) (reset time.Time, sp
 // refund gives back a request counted for an attempt that was then not
 // sent.
 func (q *quotaState) refund() {
+	q.released(1, false)
 	drawn := q.drawn()
 	for i := range q.slots {
 		if s := &q.slots[i]; drawn&(1<<i) != 0 {
@@ -179,14 +185,43 @@ func (q *quotaState) check(now time.Time, take bool, req *http.Request) (time.Ti
 	if u == 0 {
 		return time.Time{}, true, false
 	}
-	if p := q.paused.Load(); stamp(now) < p {
-		return instant(p), false, false
+	if p := q.paused.Load(); p != 0 {
+		if stamp(now) < p {
+			return instant(p), false, false
+		}
+		q.endPause(p)
 	}
+	if !q.releasing.Load() {
+		reset, ok, counted := q.checkHeld(u, now, take, req)
+		if !ok || !take || !q.releasing.Load() {
+			return reset, ok, counted
+		}
+		// A spent window ended with this look (see current): the
+		// operation admitted is the release's first.
+		_, took := q.releaseOne(true)
+		return reset, ok, counted || took
+	}
+	ok, took := q.releaseOne(take)
+	if !ok {
+		return now, false, false
+	}
+	reset, ok, counted := q.checkHeld(u, now, take, req)
+	if took && !ok {
+		q.released(1, false)
+	}
+	return reset, ok, counted || (took && ok)
+}
+
+// checkHeld is check's work on the quotas held, past a pause and a
+// release; u is q.until as check read it.
+func (q *quotaState) checkHeld(u int64, now time.Time, take bool, req *http.Request) (time.Time, bool, bool) {
 	v := q.view(now)
 	if v.held == 0 {
 		// Every window has reset with nothing to renew: admit until a
 		// response says more.
-		q.until.CompareAndSwap(u, 0)
+		if !q.releasing.Load() {
+			q.until.CompareAndSwap(u, 0)
+		}
 		return time.Time{}, true, false
 	}
 	drawn := v.drawn()
@@ -336,6 +371,11 @@ func (q *quotaState) current(s *quotaSlot, now time.Time) (time.Time, bool) {
 	}
 	limit, period := s.limit.Load(), s.period.Load()
 	if !s.announced.Load() || limit <= 0 || period <= 0 {
+		if s.announced.Load() && s.left.Load() <= 0 && !q.releasing.Load() {
+			// Announced spent, and the new window's count not known:
+			// the operations held for it are let go one at a time.
+			q.startRelease()
+		}
 		s.until.Store(0)
 		return time.Time{}, false
 	}
@@ -440,6 +480,13 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 		// ends as for one that got no response.
 		q.unanswered()
 	}
+	switch {
+	case group != 0 && q.releasing.Load():
+		// The quota's count paces from here.
+		q.endRelease()
+	case st != http.StatusTooManyRequests:
+		q.releasedLocked(1, true)
+	}
 	if named >= 0 {
 		q.rememberRoute(r.Request, named, now)
 	}
@@ -469,11 +516,125 @@ func quotaStatus(r *Result) (status int, ra time.Duration, hasRA bool) {
 	return r.Status, 0, false
 }
 
+// releaseAnswers is how many answers in a row without a 429 end a
+// release: the server took that many past the pause one at a time.
+const releaseAnswers = 10
+
+// release is the state of the operations held for a pause (or for a
+// spent quota whose new window's count is not known) as they are let go
+// after it: one at a time, each as the answer of the one before arrives,
+// so that the callers held do not all reach the server at the instant
+// the pause ends before any answer says what it admits. A 429 among the
+// answers pauses the destination again; an answer that announces a
+// quota ends the release, the quota's count pacing from there; so do
+// releaseAnswers answers in a row without a 429. q.mu protects it.
+type release struct {
+	tokens  int           // operations that may be sent now
+	answers int           // answers without a 429 since the release began
+	wake    chan struct{} // closed at the next answer, for the operations held
+}
+
+// startRelease starts a release with one operation let go. q.mu must be
+// held.
+func (q *quotaState) startRelease() {
+	q.rel.stop()
+	q.rel = release{tokens: 1, wake: make(chan struct{})}
+	q.releasing.Store(true)
+}
+
+// stop ends a release, waking the operations held to ask again.
+func (r *release) stop() {
+	if r.wake != nil {
+		close(r.wake)
+	}
+	*r = release{}
+}
+
+// endPause ends the pause that lasted until p, once, and starts a
+// release.
+func (q *quotaState) endPause(p int64) {
+	if !q.paused.CompareAndSwap(p, 0) {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.paused.Load() == 0 {
+		q.startRelease()
+	}
+}
+
+// releaseOne asks whether an operation may go during a release: ok when
+// one may (or the release has ended), took when take is set and it took
+// the release's turn, to be given back with released if not sent.
+func (q *quotaState) releaseOne(take bool) (ok, took bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case !q.releasing.Load():
+		return true, false
+	case q.rel.tokens <= 0:
+		return false, false
+	case take:
+		q.rel.tokens--
+		return true, true
+	}
+	return true, false
+}
+
+// released lets n more operations go during a release, waking those
+// held: an answer arrived (answered, not a 429), or an attempt ended
+// without one or was not sent. releaseAnswers answers end the release.
+func (q *quotaState) released(n int, answered bool) {
+	if !q.releasing.Load() {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.releasedLocked(n, answered)
+}
+
+// releasedLocked is released with q.mu held.
+func (q *quotaState) releasedLocked(n int, answered bool) {
+	if !q.releasing.Load() {
+		return
+	}
+	if answered {
+		q.rel.answers++
+	}
+	if q.rel.answers >= releaseAnswers {
+		q.endRelease()
+		return
+	}
+	q.rel.tokens += n
+	close(q.rel.wake)
+	q.rel.wake = make(chan struct{})
+}
+
+// endRelease ends a release: every operation held may ask again, and
+// is admitted as without a pause. q.mu must be held.
+func (q *quotaState) endRelease() {
+	q.rel.stop()
+	q.releasing.Store(false)
+}
+
+// releaseWait returns a channel closed at the next answer during a
+// release, nil outside one.
+func (q *quotaState) releaseWait() <-chan struct{} {
+	if !q.releasing.Load() {
+		return nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.rel.wake
+}
+
 // pause refuses every request to the destination until until, and ends
 // the count in flight of the request that met the pause.
 func (q *quotaState) pause(until int64, now time.Time) {
 	q.unanswered()
 	q.known(now)
+	q.rel.stop()
+	q.releasing.Store(false)
 	storeMax(&q.paused, until)
 	storeMax(&q.until, until)
 }

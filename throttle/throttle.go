@@ -133,7 +133,10 @@ type Throttle struct {
 	// quota is spent until the quota resets, instead of refusing it, when
 	// the reset comes soon enough: httpretry's Transport waits when the
 	// reset comes no later than its MaxRetryAfter, with MinAttemptTime
-	// left before the operation's deadline, and asks again once.
+	// left before the operation's deadline, and asks again, holding it
+	// again while the next reset fits. Where a pause ends with the new
+	// window's count not known, the operations held are let go one at a
+	// time, each as an answer arrives ([Throttle.QuotaReleased]).
 	WaitQuota bool
 
 	// Shared, if set, shares the counts with the other processes of a
