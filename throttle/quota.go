@@ -66,11 +66,15 @@ type quotaState struct {
 	// releasing is set while the operations held for a pause are
 	// released one at a time (see release).
 	releasing atomic.Bool
+	// levelUntil is the latest end of a priority level's pause (see
+	// apfLevels), in stamp nanoseconds; 0 before any.
+	levelUntil atomic.Int64
 
 	mu     sync.Mutex // protects the slots' names, their assignment and renewal, routes, and rel
 	slots  [maxQuotaNames]quotaSlot
 	routes *quotaRouteTable // made once several groups are held; see rememberRoute
 	rel    release
+	levels *apfLevels // made at the first answer naming a priority level
 }
 
 // quotaSlot is one quota of a destination.
@@ -191,6 +195,11 @@ func (q *quotaState) check(now time.Time, take bool, req *http.Request) (time.Ti
 		}
 		q.endPause(p)
 	}
+	if req != nil && stamp(now) < q.levelUntil.Load() {
+		if at := q.levelOpens(req, now); at != 0 {
+			return instant(at), false, false
+		}
+	}
 	if !q.releasing.Load() {
 		reset, ok, counted := q.checkHeld(u, now, take, req)
 		if !ok || !take || !q.releasing.Load() {
@@ -219,7 +228,7 @@ func (q *quotaState) checkHeld(u int64, now time.Time, take bool, req *http.Requ
 	if v.held == 0 {
 		// Every window has reset with nothing to renew: admit until a
 		// response says more.
-		if !q.releasing.Load() {
+		if !q.releasing.Load() && stamp(now) >= q.levelUntil.Load() {
 			q.until.CompareAndSwap(u, 0)
 		}
 		return time.Time{}, true, false
@@ -448,6 +457,9 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 	sent := r.Sent
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if v := r.Header[apfPriorityLevel]; len(v) > 0 {
+		q.observeLevel(r, v[0], now)
+	}
 	var names [maxQuotaNames]string
 	if st == http.StatusTooManyRequests && pausesDestination(&set, q.namesHeld(names[:0])) {
 		if a, ok := quotaAnnounced(set.rl[0], set.n > 0, st, ra, hasRA); ok {
@@ -505,7 +517,8 @@ func quotaStatus(r *Result) (status int, ra time.Duration, hasRA bool) {
 	case r.Status == http.StatusTooManyRequests && len(r.Header[apfPriorityLevel]) > 0:
 		// Kubernetes API Priority and Fairness refused the request for
 		// its priority level alone: no quota of the whole server is
-		// spent, and other levels (a controller's lease renewal) still
+		// spent (observeLevel pauses that level's routes), and other
+		// levels (a controller's lease renewal) still
 		// go. The 429 is an overload signal, counted as any other.
 		return http.StatusOK, 0, false
 	case r.Status == http.StatusTooManyRequests:

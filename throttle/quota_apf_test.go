@@ -7,13 +7,14 @@ import (
 	"github.com/jonboulle/clockwork"
 )
 
-// TestQuotaAPF429PausesNothing: Kubernetes API Priority and Fairness
-// answers a request of a saturated priority level with 429, Retry-After
-// and the level's UID (every APF answer names its flow schema and
-// priority level). That level alone is saturated: the API server is not
-// paused, and the next operation (a controller's lease renewal, another
-// level) is admitted. The 429 still counts as an overload signal.
-func TestQuotaAPF429PausesNothing(t *testing.T) {
+// TestQuotaAPF429DoesNotPauseTheAPIServer: Kubernetes API Priority and
+// Fairness answers a request of a saturated priority level with 429,
+// Retry-After and the level's UID (every APF answer names its flow
+// schema and priority level). That level alone is saturated: the API
+// server is not paused, and an operation whose route no answer tied to
+// the level (here one whose request is not known) is admitted. The 429
+// still counts as an overload signal.
+func TestQuotaAPF429DoesNotPauseTheAPIServer(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	th := &Throttle{Rand: func() float64 { return 1 }}
