@@ -518,8 +518,8 @@ func quotaStatus(r *Result) (status int, ra time.Duration, hasRA bool) {
 		// Kubernetes API Priority and Fairness refused the request for
 		// its priority level alone: no quota of the whole server is
 		// spent (observeLevel pauses that level's routes), and other
-		// levels (a controller's lease renewal) still
-		// go. The 429 is an overload signal, counted as any other.
+		// levels (a controller's lease renewal) still go. The 429 is an
+		// overload signal, counted as any other.
 		return http.StatusOK, 0, false
 	case r.Status == http.StatusTooManyRequests:
 		return r.Status, r.RetryAfter, r.HasRetryAfter
