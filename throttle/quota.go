@@ -189,16 +189,8 @@ func (q *quotaState) check(now time.Time, take bool, req *http.Request) (time.Ti
 	if u == 0 {
 		return time.Time{}, true, false
 	}
-	if p := q.paused.Load(); p != 0 {
-		if stamp(now) < p {
-			return instant(p), false, false
-		}
-		q.endPause(p)
-	}
-	if req != nil && stamp(now) < q.levelUntil.Load() {
-		if at := q.levelOpens(req, now); at != 0 {
-			return instant(at), false, false
-		}
+	if at := q.pausedUntil(now, req); at != 0 {
+		return instant(at), false, false
 	}
 	if !q.releasing.Load() {
 		reset, ok, counted := q.checkHeld(u, now, take, req)
@@ -219,6 +211,23 @@ func (q *quotaState) check(now time.Time, take bool, req *http.Request) (time.Ti
 		q.released(1, false)
 	}
 	return reset, ok, counted || (took && ok)
+}
+
+// pausedUntil returns when a request of req (nil when not known) may go
+// at now, given the destination's pause and, for req's route, its
+// priority level's: 0 when neither holds it. A pause found ended starts
+// a release (see endPause).
+func (q *quotaState) pausedUntil(now time.Time, req *http.Request) int64 {
+	if p := q.paused.Load(); p != 0 {
+		if stamp(now) < p {
+			return p
+		}
+		q.endPause(p)
+	}
+	if req != nil && stamp(now) < q.levelUntil.Load() {
+		return q.levelOpens(req, now)
+	}
+	return 0
 }
 
 // checkHeld is check's work on the quotas held, past a pause and a
@@ -492,13 +501,7 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 		// ends as for one that got no response.
 		q.unanswered()
 	}
-	switch {
-	case group != 0 && q.releasing.Load():
-		// The quota's count paces from here.
-		q.endRelease()
-	case st != http.StatusTooManyRequests:
-		q.releasedLocked(1, true)
-	}
+	q.answered(group != 0, st)
 	if named >= 0 {
 		q.rememberRoute(r.Request, named, now)
 	}
@@ -621,6 +624,19 @@ func (q *quotaState) releasedLocked(n int, answered bool) {
 	q.rel.tokens += n
 	close(q.rel.wake)
 	q.rel.wake = make(chan struct{})
+}
+
+// answered counts an answer of status st for a release: one that
+// announced a quota (announced) ends it, the quota's count pacing from
+// there; one that is not a 429 lets the next operation go. q.mu must be
+// held.
+func (q *quotaState) answered(announced bool, st int) {
+	switch {
+	case announced && q.releasing.Load():
+		q.endRelease()
+	case st != http.StatusTooManyRequests:
+		q.releasedLocked(1, true)
+	}
 }
 
 // endRelease ends a release: every operation held may ask again, and
