@@ -18,8 +18,8 @@ import (
 const (
 	DefaultShare             = 1.0 / 24
 	DefaultBucket            = throttle.DefaultWindow / 10
-	DefaultStateFlush        = 50 * time.Millisecond
-	DefaultBroadcastInterval = 100 * time.Millisecond
+	DefaultStateFlush        = 20 * time.Millisecond
+	DefaultBroadcastInterval = 60 * time.Millisecond
 	DefaultStale             = fleetRing * DefaultBucket
 	DefaultStateCallTimeout  = 2 * time.Second
 	DefaultMaxDestinations   = 10000
@@ -43,13 +43,13 @@ type ThrottleStateOptions struct {
 	Bucket time.Duration
 
 	// FlushInterval is how long counts wait in the process, from the
-	// first pending one, before they are sent. 0 (or less) means 50ms.
+	// first pending one, before they are sent. 0 (or less) means 20ms.
 	FlushInterval time.Duration
 
 	// BroadcastInterval is how often the fleet's counts of a destination
 	// are read and published to every process: a process that has just
 	// sent counts reads and publishes them when it has heard no
-	// publication for this long. 0 (or less) means 100ms.
+	// publication for this long. 0 (or less) means 60ms, one Bucket.
 	BroadcastInterval time.Duration
 
 	// Stale is how long a publication is used: past it (Redis away, or
