@@ -51,7 +51,10 @@ const quotaMisses = 16
 // refused while any one of them is spent. Quotas announced apart (GitHub's
 // core and search, named by X-RateLimit-Resource) are groups of their
 // own. Which group a request draws from is known only from its response:
-// an operation is refused only when every group held has a spent quota.
+// an operation is refused only when every group held has a spent quota,
+// or its route is known to draw from a spent one; with named quotas
+// only, a route not known to draw from any is sent (see
+// mayDrawElsewhere).
 // When every quota held is in one group, each operation admitted takes
 // one from each's count; with several groups, from none.
 type quotaState struct {
@@ -191,7 +194,11 @@ func (q *quotaState) check(now time.Time, take bool, req *http.Request) (time.Ti
 	}
 	drawn := v.drawn()
 	if take && drawn != 0 {
-		return q.takeFrom(drawn)
+		reset, ok, counted := q.takeFrom(drawn)
+		if !ok && q.mayDrawElsewhere(req) {
+			return time.Time{}, true, false
+		}
+		return reset, ok, counted
 	}
 	if drawn == 0 && req != nil {
 		// Several groups: req's route may say which it draws from.
@@ -200,6 +207,9 @@ func (q *quotaState) check(now time.Time, take bool, req *http.Request) (time.Ti
 		}
 	}
 	reset, ok := v.open()
+	if !ok && q.mayDrawElsewhere(req) {
+		return time.Time{}, true, false
+	}
 	return instant(reset), ok, false
 }
 
