@@ -623,6 +623,13 @@ type announcement struct {
 	paced bool // rl.Reset is the quota window's, not a Retry-After pause
 }
 
+// quotaLeftPause is the longest a 429 that says quota is left, without a
+// Retry-After, pauses its quota: it was refused by another limit than
+// the one its headers count (GitHub's secondary rate limit, beside the
+// primary quota's fields), whose end they do not give; GitHub asks for
+// at least a minute then.
+const quotaLeftPause = time.Minute
+
 // quotaAnnounced decides what a response says of its quota, given its
 // rate-limit headers (rl, when ok), its status and, on a 429, its
 // Retry-After (ra, when hasRA). A response below 429 announces a quota
@@ -630,7 +637,8 @@ type announcement struct {
 // headers' reset when they say none remains, else for the Retry-After
 // the server asked (a 429 with quota left, or with a reset that cannot
 // be read, is a pause, not the quota's end), else until the headers'
-// reset; with neither, nothing is kept.
+// reset, but for at most quotaLeftPause when they say quota is left;
+// with neither, nothing is kept.
 func quotaAnnounced(rl RateLimit, ok bool, status int, ra time.Duration, hasRA bool) (announcement, bool) {
 	if status != http.StatusTooManyRequests {
 		return announcement{rl: rl, paced: true}, ok && rl.HasReset
@@ -640,6 +648,9 @@ func quotaAnnounced(rl RateLimit, ok bool, status int, ra time.Duration, hasRA b
 		return announcement{rl: rl, spent: true, paced: true}, true
 	case hasRA:
 		rl.Reset, rl.HasReset = min(ra, maxRateLimitReset), true
+		return announcement{rl: rl, spent: true}, true
+	case ok && rl.HasReset && rl.Reset > quotaLeftPause:
+		rl.Reset = quotaLeftPause
 		return announcement{rl: rl, spent: true}, true
 	case ok && rl.HasReset:
 		return announcement{rl: rl, spent: true, paced: true}, true
