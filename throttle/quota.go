@@ -52,9 +52,9 @@ const quotaMisses = 16
 // core and search, named by X-RateLimit-Resource) are groups of their
 // own. Which group a request draws from is known only from its response:
 // an operation is refused only when every group held has a spent quota,
-// or its route is known to draw from a spent one; with named quotas
-// only, a route not known to draw from any is sent (see
-// mayDrawElsewhere).
+// or its route is known to draw from a spent one; with quotas named
+// apart only (see namedApart), a route not known to draw from any is
+// sent (see mayDrawElsewhere).
 // When every quota held is in one group, each operation admitted takes
 // one from each's count; with several groups, from none.
 type quotaState struct {
@@ -83,6 +83,7 @@ type quotaSlot struct {
 	group     atomic.Uint32 // the slots last announced with this one, itself included, one bit each
 	announced atomic.Bool   // a response announced this quota since its window began
 	sized     atomic.Bool   // limit was announced, not taken from the most seen
+	apart     atomic.Bool   // named by a field that names the one quota a request counted against (see namedApart)
 }
 
 // quotaSame is how far apart two announced resets may be and still name
@@ -427,6 +428,7 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 	}
 	var group uint32
 	named := -1 // the slot of the first quota the response named
+	apart := namedApart(r.Header, &set)
 	for i := range max(set.n, 1) {
 		status := st
 		if i > 0 {
@@ -434,6 +436,7 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 		}
 		if a, ok := quotaAnnounced(set.rl[i], i < set.n, status, ra, hasRA); ok {
 			bit := q.update(a, group, now, sent)
+			q.slots[bits.TrailingZeros32(bit)].apart.Store(apart)
 			group |= bit
 			if named < 0 && a.rl.Name != "" {
 				named = bits.TrailingZeros32(bit)
@@ -453,6 +456,16 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 	if named >= 0 {
 		q.rememberRoute(r.Request, named, now)
 	}
+}
+
+// namedApart reports whether the quota set, read from h, was named by a
+// field that names the one quota the request counted against, among
+// others the destination meters apart: GitHub's X-RateLimit-Resource,
+// Discord's X-RateLimit-Bucket. A RateLimit policy's name does not: a
+// server may name its only policy ("default").
+func namedApart(h http.Header, set *rateLimits) bool {
+	name := set.rl[0].Name
+	return set.n == 1 && name != "" && (name == quotaField(h, xFields.resource) || name == quotaField(h, xFields.bucket))
 }
 
 // apfPriorityLevel names the priority level of Kubernetes API Priority

@@ -43,7 +43,9 @@ func callResources(th *Throttle, clock Clock, calls []resourceCall) []error {
 // (REST's core, another resource) may draw from a quota not yet
 // announced: it is sent, not refused until the spent quota's reset (50
 // minutes for GraphQL). Requests on the spent quota's routes are refused,
-// and so is a route that answered with the spent quota, once it has.
+// and so is a route that answered with the spent quota, once it has. A
+// RateLimit policy's name says no such thing (a server names its only
+// policy "default"): every route is refused while it is spent.
 func TestQuotaSpentNamedResourceRefusesOnlyItsRoutes(t *testing.T) {
 	t.Parallel()
 	date := time.Date(2026, 12, 6, 20, 0, 0, 0, time.UTC)
@@ -75,6 +77,9 @@ func TestQuotaSpentNamedResourceRefusesOnlyItsRoutes(t *testing.T) {
 			{"GET", "/repos/a/b", http.StatusOK, github("core", "0", 50*time.Minute)},
 			{"GET", "/users/x", http.StatusForbidden, github("core", "0", 50*time.Minute)},
 		}, []check{{"GET", "/repos/c/d", true}, {"GET", "/users/y", true}, {"GET", "/search/code", false}}},
+		{"a RateLimit policy's name, which a server gives its only quota", []resourceCall{
+			{"GET", "/x", http.StatusOK, http.Header{"Ratelimit": {`"default";r=0;t=30`}}},
+		}, []check{{"GET", "/x", true}, {"PUT", "/y", true}}},
 		{"Discord: one bucket spent", []resourceCall{
 			{"POST", "/channels/111/messages", http.StatusOK, discord("abcd1234")},
 		}, []check{{"POST", "/channels/111/messages", true}, {"GET", "/guilds/9/members", false}}},

@@ -148,11 +148,12 @@ func (q *quotaState) routeOpens(v *quotaView, req *http.Request) int64 {
 
 // mayDrawElsewhere reports whether req, refused by the quotas held, may
 // draw from a quota its destination has not announced yet: every quota
-// held is named (a server that names them meters its routes apart, as
-// GitHub's X-RateLimit-Resource and Discord's X-RateLimit-Bucket say)
-// and req's route is not known to draw from any. Such a request is sent:
-// its answer names its quota, and its route is then known. A request on
-// an unnamed quota, or of no known route (req nil), is refused.
+// held was named apart (see namedApart: the server meters its routes
+// apart, as GitHub's X-RateLimit-Resource and Discord's
+// X-RateLimit-Bucket say) and req's route is not known to draw from any.
+// Such a request is sent: its answer names its quota, and its route is
+// then known. A request while another quota is held (unnamed, or a
+// RateLimit policy's), or of no known route (req nil), is refused.
 func (q *quotaState) mayDrawElsewhere(req *http.Request) bool {
 	if req == nil {
 		return false
@@ -160,7 +161,7 @@ func (q *quotaState) mayDrawElsewhere(req *http.Request) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for i := range q.slots {
-		if q.slots[i].until.Load() != 0 && q.slots[i].name == "" {
+		if s := &q.slots[i]; s.until.Load() != 0 && (s.name == "" || !s.apart.Load()) {
 			return false
 		}
 	}
