@@ -91,11 +91,12 @@ func fnv1a(h uint64, s string) uint64 {
 	return h
 }
 
-// rememberRoute keeps that req's route drew from the quota of slot i,
-// which its response named. q.mu must be held.
+// rememberRoute keeps, when the destination holds several groups or the
+// quota was named apart (see mayDrawElsewhere), that req's route drew
+// from the quota of slot i, which its response named. q.mu must be held.
 func (q *quotaState) rememberRoute(req *http.Request, i int, now time.Time) {
-	if req == nil {
-		return
+	if req == nil || (q.drawn() != 0 && !q.slots[i].apart.Load()) {
+		return // one group, which every request draws from
 	}
 	if q.routes == nil {
 		q.routes = new(quotaRouteTable)
