@@ -34,7 +34,9 @@ type Shedder struct {
 
 	// RetryLimit is how many requests may be in flight for a retry to
 	// be admitted. 0 (or less) means Limit less a tenth of it (at least
-	// one), kept for first attempts; a value above Limit means Limit.
+	// one), kept for first attempts, but never less than one: a retry to
+	// a server serving nothing is always served. A value above Limit
+	// means Limit.
 	RetryLimit int
 
 	inflight atomic.Int64
@@ -49,7 +51,7 @@ func (s *Shedder) retryLimit() int64 {
 	if s.RetryLimit > 0 {
 		return int64(min(s.RetryLimit, s.Limit))
 	}
-	return int64(s.Limit - max(s.Limit/10, 1))
+	return int64(max(s.Limit-max(s.Limit/10, 1), 1))
 }
 
 // isRetry reports whether a request's AttemptHeader says it is a retry:

@@ -43,7 +43,8 @@ func TestShedderRetryLimit(t *testing.T) {
 		{100, 0, 90},
 		{10, 0, 9},
 		{5, 0, 4},
-		{1, 0, 0},
+		{2, 0, 1},
+		{1, 0, 1},
 		{100, 50, 50},
 		{100, 200, 100},
 	}
@@ -162,5 +163,28 @@ func BenchmarkShedderRefusal(b *testing.B) {
 	req.Header.Set(AttemptHeader, "2")
 	for b.Loop() {
 		s.ServeHTTP(httptest.NewRecorder(), req)
+	}
+}
+
+// TestShedderServesARetryWhenNothingIsInFlight: the retries' reserve is
+// kept for first attempts only while some are in flight: at a Limit of
+// one or two, a retry to a server serving nothing (its first attempt met
+// a reset connection, not load) is served, not refused with a 503 that
+// tells its client not to try again.
+func TestShedderServesARetryWhenNothingIsInFlight(t *testing.T) {
+	t.Parallel()
+	for _, limit := range []int{1, 2, 3, 10} {
+		served := 0
+		s := &Shedder{Limit: limit, Next: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ })}
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header.Set(AttemptHeader, "2")
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK || served != 1 {
+			t.Errorf("Limit %d, nothing in flight: a retry got %d, served %d times; want 200, served once", limit, rec.Code, served)
+		}
+		if first, retries := s.Shed(); first != 0 || retries != 0 {
+			t.Errorf("Limit %d: shed %d first attempts, %d retries; want none", limit, first, retries)
+		}
 	}
 }

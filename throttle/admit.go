@@ -165,8 +165,9 @@ func (th *Throttle) TakeQuota(d *Dest, req *http.Request, clock Clock) (Ticket, 
 // counts as overload (httpretry: a 429, 503 or 529; a proxy's 502 or 504;
 // Envoy's x-envoy-overloaded or x-envoy-ratelimited; a 5xx saying
 // "X-Should-Retry: false"; an attempt timeout, or a caller's deadline
-// that expired while the server was silent; a refused connection) and
-// reads a 429's Retry-After, so that the throttle depends on neither.
+// that expired while the server was silent after MinAttemptTime; a
+// refused connection) and reads a 429's Retry-After, so that the
+// throttle depends on neither.
 type Result struct {
 	// Status is the response's status code; 0 when the attempt got no
 	// response.

@@ -322,3 +322,42 @@ func TestThrottleStateClosedKeepsNothing(t *testing.T) {
 		t.Errorf("%d buckets of counts pending after Close; want none", len(d.pending))
 	}
 }
+
+// TestThrottleStateForgetsQuietDestinationsToLearnNewOnes: a process
+// bounded to 3 destinations has heard the fleet's outages of 3, all over
+// and quiet for longer than Stale. A fourth destination's outage, later,
+// is still learned from the fleet: the bound keeps the destinations held
+// now, not the first ones ever heard, so that a long-lived process of a
+// fleet calling many destinations does not stop sharing for good once
+// it has heard of MaxDestinations.
+func TestThrottleStateForgetsQuietDestinationsToLearnNewOnes(t *testing.T) {
+	t.Parallel()
+	addr := redisFor(t)
+	o := ThrottleStateOptions{Share: 1, Stale: 300 * time.Millisecond}
+	a := newFleetProcess(t, addr, "ts-forget", o)
+	o.MaxDestinations = 3
+	b := newFleetProcess(t, addr, "ts-forget", o)
+	for i := range 3 {
+		host := "old" + strconv.Itoa(i) + ".example"
+		eventually(t, "B hears "+host, func() bool {
+			a.record(host, 20, true)
+			return b.state.Hot(host)
+		})
+	}
+	eventually(t, "the old outages go stale", func() bool {
+		for i := range 3 {
+			if b.state.Hot("old" + strconv.Itoa(i) + ".example") {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(o.Stale) // quiet for longer than Stale
+	eventually(t, "B refuses a new destination on A's counts", func() bool {
+		a.record("new.example", 20, true)
+		return b.refused("new.example")
+	})
+	if n := b.state.ndests.Load(); n > 3 {
+		t.Errorf("B holds %d destinations; want at most MaxDestinations, 3", n)
+	}
+}
