@@ -7,11 +7,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/httpretry/httpretry/contrib/redisretry/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // Operations withdraw from a real redis-server that is killed with
-// SIGKILL and restarted empty, or frozen with SIGSTOP and thawed, while
-// they run: tokens come from the shared bucket, then from the local one,
+// SIGKILL and restarted empty, frozen with SIGSTOP and thawed, or killed
+// as a Sentinel primary and failed over to its replica, while they run: tokens come from the shared bucket, then from the local one,
 // then from the shared one again, under every kind of context (one that
 // never ends, a cancelable one, one with a deadline, WithoutCancel of a
 // canceled one). Once the Budget is shared again and its bucket drained,
@@ -19,13 +22,21 @@ import (
 // context was canceled: the local bucket is full again, and the shared
 // one holds exactly the tokens it gave (all refunds less those the local
 // bucket gave).
-func TestTokensWithdrawnAcrossARedisCrashOrFreezeReturnToTheirOwnBuckets(t *testing.T) {
+func TestTokensWithdrawnAcrossARedisCrashFreezeOrFailoverReturnToTheirOwnBuckets(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []string{"killed and restarted", "frozen and thawed"} {
+	for _, mode := range []string{"killed and restarted", "frozen and thawed", "primary killed and failed over by Sentinel"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			bg := context.Background()
-			srv, rdb := server(t)
+			var srv *redistest.Server
+			var rdb redis.UniversalClient
+			var sentinel *redistest.Sentinel
+			if mode == "primary killed and failed over by Sentinel" {
+				sentinel = redistest.StartSentinel(t)
+				rdb = sentinel.Client(t)
+			} else {
+				srv, rdb = server(t)
+			}
 			key := "refund-crash-" + mode
 			const capacity = 5000
 			b := newBudget(t, rdb, key, capacity, 0, Options{FleetSize: 10, FlushInterval: 5 * time.Millisecond, MaxProbeInterval: 20 * time.Millisecond})
@@ -80,15 +91,21 @@ func TestTokensWithdrawnAcrossARedisCrashOrFreezeReturnToTheirOwnBuckets(t *test
 				return len(heldTokens)
 			}
 			eventually(t, "tokens from the shared bucket", func() bool { return count() >= 20 })
-			if mode == "killed and restarted" {
+			switch mode {
+			case "killed and restarted":
 				srv.Kill()
-			} else {
+			case "frozen and thawed":
 				srv.Freeze()
+			default:
+				if _, err := sentinel.KillPrimary(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			eventually(t, "tokens from the local bucket", func() bool { return b.local.Tokens() < L })
-			if mode == "killed and restarted" {
+			switch mode {
+			case "killed and restarted":
 				srv.Restart(t)
-			} else {
+			case "frozen and thawed":
 				srv.Thaw()
 			}
 			eventually(t, "shared again", func() bool { return b.State() == Shared })
