@@ -182,9 +182,10 @@ type Budget struct {
 	unsettledMu sync.Mutex   // protects unsettled
 	unsettled   []scriptCall // calls whose answer was lost, for replay
 
-	grantsMu   sync.Mutex    // protects grants and unrecorded
+	grantsMu   sync.Mutex    // protects grants, unrecorded, grantEnds and each grant's ended
 	grants     []*localGrant // local tokens out for running operations; see refund.go
 	unrecorded int64         // local tokens out whose records the bound dropped
+	grantEnds  uint64        // operations ended with a record out, so far: ranks their ends
 
 	stop      chan struct{} // closed by Close to stop the flusher
 	done      chan struct{} // closed when the flusher has returned
