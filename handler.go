@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Handler is server-side middleware that bounds each request by the time
+// DeadlineHandler is server-side middleware that bounds each request by the time
 // its caller has left and keeps retries at one layer across services.
 //
 // It sets the request context's deadline to the earliest of: now plus the
@@ -29,7 +29,7 @@ import (
 // retries, since the client upstream will not retry it: a context made
 // with [context.WithoutCancel], and any context once the request has
 // ended.
-func Handler(next http.Handler, maxTimeout time.Duration) http.Handler {
+func DeadlineHandler(next http.Handler, maxTimeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		now := time.Now()
 		var deadline time.Time

@@ -8,7 +8,7 @@ import (
 )
 
 // Headers that carry an operation's retry state to the next service, when
-// [Transport.Propagate] is set, and that [Handler] reads on the way in.
+// [Transport.Propagate] is set, and that [DeadlineHandler] reads on the way in.
 const (
 	// AttemptHeader carries the 1-based number of the attempt. Its
 	// presence tells the receiving service that a retrying client owns
@@ -22,7 +22,7 @@ const (
 
 // ownerKey marks a context whose operation's retries belong to an outer
 // layer: an httpretry Transport further up this process, or a retrying
-// client upstream (see Handler). A Transport that sees it makes exactly
+// client upstream (see DeadlineHandler). A Transport that sees it makes exactly
 // one attempt: three layers of three attempts would make 27.
 type ownerKey struct{}
 
@@ -67,7 +67,7 @@ var ownerGone = func() chan struct{} {
 
 // WithOwnRetries returns a context derived from ctx whose requests own
 // their retries again, whatever layer owned ctx's: a Transport that sends
-// a request made with it makes its full MaxAttempts, as if no [Handler]
+// a request made with it makes its full MaxAttempts, as if no [DeadlineHandler]
 // or outer Transport were above it. ctx's values, deadline and
 // cancellation are kept.
 //

@@ -243,7 +243,7 @@ type Transport struct {
 	// request is written, once it has a connection and, over HTTP/2, a
 	// stream, in whole milliseconds; absent when the attempt has no
 	// bound). A service
-	// behind [Handler] then bounds its work by that time and does not
+	// behind [DeadlineHandler] then bounds its work by that time and does not
 	// retry on its own. If false, no header is added.
 	Propagate bool
 
