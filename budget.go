@@ -88,13 +88,6 @@ func NewTokenBucket(capacity, perRequest float64) *TokenBucket {
 	return b
 }
 
-// NewBudget is [NewTokenBucket], under the name earlier versions gave it;
-// it stays so that code written for them keeps compiling. New code calls
-// NewTokenBucket, whose name says what it returns.
-func NewBudget(capacity, perRequest float64) *TokenBucket {
-	return NewTokenBucket(capacity, perRequest)
-}
-
 // toUnits converts a token count to fixed-point units, mapping NaN and
 // non-positive values to 0 and clamping values too large to represent.
 func toUnits(tokens float64) int64 {
