@@ -65,16 +65,16 @@ func asLost(err error) error {
 	return err
 }
 
-// StatusOverloaded is the status some APIs (Anthropic's among them) answer
+// statusOverloaded is the status some APIs (Anthropic's among them) answer
 // when they are temporarily overloaded. It is not registered with IANA;
 // IsTransient treats it as 503 Service Unavailable.
-const StatusOverloaded = 529
+const statusOverloaded = 529
 
 // IsTransient reports whether an attempt's outcome is a failure that another
 // attempt could reasonably resolve. It is the default [Transport.Transient].
 //
 // Transient responses: 408 Request Timeout, 429 Too Many Requests, 500,
-// 502, 503, 504 and 529 ([StatusOverloaded]); and a 409 Conflict that says
+// 502, 503, 504 and 529 (an overloaded API, Anthropic's among them); and a 409 Conflict that says
 // "the original request with this idempotency key is still in progress"
 // (the IETF Idempotency-Key draft's use of 409): the request carried a key,
 // the response carries Retry-After, and it is not a replay
@@ -126,7 +126,7 @@ func IsTransient(resp *http.Response, err error) bool {
 		http.StatusBadGateway,
 		http.StatusServiceUnavailable,
 		http.StatusGatewayTimeout,
-		StatusOverloaded:
+		statusOverloaded:
 		return true
 	case http.StatusConflict:
 		return keyInProgress(resp)

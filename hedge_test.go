@@ -414,7 +414,7 @@ func TestLearnedAttemptTimeoutCutsSlowAttempt(t *testing.T) {
 	base := httptestutil.NewTransport(fc, httptestutil.Step{Action: httptestutil.Hang})
 	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, LearnAttemptTimeout: &LearnedTimeout{}}
 	d := tr.latencies().Lookup("api.example")
-	for range DefaultLearnedMinSamples {
+	for range defaultLearnedMinSamples {
 		d.Record(100*ms, false)
 	}
 	var o Outcome
@@ -427,7 +427,7 @@ func TestLearnedAttemptTimeoutCutsSlowAttempt(t *testing.T) {
 	if o.Elapsed != 130*ms {
 		t.Errorf("elapsed = %v; want 130ms", o.Elapsed)
 	}
-	if got := d.AttemptLimit(DefaultLearnedMinSamples); got != 130*ms {
+	if got := d.AttemptLimit(defaultLearnedMinSamples); got != 130*ms {
 		t.Errorf("learned limit = %v; want 130ms", got)
 	}
 }
@@ -583,7 +583,7 @@ func TestLearnedAttemptTimeoutWithinAttemptTimeout(t *testing.T) {
 			tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, AttemptTimeout: tt.attemptTimeout,
 				LearnAttemptTimeout: &LearnedTimeout{}}
 			d := tr.latencies().Lookup("api.example")
-			for range DefaultLearnedMinSamples {
+			for range defaultLearnedMinSamples {
 				d.Record(100*ms, false)
 			}
 			var o Outcome

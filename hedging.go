@@ -160,10 +160,10 @@ type LearnedTimeout struct {
 
 // Defaults for the zero values of LearnedTimeout's fields.
 const (
-	DefaultLearnedQuantile   = 0.999
-	DefaultLearnedFactor     = 1.3
-	DefaultLearnedMin        = 10 * time.Millisecond
-	DefaultLearnedMinSamples = 1000
+	defaultLearnedQuantile   = 0.999
+	defaultLearnedFactor     = 1.3
+	defaultLearnedMin        = 10 * time.Millisecond
+	defaultLearnedMinSamples = 1000
 )
 
 // HedgeDelay reports the delay after which a request of the given key
@@ -212,21 +212,21 @@ func (h *Hedging) maxKeys() int {
 
 func (l *LearnedTimeout) quantile() float64 {
 	if !(l.Quantile > 0 && l.Quantile < 1) {
-		return DefaultLearnedQuantile
+		return defaultLearnedQuantile
 	}
 	return l.Quantile
 }
 
 func (l *LearnedTimeout) factor() float64 {
 	if !(l.Factor >= 1) {
-		return DefaultLearnedFactor
+		return defaultLearnedFactor
 	}
 	return l.Factor
 }
 
 func (l *LearnedTimeout) minSamples() int {
 	if l.MinSamples <= 0 {
-		return DefaultLearnedMinSamples
+		return defaultLearnedMinSamples
 	}
 	return l.MinSamples
 }
@@ -253,7 +253,7 @@ func (t *Transport) latencies() *latency.Set {
 		cfg.HedgeQuantile = 1 - t.Hedging.maxExtraLoad()
 	}
 	if l := t.LearnAttemptTimeout; l != nil {
-		cfg.Learn = &latency.Learn{Quantile: l.quantile(), Factor: l.factor(), Min: durationOr(l.Min, DefaultLearnedMin), Max: l.Max}
+		cfg.Learn = &latency.Learn{Quantile: l.quantile(), Factor: l.factor(), Min: durationOr(l.Min, defaultLearnedMin), Max: l.Max}
 	}
 	t.latencySet.CompareAndSwap(nil, latency.New(cfg))
 	return t.latencySet.Load()

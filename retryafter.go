@@ -156,7 +156,7 @@ func parseDelaySeconds(v string) (time.Duration, bool) {
 func honoursRetryAfter(status int) bool {
 	switch status {
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable,
-		StatusOverloaded, http.StatusConflict:
+		statusOverloaded, http.StatusConflict:
 		return true
 	}
 	return false

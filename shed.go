@@ -41,8 +41,8 @@ type Shedder struct {
 	shed     [2]atomic.Int64 // refused first attempts, refused retries
 }
 
-// ShedStatus is the status of a request a [Shedder] refused.
-const ShedStatus = http.StatusServiceUnavailable
+// shedStatus is the status of a request a [Shedder] refused.
+const shedStatus = http.StatusServiceUnavailable
 
 // retryLimit is the in-flight count at which retries are refused.
 func (s *Shedder) retryLimit() int64 {
@@ -86,7 +86,7 @@ func (s *Shedder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.shed[i].Add(1)
 		w.Header().Set(shouldRetryHeader, "false")
-		w.WriteHeader(ShedStatus)
+		w.WriteHeader(shedStatus)
 		return
 	}
 	defer s.inflight.Add(-1)
