@@ -519,7 +519,7 @@ func TestHedgeRefusedByThrottleLeavesAttemptRunning(t *testing.T) {
 	// the hedge's, 0, is refused.
 	draws := sequence(0.95, 0)
 	var drawn atomic.Int32
-	th := &throttle.Throttle{MinRate: -1, Rand: func() float64 { drawn.Add(1); return draws() }}
+	th := drawing(&throttle.Throttle{MinRate: -1}, func() float64 { drawn.Add(1); return draws() })
 	throttleAt(th, httptest.NewRequest("GET", "https://api.example/", nil), fc, 10, false)
 	budget := NewTokenBucket(5, 0)
 	tr := &Transport{Base: base, Clock: fc, Budget: budget, Hedging: &Hedging{Delay: 10 * ms}, Throttle: th}

@@ -224,7 +224,7 @@ func TestThrottleDoesNotCountACallerCancel(t *testing.T) {
 		}
 	}
 	u, _ := url.Parse(srv.URL)
-	if req, acc := th.Counts(u.Host); req != 0 || acc != 0 {
+	if req, acc := throttleCounts(th, u.Host); req != 0 || acc != 0 {
 		t.Errorf("after 20 canceled operations the throttle counted %v requests, %v accepts; want none", req, acc)
 	}
 }
