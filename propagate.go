@@ -65,25 +65,16 @@ var ownerGone = func() chan struct{} {
 	return ch
 }()
 
-// WithOwnRetries returns a context derived from ctx whose requests own
-// their retries again, whatever layer owned ctx's: a Transport that sends
-// a request made with it makes its full MaxAttempts, as if no [DeadlineHandler]
-// or outer Transport were above it. ctx's values, deadline and
-// cancellation are kept.
+// WithOwnRetries returns a context derived from ctx whose requests own their
+// retries again, whatever layer owned ctx's: a Transport makes its full
+// MaxAttempts for them, as if no [DeadlineHandler] or outer Transport were
+// above it. ctx's values, deadline and cancellation are kept.
 //
-// Use it for work a handler (or an outer operation) detaches from its
-// request, which nobody upstream will retry. Work detached with
-// [context.WithoutCancel] alone is recognised as detached, but not once a
-// deadline is added to it: such a context ends again, and while the
-// request runs it cannot be told from the request's own. So detach it
-// explicitly:
+// Use it for work detached from a request that nobody upstream will retry,
+// once a deadline is added to it (see docs/rules.md, "Retry at one layer"):
 //
 //	detached := httpretry.WithOwnRetries(context.WithoutCancel(r.Context()))
-//	go func() {
-//		ctx, cancel := context.WithTimeout(detached, 10*time.Second)
-//		defer cancel()
-//		sendReceipt(ctx, order) // retried by its own Transport
-//	}()
+//	ctx, cancel := context.WithTimeout(detached, 10*time.Second)
 func WithOwnRetries(ctx context.Context) context.Context {
 	if _, ok := ctx.Value(ownerKey{}).(ownerMark); !ok {
 		return ctx
