@@ -109,7 +109,7 @@ func TestShedderRefusesRetriesBeforeFirstAttempts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.StatusCode != ShedStatus || resp.Header.Get("X-Should-Retry") != "false" || resp.Header.Get("Retry-After") != "" {
+	if resp.StatusCode != shedStatus || resp.Header.Get("X-Should-Retry") != "false" || resp.Header.Get("Retry-After") != "" {
 		t.Errorf("retry with 9 in flight: %d, X-Should-Retry %q, Retry-After %q; want 503, false, none",
 			resp.StatusCode, resp.Header.Get("X-Should-Retry"), resp.Header.Get("Retry-After"))
 	}
@@ -117,7 +117,7 @@ func TestShedderRefusesRetriesBeforeFirstAttempts(t *testing.T) {
 	for served.Load() < 10 {
 		time.Sleep(time.Millisecond)
 	}
-	if resp, err := send(0); err != nil || resp.StatusCode != ShedStatus {
+	if resp, err := send(0); err != nil || resp.StatusCode != shedStatus {
 		t.Errorf("first attempt with 10 in flight: %v, %v; want 503", resp, err)
 	}
 	if first, retries := s.Shed(); first != 1 || retries != 1 {
@@ -150,7 +150,7 @@ func TestShedderAnswerEndsATransportsOperation(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != ShedStatus || o.Attempts != 1 || o.Reason != Final || seen.Load() != 1 {
+	if resp.StatusCode != shedStatus || o.Attempts != 1 || o.Reason != Final || seen.Load() != 1 {
 		t.Errorf("status %d, %d attempts, reason %s, %d sent; want 503, 1, final, 1", resp.StatusCode, o.Attempts, o.Reason, seen.Load())
 	}
 }

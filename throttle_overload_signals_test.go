@@ -225,7 +225,7 @@ func TestThrottleDoesNotCountACallerCancel(t *testing.T) {
 		}
 	}
 	u, _ := url.Parse(srv.URL)
-	if req, acc := th.Counts(u.Host); req != 0 || acc != 0 {
+	if req, acc := throttleCounts(th, u.Host); req != 0 || acc != 0 {
 		t.Errorf("after 20 canceled operations the throttle counted %v requests, %v accepts; want none", req, acc)
 	}
 }
@@ -292,7 +292,7 @@ func TestThrottleDoesNotCountACallerDeadlineShorterThanAnAttemptIsWorth(t *testi
 	}))
 	defer srv.Close()
 	defer close(release)
-	th := &throttle.Throttle{Rand: func() float64 { return 0 }}
+	th := drawing(&throttle.Throttle{}, func() float64 { return 0 })
 	client := &http.Client{Transport: &Transport{Base: srv.Client().Transport, Throttle: th, MinAttemptTime: time.Second}}
 	for range 40 {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
@@ -304,7 +304,7 @@ func TestThrottleDoesNotCountACallerDeadlineShorterThanAnAttemptIsWorth(t *testi
 		}
 	}
 	u, _ := url.Parse(srv.URL)
-	if req, acc := th.Counts(u.Host); req != 0 || acc != 0 {
+	if req, acc := throttleCounts(th, u.Host); req != 0 || acc != 0 {
 		t.Errorf("after 40 attempts cut at 20ms the throttle counted %v requests, %v accepts; want none", req, acc)
 	}
 	resp, err := client.Get(srv.URL + "/main")

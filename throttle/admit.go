@@ -259,12 +259,13 @@ func (th *Throttle) recordSlow(d *Dest, r *Result, clock Clock) {
 	th.tally(d, clock.Now(), 1, 0, true)
 }
 
-// Counts returns the requests and accepts counted for the destination
+// counts returns the requests and accepts counted for the destination
 // key names (as Key names it, or a host in its canonical spelling) over
 // the span the throttle decides on, as of the last decision or fold: a
 // destination that signalled nothing lately counts its accepts apart and
 // folds them in every 64. It returns zeros for a destination not held.
-func (th *Throttle) Counts(key string) (requests, accepts float64) {
+// Tests reach it through throttleseam.Counts.
+func (th *Throttle) counts(key string) (requests, accepts float64) {
 	d := th.dests.Find(key)
 	if d == nil {
 		return 0, 0

@@ -88,7 +88,7 @@ func TestQuotaSpentNamedResourceRefusesOnlyItsRoutes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			clock := clockwork.NewFakeClockAt(date)
-			th := &Throttle{Rand: func() float64 { return 1 }}
+			th := &Throttle{draws: func() float64 { return 1 }}
 			for i, err := range callResources(th, clock, tt.first) {
 				if err != nil {
 					t.Fatalf("call %d (%s %s): %v; want sent", i, tt.first[i].method, tt.first[i].path, err)

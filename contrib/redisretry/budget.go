@@ -196,7 +196,7 @@ type Budget struct {
 // holding at most capacity tokens, gaining perRequest per operation and
 // spending one per retry, and starts its background goroutine. Both
 // numbers are rounded to the nearest millionth of a token, as
-// [httpretry.NewBudget] rounds them; a capacity above 9 billion tokens is
+// [httpretry.NewTokenBucket] rounds them; a capacity above 9 billion tokens is
 // clamped. opts may hold one [Options]; none means the defaults.
 //
 // Every process sharing key must use the same capacity and perRequest.
@@ -243,7 +243,7 @@ func openBudget(rdb redis.UniversalClient, key string, capacity, perRequest floa
 	}
 	b.perRequest = min(b.perRequest, b.capacity)
 	b.lastTokens.Store(b.capacity) // a new key is a full bucket
-	b.local = httpretry.NewBudget(capacity/float64(b.fleetSize()), perRequest)
+	b.local = httpretry.NewTokenBucket(capacity/float64(b.fleetSize()), perRequest)
 	go b.run()
 	if b.announceMillis() == 0 {
 		b.stopListen = func() {}
@@ -467,7 +467,7 @@ const tokenUnit = 1_000_000
 const maxUnits = 1 << 53
 
 // toUnits converts a token count to millionths of a token exactly as
-// httpretry.NewBudget does: NaN and non-positive values are 0, the rest
+// httpretry.NewTokenBucket does: NaN and non-positive values are 0, the rest
 // rounded to the nearest millionth.
 func toUnits(tokens float64) int64 {
 	switch {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/internal/throttleseam"
 	"github.com/httpretry/httpretry/throttle"
 	"github.com/redis/go-redis/v9"
 )
@@ -35,7 +36,7 @@ func newFleetProcess(t *testing.T, addr, prefix string, o ThrottleStateOptions) 
 		st.Close()
 		rdb.Close()
 	})
-	return &fleetProcess{th: &throttle.Throttle{Shared: st, Rand: func() float64 { return 0.5 }}, state: st, rdb: rdb}
+	return &fleetProcess{th: drawing(&throttle.Throttle{Shared: st}, func() float64 { return 0.5 }), state: st, rdb: rdb}
 }
 
 // get is a GET to host, as the throttle looks it up.
@@ -84,7 +85,7 @@ func TestThrottleStateAProcessLearnsAnOutageFromTheFleet(t *testing.T) {
 		t.Error("B refused a destination nobody signalled")
 	}
 	// B's own window holds only its refusals: it decided on A's counts.
-	if req, acc := b.th.Counts("api.example"); acc != 0 || req > 5 {
+	if req, acc := throttleseam.Counts(b.th, "api.example"); acc != 0 || req > 5 {
 		t.Errorf("B's own counts %v requests, %v accepts; want a few refusals and no accept", req, acc)
 	}
 }
@@ -285,7 +286,7 @@ func TestThrottleStateKeysWithBracesAndManyDestinationsStayBounded(t *testing.T)
 	b := newFleetProcess(t, addr, "ts-bound", o)
 	key := "tenant{a}:api.example"
 	keyed := func(p *fleetProcess) *throttle.Throttle {
-		return &throttle.Throttle{Shared: p.state, Rand: func() float64 { return 0.5 }, Key: func(*http.Request) string { return key }}
+		return drawing(&throttle.Throttle{Shared: p.state, Key: func(*http.Request) string { return key }}, func() float64 { return 0.5 })
 	}
 	ta, tb := keyed(a), keyed(b)
 	eventually(t, "B refuses the braced key on A's counts", func() bool {
@@ -360,4 +361,11 @@ func TestThrottleStateForgetsQuietDestinationsToLearnNewOnes(t *testing.T) {
 	if n := b.state.ndests.Load(); n > 3 {
 		t.Errorf("B holds %d destinations; want at most MaxDestinations, 3", n)
 	}
+}
+
+// drawing makes th draw the number of each decision that may refuse from
+// draw (see throttleseam.SetDraw), and returns th.
+func drawing(th *throttle.Throttle, draw func() float64) *throttle.Throttle {
+	throttleseam.SetDraw(th, draw)
+	return th
 }
