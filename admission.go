@@ -209,11 +209,23 @@ func (op *operation) recordAt(resp *http.Response, err error, sent time.Time) {
 		// The caller's cancel says nothing of the server; a deadline of
 		// the caller's (a context deadline, http.Client.Timeout) that
 		// expired while the server was silent is a stall, as an
-		// AttemptTimeout is.
-		stalled := op.callerErr() == context.DeadlineExceeded
+		// AttemptTimeout is, unless it cut the attempt before
+		// MinAttemptTime (see stalledFor).
+		stalled := op.callerErr() == context.DeadlineExceeded && op.stalledFor(sent)
 		r.Unheard, r.Overload = !stalled, stalled
 	}
 	op.t.Throttle.Record(op.dest, r, op.clock)
+}
+
+// stalledFor reports whether an attempt sent at sent, which its
+// caller's deadline cut while the server was silent, ran long enough to
+// be a stall: at least MinAttemptTime, the least time the Transport
+// gives a retry. A caller that gives a request less (a cache lookup with
+// a fallback, 20ms) cuts a healthy server's attempts short; counted as
+// stalls, they would refuse every other caller of the destination. An
+// attempt whose start was not read counts as a stall.
+func (op *operation) stalledFor(sent time.Time) bool {
+	return sent.IsZero() || op.clock.Since(sent) >= op.policy.minAttemptTime
 }
 
 // answer completes r with what resp or err says of the server: the

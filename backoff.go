@@ -6,12 +6,9 @@ import (
 )
 
 // FullJitter returns a duration drawn uniformly from [0, window), or 0 for a
-// window that is not positive. It is the default [Transport.Jitter]: with
-// full jitter, clients that failed together spread their retries over the
-// whole window instead of returning together.
-//
-// It draws from math/rand/v2's top-level generator, which is seeded
-// randomly in every process, so clients never share a schedule.
+// window that is not positive, from math/rand/v2's randomly seeded
+// generator. It is the default [Transport.Jitter]: clients that failed
+// together spread their retries over the whole window.
 func FullJitter(window time.Duration) time.Duration {
 	if window <= 0 {
 		return 0

@@ -49,50 +49,28 @@ const tokenUnit = 1_000_000
 const maxTokens = 4_611_686_018_427 // math.MaxInt64 / tokenUnit / 2: room to add a deposit without overflow
 
 // TokenBucket is a retry budget for one process: a bucket of tokens that
-// starts full, gains a fraction of a token for every operation and
-// loses one token for every retry. With N deposits starting from full it
-// admits at most capacity + floor(N·perRequest) retries; starting from
-// empty, exactly floor(N·perRequest).
-//
-// Create one with [NewTokenBucket]; the zero value holds no tokens and gains
-// none, so it admits no retry. A TokenBucket is safe for simultaneous use by
-// multiple goroutines and never blocks: it is a single atomic counter.
-//
-// A bucket is local to one process. A fleet of P processes, each with its
-// own bucket of capacity C, can together admit P·C retries before
-// replenishment: size C for the fleet, not for one process.
+// starts full, gains perRequest tokens per operation and loses one per
+// retry, so that with N deposits it admits at most capacity +
+// floor(N·perRequest) retries. The zero value holds no tokens and admits
+// no retry. It is safe for concurrent use and never blocks. A fleet of P
+// processes with a bucket each admits up to P·capacity retries at once
+// (see docs/fleet-budget.md).
 type TokenBucket struct {
 	tokens     atomic.Int64 // in tokenUnit; 0 <= tokens <= capacity
 	capacity   int64        // in tokenUnit
 	perRequest int64        // in tokenUnit
 }
 
-// NewTokenBucket returns a [TokenBucket] holding capacity tokens that gains
-// perRequest tokens per Deposit, never holding more than capacity, and
-// spends one token per successful Withdraw. The bucket starts full.
-//
-// Both numbers are rounded to the nearest millionth of a token. A capacity
-// that is not positive (or is NaN) gives a bucket that admits no retry; a
-// capacity too large to count is clamped to the largest one the bucket
-// represents (over four trillion tokens). A perRequest that is negative or NaN is treated as 0
-// (no replenishment); one larger than capacity fills the bucket on every
-// deposit.
-//
-// For example, NewTokenBucket(20, 0.1), the default budget, allows a
-// burst of 20 retries and then about one retry for every ten operations:
-// roughly 10% extra traffic during a sustained outage.
+// NewTokenBucket returns a full TokenBucket of capacity tokens that gains
+// perRequest tokens per Deposit, both rounded to a millionth of a token.
+// A capacity that is not positive admits no retry; a negative or NaN
+// perRequest never replenishes. NewTokenBucket(20, 0.1), the default,
+// allows a burst of 20 retries, then about one per ten operations.
 func NewTokenBucket(capacity, perRequest float64) *TokenBucket {
 	b := &TokenBucket{capacity: toUnits(capacity)}
 	b.perRequest = min(toUnits(perRequest), b.capacity)
 	b.tokens.Store(b.capacity)
 	return b
-}
-
-// NewBudget is [NewTokenBucket], under the name earlier versions gave it;
-// it stays so that code written for them keeps compiling. New code calls
-// NewTokenBucket, whose name says what it returns.
-func NewBudget(capacity, perRequest float64) *TokenBucket {
-	return NewTokenBucket(capacity, perRequest)
 }
 
 // toUnits converts a token count to fixed-point units, mapping NaN and

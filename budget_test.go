@@ -233,11 +233,3 @@ func (b *stallBody) Close() error {
 	b.closeOnce.Do(func() { close(b.closed) })
 	return nil
 }
-
-func TestNewBudgetIsNewTokenBucket(t *testing.T) {
-	old, b := NewBudget(7, 0.25), NewTokenBucket(7, 0.25)
-	if old.capacity != b.capacity || old.perRequest != b.perRequest || old.tokens.Load() != b.tokens.Load() {
-		t.Errorf("NewBudget(7, 0.25) = %d/%d/%d tokens; NewTokenBucket(7, 0.25) = %d/%d/%d",
-			old.capacity, old.perRequest, old.tokens.Load(), b.capacity, b.perRequest, b.tokens.Load())
-	}
-}

@@ -22,7 +22,7 @@ type chain struct {
 }
 
 // newChain builds the chain. With owned set, every hop runs behind
-// Handler and every Transport propagates; slowD makes D hang until its
+// DeadlineHandler and every Transport propagates; slowD makes D hang until its
 // context ends instead of answering 503.
 func newChain(t *testing.T, owned, slowD bool) *chain {
 	t.Helper()
@@ -78,13 +78,13 @@ func (c *chain) hop(t *testing.T, next string, owned bool) http.Handler {
 		w.WriteHeader(resp.StatusCode)
 	})
 	if owned {
-		h = Handler(h, 5*time.Second)
+		h = DeadlineHandler(h, 5*time.Second)
 	}
 	return h
 }
 
 // TestRetryAtOneLayer: three layers of three attempts make 3 × 3 × 3 = 27, measured on real
-// services, and what Propagate and Handler make of it.
+// services, and what Propagate and DeadlineHandler make of it.
 func TestRetryAtOneLayer(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -93,7 +93,7 @@ func TestRetryAtOneLayer(t *testing.T) {
 		want  int64
 	}{
 		{"every layer retries", false, 27},
-		{"Propagate and Handler at every hop", true, 3},
+		{"Propagate and DeadlineHandler at every hop", true, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -65,46 +65,24 @@ func asLost(err error) error {
 	return err
 }
 
-// StatusOverloaded is the status some APIs (Anthropic's among them) answer
+// statusOverloaded is the status some APIs (Anthropic's among them) answer
 // when they are temporarily overloaded. It is not registered with IANA;
 // IsTransient treats it as 503 Service Unavailable.
-const StatusOverloaded = 529
+const statusOverloaded = 529
 
 // IsTransient reports whether an attempt's outcome is a failure that another
 // attempt could reasonably resolve. It is the default [Transport.Transient].
 //
-// Transient responses: 408 Request Timeout, 429 Too Many Requests, 500,
-// 502, 503, 504 and 529 ([StatusOverloaded]); and a 409 Conflict that says
-// "the original request with this idempotency key is still in progress"
-// (the IETF Idempotency-Key draft's use of 409): the request carried a key,
-// the response carries Retry-After, and it is not a replay
-// ("Idempotent-Replayed: true"). Any other 409 is a conflict in the
-// server's domain and final, as are the draft's 400 and 422.
-//
-// Transient errors: connection refused or reset, broken pipe, a connection
-// aborted (on Windows, by their Winsock codes too), an unexpected EOF or the server closing the connection (an
-// HTTP/2 server's GOAWAY followed by the close included), an HTTP/2 stream
-// reset with INTERNAL_ERROR or REFUSED_STREAM, network
-// timeouts, a DNS lookup that timed out or failed temporarily, a
-// per-attempt timeout ([ErrAttemptTimeout]) and a response gone quiet
-// ([ErrIdleTimeout]).
-//
-// Everything else is final, in particular the caller's context ending, TLS
-// certificate errors, malformed URLs and unsupported schemes, DNS names
-// that do not exist, and any error it does not recognise: an unknown
-// failure must not enter an unrestricted retry branch.
-//
-// On an error response (4xx or 5xx) the server's own word comes first:
-// "X-Should-Retry: false" (as OpenAI's and Anthropic's APIs send it) or
-// "Stripe-Should-Retry: false" makes the response final, and "true" makes
-// it transient even if its status alone would not be. Other values are
-// ignored; X-Should-Retry wins when both are present. As in those APIs'
-// own SDKs, a success is never retried, whatever it carries.
-//
-// Whether the request may be repeated at all is a separate question,
-// answered by [IsIdempotent] — except that the server's explicit "true"
-// on an error response is also its statement that repeating is safe: the
-// Transport then sends even a POST without a key again.
+// Transient: 408, 429, 500, 502, 503, 504 and 529 (an overloaded API's
+// status); a 409 "still in progress" for a request with an idempotency key
+// (with Retry-After, not a replay); connection refused, reset or aborted,
+// broken pipe, an unexpected EOF or closed connection, an HTTP/2 stream
+// reset with INTERNAL_ERROR or REFUSED_STREAM, network and temporary DNS
+// timeouts, [ErrAttemptTimeout] and [ErrIdleTimeout]. Everything else is
+// final, the caller's context ending and errors it does not recognise
+// included. On a 4xx or 5xx, "X-Should-Retry" (or "Stripe-Should-Retry")
+// "false" makes it final and "true" transient; a success is never retried.
+// docs/rules.md lists every case.
 func IsTransient(resp *http.Response, err error) bool {
 	if err != nil {
 		return transientError(err)
@@ -126,7 +104,7 @@ func IsTransient(resp *http.Response, err error) bool {
 		http.StatusBadGateway,
 		http.StatusServiceUnavailable,
 		http.StatusGatewayTimeout,
-		StatusOverloaded:
+		statusOverloaded:
 		return true
 	case http.StatusConflict:
 		return keyInProgress(resp)

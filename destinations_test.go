@@ -34,7 +34,7 @@ func TestThrottleKeepsADestinationInUseAmongOneShotHosts(t *testing.T) {
 			}
 			return 200
 		}}
-		tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{MaxKeys: 64, Rand: evenDraws()}}
+		tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{MaxKeys: 64}, evenDraws())}
 		call := func(url string) error { return get(t, tr, url) }
 		admitted, n := 0, 0
 		for range 2000 {

@@ -232,13 +232,3 @@ func ExampleHedging() {
 	// hello
 	// attempts 2, hedges 1, won by a hedge: true, losers canceled 1
 }
-
-// Offset gives each identity the same slot in a period on every run.
-func ExampleOffset() {
-	for _, pod := range []string{"pod-1", "pod-3"} {
-		fmt.Println(pod, httpretry.Offset(pod, time.Hour).Round(time.Second))
-	}
-	// Output:
-	// pod-1 53m36s
-	// pod-3 36m11s
-}

@@ -6,30 +6,19 @@ import (
 	"time"
 )
 
-// Handler is server-side middleware that bounds each request by the time
-// its caller has left and keeps retries at one layer across services.
+// DeadlineHandler is server-side middleware that bounds each request by the
+// time its caller has left and keeps retries at one layer across services.
 //
-// It sets the request context's deadline to the earliest of: now plus the
-// caller's [TimeoutHeader], now plus maxTimeout, and any deadline the
-// context already has. A missing, malformed, negative or huge
-// TimeoutHeader never extends anything, so external callers cannot buy
-// unlimited work with a distant deadline; maxTimeout of 0 or less sets no
-// local maximum.
-//
-// A request whose propagated time is already spent (TimeoutHeader 0) is
-// not handed to next: it is answered at once with 503 Service Unavailable
-// and "X-Should-Retry: false", without Retry-After.
-//
-// When the request carries [AttemptHeader], it came from a retrying client,
-// which owns the operation's retries: every httpretry Transport used with
-// the request's context while serving it makes a single attempt, and still
-// propagates the shorter deadline to the next hop when its Propagate is
-// set. Three services that each retry three times would otherwise send 27
-// requests to the last one. Work detached from the request keeps its own
-// retries, since the client upstream will not retry it: a context made
-// with [context.WithoutCancel], and any context once the request has
-// ended.
-func Handler(next http.Handler, maxTimeout time.Duration) http.Handler {
+// It sets the request context's deadline to the earliest of now plus the
+// caller's [TimeoutHeader], now plus maxTimeout (none when 0 or less) and
+// any deadline it already has; a missing or malformed header never extends
+// anything. A request whose time is spent is answered 503 with
+// "X-Should-Retry: false" without reaching next. A request that carries
+// [AttemptHeader] came from a retrying client, which owns its retries:
+// every Transport used with its context makes a single attempt. Work
+// detached from the request keeps its own (see [WithOwnRetries] and
+// docs/rules.md, "Retry at one layer").
+func DeadlineHandler(next http.Handler, maxTimeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		now := time.Now()
 		var deadline time.Time

@@ -13,7 +13,7 @@ import (
 	"github.com/httpretry/httpretry/httptestutil"
 )
 
-// serve runs one request through Handler and reports what next saw.
+// serve runs one request through DeadlineHandler and reports what next saw.
 type seen struct {
 	called   bool
 	deadline time.Duration // time left at entry; -1 if none
@@ -23,7 +23,7 @@ type seen struct {
 func serve(t *testing.T, maxTimeout time.Duration, header http.Header, ctx context.Context) (*httptest.ResponseRecorder, seen) {
 	t.Helper()
 	var s seen
-	h := Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := DeadlineHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.called = true
 		s.deadline = -1
 		if d, ok := r.Context().Deadline(); ok {
@@ -114,7 +114,7 @@ func TestHandlerSpentDeadline(t *testing.T) {
 	// A retrying client reads that answer as final.
 	resp := &http.Response{StatusCode: rec.Code, Header: rec.Header()}
 	if IsTransient(resp, nil) {
-		t.Error("Handler's own 503 must not be retried")
+		t.Error("DeadlineHandler's own 503 must not be retried")
 	}
 }
 
@@ -127,7 +127,7 @@ func TestHandlerMarksRetriesOwned(t *testing.T) {
 	// A Transport used while serving that request makes one attempt.
 	dep := httptestutil.NewTransport(nil, httptestutil.Step{Status: 503})
 	tr := &Transport{Base: dep, Jitter: noJitter}
-	h := Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := DeadlineHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		resp, err := tr.RoundTrip(newRequest(t, r.Context(), "GET", "http://dep.test/", nil))
 		if err != nil {
 			t.Error(err)
@@ -206,7 +206,7 @@ func TestDetachedWorkKeepsItsOwnRetries(t *testing.T) {
 				tr := &Transport{Base: serverBase(t, backend), Jitter: noJitter, BaseDelay: time.Millisecond}
 				var o Outcome
 				var work sync.WaitGroup
-				front := newLoopbackServer(t, p.h2, Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				front := newLoopbackServer(t, p.h2, DeadlineHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					ctx, cancel := tt.detach(r.Context())
 					ended := r.Context().Done()
 					work.Go(func() {
@@ -268,7 +268,7 @@ func TestDetachedWorkWithItsOwnTimeoutKeepsItsRetriesWhenMarkedOwn(t *testing.T)
 				}))
 				tr := &Transport{Base: serverBase(t, backend), Jitter: noJitter, BaseDelay: time.Millisecond}
 				var o Outcome
-				front := newLoopbackServer(t, p.h2, Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				front := newLoopbackServer(t, p.h2, DeadlineHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					ctx, cancel := context.WithTimeout(tt.detach(r.Context()), 10*time.Second)
 					defer cancel()
 					resp, err := tr.RoundTrip(newRequest(t, WithOutcome(ctx, &o), "GET", backend.URL, nil))

@@ -64,8 +64,6 @@ func TestHedgeHTTP2WinnerSlowBodyUnderIdleTimeout(t *testing.T) {
 	}
 }
 
-const minDuration = -1 << 63
-
 // TestHedgeHTTP2CountsAgreeWithServer: over HTTP/2, each operation has exactly one winner, OnAttempt runs once per attempt, every other attempt is a canceled loser, and the counts agree with what the server saw.
 func TestHedgeHTTP2CountsAgreeWithServer(t *testing.T) {
 	var mu sync.Mutex

@@ -2,7 +2,6 @@ package httpretry
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -182,83 +181,5 @@ func TestFinalFailuresTeachNoLatency(t *testing.T) {
 	}
 	if l := tr.latencies().Lookup("api.test").AttemptLimit(1); l != 0 {
 		t.Errorf("after 1000 final 503s the learned attempt limit is %v; want none", l)
-	}
-}
-
-// TestOffsetStable pins Offset's values: they must never change between
-// releases, runs or processes, or scheduled work would move.
-func TestOffsetStable(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		identity string
-		period   time.Duration
-		want     time.Duration
-	}{
-		{"", time.Hour, 3372370014205},
-		{"pod-1", time.Hour, 3216014035593},
-		{"pod-2", time.Hour, 3231340545256},
-		{"pod-3", time.Hour, 2170836015480},
-		{"worker.eu-west-1.example", 24 * time.Hour, 5273202547859},
-		{"pod-1", 0, 0},
-		{"pod-1", -time.Second, 0},
-	}
-	for _, c := range cases {
-		t.Run(fmt.Sprintf("%s/%v", c.identity, c.period), func(t *testing.T) {
-			got := Offset(c.identity, c.period)
-			if got != c.want {
-				t.Errorf("Offset(%q, %v) = %d; want %d", c.identity, c.period, got, c.want)
-			}
-			if c.period > 0 && (got < 0 || got >= c.period) {
-				t.Errorf("Offset(%q, %v) = %v; outside [0, period)", c.identity, c.period, got)
-			}
-		})
-	}
-}
-
-// TestOffsetUniform: 100,000 identities that differ only in a counter
-// spread over 100 equal slots of the period within a chi-squared bound
-// (99 degrees of freedom; 150 is beyond the 99.9th percentile of the
-// distribution, about 148), and cover the period's ends.
-func TestOffsetUniform(t *testing.T) {
-	t.Parallel()
-	const n, slots = 100_000, 100
-	period := time.Minute
-	var counts [slots]int
-	lo, hi := period, time.Duration(0)
-	for i := range n {
-		o := Offset(fmt.Sprintf("pod-%d", i), period)
-		if o < 0 || o >= period {
-			t.Fatalf("offset %v outside [0, %v)", o, period)
-		}
-		counts[int(o*slots/period)]++
-		lo, hi = min(lo, o), max(hi, o)
-	}
-	expect := float64(n) / slots
-	chi := 0.0
-	for _, c := range counts {
-		chi += (float64(c) - expect) * (float64(c) - expect) / expect
-	}
-	if chi > 150 {
-		t.Errorf("chi-squared = %.1f over %d slots; want ≤ 150 (counts %v)", chi, slots, counts)
-	}
-	if lo > period/1000 || hi < period-period/1000 {
-		t.Errorf("offsets span [%v, %v]; want close to [0, %v)", lo, hi, period)
-	}
-}
-
-// TestOffsetEdges: Offset is 0 for a period that is not positive, within [0, period) otherwise, and the same on every call.
-func TestOffsetEdges(t *testing.T) {
-	for _, p := range []time.Duration{0, -1, -time.Hour, minDuration} {
-		if got := Offset("pod-7", p); got != 0 {
-			t.Errorf("Offset(pod-7, %v) = %v; want 0", p, got)
-		}
-	}
-	for _, p := range []time.Duration{1, 2, time.Second, time.Hour, 1<<63 - 1} {
-		for _, id := range []string{"", "pod-1", "pod-2", "\x00\xff"} {
-			got := Offset(id, p)
-			if got < 0 || got >= p || got != Offset(id, p) {
-				t.Errorf("Offset(%q, %v) = %v; want a stable value in [0, period)", id, p, got)
-			}
-		}
 	}
 }

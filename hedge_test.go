@@ -414,7 +414,7 @@ func TestLearnedAttemptTimeoutCutsSlowAttempt(t *testing.T) {
 	base := httptestutil.NewTransport(fc, httptestutil.Step{Action: httptestutil.Hang})
 	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, LearnAttemptTimeout: &LearnedTimeout{}}
 	d := tr.latencies().Lookup("api.example")
-	for range DefaultLearnedMinSamples {
+	for range defaultLearnedMinSamples {
 		d.Record(100*ms, false)
 	}
 	var o Outcome
@@ -427,7 +427,7 @@ func TestLearnedAttemptTimeoutCutsSlowAttempt(t *testing.T) {
 	if o.Elapsed != 130*ms {
 		t.Errorf("elapsed = %v; want 130ms", o.Elapsed)
 	}
-	if got := d.AttemptLimit(DefaultLearnedMinSamples); got != 130*ms {
+	if got := d.AttemptLimit(defaultLearnedMinSamples); got != 130*ms {
 		t.Errorf("learned limit = %v; want 130ms", got)
 	}
 }
@@ -519,7 +519,7 @@ func TestHedgeRefusedByThrottleLeavesAttemptRunning(t *testing.T) {
 	// the hedge's, 0, is refused.
 	draws := sequence(0.95, 0)
 	var drawn atomic.Int32
-	th := &throttle.Throttle{MinRate: -1, Rand: func() float64 { drawn.Add(1); return draws() }}
+	th := drawing(&throttle.Throttle{MinRate: -1}, func() float64 { drawn.Add(1); return draws() })
 	throttleAt(th, httptest.NewRequest("GET", "https://api.example/", nil), fc, 10, false)
 	budget := NewTokenBucket(5, 0)
 	tr := &Transport{Base: base, Clock: fc, Budget: budget, Hedging: &Hedging{Delay: 10 * ms}, Throttle: th}
@@ -583,7 +583,7 @@ func TestLearnedAttemptTimeoutWithinAttemptTimeout(t *testing.T) {
 			tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, AttemptTimeout: tt.attemptTimeout,
 				LearnAttemptTimeout: &LearnedTimeout{}}
 			d := tr.latencies().Lookup("api.example")
-			for range DefaultLearnedMinSamples {
+			for range defaultLearnedMinSamples {
 				d.Record(100*ms, false)
 			}
 			var o Outcome

@@ -65,13 +65,13 @@ func TestHedgeLoserCanceledWithoutAnAnswerIsNotCountedTwice(t *testing.T) {
 // slow backend, and Hedging.Base reaching another pool): every operation
 // sends two attempts, the hedge wins, the first is canceled. The server
 // answers one 503 once, then 200 to everything for 6 seconds, and the
-// throttle, at K = 1.5 (throttle.MinK), refuses almost nothing once the
+// throttle, at K = 1.5 (the least K it uses), refuses almost nothing once the
 // 503 has left the window: a loser canceled for a healthy answer counts as
 // an accept, so the losers alone never push the refusal probability up,
 // and the destination turns cold five windows after its last signal.
 func TestThrottleRecoversWithHedgingAfterOneOverloadSignal(t *testing.T) {
 	t.Parallel()
-	if refused, hedges := hedgedRefusals(t, throttle.MinK, 1); refused+hedges > 15 {
+	if refused, hedges := hedgedRefusals(t, 1.5, 1); refused+hedges > 15 {
 		t.Errorf("K 1.5, one hedge per operation: 3s to 6s after the only overload signal, the server answering every attempt: %d of 300 operations refused with ErrThrottled, %d hedges refused; want at most 15 refusals in all (docs/overload.md: a healthy phase refuses nothing; 95%% admitted again about 1.1s after a server heals)", refused, hedges)
 	}
 }
@@ -121,9 +121,9 @@ func hedgedRefusals(t *testing.T, k float64, hedges int) (refused, hedgesRefused
 		return response(req, 200, "ok"), nil
 	})
 	var i atomic.Int64
-	th := &throttle.Throttle{K: k, Rand: func() float64 { // an even spread of draws
+	th := drawing(&throttle.Throttle{K: k}, func() float64 { // an even spread of draws
 		return math.Mod(float64(i.Add(1))*0.6180339887, 1)
-	}}
+	})
 	tr := &Transport{Base: slow, Clock: fc, MaxAttempts: 1 + hedges, Budget: NewTokenBucket(1e9, 1), Throttle: th,
 		Hedging: &Hedging{Delay: 10 * ms, MaxExtraLoad: 0.999, Base: fast}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -224,7 +224,7 @@ func TestHedgeLosersDoNotHideAnOutage(t *testing.T) {
 	})
 	var draw atomic.Uint64
 	draw.Store(math.Float64bits(0.9999)) // refuse nothing while counting
-	th := &throttle.Throttle{Rand: func() float64 { return math.Float64frombits(draw.Load()) }}
+	th := drawing(&throttle.Throttle{}, func() float64 { return math.Float64frombits(draw.Load()) })
 	tr := &Transport{Base: first, Clock: fc, MaxAttempts: 2, Budget: NewTokenBucket(1e9, 1), Throttle: th,
 		Hedging: &Hedging{Delay: 10 * ms, MaxExtraLoad: 0.999, Base: hang}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

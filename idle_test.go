@@ -98,7 +98,7 @@ func sseHandler(n int, gap time.Duration, stall bool, left chan<- struct{}) http
 // TestIdleTimeoutOnRealStreams: over HTTP/1.1 and HTTP/2, a stream of
 // server-sent events that flows for 2s with gaps of 100ms survives an
 // IdleTimeout of 300ms, however long it runs; one that stalls fails
-// within IdleTimeout (plus a timer's lateness, measured beside it) and
+// well within twice IdleTimeout (plus a timer's lateness, measured beside it) and
 // its connection is released, as the server sees.
 func TestIdleTimeoutOnRealStreams(t *testing.T) {
 	t.Parallel()
@@ -179,8 +179,13 @@ func TestIdleTimeoutOnRealStreams(t *testing.T) {
 						// IdleTimeout had passed: the timer fired as those
 						// bytes arrived, and the Read returned them first.
 						t.Logf("the Read of the last bytes waited %v; the idle timeout followed %v later", lastRead, took)
-					case took < idle || took > idle+50*time.Millisecond+late:
-						t.Errorf("failed %v after the last byte (whose Read waited %v); want within %v + 50ms (+%v of timer lateness)", took, lastRead, idle, late)
+					case took < idle || took > 2*idle+late:
+						// The instant is held by the fake-clock tests; on a
+						// real stream the bound only has to tell the idle
+						// timer from anything else ending the stream, with
+						// room for a busy machine's scheduling beyond the
+						// lateness the bare timer saw.
+						t.Errorf("failed %v after the last byte (whose Read waited %v); want within twice %v (+%v of timer lateness)", took, lastRead, idle, late)
 					}
 					break
 				}

@@ -20,17 +20,13 @@ const xIdempotencyKeyHeader = "X-Idempotency-Key"
 // so that the Transport may send it again after an ambiguous failure. It is
 // the default [Transport.Idempotent].
 //
-// It holds for the methods RFC 9110 §9.2.2 defines as idempotent (GET,
-// HEAD, OPTIONS, TRACE, PUT and DELETE; an empty method means GET) and for
-// any request that carries an Idempotency-Key or X-Idempotency-Key header,
-// the two net/http itself honours, or whose context was marked with
-// [WithIdempotent]. As in net/http, the header counts when
-// present in the map even with a nil value. A key only helps if the server
-// deduplicates by it: sending one does not make a server idempotent.
-//
-// Besides what IsIdempotent says, the Transport sends a request again
-// after an attempt that provably never left the client, or after an error
-// response whose server said "X-Should-Retry: true" (see [IsTransient]).
+// It holds for GET, HEAD, OPTIONS, TRACE, PUT and DELETE (RFC 9110
+// §9.2.2; an empty method means GET), for a request with an
+// Idempotency-Key or X-Idempotency-Key header (present in the map, even
+// with a nil value) and for one whose context was marked with
+// [WithIdempotent]. A key only helps a server that deduplicates by it. The
+// Transport also repeats an attempt that provably never left the client,
+// or one the server answered "X-Should-Retry: true" (see [IsTransient]).
 func IsIdempotent(req *http.Request) bool {
 	if req == nil {
 		return false
@@ -43,16 +39,10 @@ func IsIdempotent(req *http.Request) bool {
 	return hasIdempotencyKey(req.Header) || markedIdempotent(req.Context())
 }
 
-// AlwaysIdempotent reports that every request is safe to repeat. Set it as
-// [Transport.Idempotent] on a client dedicated to an API whose requests
-// all are, POSTs included: LLM inference, search queries, GraphQL
-// queries.
-//
-//	client.Transport = &httpretry.Transport{Idempotent: httpretry.AlwaysIdempotent}
-//
-// A client that also sends writes should mark the safe requests one by one
-// with [WithIdempotent] instead, so that its other POSTs keep the rule
-// that only a key makes them safe to repeat.
+// AlwaysIdempotent reports that every request is safe to repeat: set it as
+// Transport.Idempotent on a client dedicated to an API whose requests all
+// are, POSTs included (LLM inference, search, GraphQL queries). A client
+// that also sends writes marks its safe requests with [WithIdempotent].
 func AlwaysIdempotent(req *http.Request) bool { return req != nil }
 
 // idempotentKey is the context key of WithIdempotent.

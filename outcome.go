@@ -21,18 +21,15 @@ type Attempt struct {
 	Status int
 	// Err is the attempt's error, nil when a response came.
 	Err error
-	// Duration is the time from sending the attempt to receiving its
-	// response headers or its error.
+	// Duration is the time from sending the attempt to its response
+	// headers or its error.
 	Duration time.Duration
 	// Wait is the wait scheduled before the next attempt, 0 when none
 	// follows. The caller may cut it short: [Transport.OnWait] reports
 	// the time actually waited.
 	Wait time.Duration
-	// RetryAfter is the part of Wait the server asked for with
-	// Retry-After, Retry-After-Ms or X-Amz-Retry-After; the rest of Wait
-	// is jitter. 0 when the wait is the Transport's own backoff (or none
-	// follows), so that waits imposed by the server can be told from the
-	// client's own.
+	// RetryAfter is the part of Wait the server asked for (Retry-After or
+	// a millisecond form); 0 when the wait is the Transport's own backoff.
 	RetryAfter time.Duration
 
 	// The fields below say where the attempt's time went, as Base reported
@@ -45,35 +42,26 @@ type Attempt struct {
 	// Conn says whether the attempt reused an idle connection or opened a
 	// new one; [ConnUnknown] when Base reported neither.
 	Conn ConnUse
-	// ConnWait is the time from asking for a connection until having one:
-	// waiting for an idle one from the pool and, for a new connection,
-	// DNS, connecting and the TLS handshake.
+	// ConnWait is the time from asking for a connection until having one.
 	ConnWait time.Duration
-	// DNS is the time spent resolving the host name; measured only with
-	// [Transport.DialTrace].
-	DNS time.Duration
-	// Connect is the time spent establishing the TCP connection; measured
-	// only with [Transport.DialTrace].
-	Connect time.Duration
-	// TLSHandshake is the time spent in the TLS handshake; measured only
-	// with [Transport.DialTrace].
+	// DNS, Connect and TLSHandshake are the phases of a new connection,
+	// measured only with [Transport.DialTrace].
+	DNS          time.Duration
+	Connect      time.Duration
 	TLSHandshake time.Duration
 	// Hedge is set when the attempt was a hedge: sent while an earlier
 	// attempt of the operation was still running (see [Hedging]).
 	Hedge bool
-	// Canceled is set when the attempt lost to another one and was
-	// canceled (or, with [Hedging.FinishLosers], left to finish).
+	// Canceled is set when the attempt lost to another one.
 	Canceled bool
 
-	// FirstByte is the time from sending the attempt until the first byte
-	// of the response arrived.
+	// FirstByte is the time from sending the attempt to the response's
+	// first byte.
 	FirstByte time.Duration
 }
 
 // Wait describes one wait of an operation once it ended, as reported to
-// [Transport.OnWait]: the time actually waited, whether the wait ran its
-// course or the caller's context, the operation's Timeout or
-// Request.Cancel cut it short.
+// Transport.OnWait, whether it ran its course or was cut short.
 type Wait struct {
 	// After is the number of the attempt the wait followed; 0 for a wait
 	// before the first attempt (a spent quota waited for, with
@@ -82,11 +70,9 @@ type Wait struct {
 	// Waited is the time actually waited. The Waited of an operation's
 	// waits add up to its [Outcome.Waited].
 	Waited time.Duration
-	// RetryAfter is the part of Waited the server asked for: its
-	// Retry-After (or a millisecond form), or the reset of a spent quota
-	// with [Throttle.WaitQuota]; the rest is the Transport's own backoff
-	// or jitter. The server's part of a wait comes first, so a wait cut
-	// short loses its jitter first.
+	// RetryAfter is the part of Waited the server asked for (Retry-After,
+	// or a spent quota's reset); it comes first, so a wait cut short loses
+	// its jitter first.
 	RetryAfter time.Duration
 }
 
@@ -114,47 +100,37 @@ type Outcome struct {
 	// Reason is why no further attempt was made.
 	Reason StopReason
 	// Status is the last attempt's response status, 0 if it ended in an
-	// error. A response that was drained before a wait the caller's context
-	// then cut short still counts.
+	// error.
 	Status int
-	// Err is the last attempt's error, or the context's error when the
-	// operation was canceled during a wait; nil if the operation ended with
-	// a response.
+	// Err is the last attempt's error, or the context's error when a wait
+	// was canceled; nil if the operation ended with a response.
 	Err error
-	// Waited is the total time spent waiting between attempts (and, with
-	// [Throttle.WaitQuota], for a spent quota before the first), cut
-	// waits counted for the time they lasted: the sum of the waits
-	// reported to [Transport.OnWait].
+	// Waited is the time spent waiting between attempts (and for a spent
+	// quota): the sum of the waits reported to [Transport.OnWait].
 	Waited time.Duration
 	// Elapsed is the time from the start of RoundTrip until it returned.
 	Elapsed time.Duration
-	// Unknown is set when the operation ended without a response, the
-	// request was not safe to repeat, and its last attempt failed after it
-	// may have reached the server: the server may or may not have applied
-	// it. The error RoundTrip returns then matches [ErrOutcomeUnknown].
+	// Unknown is set when a request not safe to repeat ended without a
+	// response after it may have reached the server; the error then matches
+	// [ErrOutcomeUnknown].
 	Unknown bool
-	// BodySize is, when Reason is [BodyNotRewindable], the size of the
-	// request body that could not be sent again: its ContentLength when
-	// known, else the bytes read from it. 0 for every other reason.
+	// BodySize is, when Reason is [BodyNotRewindable], the size of the body
+	// that could not be sent again.
 	BodySize int64
 
 	// Hedges is the number of hedges sent: attempts started while an
 	// earlier one was still running. They count in Attempts.
 	Hedges int
-	// HedgesRefused is the number of hedges not sent because the Budget or
-	// the extra-load cap ([Hedging.MaxExtraLoad]) refused them.
+	// HedgesRefused is the number of hedges the Budget or the extra-load cap
+	// refused.
 	HedgesRefused int
 	// LosersCanceled is the number of attempts still running when another
-	// won, canceled (or, with [Hedging.FinishLosers], left to finish and
-	// then drained).
+	// won.
 	LosersCanceled int
-	// Winner is, for a hedged operation, the number of the attempt whose
-	// response was returned (1 for the initial attempt); 0 when the
-	// operation ended without one or was not hedged (its response is then
-	// always the last attempt's, number Attempts).
+	// Winner is the number of the attempt whose response a hedged operation
+	// returned; 0 when it returned none or was not hedged.
 	Winner int
-	// HedgeWon is set when the returned response was a hedge's: the
-	// hedges sent bought the answer, rather than only adding load.
+	// HedgeWon is set when the returned response was a hedge's.
 	HedgeWon bool
 }
 

@@ -8,7 +8,7 @@ import (
 )
 
 // Headers that carry an operation's retry state to the next service, when
-// [Transport.Propagate] is set, and that [Handler] reads on the way in.
+// [Transport.Propagate] is set, and that [DeadlineHandler] reads on the way in.
 const (
 	// AttemptHeader carries the 1-based number of the attempt. Its
 	// presence tells the receiving service that a retrying client owns
@@ -22,7 +22,7 @@ const (
 
 // ownerKey marks a context whose operation's retries belong to an outer
 // layer: an httpretry Transport further up this process, or a retrying
-// client upstream (see Handler). A Transport that sees it makes exactly
+// client upstream (see DeadlineHandler). A Transport that sees it makes exactly
 // one attempt: three layers of three attempts would make 27.
 type ownerKey struct{}
 
@@ -65,25 +65,16 @@ var ownerGone = func() chan struct{} {
 	return ch
 }()
 
-// WithOwnRetries returns a context derived from ctx whose requests own
-// their retries again, whatever layer owned ctx's: a Transport that sends
-// a request made with it makes its full MaxAttempts, as if no [Handler]
-// or outer Transport were above it. ctx's values, deadline and
-// cancellation are kept.
+// WithOwnRetries returns a context derived from ctx whose requests own their
+// retries again, whatever layer owned ctx's: a Transport makes its full
+// MaxAttempts for them, as if no [DeadlineHandler] or outer Transport were
+// above it. ctx's values, deadline and cancellation are kept.
 //
-// Use it for work a handler (or an outer operation) detaches from its
-// request, which nobody upstream will retry. Work detached with
-// [context.WithoutCancel] alone is recognised as detached, but not once a
-// deadline is added to it: such a context ends again, and while the
-// request runs it cannot be told from the request's own. So detach it
-// explicitly:
+// Use it for work detached from a request that nobody upstream will retry,
+// once a deadline is added to it (see docs/rules.md, "Retry at one layer"):
 //
 //	detached := httpretry.WithOwnRetries(context.WithoutCancel(r.Context()))
-//	go func() {
-//		ctx, cancel := context.WithTimeout(detached, 10*time.Second)
-//		defer cancel()
-//		sendReceipt(ctx, order) // retried by its own Transport
-//	}()
+//	ctx, cancel := context.WithTimeout(detached, 10*time.Second)
 func WithOwnRetries(ctx context.Context) context.Context {
 	if _, ok := ctx.Value(ownerKey{}).(ownerMark); !ok {
 		return ctx

@@ -44,7 +44,7 @@ func TestAPF429PausesOnlyItsPriorityLevel(t *testing.T) {
 	defer srv.Close()
 	fc := clockwork.NewFakeClock()
 	tr := &Transport{Base: srv.Client().Transport, Clock: fc, MaxAttempts: 1,
-		Throttle: &throttle.Throttle{Rand: func() float64 { return 1 }}}
+		Throttle: drawing(&throttle.Throttle{}, func() float64 { return 1 })}
 	call := func(method, path string) (int, error) {
 		req, _ := http.NewRequestWithContext(context.Background(), method, srv.URL+path, nil)
 		resp, err := tr.RoundTrip(req)

@@ -37,14 +37,14 @@ func TestQuotaPerCredentialWithAKeyThatNamesIt(t *testing.T) {
 	defer srv.Close()
 	var mu sync.Mutex
 	var keys []string
-	th := &throttle.Throttle{Rand: func() float64 { return 1 }, Key: func(req *http.Request) string {
+	th := drawing(&throttle.Throttle{Key: func(req *http.Request) string {
 		sum := sha256.Sum256([]byte(req.Header.Get("Authorization")))
 		k := req.URL.Host + " " + hex.EncodeToString(sum[:8])
 		mu.Lock()
 		keys = append(keys, k)
 		mu.Unlock()
 		return k
-	}}
+	}}, func() float64 { return 1 })
 	client := &http.Client{Transport: &Transport{Base: srv.Client().Transport, MaxAttempts: 1, Throttle: th}}
 	get := func(token string) error {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/user", nil)
@@ -108,7 +108,7 @@ func TestQuotaOfOneCredentialDoesNotRefuseAnother(t *testing.T) {
 	}))
 	defer srv.Close()
 	client := &http.Client{Transport: &Transport{Base: srv.Client().Transport, MaxAttempts: 1,
-		Throttle: &throttle.Throttle{Rand: func() float64 { return 1 }}}}
+		Throttle: drawing(&throttle.Throttle{}, func() float64 { return 1 })}}
 	get := func(token string) error {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/user", nil)
 		req.Header.Set("Authorization", "Bearer "+token)

@@ -56,7 +56,7 @@ func TestQuotaHeaderlessResponseDoesNotBlindThePacing(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	srv := &xQuotaServer{fixedWindow: newFixedWindow(fc, 3, 10*time.Second), tooMany: map[int64]int{}}
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{}, admitAll)}
 	call := func(path string) (int, error) {
 		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test"+path, nil))
 		if err != nil {
@@ -109,7 +109,7 @@ func TestQuotaHeaderlessResponsesGetAtMostOne429PerWindow(t *testing.T) {
 		fc := clockwork.NewFakeClock()
 		srv := &xQuotaServer{fixedWindow: newFixedWindow(fc, 3, 10*time.Second), tooMany: map[int64]int{}}
 		g := &gatedBase{base: srv, hold: metered}
-		tr := &Transport{Base: g, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
+		tr := &Transport{Base: g, Clock: fc, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{}, admitAll)}
 		call := func(path string) error { return get(t, tr, "http://api.test"+path) }
 		call("/a")
 		if plain {
@@ -199,7 +199,7 @@ func TestQuotaSeveralPoliciesInOneFieldGetAtMostOne429PerWindow(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	srv := &twoPolicyServer{clock: fc, zero: fc.Now(), tooMany: map[int64]int{}}
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{}, admitAll)}
 	refused := 0
 	for range 200 { // 5 operations a second for 40s, inside the first 100s window
 		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
@@ -255,7 +255,7 @@ func TestQuotaGatewayDialect429PausesTheDestination(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	srv := &dialectServer{left: 21}
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{}, admitAll)}
 	call := func() error { return get(t, tr, "http://api.test/") }
 	if err := call(); err != nil { // RateLimit: "default";r=20;t=60
 		t.Fatal(err)
@@ -322,7 +322,7 @@ func TestQuotaRetryAfterOnlyPausesADestinationWithAKnownQuota(t *testing.T) {
 		if !known {
 			srv.until = fc.Now().Add(30 * time.Second) // 429 from the first request on
 		}
-		tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
+		tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{}, admitAll)}
 		call := func() error { return get(t, tr, "http://api.test/") }
 		if known {
 			if err := call(); err != nil { // 200, RateLimit: "default";r=50;t=60

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/internal/throttleseam"
 	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
@@ -202,9 +203,22 @@ func waitClosed(t *testing.T, ch chan struct{}, what string) {
 	}
 }
 
-// admitAll is a Throttle's Rand that never refuses: the throttle's draw
+// admitAll is a Throttle's draw that never refuses: the throttle's draw
 // stays out of tests of the quota's pacing.
 func admitAll() float64 { return 0.999 }
+
+// drawing makes th draw the number of each decision that may refuse from
+// draw (see throttleseam.SetDraw), and returns th.
+func drawing(th *throttle.Throttle, draw func() float64) *throttle.Throttle {
+	throttleseam.SetDraw(th, draw)
+	return th
+}
+
+// throttleCounts returns the requests and accepts th counted for the
+// destination key names (see throttleseam.Counts).
+func throttleCounts(th *throttle.Throttle, key string) (requests, accepts float64) {
+	return throttleseam.Counts(th, key)
+}
 
 // pacedServer is a Base with a quota of limit requests per window,
 // windows starting at the clock's zero, announced in RateLimit and

@@ -77,7 +77,7 @@ func TestQuotaStaleAnswerDoesNotRaiseTheCount(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	gate := make(chan struct{})
 	srv := &orderedQuotaServer{clock: fc, limit: 4, hold: map[int]chan struct{}{1: gate}}
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{}, admitAll)}
 	call := func() error { return get(t, tr, "http://api.test/") }
 	if err := call(); err != nil { // r=3: the quota is known
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func TestQuotaRenewedGuessDoesNotCapTheServersCount(t *testing.T) {
 	srv := &meteredRouteServer{fixedWindow: newFixedWindow(fc, 100, time.Hour), tooMany: map[int64]int{}}
 	srv.used = 97
 	g := &gatedBase{base: srv}
-	tr := &Transport{Base: g, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
+	tr := &Transport{Base: g, Clock: fc, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{}, admitAll)}
 	call := func() error { return get(t, tr, "https://api.test/m") }
 	for range 3 {
 		call() // 2, 1, 0 remain
@@ -202,7 +202,7 @@ func TestQuotaLateAnswerOfThePreviousWindowLeavesTheRenewedWindowOpen(t *testing
 		resp.Header.Set("X-RateLimit-Reset", strconv.Itoa(reset))
 		return resp, nil
 	})
-	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{}, admitAll)}
 	ctx := context.Background()
 	for i := range 4 { // 4 of the 5, at 0, 1, 2, 3 s
 		r := await(t, start(tr, newRequest(t, ctx, "GET", "http://api.test/", nil)))
@@ -259,7 +259,7 @@ func cmpOr(a, b error) error {
 func TestQuotaLate429OfThePreviousWindowLeavesTheRenewedWindowOpen(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	srv := newSlowQuotaServer(fc, 10*time.Second, 5)
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{}, admitAll)}
 	ctx := context.Background()
 	for i := range 4 { // 4 of the 5, at 0, 1, 2, 3 s
 		r := await(t, start(tr, newRequest(t, ctx, "GET", "http://api.test/", nil)))
@@ -327,7 +327,7 @@ func refusedAt(t *testing.T, tr *Transport, n int) (int, error) {
 func TestQuotaUntimedLateAnswerLeavesTheRenewedWindowOpen(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	srv := newSlowQuotaServer(fc, 10*time.Second, 5)
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{}, admitAll)}
 	ctx := context.Background()
 	// At 0 s, to an idle destination: a slow request the server counts
 	// only at 9.6 s.
@@ -368,7 +368,7 @@ func TestQuotaUntimedLateAnswerLeavesTheRenewedWindowOpen(t *testing.T) {
 func TestQuotaUntimedLate429LeavesTheLiveWindowOpen(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	srv := newSlowQuotaServer(fc, 5*time.Second, 5)
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{}, admitAll)}
 	ctx := context.Background()
 	fc.Advance(4400 * time.Millisecond) // 4.4 s: nothing known yet
 	slow := start(tr, newRequest(t, ctx, "GET", "http://api.test/slow", nil))
@@ -441,7 +441,7 @@ func TestQuotaBurstAfterALateRenewalGetsAtMostOne429(t *testing.T) {
 		}
 		return 0, nil
 	}
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{}, admitAll)}
 	get := func() error {
 		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
 		if err == nil {

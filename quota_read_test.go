@@ -31,7 +31,7 @@ func TestQuotaReadAgainWhenFieldsAppear(t *testing.T) {
 		}
 		return &http.Response{StatusCode: 200, Header: h, Body: http.NoBody, Request: r}, nil
 	})
-	tr := &Transport{Base: base, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
+	tr := &Transport{Base: base, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{}, admitAll)}
 	for i := range quotaMisses + 2*pendingFold {
 		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
 		if errors.Is(err, throttle.ErrQuotaExhausted) {
@@ -91,7 +91,7 @@ func TestQuotaHotDestinationIsSampledToo(t *testing.T) {
 	for _, hot := range []bool{false, true} {
 		fc := clockwork.NewFakeClock()
 		srv := &lateMeteringServer{left: 300}
-		tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
+		tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{}, admitAll)}
 		call := func() {
 			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.test/a", nil))
 			if err == nil {

@@ -29,7 +29,7 @@ func TestQuotaIsNotTakenByACallerThatAlreadyLeft(t *testing.T) {
 	srv := fiftyMinuteQuotaServer("2")
 	defer srv.Close()
 	client := &http.Client{Transport: &Transport{Base: srv.Client().Transport, MaxAttempts: 1,
-		Throttle: &throttle.Throttle{Rand: func() float64 { return 1 }}}}
+		Throttle: drawing(&throttle.Throttle{}, func() float64 { return 1 })}}
 	get := func(ctx context.Context) error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 		resp, err := client.Do(req)
@@ -61,7 +61,7 @@ func TestQuotaIsGivenBackByARefusedDial(t *testing.T) {
 	t.Parallel()
 	srv := fiftyMinuteQuotaServer("2")
 	client := &http.Client{Transport: &Transport{Base: srv.Client().Transport, MaxAttempts: 1,
-		Throttle: &throttle.Throttle{Rand: func() float64 { return 1 }}}}
+		Throttle: drawing(&throttle.Throttle{}, func() float64 { return 1 })}}
 	resp, err := client.Get(srv.URL)
 	if err != nil {
 		t.Fatal(err)

@@ -46,7 +46,7 @@ func TestWaitQuotaHoldersAreReleasedOneAtATimeAfterAPause(t *testing.T) {
 	}))
 	defer srv.Close()
 	tr := &Transport{Base: srv.Client().Transport, MaxAttempts: 1, MaxRetryAfter: time.Minute,
-		Throttle: &throttle.Throttle{WaitQuota: true, MinRate: -1, Rand: func() float64 { return 1 }}}
+		Throttle: drawing(&throttle.Throttle{WaitQuota: true, MinRate: -1}, func() float64 { return 1 })}
 	client := &http.Client{Transport: tr}
 	get := func() int {
 		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL+"/", nil)

@@ -208,7 +208,7 @@ func TestQuotaRetryOfA429IsPacedByTheQuotaItsAnswerNamed(t *testing.T) {
 		}
 		return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: r}, nil
 	})
-	tr := &Transport{Base: base, Clock: fc, Jitter: noJitter, Throttle: &throttle.Throttle{Rand: admitAll}}
+	tr := &Transport{Base: base, Clock: fc, Jitter: noJitter, Throttle: drawing(&throttle.Throttle{}, admitAll)}
 	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/core", nil))
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("core: %v, %v; want 200", resp, err)
@@ -246,7 +246,7 @@ func TestQuotaCountFollowsTheServerAfterARetryEndsInAnError(t *testing.T) {
 		}
 		return 0, nil
 	}
-	tr := &Transport{Base: srv, Clock: fc, Jitter: noJitter, MaxAttempts: 2, Throttle: &throttle.Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, Jitter: noJitter, MaxAttempts: 2, Throttle: drawing(&throttle.Throttle{}, admitAll)}
 	get := func() (*http.Response, error) {
 		return tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
 	}
@@ -291,7 +291,7 @@ func TestWaitQuotaRetryWaitsForTheResetWhenTheQuotaIsSpentDuringItsBackoff(t *te
 		}
 		return 0, nil
 	}
-	tr := &Transport{Base: srv, Clock: fc, Jitter: waits(time.Second), Throttle: &throttle.Throttle{WaitQuota: true, Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, Jitter: waits(time.Second), Throttle: drawing(&throttle.Throttle{WaitQuota: true}, admitAll)}
 	get := func(ctx context.Context) (*http.Response, error) {
 		return tr.RoundTrip(newRequest(t, ctx, "GET", "http://api.test/", nil))
 	}
@@ -360,7 +360,7 @@ func TestWaitQuotaRetryThatCannotWaitStopsThrottled(t *testing.T) {
 					return &http.Response{StatusCode: 503, Header: h, Body: http.NoBody, Request: r}, nil
 				})
 				tr := &Transport{Base: base, Clock: fc, Jitter: noJitter, Timeout: tc.timeout,
-					Throttle: &throttle.Throttle{WaitQuota: wait, Rand: admitAll}}
+					Throttle: drawing(&throttle.Throttle{WaitQuota: wait}, admitAll)}
 				var o Outcome
 				resp, err := tr.RoundTrip(newRequest(t, WithOutcome(context.Background(), &o), "GET", "http://api.test/", nil))
 				if err != nil {
@@ -399,7 +399,7 @@ func TestQuotaRetryRefusedAfterItsWaitReturnsTheLastAttemptsError(t *testing.T) 
 		h := http.Header{"Ratelimit-Policy": {`"default";q=3;w=10`}, "Ratelimit": {`"default";r=` + left + `;t=10`}}
 		return &http.Response{StatusCode: 200, Header: h, Body: http.NoBody, Request: r}, nil
 	})
-	tr := &Transport{Base: base, Clock: fc, Jitter: waits(time.Second), Throttle: &throttle.Throttle{Rand: admitAll}}
+	tr := &Transport{Base: base, Clock: fc, Jitter: waits(time.Second), Throttle: drawing(&throttle.Throttle{}, admitAll)}
 	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("first: %v, %v; want 200", resp, err)
@@ -446,7 +446,7 @@ func TestQuotaHedgeThatCannotBeSentReturnsItsRequestToTheQuota(t *testing.T) {
 		}
 		return 0, nil
 	}
-	tr := &Transport{Base: srv, Clock: fc, Throttle: &throttle.Throttle{Rand: admitAll},
+	tr := &Transport{Base: srv, Clock: fc, Throttle: drawing(&throttle.Throttle{}, admitAll),
 		Hedging: &Hedging{Delay: 10 * time.Millisecond}}
 	get := func() (*http.Response, error) {
 		return tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
@@ -510,7 +510,7 @@ func TestQuotaOperationThatFailsBeforeItsAttemptReturnsItsRequestToTheQuota(t *t
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	srv := newPacedServer(fc, 2, time.Minute)
-	tr := &Transport{Base: srv, Clock: fc, Throttle: &throttle.Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, Throttle: drawing(&throttle.Throttle{}, admitAll)}
 	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil)) // 1 left
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("first: %v, %v; want 200", resp, err)

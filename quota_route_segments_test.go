@@ -39,7 +39,7 @@ func TestQuotaOfOneResourceUnderASharedSegmentDoesNotRefuseTheOther(t *testing.T
 	}))
 	defer srv.Close()
 	client := &http.Client{Transport: &Transport{Base: srv.Client().Transport, MaxAttempts: 1,
-		Throttle: &throttle.Throttle{Rand: func() float64 { return 1 }}}}
+		Throttle: drawing(&throttle.Throttle{}, func() float64 { return 1 })}}
 	get := func(path string) error {
 		resp, err := client.Get(srv.URL + path)
 		if err == nil {

@@ -20,7 +20,7 @@ import (
 func TestQuotaRouteRefusesOnlyTheSpentQuotasRoutes(t *testing.T) {
 	t.Parallel()
 	srv := &resourceServer{left: map[string]int{"core": 1, "search": 30}, tooMany: map[string]int{}}
-	tr := &Transport{Base: srv, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{}, admitAll)}
 	call := func(method, path string) error {
 		resp, err := tr.RoundTrip(newRequest(t, t.Context(), method, "https://api.test"+path, nil))
 		if err == nil {
@@ -60,7 +60,7 @@ func TestQuotaUnmeteredFirstRouteDoesNotBlindThePacing(t *testing.T) {
 		fc := clockwork.NewFakeClock()
 		srv := &xQuotaServer{fixedWindow: newFixedWindow(fc, 3, 10*time.Second), tooMany: map[int64]int{}}
 		g := &gatedBase{base: srv, hold: metered}
-		tr := &Transport{Base: g, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
+		tr := &Transport{Base: g, Clock: fc, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{}, admitAll)}
 		call := func(path string) error { return get(t, tr, "http://api.test"+path) }
 		if plainFirst {
 			call("/plain")
@@ -116,7 +116,7 @@ func TestQuotaSpentResourceGetsOne429PerWindow(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	srv := &resourceServer{left: map[string]int{"core": 3, "search": 30}, tooMany: map[string]int{}}
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{}, admitAll)}
 	call := func(path string) error { return get(t, tr, "https://api.test"+path) }
 	call("/search")
 	refused := 0
@@ -145,7 +145,7 @@ func TestQuotaRouteOfASpentQuotaOutlivesIDRoutes(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	srv := &resourceServer{left: map[string]int{"core": 1000, "search": 0}, tooMany: map[string]int{}}
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{}, admitAll)}
 	call := func(path string) error { return get(t, tr, "https://api.test"+path) }
 	call("/repos")  // core held
 	call("/search") // 429, search spent for the hour; route remembered
@@ -213,7 +213,7 @@ func TestQuotaUnmeteredRoutesDoNotSpendTheMeteredQuota(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	srv := &meteredRouteServer{fixedWindow: newFixedWindow(fc, 100, time.Hour), sendLimit: true, tooMany: map[int64]int{}}
-	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: admitAll}}
+	tr := &Transport{Base: srv, Clock: fc, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{}, admitAll)}
 	call := func(path string) error { return get(t, tr, "https://api.test"+path) }
 	for i := range 200 {
 		path := "/x/" + strconv.Itoa(i)

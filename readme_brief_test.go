@@ -91,15 +91,15 @@ func TestReadmeBriefDefaults(t *testing.T) {
 	if row := "| `MaxAttempts` | " + strconv.Itoa(DefaultMaxAttempts) + " |"; !strings.Contains(string(readme), row) {
 		t.Errorf("README.md lacks the row %q", row)
 	}
-	m := regexp.MustCompile("\\| `Budget` \\| `NewBudget\\(([0-9.]+), ([0-9.]+)\\)`").FindStringSubmatch(string(readme))
+	m := regexp.MustCompile("\\| `Budget` \\| `NewTokenBucket\\(([0-9.]+), ([0-9.]+)\\)`").FindStringSubmatch(string(readme))
 	if m == nil {
-		t.Fatal("README.md: the Budget row no longer names NewBudget(capacity, perRequest)")
+		t.Fatal("README.md: the Budget row no longer names NewTokenBucket(capacity, perRequest)")
 	}
 	capacity, _ := strconv.ParseFloat(m[1], 64)
 	perRequest, _ := strconv.ParseFloat(m[2], 64)
 	b, ok := (&Transport{}).EffectiveBudget().(*TokenBucket)
 	if !ok {
-		t.Fatalf("a zero Transport's budget is %T; the README says a TokenBucket from NewBudget", (&Transport{}).EffectiveBudget())
+		t.Fatalf("a zero Transport's budget is %T; the README says a TokenBucket from NewTokenBucket", (&Transport{}).EffectiveBudget())
 	}
 	if got := b.Tokens(); got != capacity {
 		t.Errorf("a zero Transport's budget starts with %v tokens; the README says %v", got, capacity)

@@ -17,26 +17,13 @@ const maxDuration = time.Duration(math.MaxInt64)
 // ParseRetryAfter returns the delay a response's headers ask for before
 // another attempt, and whether they held a valid value.
 //
-// A valid millisecond header comes first: Retry-After-Ms, as OpenAI's and
-// Anthropic's APIs send it for precision below a second, then
-// X-Amz-Retry-After, as AWS services send it. Either is a non-negative
-// decimal number of milliseconds, fractions allowed ("800", "1.5"). A
-// malformed, negative, non-finite or overflowing one is ignored, and the
-// next is read, Retry-After (RFC 9110 §10.2.3) last.
-//
-// The Retry-After value is either delay-seconds, one or more ASCII digits, or an
-// HTTP-date in any of the three formats [http.ParseTime] accepts. A date is
-// converted to a delay against the response's own Date header when that is
-// valid, so that a server whose clock is skewed from ours still gets the
-// delay it meant; otherwise against now. A date in the past gives (0, true).
-//
-// delay-seconds may carry a decimal fraction ("2.0", "1.5"), as some
-// APIs send it. A missing, empty, negative or otherwise malformed value gives
-// (0, false): it does not authorize an immediate retry, and the caller's
-// local backoff applies. A valid value too large for a [time.Duration]
-// saturates at the largest Duration rather than overflowing.
-//
-// ParseRetryAfter reads no clock: now is the time the response arrived.
+// A valid Retry-After-Ms (OpenAI's and Anthropic's APIs) comes first, then
+// X-Amz-Retry-After (AWS), both in milliseconds, fractions allowed, then
+// Retry-After (RFC 9110 §10.2.3): seconds, a fraction allowed, or an
+// HTTP-date, taken against the response's Date header when valid, else
+// against now (the time the response arrived; it reads no clock). A date in
+// the past gives (0, true); a malformed or negative value (0, false); a
+// value too large for a Duration saturates.
 func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	for _, name := range msDelayHeaders {
 		if d, ok := parseRetryAfterMs(h[name]); ok {
@@ -156,7 +143,7 @@ func parseDelaySeconds(v string) (time.Duration, bool) {
 func honoursRetryAfter(status int) bool {
 	switch status {
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable,
-		StatusOverloaded, http.StatusConflict:
+		statusOverloaded, http.StatusConflict:
 		return true
 	}
 	return false

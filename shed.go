@@ -7,23 +7,15 @@ import (
 )
 
 // Shedder is server-side middleware that bounds how many requests Next
-// serves at once, and sheds retries before first attempts: a request
-// whose [AttemptHeader] says it is a retry (attempt 2 or later, as a
-// Transport with Propagate sends it) is refused once RetryLimit requests
-// are in flight, a first attempt (or a request without the header) only
-// once Limit are. So in an overload the server's capacity goes to work
-// that has not been tried yet, and a fleet of retrying clients adds
-// little to it, with no shared state among the clients.
+// serves at once and sheds retries first: a request whose [AttemptHeader]
+// says it is a retry is refused once RetryLimit requests are in flight, a
+// first attempt only once Limit are, so that in an overload the capacity
+// goes to work not yet tried. A refused request is answered at once with
+// 503 and "X-Should-Retry: false", without Retry-After (see
+// docs/overload.md).
 //
-// A refused request is answered at once, without reaching Next, with 503
-// Service Unavailable, "X-Should-Retry: false" (a Transport does not send
-// it again, and its Throttle counts the answer as overload) and no
-// Retry-After: the decision is an atomic compare-and-swap, well under a
-// microsecond.
-//
-// The zero Shedder, with Next set, sheds nothing. Next must be set before
-// the first request. A Shedder is safe for simultaneous use by multiple
-// goroutines; it must not be copied after its first use.
+// The zero Shedder, with Next set, sheds nothing. A Shedder is safe for
+// concurrent use; it must not be copied after its first use.
 type Shedder struct {
 	// Next serves the requests admitted. It must not be nil.
 	Next http.Handler
@@ -34,22 +26,24 @@ type Shedder struct {
 
 	// RetryLimit is how many requests may be in flight for a retry to
 	// be admitted. 0 (or less) means Limit less a tenth of it (at least
-	// one), kept for first attempts; a value above Limit means Limit.
+	// one), kept for first attempts, but never less than one: a retry to
+	// a server serving nothing is always served. A value above Limit
+	// means Limit.
 	RetryLimit int
 
 	inflight atomic.Int64
 	shed     [2]atomic.Int64 // refused first attempts, refused retries
 }
 
-// ShedStatus is the status of a request a [Shedder] refused.
-const ShedStatus = http.StatusServiceUnavailable
+// shedStatus is the status of a request a [Shedder] refused.
+const shedStatus = http.StatusServiceUnavailable
 
 // retryLimit is the in-flight count at which retries are refused.
 func (s *Shedder) retryLimit() int64 {
 	if s.RetryLimit > 0 {
 		return int64(min(s.RetryLimit, s.Limit))
 	}
-	return int64(s.Limit - max(s.Limit/10, 1))
+	return int64(max(s.Limit-max(s.Limit/10, 1), 1))
 }
 
 // isRetry reports whether a request's AttemptHeader says it is a retry:
@@ -86,7 +80,7 @@ func (s *Shedder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.shed[i].Add(1)
 		w.Header().Set(shouldRetryHeader, "false")
-		w.WriteHeader(ShedStatus)
+		w.WriteHeader(shedStatus)
 		return
 	}
 	defer s.inflight.Add(-1)

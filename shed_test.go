@@ -43,7 +43,8 @@ func TestShedderRetryLimit(t *testing.T) {
 		{100, 0, 90},
 		{10, 0, 9},
 		{5, 0, 4},
-		{1, 0, 0},
+		{2, 0, 1},
+		{1, 0, 1},
 		{100, 50, 50},
 		{100, 200, 100},
 	}
@@ -108,7 +109,7 @@ func TestShedderRefusesRetriesBeforeFirstAttempts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.StatusCode != ShedStatus || resp.Header.Get("X-Should-Retry") != "false" || resp.Header.Get("Retry-After") != "" {
+	if resp.StatusCode != shedStatus || resp.Header.Get("X-Should-Retry") != "false" || resp.Header.Get("Retry-After") != "" {
 		t.Errorf("retry with 9 in flight: %d, X-Should-Retry %q, Retry-After %q; want 503, false, none",
 			resp.StatusCode, resp.Header.Get("X-Should-Retry"), resp.Header.Get("Retry-After"))
 	}
@@ -116,7 +117,7 @@ func TestShedderRefusesRetriesBeforeFirstAttempts(t *testing.T) {
 	for served.Load() < 10 {
 		time.Sleep(time.Millisecond)
 	}
-	if resp, err := send(0); err != nil || resp.StatusCode != ShedStatus {
+	if resp, err := send(0); err != nil || resp.StatusCode != shedStatus {
 		t.Errorf("first attempt with 10 in flight: %v, %v; want 503", resp, err)
 	}
 	if first, retries := s.Shed(); first != 1 || retries != 1 {
@@ -149,7 +150,7 @@ func TestShedderAnswerEndsATransportsOperation(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != ShedStatus || o.Attempts != 1 || o.Reason != Final || seen.Load() != 1 {
+	if resp.StatusCode != shedStatus || o.Attempts != 1 || o.Reason != Final || seen.Load() != 1 {
 		t.Errorf("status %d, %d attempts, reason %s, %d sent; want 503, 1, final, 1", resp.StatusCode, o.Attempts, o.Reason, seen.Load())
 	}
 }
@@ -162,5 +163,28 @@ func BenchmarkShedderRefusal(b *testing.B) {
 	req.Header.Set(AttemptHeader, "2")
 	for b.Loop() {
 		s.ServeHTTP(httptest.NewRecorder(), req)
+	}
+}
+
+// TestShedderServesARetryWhenNothingIsInFlight: the retries' reserve is
+// kept for first attempts only while some are in flight: at a Limit of
+// one or two, a retry to a server serving nothing (its first attempt met
+// a reset connection, not load) is served, not refused with a 503 that
+// tells its client not to try again.
+func TestShedderServesARetryWhenNothingIsInFlight(t *testing.T) {
+	t.Parallel()
+	for _, limit := range []int{1, 2, 3, 10} {
+		served := 0
+		s := &Shedder{Limit: limit, Next: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ })}
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header.Set(AttemptHeader, "2")
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK || served != 1 {
+			t.Errorf("Limit %d, nothing in flight: a retry got %d, served %d times; want 200, served once", limit, rec.Code, served)
+		}
+		if first, retries := s.Shed(); first != 0 || retries != 0 {
+			t.Errorf("Limit %d: shed %d first attempts, %d retries; want none", limit, first, retries)
+		}
 	}
 }

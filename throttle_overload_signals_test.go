@@ -152,8 +152,9 @@ func TestThrottleRefusesAnOutageBehindNginx(t *testing.T) {
 // TestThrottleCountsACallerDeadlineOnASilentServerAsAStall: a server that
 // never answers, called by clients that give up as Go callers usually do,
 // with http.Client.Timeout or a context deadline (20ms), no
-// AttemptTimeout, and the Transport's own Timeout. An attempt whose caller's deadline expired while the
-// server was silent is a stall: of 300 operations, the server sees at
+// AttemptTimeout, and the Transport's own Timeout; MinAttemptTime 10ms.
+// An attempt whose caller's deadline expired while the server was silent,
+// after MinAttemptTime, is a stall: of 300 operations, the server sees at
 // most 40%.
 func TestThrottleCountsACallerDeadlineOnASilentServerAsAStall(t *testing.T) {
 	t.Parallel()
@@ -166,7 +167,7 @@ func TestThrottleCountsACallerDeadlineOnASilentServerAsAStall(t *testing.T) {
 				<-r.Context().Done()
 			}))
 			defer srv.Close()
-			tr := &Transport{Base: srv.Client().Transport, Throttle: &throttle.Throttle{}}
+			tr := &Transport{Base: srv.Client().Transport, Throttle: &throttle.Throttle{}, MinAttemptTime: 10 * time.Millisecond}
 			client := &http.Client{Transport: tr}
 			switch how {
 			case "http.Client.Timeout":
@@ -224,7 +225,7 @@ func TestThrottleDoesNotCountACallerCancel(t *testing.T) {
 		}
 	}
 	u, _ := url.Parse(srv.URL)
-	if req, acc := th.Counts(u.Host); req != 0 || acc != 0 {
+	if req, acc := throttleCounts(th, u.Host); req != 0 || acc != 0 {
 		t.Errorf("after 20 canceled operations the throttle counted %v requests, %v accepts; want none", req, acc)
 	}
 }
@@ -266,4 +267,49 @@ func TestThrottlePausesForA403WithRetryAfter(t *testing.T) {
 	if n := seen.Load(); n != 1 {
 		t.Errorf("the server saw %d requests; want 1", n)
 	}
+}
+
+// TestThrottleDoesNotCountACallerDeadlineShorterThanAnAttemptIsWorth:
+// one Transport shared by two callers of a healthy server that answers
+// in its own time: one gives each request 20ms (a cache lookup with a
+// fallback), the other waits. An attempt its caller's deadline cut
+// before MinAttemptTime (here 1s, so that a loaded machine cannot stretch
+// a cut to it) says nothing of the server: it counts for neither, and
+// the impatient caller's 40 cuts neither make the destination refuse the
+// other caller (Rand 0: any positive probability refuses) nor show in the
+// counts. A cut at or after MinAttemptTime stays a stall
+// (TestThrottleCountsACallerDeadlineOnASilentServerAsAStall).
+func TestThrottleDoesNotCountACallerDeadlineShorterThanAnAttemptIsWorth(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/lookup" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	th := drawing(&throttle.Throttle{}, func() float64 { return 0 })
+	client := &http.Client{Transport: &Transport{Base: srv.Client().Transport, Throttle: th, MinAttemptTime: time.Second}}
+	for range 40 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/lookup", nil)
+		_, err := client.Do(req)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("the impatient caller: err = %v; want context.DeadlineExceeded", err)
+		}
+	}
+	u, _ := url.Parse(srv.URL)
+	if req, acc := throttleCounts(th, u.Host); req != 0 || acc != 0 {
+		t.Errorf("after 40 attempts cut at 20ms the throttle counted %v requests, %v accepts; want none", req, acc)
+	}
+	resp, err := client.Get(srv.URL + "/main")
+	if err != nil {
+		t.Fatalf("the patient caller: %v; want its answer", err)
+	}
+	resp.Body.Close()
 }

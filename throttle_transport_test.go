@@ -45,7 +45,7 @@ func TestThrottledOperationFailsAtOnce(t *testing.T) {
 	var done []Outcome
 	budget := NewTokenBucket(5, 1)
 	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Budget: budget,
-		Throttle: &throttle.Throttle{Window: 800 * time.Millisecond, Rand: func() float64 { return 0 }},
+		Throttle: drawing(&throttle.Throttle{Window: 800 * time.Millisecond}, func() float64 { return 0 }),
 		OnDone:   func(_ *http.Request, o Outcome) { done = append(done, o) }}
 	client := &http.Client{Transport: tr}
 	// MinRate's 1 a second over the 4s an 800ms window's counts reach
@@ -104,7 +104,7 @@ func TestThrottlePerHost(t *testing.T) {
 		}
 		return 200
 	}}
-	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: evenDraws()}}
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{}, evenDraws())}
 	reasons := map[string]map[StopReason]int{"down.test": {}, "up.test": {}}
 	for range 200 {
 		for host := range reasons {
@@ -191,7 +191,7 @@ func TestThrottleRefusesRetries(t *testing.T) {
 	base := &countingBase{status: func(*http.Request) int { return 503 }}
 	var draw float64
 	budget := NewTokenBucket(5, 1)
-	th := &throttle.Throttle{MinRate: -1, Rand: func() float64 { return draw }}
+	th := drawing(&throttle.Throttle{MinRate: -1}, func() float64 { return draw })
 	var done []Outcome
 	var attempts []Attempt
 	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 3, Budget: budget, Throttle: th, Jitter: waits(0),
@@ -214,7 +214,7 @@ func TestThrottleRefusesRetries(t *testing.T) {
 	if len(done) != 1 || done[0].Reason != Throttled || done[0].Attempts != 1 || len(attempts) != 1 || attempts[0].Wait != 0 {
 		t.Errorf("OnDone %+v, OnAttempt %+v; want one of each: throttled after 1 attempt, no wait after it", done, attempts)
 	}
-	reqs, acc := th.Counts("api.test")
+	reqs, acc := throttleCounts(th, "api.test")
 	if reqs != 2 || acc != 0 {
 		t.Errorf("counts %v requests, %v accepts; want 2 (the attempt and the refused retry), 0", reqs, acc)
 	}
@@ -229,7 +229,7 @@ func TestThrottleRefusesRetries(t *testing.T) {
 	if o.Attempts != 3 || o.Reason != AttemptsExhausted || base.hits.Load() != 4 {
 		t.Errorf("admitted retries: %d attempts, reason %s, %d hits; want 3, attempts_exhausted, 4", o.Attempts, o.Reason, base.hits.Load())
 	}
-	reqs, _ = th.Counts("api.test")
+	reqs, _ = throttleCounts(th, "api.test")
 	if reqs != 5 {
 		t.Errorf("counts %v requests; want 5: every attempt and the refusal", reqs)
 	}
@@ -249,7 +249,7 @@ func TestThrottleBurstAfterAQuietSpellIsNotRefused(t *testing.T) {
 	status.Store(200)
 	base := &countingBase{status: func(*http.Request) int { return int(status.Load()) }}
 	// A draw of 0.1: refused only when p > 0.1.
-	th := &throttle.Throttle{Rand: func() float64 { return 0.1 }}
+	th := drawing(&throttle.Throttle{}, func() float64 { return 0.1 })
 	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: th}
 	call := func() error { return get(t, tr, "http://api.test/") }
 	if err := call(); err != nil {
@@ -268,7 +268,7 @@ func TestThrottleBurstAfterAQuietSpellIsNotRefused(t *testing.T) {
 	}
 	status.Store(200)
 	if err := call(); errors.Is(err, throttle.ErrThrottled) {
-		req, acc := th.Counts("api.test")
+		req, acc := throttleCounts(th, "api.test")
 		t.Errorf("after 60 accepts and 1 failure in the last 600ms: %v; want admitted: the README says the throttle refuses with p = (requests − K·accepts)/(requests + 1) over its window (here 0) and that a healthy phase refuses nothing; the window (this refusal included) credits %.3f accepts against %.3f requests", err, acc, req)
 	}
 }
@@ -282,7 +282,7 @@ func TestThrottleInfiniteMinRateTakesTheDefault(t *testing.T) {
 	for _, rate := range []float64{math.Inf(1), 0} {
 		fc := clockwork.NewFakeClock()
 		base := &countingBase{status: func(*http.Request) int { return 503 }}
-		tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{MinRate: rate, Rand: evenDraws()}}
+		tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{MinRate: rate}, evenDraws())}
 		refused := 0
 		for range 200 {
 			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
@@ -306,7 +306,7 @@ func TestThrottleInfiniteMinRateTakesTheDefault(t *testing.T) {
 func TestThrottleHedgeLoserCountsAsARequest(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
-	th := &throttle.Throttle{MinRate: -1, Rand: admitAll}
+	th := drawing(&throttle.Throttle{MinRate: -1}, admitAll)
 	var hits atomic.Int32
 	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		n := hits.Add(1)
@@ -327,7 +327,7 @@ func TestThrottleHedgeLoserCountsAsARequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	req0, _ := th.Counts("api.test")
+	req0, _ := throttleCounts(th, "api.test")
 
 	var o Outcome
 	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 2, Throttle: th, Hedging: &Hedging{Delay: 10 * time.Millisecond}}
@@ -341,7 +341,7 @@ func TestThrottleHedgeLoserCountsAsARequest(t *testing.T) {
 	if o.Hedges != 1 || o.Winner != 2 || o.LosersCanceled != 1 {
 		t.Fatalf("outcome %+v; want a hedge that won and a loser canceled", o)
 	}
-	req1, _ := th.Counts("api.test")
+	req1, _ := throttleCounts(th, "api.test")
 	if got := req1 - req0; got != 2 {
 		t.Errorf("a hedged operation sent 2 attempts (Outcome: %d attempts, %d loser); the throttle counted %v requests; want 2 (docs/overload.md: every attempt counts as a request, hedges included)", o.Attempts, o.LosersCanceled, got)
 	}
@@ -363,7 +363,7 @@ func TestThrottleOneDestinationForEverySpellingOfAHost(t *testing.T) {
 	} {
 		fc := clockwork.NewFakeClock()
 		base := &countingBase{status: func(*http.Request) int { return 503 }}
-		tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{Rand: func() float64 { return 0 }}}
+		tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{}, func() float64 { return 0 })}
 		call := func(url string) error { return get(t, tr, url) }
 		for range 50 { // 50 failures at 1000 a second: refusing at the cap
 			call(pair[0])
@@ -398,13 +398,13 @@ func TestThrottleARefusalBelowIsNotAnAccept(t *testing.T) {
 		fc := clockwork.NewFakeClock()
 		down := func(*http.Request) int { return 503 }
 		base, alone := &countingBase{status: down}, &countingBase{status: down}
-		thInner, thOuter := &throttle.Throttle{Rand: evenDraws()}, &throttle.Throttle{Rand: evenDraws()}
+		thInner, thOuter := drawing(&throttle.Throttle{}, evenDraws()), drawing(&throttle.Throttle{}, evenDraws())
 		if shared {
 			thOuter = thInner
 		}
 		inner := &Transport{Base: base, Clock: fc, MaxAttempts: 3, Jitter: noJitter, Throttle: thInner}
 		outer := &Transport{Base: inner, Clock: fc, MaxAttempts: 1, Throttle: thOuter}
-		single := &Transport{Base: alone, Clock: fc, MaxAttempts: 3, Jitter: noJitter, Throttle: &throttle.Throttle{Rand: evenDraws()}}
+		single := &Transport{Base: alone, Clock: fc, MaxAttempts: 3, Jitter: noJitter, Throttle: drawing(&throttle.Throttle{}, evenDraws())}
 		for range 2000 {
 			for _, tr := range []*Transport{outer, single} {
 				resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
@@ -414,7 +414,7 @@ func TestThrottleARefusalBelowIsNotAnAccept(t *testing.T) {
 			}
 			fc.Advance(time.Millisecond)
 		}
-		req, acc := thOuter.Counts("api.test")
+		req, acc := throttleCounts(thOuter, "api.test")
 		if !shared && acc > 0 {
 			t.Errorf("two Throttles: the wrapper's window holds %.0f accepts of %.0f requests while the server answered only 503; want 0 accepts (an operation refused below never reached the server)", acc, req)
 		}

@@ -57,6 +57,10 @@ const (
 // two retries. Only one layer should retry a given call; if Base (or the
 // service behind it) retries too, the attempts multiply.
 //
+// The hooks (OnAttemptStart, OnAttempt, OnWait, OnDone) run on the
+// goroutine of RoundTrip, for hedges too, with the caller's request, which
+// they must not modify.
+//
 // A Transport is safe for concurrent use by multiple goroutines. Its fields
 // must not be changed after its first use, and it must not be copied after
 // its first use.
@@ -69,208 +73,145 @@ type Transport struct {
 	// 0 (or a negative value) means 3; 1 disables retries.
 	MaxAttempts int
 
-	// Timeout bounds the whole operation: every attempt and every wait.
-	// The operation's deadline is the earlier of start+Timeout and the
-	// request context's deadline. It also bounds reading the returned
-	// response's body, as http.Client.Timeout does. 0 (or negative) means
-	// the request context alone bounds the operation.
+	// Timeout bounds the whole operation, every attempt and wait and the
+	// reading of the returned body, as http.Client.Timeout does; the earlier
+	// of it and the request context's deadline wins. 0 (or negative) means the
+	// context alone.
 	Timeout time.Duration
 
 	// AttemptTimeout bounds each attempt, through the end of its response
-	// body; an attempt runs under the smaller of AttemptTimeout and the
-	// time left. An attempt that runs out of time is transient. 0 (or
-	// negative) means no per-attempt bound.
+	// body. An attempt that runs out of time is transient. 0 (or negative)
+	// means no per-attempt bound.
 	AttemptTimeout time.Duration
 
 	// MinAttemptTime is the least time that must be left, after its wait,
-	// for a retry to start: an attempt with a millisecond left spends the
-	// server's capacity without a realistic chance of helping. The first
-	// attempt always runs. 0 (or negative) means 100ms.
+	// for a retry to start; the first attempt always runs. 0 (or negative)
+	// means 100ms.
 	MinAttemptTime time.Duration
 
-	// BaseDelay is the backoff window of the first retry; the window
-	// doubles for every further retry, up to MaxDelay. 0 (or negative)
-	// means 100ms.
+	// BaseDelay is the backoff window of the first retry, doubling per
+	// retry up to MaxDelay. 0 (or negative) means 100ms.
 	BaseDelay time.Duration
 
-	// MaxDelay caps every backoff window. It does not cap a server's
-	// Retry-After. 0 (or negative) means 5s.
+	// MaxDelay caps every backoff window, never a server's Retry-After.
+	// 0 (or negative) means 5s.
 	MaxDelay time.Duration
 
-	// MaxRetryAfter is the longest Retry-After the Transport honours; a
-	// longer one stops the operation with [RetryAfterTooLong] and returns
-	// the response. 0 (or negative) means 30s.
+	// MaxRetryAfter is the longest Retry-After honoured; a longer one stops
+	// the operation with [RetryAfterTooLong]. 0 (or negative) means 30s.
 	MaxRetryAfter time.Duration
 
-	// BufferRequest is the largest request body, of known ContentLength
-	// and without GetBody, that the Transport reads into memory before the
-	// first attempt so that it can send it again. Bodies with GetBody are
-	// never copied. 0 means 1 MiB; a negative value disables buffering.
+	// BufferRequest is the largest body of known length without GetBody
+	// that is read into memory so that it can be sent again. 0 means 1 MiB;
+	// a negative value disables buffering.
 	BufferRequest int64
 
 	// BufferResponse, when positive, makes an attempt of a request that is
-	// safe to repeat include reading its response body, up to this many
-	// bytes, within the attempt's time limit. A body that fails midway (a
-	// reset, an unexpected EOF, the attempt timing out while reading) is
-	// then a transient failure and is retried, and the caller receives a
-	// response whose Body holds the complete bytes in memory and whose
-	// ContentLength is set. A longer body is returned streaming, with the
-	// bytes already read put back in front. HEAD requests and 101
-	// responses are never buffered. Memory per in-flight request is at most
-	// BufferResponse bytes. 0 (or negative) means off: an attempt ends when
-	// the response headers arrive.
+	// safe to repeat include reading up to this many bytes of its response
+	// body, so that a body that fails midway is retried and the caller gets
+	// it whole, in memory; a longer body is returned streaming. 0 (or
+	// negative) means off. See docs/bodies.md.
 	BufferResponse int64
 
-	// IdleTimeout, when positive, fails an attempt when its server stays
-	// silent for this long while the Transport waits for it on the
-	// caller's behalf. Like a read timeout, it bounds how long one
-	// blocking wait for bytes lasts; it never counts time in which the
-	// caller was not reading. It runs before the response headers, from
-	// the moment the request has been written (getting a connection and
-	// sending the body are bounded by Timeout and AttemptTimeout, not by
-	// it), restarted by each 1xx interim response; and after them only
-	// while a Read of the body is blocked. Before RoundTrip returns, such
-	// a stall is a transient failure, retried like an attempt timeout;
-	// after, the Read fails with an error that matches [ErrIdleTimeout]
-	// and whose Timeout method reports true (never [context.Canceled]),
-	// and the connection is released. It never cuts a response that keeps
-	// flowing, however long, nor one the caller reads slowly: use it for
-	// streams (server-sent events, long downloads), where AttemptTimeout
-	// would cap the stream's length. 0 (or negative) means no idle limit.
+	// IdleTimeout, when positive, fails an attempt when one wait for the
+	// server's bytes lasts this long: from the request written to the
+	// headers (each 1xx restarts it), then each blocked Read of the body,
+	// which fails with an error matching [ErrIdleTimeout]. Time the caller
+	// spends not reading never counts: use it for streams, where
+	// AttemptTimeout would cap their length. 0 (or negative) means no idle
+	// limit. See docs/streams.md.
 	IdleTimeout time.Duration
 
 	// Transient reports whether an attempt's failure is worth another
-	// attempt. It is called once per attempt, when the attempt ends with
-	// a response or an error of its own, on the goroutine of RoundTrip;
-	// a hedge canceled because another attempt won is judged only when
-	// it had an answer by then, and then on the goroutine that settles
-	// it. If nil, [IsTransient].
+	// attempt. It is called once per attempt that ended with a response or
+	// an error of its own, on the goroutine of RoundTrip (a hedge that lost
+	// only if it had answered, on the goroutine that settles it). If nil,
+	// [IsTransient].
 	Transient func(resp *http.Response, err error) bool
 
 	// Idempotent reports whether a request may be repeated after a failure
-	// that may have reached the server. It is called once per RoundTrip,
-	// and once more when the Transport adds an idempotency key
-	// (NewIdempotencyKey). If nil, [IsIdempotent].
+	// that may have reached the server. It is called once per RoundTrip, and
+	// once more when a key is added (NewIdempotencyKey). If nil,
+	// [IsIdempotent].
 	Idempotent func(req *http.Request) bool
 
-	// NewIdempotencyKey, if set, generates an Idempotency-Key for a request
-	// that is not idempotent and carries none; the key is generated once
-	// per operation and sent on every attempt. [RandomKey] is a good
-	// choice, for servers that deduplicate by that header. If nil, keys
-	// are never generated, only reused.
+	// NewIdempotencyKey, if set, generates the Idempotency-Key of a request
+	// that is not idempotent and carries none, once per operation, sent on
+	// every attempt ([RandomKey] will do). If nil, keys are only reused.
 	NewIdempotencyKey func() string
 
-	// Budget limits retries across all the operations of this Transport.
-	// If nil, the Transport creates NewTokenBucket([DefaultBudgetCapacity],
-	// [DefaultBudgetPerRequest]), 20 and 0.1, on first use,
-	// private to this Transport. Use [Unlimited] to disable the limit.
+	// Budget limits retries across the operations of this Transport. If
+	// nil, NewTokenBucket([DefaultBudgetCapacity], [DefaultBudgetPerRequest]),
+	// private to this Transport. [Unlimited] disables the limit.
 	Budget Budget
 
-	// BudgetPerHost, when set and Budget is nil, gives each destination
-	// host its own default budget (20 tokens plus 0.1 per operation)
-	// instead of one for every host: a failing host then drains its own
-	// and never refuses the retries of a healthy one. At most 1024 hosts
-	// are kept; one forgotten to make room starts again full. [Transport.EffectiveBudget] still returns the
-	// budget the hosts would share. If false, or Budget is set, one
-	// budget serves every host.
+	// BudgetPerHost, when set and Budget is nil, gives each host (at most
+	// 1024) its own default budget, so that a failing host never refuses the
+	// retries of a healthy one.
 	BudgetPerHost bool
 
-	// Jitter draws the wait for a backoff window, once per retry decided
-	// after a failure the other rules allowed to be retried. A result
-	// below 0 or above the window is clamped into [0, window]. If nil,
-	// [FullJitter].
+	// Jitter draws the wait for a backoff window, once per retry; its result
+	// is clamped into [0, window]. If nil, [FullJitter].
 	Jitter func(window time.Duration) time.Duration
 
-	// Clock is the clock used for deadlines and waits. If nil, the real
-	// clock. Tests set a [clockwork.FakeClock].
+	// Clock is the clock of deadlines and waits. If nil, the real clock.
 	Clock clockwork.Clock
 
 	// Logger, if set, receives one record per retry decision and per stop
-	// other than [Final], carrying method, host, the route LogRoute names,
-	// attempt, status or error class, wait, time left and reason; never
-	// the path, query strings, userinfo, headers or bodies. If nil,
-	// nothing is logged.
+	// other than [Final]: method, host, LogRoute's route, attempt, status or
+	// error class, wait, time left and reason; never the path, query,
+	// userinfo, headers or bodies.
 	Logger *slog.Logger
 
-	// LogRoute, if set, names the request's route for Logger's records:
-	// a bounded name such as the path's template ("/users/{id}"), never
-	// the path itself, which can carry identifiers and tokens. It is
-	// called once per record. It must not modify req. If nil, records
-	// carry no route.
+	// LogRoute, if set, names the request's route for Logger's records, as a
+	// bounded name ("/users/{id}"), never the path itself. It must not modify
+	// req.
 	LogRoute func(req *http.Request) string
 
 	// OnAttempt, if set, is called once per attempt, after it ends, with
-	// Wait set when another attempt follows. req is the caller's request.
-	// It runs on the goroutine of RoundTrip and must not modify req.
+	// Wait set when another attempt follows.
 	OnAttempt func(req *http.Request, a Attempt)
 
-	// OnAttemptStart, if set, is called just before each attempt is
-	// sent, with its number (1 for the initial attempt), so that an
-	// attempt that hangs can be seen while it hangs: every call is
-	// followed by exactly one call of OnAttempt with the same number,
-	// unless Base panics. req is the caller's request. It runs on the
-	// goroutine of RoundTrip and must not modify req.
+	// OnAttemptStart, if set, is called just before each attempt is sent,
+	// with its number (1 for the first); exactly one OnAttempt with the same
+	// number follows, unless Base panics.
 	OnAttemptStart func(req *http.Request, number int)
 
-	// DialTrace, if set, measures the DNS, connect and TLS phases of each
-	// new connection for OnAttempt ([Attempt.DNS], [Attempt.Connect],
-	// [Attempt.TLSHandshake]). Their hooks run on net/http's dial
-	// goroutine, which may outlive the attempt, so an attempt that asks
-	// for a connection then gets a trace of its own (about ten
-	// allocations) and the phases are measured only when asked for. If
-	// false, they are zero; whether the connection was new or reused, the
-	// connection wait and the first byte are measured whenever OnAttempt
-	// is set.
+	// DialTrace, if set, measures the DNS, connect and TLS phases of new
+	// connections for OnAttempt (about ten allocations per attempt that
+	// dials); if false, they are zero.
 	DialTrace bool
 
-	// OnWait, if set, is called once per wait of an operation, when the
-	// wait ends, with the time actually waited (see [Wait]): once after
-	// every OnAttempt that planned another attempt (its Attempt.Wait, as
-	// scheduled, may be 0), before that attempt's OnAttemptStart or, when
-	// the wait ended the operation, before OnDone; and once before the
-	// first attempt when a spent quota was waited for
-	// ([Throttle.WaitQuota]). req is the caller's request. It runs on the
-	// goroutine of RoundTrip and must not modify req.
+	// OnWait, if set, is called once per wait, when it ends, with the time
+	// actually waited: after each OnAttempt that planned another attempt,
+	// and before the first attempt when a spent quota was waited for.
 	OnWait func(req *http.Request, w Wait)
 
-	// OnDone, if set, is called once per RoundTrip, just before it
-	// returns. req is the caller's request; it must not be modified.
+	// OnDone, if set, is called once per RoundTrip, just before it returns.
 	OnDone func(req *http.Request, o Outcome)
 
 	// Propagate, if set, sends the operation's retry state to the next
-	// service: each attempt carries [AttemptHeader] (its 1-based number)
-	// and [TimeoutHeader] (the time left for this attempt when its
-	// request is written, once it has a connection and, over HTTP/2, a
-	// stream, in whole milliseconds; absent when the attempt has no
-	// bound). A service
-	// behind [Handler] then bounds its work by that time and does not
-	// retry on its own. If false, no header is added.
+	// service: each attempt carries [AttemptHeader] and [TimeoutHeader], so
+	// that a service behind [DeadlineHandler] bounds its work by the time left
+	// and does not retry on its own.
 	Propagate bool
 
-	// Hedging, if set, sends hedged requests: another attempt when the
-	// first has not answered after a delay, the first answer that ends
-	// the operation winning (see [Hedging]). If nil, attempts are only
-	// ever sequential, and the success path is unchanged.
+	// Hedging, if set, sends another attempt when the first has not answered
+	// after a delay; the first answer that ends the operation wins (see
+	// [Hedging]). If nil, attempts are sequential.
 	Hedging *Hedging
 
-	// LearnAttemptTimeout, if set, derives each attempt's time limit from
-	// the latencies observed for its key (see [LearnedTimeout]), within
-	// AttemptTimeout when that is set. If nil, AttemptTimeout alone
-	// bounds attempts.
+	// LearnAttemptTimeout, if set, derives each attempt's time limit from the
+	// latencies observed for its key, within AttemptTimeout (see
+	// [LearnedTimeout]).
 	LearnAttemptTimeout *LearnedTimeout
 
-	// Throttle, if set, refuses some attempts, first attempts, retries
-	// and hedges, while their destination signals overload, and new
-	// operations while it says its rate-limit quota is spent; see
-	// [throttle.Throttle]. An attempt is an overload signal when it got
-	// a 429, 503 or 529, a 5xx with "X-Should-Retry: false", timed out,
-	// or met a refused connection; one the caller's own context ended
-	// counts for nothing. An operation refused before its first attempt
-	// makes none and returns an [*Error] that matches
-	// [throttle.ErrThrottled] (and [throttle.ErrQuotaExhausted] when the
-	// quota is spent); one whose retry is refused returns its last
-	// attempt's result; both stop with [Throttled]. A refused retry takes
-	// no budget token. If nil, nothing is refused.
+	// Throttle, if set, refuses attempts while their destination signals
+	// overload (a 429, 503 or 529, a 5xx with "X-Should-Retry: false", a
+	// timeout or a refused connection) and new operations while its quota is
+	// spent: refused before its first attempt, an operation returns an
+	// [*Error] matching [throttle.ErrThrottled]; a refused retry returns the
+	// last attempt's result. Both stop with [Throttled]. See docs/overload.md.
 	Throttle *throttle.Throttle
 
 	// latencySet holds the latencies recorded for Hedging and
@@ -311,11 +252,9 @@ func (t *Transport) defaultBaseOrNew() http.RoundTripper {
 	return t.defaultBase.Load()
 }
 
-// EffectiveBudget returns the budget t's operations use: its Budget, or,
-// when that is nil, the default budget t creates for itself
-// (NewTokenBucket(DefaultBudgetCapacity, DefaultBudgetPerRequest), private
-// to t), created now if no operation has
-// yet. Metrics read it to show the budget that is actually in force.
+// EffectiveBudget returns the budget t's operations use: its Budget, or
+// the default one t creates for itself (now, if no operation has yet), for
+// metrics to show.
 func (t *Transport) EffectiveBudget() Budget { return t.budget() }
 
 // Clone returns a new Transport with t's settings, for code that adds to

@@ -65,6 +65,13 @@ func TestRefreshThatHangsLeavesRequestsOnTheKnownAddresses(t *testing.T) {
 	if got := len(d.list()); got != 4 {
 		t.Fatalf("%d dials, want 4: every request reached an address", got)
 	}
+	// The refresh runs on its own goroutine, which may reach the resolver
+	// after the requests have returned: wait until it has, then count.
+	select {
+	case <-r.entered:
+	case <-time.After(hangGuard):
+		t.Fatal("no refresh reached the resolver")
+	}
 	if got := r.calls.Load(); got != 2 {
 		t.Fatalf("%d lookups, want 2: the first, and one refresh in flight", got)
 	}

@@ -233,8 +233,9 @@ func (th *Throttle) QuotaReleased(d *Dest) <-chan struct{} {
 // counts as overload (httpretry: a 429, 503 or 529; a proxy's 502 or 504;
 // Envoy's x-envoy-overloaded or x-envoy-ratelimited; a 5xx saying
 // "X-Should-Retry: false"; an attempt timeout, or a caller's deadline
-// that expired while the server was silent; a refused connection) and
-// reads a 429's Retry-After, so that the throttle depends on neither.
+// that expired while the server was silent after MinAttemptTime; a
+// refused connection) and reads a 429's Retry-After, so that the
+// throttle depends on neither.
 type Result struct {
 	// Status is the response's status code; 0 when the attempt got no
 	// response.
@@ -328,12 +329,13 @@ func (th *Throttle) recordSlow(d *Dest, r *Result, clock Clock) {
 	th.tally(d, clock.Now(), 1, 0, true)
 }
 
-// Counts returns the requests and accepts counted for the destination
+// counts returns the requests and accepts counted for the destination
 // key names (as Key names it, or a host in its canonical spelling) over
 // the span the throttle decides on, as of the last decision or fold: a
 // destination that signalled nothing lately counts its accepts apart and
 // folds them in every 64. It returns zeros for a destination not held.
-func (th *Throttle) Counts(key string) (requests, accepts float64) {
+// Tests reach it through throttleseam.Counts.
+func (th *Throttle) counts(key string) (requests, accepts float64) {
 	d := th.dests.Find(key)
 	if d == nil {
 		return 0, 0

@@ -117,9 +117,9 @@ func TestRecordCountsByWhatTheServerSaid(t *testing.T) {
 			req := httptest.NewRequest("GET", "http://api.test/", nil)
 			d := th.Dest(req)
 			th.Record(d, Result{Status: 503, Overload: true}, fc) // hot from now
-			req0, acc0 := th.Counts("api.test")
+			req0, acc0 := th.counts("api.test")
 			th.Record(d, tt.r, fc)
-			req1, acc1 := th.Counts("api.test")
+			req1, acc1 := th.counts("api.test")
 			if req1-req0 != tt.wantReq || acc1-acc0 != tt.wantAcc {
 				t.Errorf("counted %v requests, %v accepts; want %v, %v", req1-req0, acc1-acc0, tt.wantReq, tt.wantAcc)
 			}
@@ -132,7 +132,7 @@ func TestRecordCountsByWhatTheServerSaid(t *testing.T) {
 // asked with one.
 func TestAdmitIdleDestinationReadsNoClock(t *testing.T) {
 	t.Parallel()
-	th := &Throttle{Rand: func() float64 { return 0.99 }}
+	th := &Throttle{draws: func() float64 { return 0.99 }}
 	req := httptest.NewRequest("GET", "http://api.test/", nil)
 	d := th.Dest(req)
 	c := &countingClock{now: time.Unix(1_700_000_000, 0)}

@@ -17,7 +17,7 @@ import (
 func TestQuotaIsKeptPerCredentialAndItsNameHoldsNoSecret(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1_700_000_000, 0)
-	th := &Throttle{Rand: func() float64 { return 1 }}
+	th := &Throttle{draws: func() float64 { return 1 }}
 	req := func(header, value string) *http.Request {
 		r, _ := http.NewRequest(http.MethodGet, "https://api.github.test/user", nil)
 		if header != "" {

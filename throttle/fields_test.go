@@ -24,7 +24,7 @@ func TestThrottleFieldDefaults(t *testing.T) {
 		{"NaN", &Throttle{K: math.NaN(), MaxReject: math.NaN(), MinRate: math.NaN()}, 2, 0.9, 600 * time.Millisecond, DefaultMinRate},
 		{"+Inf", &Throttle{K: math.Inf(1), MaxReject: math.Inf(1)}, 2, 0.9, 600 * time.Millisecond, DefaultMinRate},
 		{"-Inf", &Throttle{K: math.Inf(-1), MaxReject: math.Inf(-1), MinRate: math.Inf(-1)}, 2, 0.9, 600 * time.Millisecond, 0},
-		{"small K, tiny window", &Throttle{K: 0.5, Window: 5}, MinK, 0.9, MinWindow, DefaultMinRate},
+		{"small K, tiny window", &Throttle{K: 0.5, Window: 5}, minK, 0.9, minWindow, DefaultMinRate},
 		{"K at the minimum", &Throttle{K: 1.5, MaxReject: 3, Window: time.Second}, 1.5, 1, time.Second, DefaultMinRate},
 		{"large K", &Throttle{K: 1e300, MaxReject: 0.5}, 1e300, 0.5, 600 * time.Millisecond, DefaultMinRate},
 	}
@@ -47,10 +47,10 @@ func TestThrottleFieldDefaults(t *testing.T) {
 	}
 }
 
-// TestThrottleNaNDrawAdmits: a Rand that returns NaN never refuses.
+// TestThrottleNaNDrawAdmits: a draw that returns NaN never refuses.
 func TestThrottleNaNDrawAdmits(t *testing.T) {
 	t.Parallel()
-	th := &Throttle{MinRate: -1, Rand: math.NaN}
+	th := &Throttle{MinRate: -1, draws: math.NaN}
 	s := th.dests.Get("k", 0, newDest)
 	fc := clockwork.NewFakeClock()
 	throttleAt(th, s, fc, 50, false)

@@ -49,7 +49,7 @@ func TestThrottleTwoFailuresInARowOfAHealthyLowRateDestinationAreNotRefused(t *t
 	t.Parallel()
 	for _, rate := range []float64{1, 1.5, 4} {
 		fc := clockwork.NewFakeClock()
-		th := &Throttle{Rand: func() float64 { return 0 }}
+		th := &Throttle{draws: func() float64 { return 0 }}
 		d := th.dests.Get("k", 0, newDest)
 		every := time.Duration(float64(time.Second) / rate)
 		for range int(30 * rate) {
@@ -75,7 +75,7 @@ func TestThrottleRefusesNothingAtLowRateWithRandom503s(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	rng := rand.New(rand.NewPCG(1, 2))
-	th := &Throttle{Rand: rng.Float64}
+	th := &Throttle{draws: rng.Float64}
 	d := th.dests.Get("k", 0, newDest)
 	faults := rand.New(rand.NewPCG(3, 4))
 	refused, failed, failures := 0, 0, 0
@@ -110,7 +110,7 @@ func TestThrottleRefusesNothingAtLowRateWithRandom503s(t *testing.T) {
 func TestThrottleRefusesAtLowRateDuringAnOutage(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
-	th := &Throttle{Rand: evenDraws()}
+	th := &Throttle{draws: evenDraws()}
 	d := th.dests.Get("k", 0, newDest)
 	every := time.Second * 2 / 3
 	for range 30 {

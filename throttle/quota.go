@@ -51,7 +51,10 @@ const quotaMisses = 16
 // refused while any one of them is spent. Quotas announced apart (GitHub's
 // core and search, named by X-RateLimit-Resource) are groups of their
 // own. Which group a request draws from is known only from its response:
-// an operation is refused only when every group held has a spent quota.
+// an operation is refused only when every group held has a spent quota,
+// or its route is known to draw from a spent one; with quotas named
+// apart only (see namedApart), a route not known to draw from any is
+// sent (see mayDrawElsewhere).
 // When every quota held is in one group, each operation admitted takes
 // one from each's count; with several groups, from none.
 type quotaState struct {
@@ -89,6 +92,7 @@ type quotaSlot struct {
 	group     atomic.Uint32 // the slots last announced with this one, itself included, one bit each
 	announced atomic.Bool   // a response announced this quota since its window began
 	sized     atomic.Bool   // limit was announced, not taken from the most seen
+	apart     atomic.Bool   // named by a field that names the one quota a request counted against (see namedApart)
 }
 
 // quotaSame is how far apart two announced resets may be and still name
@@ -244,7 +248,11 @@ func (q *quotaState) checkHeld(u int64, now time.Time, take bool, req *http.Requ
 	}
 	drawn := v.drawn()
 	if take && drawn != 0 {
-		return q.takeFrom(drawn)
+		reset, ok, counted := q.takeFrom(drawn)
+		if !ok && q.mayDrawElsewhere(req) {
+			return time.Time{}, true, false
+		}
+		return reset, ok, counted
 	}
 	if drawn == 0 && req != nil {
 		// Several groups: req's route may say which it draws from.
@@ -253,6 +261,9 @@ func (q *quotaState) checkHeld(u int64, now time.Time, take bool, req *http.Requ
 		}
 	}
 	reset, ok := v.open()
+	if !ok && q.mayDrawElsewhere(req) {
+		return time.Time{}, true, false
+	}
 	return instant(reset), ok, false
 }
 
@@ -478,6 +489,7 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 	}
 	var group uint32
 	named := -1 // the slot of the first quota the response named
+	apart := namedApart(r.Header, &set)
 	for i := range max(set.n, 1) {
 		status := st
 		if i > 0 {
@@ -485,6 +497,7 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 		}
 		if a, ok := quotaAnnounced(set.rl[i], i < set.n, status, ra, hasRA); ok {
 			bit := q.update(a, group, now, sent)
+			q.slots[bits.TrailingZeros32(bit)].apart.Store(apart)
 			group |= bit
 			if named < 0 && a.rl.Name != "" {
 				named = bits.TrailingZeros32(bit)
@@ -505,6 +518,16 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 	if named >= 0 {
 		q.rememberRoute(r.Request, named, now)
 	}
+}
+
+// namedApart reports whether the quota set, read from h, was named by a
+// field that names the one quota the request counted against, among
+// others the destination meters apart: GitHub's X-RateLimit-Resource,
+// Discord's X-RateLimit-Bucket. A RateLimit policy's name does not: a
+// server may name its only policy ("default").
+func namedApart(h http.Header, set *rateLimits) bool {
+	name := set.rl[0].Name
+	return set.n == 1 && name != "" && (name == quotaField(h, xFields.resource) || name == quotaField(h, xFields.bucket))
 }
 
 // apfPriorityLevel names the priority level of Kubernetes API Priority
@@ -803,6 +826,13 @@ type announcement struct {
 	paced bool // rl.Reset is the quota window's, not a Retry-After pause
 }
 
+// quotaLeftPause is the longest a 429 that says quota is left, without a
+// Retry-After, pauses its quota: it was refused by another limit than
+// the one its headers count (GitHub's secondary rate limit, beside the
+// primary quota's fields), whose end they do not give; GitHub asks for
+// at least a minute then.
+const quotaLeftPause = time.Minute
+
 // quotaAnnounced decides what a response says of its quota, given its
 // rate-limit headers (rl, when ok), its status and, on a 429, its
 // Retry-After (ra, when hasRA). A response below 429 announces a quota
@@ -810,9 +840,10 @@ type announcement struct {
 // headers' reset when they say none remains, else for the Retry-After
 // the server asked (a 429 with quota left, or with a reset that cannot
 // be read, is a pause, not the quota's end), else until the headers'
-// reset; with neither, nothing is kept. A Retry-After bounds the
-// headers' reset (see resetAgrees): a reset already past, or later than
-// the Retry-After, is not believed, and the quota is spent for the
+// reset, but for at most quotaLeftPause when they say quota is left;
+// with neither, nothing is kept. A Retry-After bounds the headers' reset
+// (see resetAgrees): a reset already past, or later than the
+// Retry-After, is not believed, and the quota is spent for the
 // Retry-After, its window's length not learned from it.
 func quotaAnnounced(rl RateLimit, ok bool, status int, ra time.Duration, hasRA bool) (announcement, bool) {
 	if status != http.StatusTooManyRequests {
@@ -823,6 +854,9 @@ func quotaAnnounced(rl RateLimit, ok bool, status int, ra time.Duration, hasRA b
 		return announcement{rl: rl, spent: true, paced: true}, true
 	case hasRA:
 		rl.Reset, rl.HasReset = min(ra, maxRateLimitReset), true
+		return announcement{rl: rl, spent: true}, true
+	case ok && rl.HasReset && rl.Reset > quotaLeftPause:
+		rl.Reset = quotaLeftPause
 		return announcement{rl: rl, spent: true}, true
 	case ok && rl.HasReset:
 		return announcement{rl: rl, spent: true, paced: true}, true

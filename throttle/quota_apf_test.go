@@ -17,7 +17,7 @@ import (
 func TestQuotaAPF429DoesNotPauseTheAPIServer(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
-	th := &Throttle{Rand: func() float64 { return 1 }}
+	th := &Throttle{draws: func() float64 { return 1 }}
 	d := th.dests.Get("k", 0, newDest)
 	h := http.Header{
 		"Retry-After":                       {"1"},
@@ -29,7 +29,7 @@ func TestQuotaAPF429DoesNotPauseTheAPIServer(t *testing.T) {
 	if _, err := th.admit(d, fc); err != nil {
 		t.Errorf("after an APF 429 of one priority level: %v; want admitted", err)
 	}
-	if req, acc := th.Counts("k"); req != 1 || acc != 0 {
+	if req, acc := th.counts("k"); req != 1 || acc != 0 {
 		t.Errorf("counts %v requests, %v accepts; want the 429 as one request not accepted", req, acc)
 	}
 	// The same 429 without the level's UID pauses the destination.

@@ -11,8 +11,8 @@ import (
 // routeKeys); a further route takes the place of the oldest.
 const quotaRoutes = 64
 
-// quotaRouteTable remembers, for a destination holding several groups
-// of quotas, which quota each route's requests draw from, as their
+// quotaRouteTable remembers, for a destination holding named quotas,
+// which quota each route's requests draw from, as their
 // responses named it: a request on a route known to draw from a spent
 // quota is refused as a request to that quota alone would be. A route is
 // a request's method and the first two segments of its URL path ("GET
@@ -91,12 +91,12 @@ func fnv1a(h uint64, s string) uint64 {
 	return h
 }
 
-// rememberRoute keeps, when the destination holds several groups, that
-// req's route drew from the quota of slot i, which its response named.
-// q.mu must be held.
+// rememberRoute keeps, when the destination holds several groups or the
+// quota was named apart (see mayDrawElsewhere), that req's route drew
+// from the quota of slot i, which its response named. q.mu must be held.
 func (q *quotaState) rememberRoute(req *http.Request, i int, now time.Time) {
-	if req == nil || q.drawn() != 0 {
-		return // one group: every request draws from it
+	if req == nil || (q.drawn() != 0 && !q.slots[i].apart.Load()) {
+		return // one group, which every request draws from
 	}
 	if q.routes == nil {
 		q.routes = new(quotaRouteTable)
@@ -145,4 +145,34 @@ func (q *quotaState) routeOpens(v *quotaView, req *http.Request) int64 {
 		}
 	}
 	return 0
+}
+
+// mayDrawElsewhere reports whether req, refused by the quotas held, may
+// draw from a quota its destination has not announced yet: every quota
+// held was named apart (see namedApart: the server meters its routes
+// apart, as GitHub's X-RateLimit-Resource and Discord's
+// X-RateLimit-Bucket say) and req's route is not known to draw from any.
+// Such a request is sent: its answer names its quota, and its route is
+// then known. A request while another quota is held (unnamed, or a
+// RateLimit policy's), or of no known route (req nil), is refused.
+func (q *quotaState) mayDrawElsewhere(req *http.Request) bool {
+	if req == nil {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i := range q.slots {
+		if s := &q.slots[i]; s.until.Load() != 0 && (s.name == "" || !s.apart.Load()) {
+			return false
+		}
+	}
+	if q.routes == nil {
+		return true
+	}
+	wide, narrow := routeKeys(req)
+	_, known := q.routes.lookup(narrow)
+	if !known {
+		_, known = q.routes.lookup(wide)
+	}
+	return !known
 }

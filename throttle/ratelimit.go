@@ -23,8 +23,9 @@ type RateLimit struct {
 	// 0 when not said.
 	Window time.Duration
 	// Name names the quota among a destination's several: the RateLimit
-	// policy's name, or X-RateLimit-Resource; "" when unnamed. A name
-	// longer than 64 bytes is not kept.
+	// policy's name, or X-RateLimit-Resource (GitHub's), else
+	// X-RateLimit-Bucket (Discord's); "" when unnamed. A name longer than
+	// 64 bytes is not kept.
 	Name string
 }
 
@@ -68,8 +69,8 @@ const (
 //   - RateLimit-Remaining with RateLimit-Reset (and RateLimit-Limit), the
 //     earlier drafts' separate fields.
 //   - X-RateLimit-Remaining with X-RateLimit-Reset-After or
-//     X-RateLimit-Reset (and X-RateLimit-Limit, X-RateLimit-Resource),
-//     the common unofficial fields.
+//     X-RateLimit-Reset (and X-RateLimit-Limit, X-RateLimit-Resource or
+//     X-RateLimit-Bucket), the common unofficial fields.
 //   - X-Rate-Limit-Remaining with X-Rate-Limit-Reset (and
 //     X-Rate-Limit-Limit), Okta's and X's spelling.
 //
@@ -170,9 +171,10 @@ func hasRateLimitFields(h http.Header) bool {
 }
 
 // rateLimitFields names the separate fields of one form: resetAfter, when
-// the form has one, is a delay in seconds read before reset.
+// the form has one, is a delay in seconds read before reset; bucket names
+// the quota when resource does not.
 type rateLimitFields struct {
-	remaining, reset, resetAfter, limit, resource string
+	remaining, reset, resetAfter, limit, resource, bucket string
 }
 
 // The separate fields' forms, in the order they are read: the earlier
@@ -180,9 +182,10 @@ type rateLimitFields struct {
 // X- dialect (GitHub's; Discord's with its Reset-After; Reddit's with
 // float counts), and the X-Rate-Limit- one (Okta's, X's).
 var (
-	draftFields = rateLimitFields{"Ratelimit-Remaining", "Ratelimit-Reset", "", "Ratelimit-Limit", ""}
-	xFields     = rateLimitFields{"X-Ratelimit-Remaining", "X-Ratelimit-Reset", "X-Ratelimit-Reset-After", "X-Ratelimit-Limit", "X-Ratelimit-Resource"}
-	xDashFields = rateLimitFields{"X-Rate-Limit-Remaining", "X-Rate-Limit-Reset", "", "X-Rate-Limit-Limit", ""}
+	draftFields = rateLimitFields{"Ratelimit-Remaining", "Ratelimit-Reset", "", "Ratelimit-Limit", "", ""}
+	xFields     = rateLimitFields{"X-Ratelimit-Remaining", "X-Ratelimit-Reset", "X-Ratelimit-Reset-After", "X-Ratelimit-Limit",
+		"X-Ratelimit-Resource", "X-Ratelimit-Bucket"}
+	xDashFields = rateLimitFields{"X-Rate-Limit-Remaining", "X-Rate-Limit-Reset", "", "X-Rate-Limit-Limit", "", ""}
 )
 
 // parseRateLimitPair reads a form's separate fields. Counts may carry a
@@ -200,8 +203,9 @@ func parseRateLimitPair(h http.Header, f rateLimitFields, now time.Time) (RateLi
 		rl.Reset, rl.HasReset = resetDelay(secs, ns, h, now), true
 	}
 	rl.Limit, _, _ = headerDecimal(h, f.limit)
-	if v := h[f.resource]; f.resource != "" && len(v) > 0 {
-		rl.Name = quotaName(strings.Trim(v[0], " \t"))
+	rl.Name = quotaField(h, f.resource)
+	if rl.Name == "" {
+		rl.Name = quotaField(h, f.bucket)
 	}
 	return rl, true
 }
@@ -231,6 +235,15 @@ func headerDecimal(h http.Header, name string) (whole, nanos int64, ok bool) {
 		}
 	}
 	return whole, nanos, true
+}
+
+// quotaField returns the quota name field name gives, "" when absent or
+// too long.
+func quotaField(h http.Header, name string) string {
+	if v := h[name]; name != "" && len(v) > 0 {
+		return quotaName(strings.Trim(v[0], " \t"))
+	}
+	return ""
 }
 
 // quotaName returns name when it is short enough to keep, else "".

@@ -12,7 +12,7 @@ import (
 // and Twitch's RateLimit-Reset, Okta's and X's X-Rate-Limit-Reset,
 // Discord's fractional X-RateLimit-Reset) is a time, never a delay of
 // decades clamped to a day; Discord's X-RateLimit-Reset-After is a delay
-// and comes first; Reddit's float counts are counts.
+// and comes first, X-RateLimit-Bucket names its quota; Reddit's float counts are counts.
 func TestParseRateLimitDialectsInTheWild(t *testing.T) {
 	t.Parallel()
 	// The responses' Date: every epoch below is a few seconds after it.
@@ -52,7 +52,7 @@ func TestParseRateLimitDialectsInTheWild(t *testing.T) {
 			http.CanonicalHeaderKey("x-rate-limit-reset"): {epoch(14 * time.Minute)}}), want{12, 14 * time.Minute, 900, ""}},
 		{"Discord: Reset-After, a fractional delay, comes first", dated(http.Header{
 			"X-Ratelimit-Limit": {"5"}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {epoch(64*time.Second) + ".570"},
-			"X-Ratelimit-Reset-After": {"64.57"}, "X-Ratelimit-Bucket": {"abcd1234"}}), want{0, 64*time.Second + 570*time.Millisecond, 5, ""}},
+			"X-Ratelimit-Reset-After": {"64.57"}, "X-Ratelimit-Bucket": {"abcd1234"}}), want{0, 64*time.Second + 570*time.Millisecond, 5, "abcd1234"}},
 		{"Discord: a fractional Unix time alone", dated(http.Header{
 			"X-Ratelimit-Limit": {"5"}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {epoch(2*time.Second) + ".250"}}),
 			want{0, 2*time.Second + 250*time.Millisecond, 5, ""}},

@@ -155,12 +155,16 @@ func TestQuotaUpdate(t *testing.T) {
 }
 
 // TestQuotaAnnounced: what a response says of its quota, by status,
-// headers and Retry-After.
+// headers and Retry-After. A 429 with quota left and no Retry-After
+// (GitHub's secondary rate limit, beside its primary quota's fields with
+// 4,990 left and an hour to go) pauses for the shorter of the headers'
+// reset and a minute, as GitHub asks, not for the primary quota's hour.
 func TestQuotaAnnounced(t *testing.T) {
 	t.Parallel()
 	withReset := RateLimit{Remaining: 4990, Reset: time.Hour, HasReset: true, Name: "core"}
 	spentRL := RateLimit{Remaining: 0, Reset: 20 * time.Second, HasReset: true}
 	noReset := RateLimit{Remaining: 0}
+	soonReset := RateLimit{Remaining: 3, Reset: 20 * time.Second, HasReset: true}
 	tests := []struct {
 		name   string
 		rl     RateLimit
@@ -191,7 +195,10 @@ func TestQuotaAnnounced(t *testing.T) {
 			announcement{rl: RateLimit{Reset: 30 * time.Second, HasReset: true}, spent: true}, true},
 		{"429, Retry-After past a day: a day", RateLimit{}, false, 429, 48 * time.Hour, true,
 			announcement{rl: RateLimit{Reset: maxRateLimitReset, HasReset: true}, spent: true}, true},
-		{"429 with quota left, no Retry-After: the headers' reset", withReset, true, 429, 0, false, announcement{rl: withReset, spent: true, paced: true}, true},
+		{"429 with quota left, no Retry-After: a minute, not the headers' hour", withReset, true, 429, 0, false,
+			announcement{rl: RateLimit{Remaining: 4990, Reset: time.Minute, HasReset: true, Name: "core"}, spent: true}, true},
+		{"429 with quota left, no Retry-After, a reset within a minute: the reset", soonReset, true, 429, 0, false,
+			announcement{rl: soonReset, spent: true, paced: true}, true},
 		{"429 with nothing", RateLimit{}, false, 429, 0, false, announcement{}, false},
 	}
 	for _, tt := range tests {

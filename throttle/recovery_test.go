@@ -45,7 +45,7 @@ func TestThrottleNonFiniteFieldsKeepTheCapAndRecover(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("K %v MaxReject %v", th.K, th.MaxReject), func(t *testing.T) {
 			t.Parallel()
-			th.Rand = evenDraws()
+			th.draws = evenDraws()
 			outage, recovered := recoveryAfter(th)
 			if outage < 0.05 {
 				t.Errorf("during the outage %.3f of operations were admitted; want about 0.1 (the cap), never 0", outage)
@@ -65,7 +65,7 @@ func TestThrottleNonFiniteFieldsKeepTheCapAndRecover(t *testing.T) {
 func TestThrottleSmallKRecoversAfterHealing(t *testing.T) {
 	t.Parallel()
 	for _, k := range []float64{0.5, 0.9, 1, 1.11} {
-		th := &Throttle{K: k, Rand: evenDraws()}
+		th := &Throttle{K: k, draws: evenDraws()}
 		_, recovered := recoveryAfter(th)
 		if recovered < 0 || recovered > 5*time.Second {
 			s := th.dests.Get("k", 0, newDest)
@@ -110,7 +110,7 @@ func TestThrottleKeepsADestinationInUseWhenOthersCycle(t *testing.T) {
 	worst := 0
 	for range 20 {
 		fc := clockwork.NewFakeClock()
-		th := &Throttle{MaxKeys: 8, Rand: evenDraws()}
+		th := &Throttle{MaxKeys: 8, draws: evenDraws()}
 		down := httptest.NewRequest("GET", "http://down.test/", nil)
 		admitted := 0
 		for i := range 2000 {

@@ -34,7 +34,7 @@ func TestPauseEndReleasesHeldOperationsOneAtATime(t *testing.T) {
 		return Result{Status: 429, Header: http.Header{}, Sent: fc.Now(), Overload: true,
 			RetryAfter: window - el%window, HasRetryAfter: true}
 	}
-	th := &Throttle{Rand: func() float64 { return 1 }, MinRate: -1, MaxReject: 0.01}
+	th := &Throttle{draws: func() float64 { return 1 }, MinRate: -1, MaxReject: 0.01}
 	req, _ := http.NewRequest(http.MethodGet, "https://api.example.test/", nil)
 	d := th.Dest(req)
 	for range perWindow + 1 { // window 0 spent, and its 429

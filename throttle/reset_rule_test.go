@@ -58,7 +58,7 @@ func TestQuotaEveryResetFieldIsOneRuleBoundedByRetryAfter(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			th := &Throttle{Rand: func() float64 { return 1 }}
+			th := &Throttle{draws: func() float64 { return 1 }}
 			req, _ := http.NewRequest(http.MethodGet, "https://api.example.test/x", nil)
 			d := th.Dest(req)
 			h := tt.h.Clone()

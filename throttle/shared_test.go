@@ -68,13 +68,13 @@ func TestSharedFleetOverloadRefusesAProcessThatSawNone(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	draw := func() float64 { return 0.5 }
 
-	alone := &Throttle{Rand: draw}
+	alone := &Throttle{draws: draw}
 	if _, _, err := alone.Admit(alone.Dest(req), req, fc); err != nil {
 		t.Fatalf("alone: Admit = %v; want nil (nothing counted)", err)
 	}
 
 	f := failingFleet(100)
-	th := &Throttle{Rand: draw, Shared: f}
+	th := &Throttle{draws: draw, Shared: f}
 	d := th.Dest(req)
 	if d.Idle() {
 		t.Fatal("Idle = true for a destination the fleet holds hot")
@@ -101,7 +101,7 @@ func TestSharedFleetAcceptsLetAProcessAdmitAgain(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	f := failingFleet(100)
 	copy(f.acc, f.req)
-	th := &Throttle{Rand: func() float64 { return 0 }, Shared: f}
+	th := &Throttle{draws: func() float64 { return 0 }, Shared: f}
 	d := th.Dest(req)
 	for range 5 {
 		th.Record(d, Result{Status: http.StatusServiceUnavailable, Overload: true}, fc)
@@ -192,7 +192,7 @@ func TestSharedOutageStartHandsTheFleetOnlyTheNewestAccepts(t *testing.T) {
 	if math.Abs(got[0]-2.2) > 1e-9 || math.Abs(got[1]-1.2) > 1e-9 {
 		t.Errorf("handed to the fleet %v; want [2.2 1.2]: the newest bucket's 1.2 accepts and the overload answer", got)
 	}
-	if req, acc := th.Counts("api.example"); math.Abs(acc-12) > 1e-9 || math.Abs(req-13) > 1e-9 {
+	if req, acc := th.counts("api.example"); math.Abs(acc-12) > 1e-9 || math.Abs(req-13) > 1e-9 {
 		t.Errorf("own window %v requests, %v accepts; want 13 and 12", req, acc)
 	}
 }

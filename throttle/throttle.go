@@ -25,10 +25,10 @@ const (
 
 // Bounds on Throttle's fields: a smaller value is taken as the bound.
 const (
-	// MinK is the least K used; see [Throttle].K.
-	MinK = 1.5
-	// MinWindow is the least Window used: ten buckets of 1ms.
-	MinWindow = throttleBuckets * time.Millisecond
+	// minK is the least K used; see [Throttle].K.
+	minK = 1.5
+	// minWindow is the least Window used: ten buckets of 1ms.
+	minWindow = throttleBuckets * time.Millisecond
 )
 
 // ErrThrottled is the error of an attempt the Throttle refused: the
@@ -76,7 +76,7 @@ var ErrThrottled = errors.New("throttle: refused locally: the destination is ove
 type Throttle struct {
 	// K is how many requests per accepted one the destination may see
 	// before the throttle refuses any. 0 (or less), NaN or an infinity
-	// means 2. A K below [MinK] means MinK: at K ≤ 1 a
+	// means 2. A K below 1.5 means 1.5: at K ≤ 1 a
 	// server that accepts every admitted attempt never sees the refusals
 	// fall (a share a admitted gives p = 1 − K·a back), and just above 1
 	// the admitted share takes tens of seconds to recover.
@@ -100,7 +100,7 @@ type Throttle struct {
 	// window would otherwise refuse too little to relieve a dead server,
 	// or refuse a healthy one for two failures in a row, and the failures
 	// from before an accept no longer describe the server. A Window
-	// below [MinWindow] means MinWindow, so that no bucket is narrower
+	// below 10ms means 10ms, so that no bucket is narrower
 	// than a millisecond.
 	Window time.Duration
 
@@ -148,9 +148,10 @@ type Throttle struct {
 	// nil, each process decides on its own counts.
 	Shared Shared
 
-	// Rand draws a number in [0, 1) for each decision of an operation
-	// that may be refused. If nil, math/rand/v2's Float64. Tests set it.
-	Rand func() float64
+	// draws, if set, draws the number in [0, 1) of each decision that
+	// may refuse, in place of math/rand/v2's Float64 (throttleseam.SetDraw,
+	// for tests). A NaN admits.
+	draws func() float64
 
 	dests desttable.Table[Dest]
 }
@@ -165,7 +166,7 @@ const (
 )
 
 func (th *Throttle) k() float64 {
-	return max(positiveOr(th.K, DefaultK), MinK)
+	return max(positiveOr(th.K, DefaultK), minK)
 }
 
 func (th *Throttle) maxReject() float64 {
@@ -192,8 +193,8 @@ func (th *Throttle) minRequests(span time.Duration) float64 {
 }
 
 func (th *Throttle) rand() float64 {
-	if th.Rand != nil {
-		return th.Rand()
+	if th.draws != nil {
+		return th.draws()
 	}
 	return rand.Float64()
 }

@@ -61,7 +61,7 @@ func TestThrottleRefusesWithTheSREProbability(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	var r float64
-	th := &Throttle{MinRate: -1, Rand: func() float64 { return r }}
+	th := &Throttle{MinRate: -1, draws: func() float64 { return r }}
 	s := th.dests.Get("k", 0, newDest)
 	throttleAt(th, s, fc, 10, true)
 	throttleAt(th, s, fc, 20, false)
@@ -91,7 +91,7 @@ func TestThrottleCapsRefusals(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	var r float64
-	th := &Throttle{Rand: func() float64 { return r }}
+	th := &Throttle{draws: func() float64 { return r }}
 	s := th.dests.Get("k", 0, newDest)
 	throttleAt(th, s, fc, 1000, false)
 	r = DefaultMaxReject
@@ -109,7 +109,7 @@ func TestThrottleCapsRefusals(t *testing.T) {
 func TestThrottleMinRate(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
-	th := &Throttle{MinRate: 5, Window: time.Second, Rand: func() float64 { return 0 }}
+	th := &Throttle{MinRate: 5, Window: time.Second, draws: func() float64 { return 0 }}
 	s := th.dests.Get("k", 0, newDest)
 	throttleAt(th, s, fc, 4, false)
 	// Fewer than 10 requests and no accept: the counts reach back over
@@ -135,7 +135,7 @@ func TestThrottleReachesBackAtLowRates(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	var r float64
-	th := &Throttle{Window: 800 * time.Millisecond, Rand: func() float64 { return r }}
+	th := &Throttle{Window: 800 * time.Millisecond, draws: func() float64 { return r }}
 	s := th.dests.Get("k", 0, newDest)
 	for i := range 8 {
 		if i > 0 {
@@ -222,7 +222,7 @@ func TestCountBack(t *testing.T) {
 func TestThrottleWindowRollsOver(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
-	th := &Throttle{MinRate: -1, Window: time.Second, Rand: func() float64 { return 0 }}
+	th := &Throttle{MinRate: -1, Window: time.Second, draws: func() float64 { return 0 }}
 	s := th.dests.Get("k", 0, newDest)
 	throttleAt(th, s, fc, 10, false) // bucket 0
 	fc.Advance(500 * time.Millisecond)
@@ -258,7 +258,7 @@ func TestThrottleWindowRollsOver(t *testing.T) {
 func TestThrottleCreditsQuietAccepts(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
-	th := &Throttle{Window: 800 * time.Millisecond, Rand: func() float64 { return 0 }}
+	th := &Throttle{Window: 800 * time.Millisecond, draws: func() float64 { return 0 }}
 	s := th.dests.Get("k", 0, newDest)
 	fc.Advance(time.Second)
 	for range 10 { // 100 accepts a second
@@ -327,7 +327,7 @@ func throttleSim(th *Throttle, fc *clockwork.FakeClock, rate int, d time.Duratio
 func TestThrottleOutageAndRecovery(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
-	th := &Throttle{Rand: evenDraws()}
+	th := &Throttle{draws: evenDraws()}
 	healthy := func(t time.Duration) bool { return t < 2*time.Second || t >= 12*time.Second }
 	admitted := throttleSim(th, fc, 1000, 20*time.Second, healthy)
 	outage := 0.0
@@ -366,7 +366,7 @@ func TestThrottleBrownout(t *testing.T) {
 		min, max float64
 	}{{5, 0.99, 1}, {10.0 / 3, 0.6, 0.73}} {
 		fc := clockwork.NewFakeClock()
-		th := &Throttle{Rand: evenDraws()}
+		th := &Throttle{draws: evenDraws()}
 		var stepAt time.Duration
 		used := 0
 		server := func(now time.Duration) bool {
@@ -457,7 +457,7 @@ func TestThrottleConcurrent(t *testing.T) {
 func TestThrottleLowRateOutageAndRecovery(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
-	th := &Throttle{Rand: evenDraws()}
+	th := &Throttle{draws: evenDraws()}
 	s := th.dests.Get("k", 0, newDest)
 	const every = 500 * time.Millisecond
 	healthy := func(t time.Duration) bool { return t < 4*time.Second || t >= 14*time.Second }
@@ -527,7 +527,7 @@ func TestThrottleSpreadsFirstAcceptsOverTheirTime(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	var r float64
-	th := &Throttle{Window: 800 * time.Millisecond, Rand: func() float64 { return r }}
+	th := &Throttle{Window: 800 * time.Millisecond, draws: func() float64 { return r }}
 	s := th.dests.Get("k", 0, newDest)
 	for i := range 8 {
 		if i > 0 {
@@ -558,7 +558,7 @@ func TestThrottleSpreadsFirstAcceptsOverTheirTime(t *testing.T) {
 func TestThrottleStaysHotWhileTheCountsReachBack(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
-	th := &Throttle{MinRate: -1, Window: time.Second, Rand: func() float64 { return 0 }}
+	th := &Throttle{MinRate: -1, Window: time.Second, draws: func() float64 { return 0 }}
 	s := th.dests.Get("k", 0, newDest)
 	throttleAt(th, s, fc, 10, false)
 	fc.Advance(2 * time.Second)

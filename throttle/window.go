@@ -32,7 +32,7 @@ func (th *Throttle) window() time.Duration {
 	if w <= 0 {
 		w = DefaultWindow
 	}
-	return max(w, MinWindow)
+	return max(w, minWindow)
 }
 
 // advance makes the head bucket the one holding now, clearing the buckets

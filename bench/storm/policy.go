@@ -81,7 +81,7 @@ func policies() []policy {
 		},
 		{
 			key: "httpretry", name: "httpretry defaults", ours: true,
-			desc: "&httpretry.Transport{Base: base}: 3 attempts, full jitter from 100ms to 5s, budget NewBudget(20, 0.1)",
+			desc: "&httpretry.Transport{Base: base}: 3 attempts, full jitter from 100ms to 5s, budget NewTokenBucket(20, 0.1)",
 			new:  newHTTPRetry(nil),
 		},
 		{

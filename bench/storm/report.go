@@ -136,7 +136,7 @@ func contentionTable(b *strings.Builder, res *results) {
 func fleetTable(b *strings.Builder, res *results) {
 	c := res.cfg
 	fmt.Fprintf(b, "## Fleet\n\nThe outage again, for httpretry's defaults, with the same %.0f/s dealt in turn to P simulated client processes, "+
-		"each with its own Transport and connection pool. *A budget each*: P budgets of NewBudget(20, 0.1). "+
+		"each with its own Transport and connection pool. *A budget each*: P budgets of NewTokenBucket(20, 0.1). "+
 		"*One budget in Redis*: every process its own Redis client and redisretry.NewBudget(rdb, key, 20, 0.1) on one key, "+
 		"against one redis-server on loopback. *Paper* is the bound of the budgets: each bucket admits at most 20 + 0.1·n retries for "+
 		"the n outage operations it sees, and at most 2n.\n\n", c.rate)

@@ -130,7 +130,7 @@ func runShed(ctx context.Context, c tconfig, shedder bool) *shedRun {
 // shedPolicy is httpretry's defaults with Propagate.
 func shedPolicy() policy {
 	return policy{key: "httpretry-propagate", name: "httpretry, Propagate", ours: true,
-		desc: "httpretry defaults (a NewBudget(20, 0.1) per process) with Propagate: true, so each attempt carries Retry-Attempt",
+		desc: "httpretry defaults (a NewTokenBucket(20, 0.1) per process) with Propagate: true, so each attempt carries Retry-Attempt",
 		new: func() (*http.Client, func()) {
 			t := &httpretry.Transport{Propagate: true}
 			return &http.Client{Transport: t}, t.CloseIdleConnections

@@ -345,7 +345,7 @@ func TestThrottleScenariosShort(t *testing.T) {
 	res.command = "go run ./storm -test"
 	checkGoroutines(t, goroutines)
 	lines, _ := throttleLines(res)
-	prefixes := []string{"throttle: outage load ", "brownout: goodput ", "metastable: recovered in ", "two-hosts: healthy host goodput ", "quota: 429s per window at most ", "fleet: P=5 outage load ",
+	prefixes := []string{"throttle: outage load ", "brownout: goodput ", "metastable: recovered in ", "two-hosts: healthy host goodput ", "quota: 429s per window at most ", "fleet: P=5 outage load ", "throttle-fleet: P=",
 		"throttle-proxy: outage behind a proxy, load ", "throttle-lowrate: healthy at 1.5/s with 2% 503s, refused ", "shed: P=100 overload, amplification "}
 	if len(lines) != len(prefixes) {
 		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(prefixes), strings.Join(lines, "\n"))

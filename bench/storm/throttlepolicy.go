@@ -52,7 +52,7 @@ func throttlePolicy(key string, attemptTimeout time.Duration) policy {
 			new:  pooled(func(b http.RoundTripper) http.RoundTripper { return &naive{base: wrap(b), attempts: 3} })}
 	case keyBudget:
 		return policy{key: key, name: "budget only", ours: true,
-			desc: "httpretry defaults as released: 3 attempts, full jitter from 100ms, one NewBudget(20, 0.1) per Transport, no throttle",
+			desc: "httpretry defaults as released: 3 attempts, full jitter from 100ms, one NewTokenBucket(20, 0.1) per Transport, no throttle",
 			new: pooled(func(b http.RoundTripper) http.RoundTripper {
 				return &httpretry.Transport{Base: b, AttemptTimeout: attemptTimeout}
 			})}

@@ -53,7 +53,7 @@ func TestMetricsFailFailSuccess(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	base := httptestutil.NewTransport(fc,
 		httptestutil.Step{Status: 503}, httptestutil.Step{Status: 503}, httptestutil.Step{Status: 200, Body: "ok"})
-	budget := httpretry.NewBudget(20, 0.1)
+	budget := httpretry.NewTokenBucket(20, 0.1)
 	m, metrics := newMetrics(t, Options{Budget: budget})
 	tr := hook(&httpretry.Transport{Base: base, Clock: fc, Budget: budget, Jitter: fullWindow}, m)
 
@@ -87,7 +87,7 @@ func TestMetricsFailFailSuccess(t *testing.T) {
 func TestMetricsBudgetExhausted(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503})
-	budget := httpretry.NewBudget(1, 0) // one retry, never replenished
+	budget := httpretry.NewTokenBucket(1, 0) // one retry, never replenished
 	m, metrics := newMetrics(t, Options{Budget: budget})
 	tr := hook(&httpretry.Transport{Base: base, Clock: fc, Budget: budget, Jitter: fullWindow}, m)
 

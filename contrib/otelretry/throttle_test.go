@@ -9,6 +9,7 @@ import (
 
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/httptestutil"
+	"github.com/httpretry/httpretry/internal/throttleseam"
 	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
@@ -24,7 +25,7 @@ func TestMetricsThrottled(t *testing.T) {
 	budget := httpretry.NewTokenBucket(1, 0)
 	m, metrics := newMetrics(t, Options{Budget: budget})
 	tr := hook(&httpretry.Transport{Base: base, Clock: fc, MaxAttempts: 1, Budget: budget,
-		Throttle: &throttle.Throttle{Window: 800 * time.Millisecond, Rand: func() float64 { return 0 }}}, m)
+		Throttle: drawing(&throttle.Throttle{Window: 800 * time.Millisecond}, func() float64 { return 0 })}, m)
 	refused := 0
 	for range 10 {
 		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://api.test/books/1", nil))
@@ -51,4 +52,11 @@ func TestMetricsThrottled(t *testing.T) {
 			t.Errorf("missing %s\nin:\n%s", w, strings.Join(lines, "\n"))
 		}
 	}
+}
+
+// drawing makes th draw the number of each decision that may refuse from
+// draw (see throttleseam.SetDraw), and returns th.
+func drawing(th *throttle.Throttle, draw func() float64) *throttle.Throttle {
+	throttleseam.SetDraw(th, draw)
+	return th
 }

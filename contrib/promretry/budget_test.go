@@ -88,7 +88,7 @@ func TestBudgetOfTheTransport(t *testing.T) {
 		r.resp.Body.Close()
 	}
 	all := samples(scrape(t, reg))
-	// The default budget, NewBudget(20, 0.1): its deposit found it full,
+	// The default budget, NewTokenBucket(20, 0.1): its deposit found it full,
 	// and the retry took one token.
 	checkFamily(t, all, "httpretry_budget_tokens", map[string]float64{`httpretry_budget_tokens`: 19})
 	checkFamily(t, all, "httpretry_budget_shared", map[string]float64{})

@@ -150,7 +150,7 @@ func TestOnDoneUnknownOutcome(t *testing.T) {
 }
 
 func TestBudgetGauge(t *testing.T) {
-	b := httpretry.NewBudget(3, 0)
+	b := httpretry.NewTokenBucket(3, 0)
 	_, reg := newCollector(t, Options{Budget: b})
 	if got := samples(scrape(t, reg))["httpretry_budget_tokens"]; got != 3 {
 		t.Errorf("tokens = %v; want 3", got)

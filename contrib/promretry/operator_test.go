@@ -52,7 +52,7 @@ func TestOperatorScenario(t *testing.T) {
 	advance(t, fc, 2, 100*ms) // the wait
 	advance(t, fc, 2, 200*ms) // the second attempt
 	<-slowCh
-	run("/budget", &httpretry.Transport{Base: steps(httptestutil.Step{Status: 503}), Budget: httpretry.NewBudget(0, 0)})
+	run("/budget", &httpretry.Transport{Base: steps(httptestutil.Step{Status: 503}), Budget: httpretry.NewTokenBucket(0, 0)})
 	fleet.fallBack()
 	c.BudgetStateChange("local")
 

@@ -99,7 +99,7 @@ func TestBudgetExhausted(t *testing.T) {
 	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503})
 	// One token, no replenishment: the first operation retries once, then
 	// both stop for the budget.
-	budget := httpretry.NewBudget(1, 0)
+	budget := httpretry.NewTokenBucket(1, 0)
 	c, reg := newCollector(t, Options{Budget: budget})
 	tr := &httpretry.Transport{Base: base, Clock: fc, Budget: budget, Jitter: noJitter}
 	c.Instrument(tr)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/httpretry/httpretry"
 	"github.com/httpretry/httpretry/httptestutil"
+	"github.com/httpretry/httpretry/internal/throttleseam"
 	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
@@ -23,7 +24,7 @@ func TestThrottledOperationsCounted(t *testing.T) {
 	const series = `httpretry_operations_total{method="GET",outcome="error",reason="throttled",route="api.test"}`
 	fc := clockwork.NewFakeClock()
 	tr := &httpretry.Transport{Base: httptestutil.NewTransport(fc, httptestutil.Step{Status: 503}), Clock: fc,
-		MaxAttempts: 1, Throttle: &throttle.Throttle{Window: 800 * time.Millisecond, Rand: func() float64 { return 0 }}}
+		MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{Window: 800 * time.Millisecond}, func() float64 { return 0 })}
 	c.Instrument(tr)
 	refused := 0
 	for range 10 {
@@ -51,4 +52,11 @@ func TestThrottledOperationsCounted(t *testing.T) {
 	if got := sum(all, "httpretry_operations_total", `reason="attempts_exhausted"`); got != 4 {
 		t.Errorf("attempts_exhausted operations = %v; want 4", got)
 	}
+}
+
+// drawing makes th draw the number of each decision that may refuse from
+// draw (see throttleseam.SetDraw), and returns th.
+func drawing(th *throttle.Throttle, draw func() float64) *throttle.Throttle {
+	throttleseam.SetDraw(th, draw)
+	return th
 }

@@ -182,9 +182,10 @@ type Budget struct {
 	unsettledMu sync.Mutex   // protects unsettled
 	unsettled   []scriptCall // calls whose answer was lost, for replay
 
-	grantsMu   sync.Mutex    // protects grants and unrecorded
+	grantsMu   sync.Mutex    // protects grants, unrecorded, grantEnds and each grant's ended
 	grants     []*localGrant // local tokens out for running operations; see refund.go
 	unrecorded int64         // local tokens out whose records the bound dropped
+	grantEnds  uint64        // operations ended with a record out, so far: ranks their ends
 
 	stop      chan struct{} // closed by Close to stop the flusher
 	done      chan struct{} // closed when the flusher has returned
@@ -195,7 +196,7 @@ type Budget struct {
 // holding at most capacity tokens, gaining perRequest per operation and
 // spending one per retry, and starts its background goroutine. Both
 // numbers are rounded to the nearest millionth of a token, as
-// [httpretry.NewBudget] rounds them; a capacity above 9 billion tokens is
+// [httpretry.NewTokenBucket] rounds them; a capacity above 9 billion tokens is
 // clamped. opts may hold one [Options]; none means the defaults.
 //
 // Every process sharing key must use the same capacity and perRequest.
@@ -242,7 +243,7 @@ func openBudget(rdb redis.UniversalClient, key string, capacity, perRequest floa
 	}
 	b.perRequest = min(b.perRequest, b.capacity)
 	b.lastTokens.Store(b.capacity) // a new key is a full bucket
-	b.local = httpretry.NewBudget(capacity/float64(b.fleetSize()), perRequest)
+	b.local = httpretry.NewTokenBucket(capacity/float64(b.fleetSize()), perRequest)
 	go b.run()
 	if b.announceMillis() == 0 {
 		b.stopListen = func() {}
@@ -466,7 +467,7 @@ const tokenUnit = 1_000_000
 const maxUnits = 1 << 53
 
 // toUnits converts a token count to millionths of a token exactly as
-// httpretry.NewBudget does: NaN and non-positive values are 0, the rest
+// httpretry.NewTokenBucket does: NaN and non-positive values are 0, the rest
 // rounded to the nearest millionth.
 func toUnits(tokens float64) int64 {
 	switch {

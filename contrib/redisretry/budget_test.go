@@ -53,7 +53,7 @@ func TestToUnitsMatchesTokenBucket(t *testing.T) {
 	// capacity, drained, then given 7 deposits, admits the same retries.
 	for _, c := range []float64{0, -1, math.NaN(), 0.4999994, 0.9999995, 1, 2.5, 20, 1e6} {
 		for _, per := range []float64{0, 0.1, 0.13, 0.0000005, 0.0000004} {
-			tb := httpretry.NewBudget(c, per)
+			tb := httpretry.NewTokenBucket(c, per)
 			want := int64(math.Round(tb.Tokens() * tokenUnit))
 			if got := min(toUnits(c), maxUnits); got != want {
 				t.Errorf("toUnits(%v) = %d; TokenBucket holds %d", c, got, want)

@@ -2,6 +2,7 @@ package redisretry
 
 import (
 	"context"
+	"math"
 	"slices"
 	"time"
 )
@@ -15,6 +16,12 @@ import (
 // added to the shared bucket, which never gave it. When the records and
 // the refund belong to different operations, the token goes to the local
 // bucket: the shared one never gains a token it did not lose.
+//
+// A refund takes the record whose operation's context ended first, and
+// one of a live operation only when no context has ended: a record that
+// is about to be forgotten must be the one spent, never the record of an
+// operation that may still refund (whose context never ends, say) long
+// after the grace.
 //
 // A record ends with its refund, or grantGrace after its operation's
 // context ended (a retry whose wait was cut short by its caller's
@@ -42,7 +49,22 @@ const maxGrantRecords = 4096
 // localGrant is a token withdrawn from the local bucket for an operation
 // still running.
 type localGrant struct {
-	stop func() bool // unregisters the forgetting after the operation's end
+	ctx   context.Context // the operation's
+	stop  func() bool     // unregisters the forgetting after the operation's end
+	ended uint64          // 0 until the forgetting is scheduled; then its rank among those; guarded by grantsMu
+}
+
+// endRank orders the records for a refund: 0 while the operation runs,
+// else the rank of its end, the earliest first; an end whose forgetting
+// is not yet scheduled comes last among the ended. grantsMu must be held.
+func (g *localGrant) endRank() uint64 {
+	switch {
+	case g.ended != 0:
+		return g.ended
+	case ended(g.ctx):
+		return math.MaxUint64
+	}
+	return 0
 }
 
 // withdrawLocal withdraws from the local bucket and, when it grants a
@@ -52,7 +74,7 @@ func (b *Budget) withdrawLocal(ctx context.Context) bool {
 	if !b.local.Withdraw(ctx) {
 		return false
 	}
-	g := &localGrant{}
+	g := &localGrant{ctx: ctx}
 	b.grantsMu.Lock()
 	defer b.grantsMu.Unlock()
 	if len(b.grants) >= maxGrantRecords {
@@ -63,8 +85,19 @@ func (b *Budget) withdrawLocal(ctx context.Context) bool {
 	b.grants = append(b.grants, g)
 	// Set under the lock: forgetGrant and takeGrant take it first. On a
 	// context that cannot end, AfterFunc registers nothing.
-	g.stop = context.AfterFunc(ctx, func() { time.AfterFunc(grantGrace, func() { b.forgetGrant(g) }) })
+	g.stop = context.AfterFunc(ctx, func() {
+		b.endGrant(g)
+		time.AfterFunc(grantGrace, func() { b.forgetGrant(g) })
+	})
 	return true
+}
+
+// endGrant marks g's operation as ended, after those that ended before.
+func (b *Budget) endGrant(g *localGrant) {
+	b.grantsMu.Lock()
+	defer b.grantsMu.Unlock()
+	b.grantEnds++
+	g.ended = b.grantEnds
 }
 
 // forgetGrant drops g's record, if a refund has not taken it.
@@ -77,7 +110,8 @@ func (b *Budget) forgetGrant(g *localGrant) {
 }
 
 // takeGrant removes one record of a local token still out, or one of
-// those counted past the bound, and reports whether there was one.
+// those counted past the bound, and reports whether there was one. It
+// takes the record whose operation ended first, or else the newest.
 func (b *Budget) takeGrant() bool {
 	b.grantsMu.Lock()
 	defer b.grantsMu.Unlock()
@@ -88,9 +122,14 @@ func (b *Budget) takeGrant() bool {
 		}
 		return false
 	}
-	last := len(b.grants) - 1
-	b.grants[last].stop()
-	b.grants = b.grants[:last]
+	i, rank := len(b.grants)-1, uint64(0)
+	for j, g := range b.grants {
+		if r := g.endRank(); r != 0 && (rank == 0 || r < rank) {
+			i, rank = j, r
+		}
+	}
+	b.grants[i].stop()
+	b.grants = slices.Delete(b.grants, i, i+1)
 	return true
 }
 

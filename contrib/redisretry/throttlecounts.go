@@ -232,3 +232,14 @@ func decodePublication(msg string, at time.Time) (publication, error) {
 	}
 	return p, nil
 }
+
+// quiet reports whether d has been quiet for stale at now: not held hot,
+// no counts pending, and nothing heard or published for stale.
+func (d *fleetDest) quiet(now time.Time, stale time.Duration) bool {
+	if d.hotUntil.Load() > now.UnixNano() {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.pending) == 0 && now.Sub(d.pub.at) >= stale && now.Sub(d.published) >= stale
+}

@@ -69,8 +69,10 @@ type ThrottleStateOptions struct {
 	// were last published. 0 (or less) means ten seconds.
 	TTL time.Duration
 
-	// MaxDestinations bounds the destinations whose publications a
-	// process keeps; publications of further ones are ignored. 0 (or
+	// MaxDestinations bounds the destinations whose counts and
+	// publications a process keeps. At the bound, those quiet for Stale
+	// (nothing heard, sent or pending) are forgotten, at most once per
+	// Stale, to make room; while none is, further ones are ignored. 0 (or
 	// less) means 10,000.
 	MaxDestinations int
 
@@ -123,6 +125,7 @@ type ThrottleState struct {
 
 	dests  sync.Map     // destination key → *fleetDest; read on every decision, without a lock
 	ndests atomic.Int64 // destinations in dests
+	swept  atomic.Int64 // when forgetQuiet last swept dests, in Unix nanoseconds
 	mu     sync.Mutex   // protects dirty
 	dirty  map[*fleetDest]struct{}
 
@@ -201,7 +204,7 @@ func (s *ThrottleState) dest(key string, create bool) *fleetDest {
 	if d, ok := s.dests.Load(key); ok {
 		return d.(*fleetDest)
 	}
-	if !create || s.ndests.Load() >= int64(s.opts.MaxDestinations) {
+	if !create || (s.ndests.Load() >= int64(s.opts.MaxDestinations) && !s.forgetQuiet()) {
 		return nil
 	}
 	d, loaded := s.dests.LoadOrStore(key, &fleetDest{name: s.prefix + "{" + key + "}"})
@@ -209,6 +212,30 @@ func (s *ThrottleState) dest(key string, create bool) *fleetDest {
 		s.ndests.Add(1)
 	}
 	return d.(*fleetDest)
+}
+
+// forgetQuiet makes room under MaxDestinations, once per Stale at most:
+// it forgets the destinations quiet for Stale (see fleetDest.quiet) with
+// no counts waiting for a flush, and reports whether there is room now.
+// So the bound holds the destinations in use, not the first ones a
+// long-lived process heard of.
+func (s *ThrottleState) forgetQuiet() bool {
+	now := s.opts.Clock.Now()
+	last := s.swept.Load()
+	if now.UnixNano()-last < int64(s.opts.Stale) || !s.swept.CompareAndSwap(last, now.UnixNano()) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dests.Range(func(k, v any) bool {
+		d := v.(*fleetDest)
+		if _, dirty := s.dirty[d]; !dirty && d.quiet(now, s.opts.Stale) {
+			s.dests.Delete(k)
+			s.ndests.Add(-1)
+		}
+		return true
+	})
+	return s.ndests.Load() < int64(s.opts.MaxDestinations)
 }
 
 // Add counts requests and accepts of key at now, to be sent with the

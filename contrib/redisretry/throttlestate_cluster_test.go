@@ -64,7 +64,7 @@ func TestThrottleStateSharesCountsOnACluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
-		return &fleetProcess{th: &throttle.Throttle{Shared: st, Rand: func() float64 { return 0.5 }}, state: st}
+		return &fleetProcess{th: drawing(&throttle.Throttle{Shared: st}, func() float64 { return 0.5 }), state: st}
 	}
 	a, b := process(), process()
 	for master, host := range hosts {

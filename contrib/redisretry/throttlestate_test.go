@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/internal/throttleseam"
 	"github.com/httpretry/httpretry/throttle"
 	"github.com/redis/go-redis/v9"
 )
@@ -35,7 +36,7 @@ func newFleetProcess(t *testing.T, addr, prefix string, o ThrottleStateOptions) 
 		st.Close()
 		rdb.Close()
 	})
-	return &fleetProcess{th: &throttle.Throttle{Shared: st, Rand: func() float64 { return 0.5 }}, state: st, rdb: rdb}
+	return &fleetProcess{th: drawing(&throttle.Throttle{Shared: st}, func() float64 { return 0.5 }), state: st, rdb: rdb}
 }
 
 // get is a GET to host, as the throttle looks it up.
@@ -84,7 +85,7 @@ func TestThrottleStateAProcessLearnsAnOutageFromTheFleet(t *testing.T) {
 		t.Error("B refused a destination nobody signalled")
 	}
 	// B's own window holds only its refusals: it decided on A's counts.
-	if req, acc := b.th.Counts("api.example"); acc != 0 || req > 5 {
+	if req, acc := throttleseam.Counts(b.th, "api.example"); acc != 0 || req > 5 {
 		t.Errorf("B's own counts %v requests, %v accepts; want a few refusals and no accept", req, acc)
 	}
 }
@@ -285,7 +286,7 @@ func TestThrottleStateKeysWithBracesAndManyDestinationsStayBounded(t *testing.T)
 	b := newFleetProcess(t, addr, "ts-bound", o)
 	key := "tenant{a}:api.example"
 	keyed := func(p *fleetProcess) *throttle.Throttle {
-		return &throttle.Throttle{Shared: p.state, Rand: func() float64 { return 0.5 }, Key: func(*http.Request) string { return key }}
+		return drawing(&throttle.Throttle{Shared: p.state, Key: func(*http.Request) string { return key }}, func() float64 { return 0.5 })
 	}
 	ta, tb := keyed(a), keyed(b)
 	eventually(t, "B refuses the braced key on A's counts", func() bool {
@@ -321,4 +322,50 @@ func TestThrottleStateClosedKeepsNothing(t *testing.T) {
 	if d := p.state.dest("api.example", false); d != nil && len(d.pending) != 0 {
 		t.Errorf("%d buckets of counts pending after Close; want none", len(d.pending))
 	}
+}
+
+// TestThrottleStateForgetsQuietDestinationsToLearnNewOnes: a process
+// bounded to 3 destinations has heard the fleet's outages of 3, all over
+// and quiet for longer than Stale. A fourth destination's outage, later,
+// is still learned from the fleet: the bound keeps the destinations held
+// now, not the first ones ever heard, so that a long-lived process of a
+// fleet calling many destinations does not stop sharing for good once
+// it has heard of MaxDestinations.
+func TestThrottleStateForgetsQuietDestinationsToLearnNewOnes(t *testing.T) {
+	t.Parallel()
+	addr := redisFor(t)
+	o := ThrottleStateOptions{Share: 1, Stale: 300 * time.Millisecond}
+	a := newFleetProcess(t, addr, "ts-forget", o)
+	o.MaxDestinations = 3
+	b := newFleetProcess(t, addr, "ts-forget", o)
+	for i := range 3 {
+		host := "old" + strconv.Itoa(i) + ".example"
+		eventually(t, "B hears "+host, func() bool {
+			a.record(host, 20, true)
+			return b.state.Hot(host)
+		})
+	}
+	eventually(t, "the old outages go stale", func() bool {
+		for i := range 3 {
+			if b.state.Hot("old" + strconv.Itoa(i) + ".example") {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(o.Stale) // quiet for longer than Stale
+	eventually(t, "B refuses a new destination on A's counts", func() bool {
+		a.record("new.example", 20, true)
+		return b.refused("new.example")
+	})
+	if n := b.state.ndests.Load(); n > 3 {
+		t.Errorf("B holds %d destinations; want at most MaxDestinations, 3", n)
+	}
+}
+
+// drawing makes th draw the number of each decision that may refuse from
+// draw (see throttleseam.SetDraw), and returns th.
+func drawing(th *throttle.Throttle, draw func() float64) *throttle.Throttle {
+	throttleseam.SetDraw(th, draw)
+	return th
 }

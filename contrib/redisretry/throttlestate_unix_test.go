@@ -47,7 +47,7 @@ func TestThrottleStateRedisAwayNeverBlocksAndFallsBackToLocalCounts(t *testing.T
 	}
 	// A Throttle of B's with no counts of its own decides on its own
 	// counts: it admits.
-	c := &fleetProcess{th: &throttle.Throttle{Shared: b.state, Rand: func() float64 { return 0.5 }}}
+	c := &fleetProcess{th: drawing(&throttle.Throttle{Shared: b.state}, func() float64 { return 0.5 })}
 	if c.refused("api.example") {
 		t.Error("refused on stale fleet counts")
 	}

@@ -34,6 +34,10 @@ import (
 	"github.com/httpretry/httpretry/examples/sdks/internal/fake"
 )
 
+// statusOverloaded is the status Anthropic's API answers when it is
+// overloaded ("overloaded_error"): httpretry.IsTransient treats it as 503.
+const statusOverloaded = 529
+
 func main() {
 	if err := run(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "anthropic:", err)
@@ -101,7 +105,7 @@ func run(w io.Writer) error {
 func overloadedThenOK(w http.ResponseWriter, _ *http.Request, hit int) {
 	switch hit {
 	case 1:
-		apiError(w, httpretry.StatusOverloaded, "overloaded_error", "Overloaded", nil)
+		apiError(w, statusOverloaded, "overloaded_error", "Overloaded", nil)
 	case 2:
 		apiError(w, http.StatusServiceUnavailable, "api_error", "Service unavailable", nil)
 	case 3:

@@ -96,7 +96,7 @@ func TestMessagesCreateRetriedByHTTPRetryAlone(t *testing.T) {
 // one key.
 func TestRetriesAtTwoLayersMultiply(t *testing.T) {
 	alwaysOverloaded := func(w http.ResponseWriter, _ *http.Request, _ int) {
-		apiError(w, httpretry.StatusOverloaded, "overloaded_error", "Overloaded",
+		apiError(w, statusOverloaded, "overloaded_error", "Overloaded",
 			http.Header{"Retry-After-Ms": {"1"}})
 	}
 	tests := []struct {
@@ -130,7 +130,7 @@ func TestRetriesAtTwoLayersMultiply(t *testing.T) {
 			client := anthropic.NewClient(opts...)
 			_, err := client.Messages.New(context.Background(), newParams())
 			var apiErr *anthropic.Error
-			if !errors.As(err, &apiErr) || apiErr.StatusCode != httpretry.StatusOverloaded {
+			if !errors.As(err, &apiErr) || apiErr.StatusCode != statusOverloaded {
 				t.Fatalf("Messages.New error = %v, want an *anthropic.Error with status 529", err)
 			}
 			reqs := srv.Requests()
@@ -163,7 +163,7 @@ func TestServerSaysNoRetry(t *testing.T) {
 		typ    string
 		header http.Header
 	}{
-		{"529 with x-should-retry false", httpretry.StatusOverloaded, "overloaded_error", http.Header{"X-Should-Retry": {"false"}}},
+		{"529 with x-should-retry false", statusOverloaded, "overloaded_error", http.Header{"X-Should-Retry": {"false"}}},
 		{"400 invalid request", http.StatusBadRequest, "invalid_request_error", http.Header{"X-Should-Retry": {"false"}}},
 		{"400 without the header", http.StatusBadRequest, "invalid_request_error", http.Header{"X-Should-Retry": nil}},
 	}

@@ -99,7 +99,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 		return errors.New("-duration, -rps and -interval must be positive")
 	}
 	reg := prometheus.NewRegistry()
-	budget := httpretry.NewBudget(20, 0.1) // the Transport's default, shared so that it can be reported
+	budget := httpretry.NewTokenBucket(20, 0.1) // the Transport's default, shared so that it can be reported
 	metrics, err := promretry.New(reg, promretry.Options{Route: routeOf, Budget: budget, MaxAttempts: 3})
 	if err != nil {
 		return err
