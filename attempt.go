@@ -418,9 +418,10 @@ func (a *attempt) end() {
 	}
 }
 
-// decide gathers the facts about the attempt that just ended, lets the
-// pure rules decide, and then asks the budget for a token, last, so that a
-// token is withdrawn only when every other rule allowed the retry.
+// decide gathers the facts about the attempt that just ended and lets the
+// pure rules of next decide every stop reason; the Throttle's draw and
+// the budget's token, effects, are asked for only when next allowed the
+// retry without them, the token last, and next decides again with them.
 func (op *operation) decide(resp *http.Response, err error) decision {
 	var r facts
 	op.gather(&r, resp, err)
@@ -446,21 +447,21 @@ func (op *operation) decide(resp *http.Response, err error) decision {
 	r.serverDelay, r.hasServerDelay = op.retryAfter(resp, now)
 	r.serverDelay, r.hasServerDelay = longestServerDelay(r.serverDelay, r.hasServerDelay, op.notBefore, op.hasNotBefore, now)
 	r.backoff = op.t.jitter(backoffWindow(op.t.baseDelay(), op.t.maxDelay(), op.attempts-1))
-	reset, spent := op.quotaSpent(&r, resp, now)
+	r.quotaReset, r.quotaSpent = op.quotaSpent(&r, resp, now)
 	// A body obtained for a retry that then stops is closed by cleanup.
 	d := next(op.policy, r, now)
 	if d.stop != "" {
 		return d
 	}
-	if spent && now.Add(d.wait).Before(reset) {
-		// Sent before the reset, the retry would meet another 429.
-		return stopWith(Throttled)
+	// The verdicts with an effect, each asked only when every rule before
+	// it allowed the retry: the Throttle's draw, then the budget's token,
+	// last, so that a token is withdrawn only for a retry that is sent.
+	r.throttled = !op.admitRetry()
+	if !r.throttled {
+		r.noToken = !op.budget.Withdraw(op.ctx)
 	}
-	if !op.admitRetry() {
-		return stopWith(Throttled)
-	}
-	if !op.budget.Withdraw(op.ctx) {
-		return stopWith(BudgetExhausted)
+	if d = next(op.policy, r, now); d.stop != "" {
+		return d
 	}
 	op.wakeAt, op.wakeServer = now.Add(d.wait), d.retryAfter
 	return d

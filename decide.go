@@ -11,8 +11,9 @@ import (
 // its table tests are the specification of the stop order, StopReasons.
 // The loop in attempt.go gathers the facts (asking GetBody for the next
 // body among them) and applies the effects around it, as rate.Limiter
-// separates reserveN from Wait; the budget, the one rule with an effect,
-// it asks last.
+// separates reserveN from Wait. The Throttle's draw and the budget's
+// token are effects: the loop asks for them once next allowed the retry
+// without them, the token last, and hands next their answers as facts.
 
 // policy is the part of a Transport's settings the decision reads, with
 // zero values resolved to their defaults.
@@ -52,6 +53,17 @@ type facts struct {
 	// deadline is the operation's deadline, when hasDeadline.
 	deadline    time.Time
 	hasDeadline bool
+
+	// The verdicts of the Throttle and the budget. quotaSpent says the
+	// destination's known quota is spent until quotaReset: a retry
+	// planned to start before then would meet another 429. throttled and
+	// noToken are effects' answers (the Throttle's draw, the budget's
+	// withdrawal): the loop asks for them only once next allowed the
+	// retry without them, the budget last, and decides again.
+	quotaSpent bool
+	quotaReset time.Time
+	throttled  bool
+	noToken    bool
 }
 
 // decision is what happens after an attempt: a stop, or a retry after
@@ -64,14 +76,24 @@ type decision struct {
 
 func stopWith(reason StopReason) decision { return decision{stop: reason} }
 
-// next applies the stop rules, in the order of StopReasons, to the
-// attempt described by r at time now. A retry it allows still needs a
-// budget token, which the loop asks for afterwards.
+// next applies the stop rules to the attempt described by r at time now,
+// in the order of StopReasons after an attempt: Canceled to
+// DeadlineExhausted, then Throttled (a quota spent until after the
+// planned wait, or the Throttle's refusal), then BudgetExhausted.
 func next(p policy, r facts, now time.Time) decision {
 	if reason := eligible(&p, &r); reason != "" {
 		return stopWith(reason)
 	}
-	return schedule(p, r, now)
+	d := schedule(p, r, now)
+	switch {
+	case d.stop != "":
+		return d
+	case r.throttled || (r.quotaSpent && now.Add(d.wait).Before(r.quotaReset)):
+		return stopWith(Throttled)
+	case r.noToken:
+		return stopWith(BudgetExhausted)
+	}
+	return d
 }
 
 // eligible applies the rules that need no clock: whether another attempt
