@@ -72,6 +72,7 @@ type decision struct {
 	stop       StopReason // empty for a retry
 	wait       time.Duration
 	retryAfter time.Duration // the part of wait the server asked for
+	at         time.Time     // when the retry is to start: set by the loop, not by next
 }
 
 func stopWith(reason StopReason) decision { return decision{stop: reason} }
