@@ -44,6 +44,10 @@ type hedged struct {
 	// own, allocated with this: handing them the operation itself would
 	// move every operation, hedged or not, from the stack to the heap.
 	settled operation
+	// first is the first attempt and inFlight the storage of flight for
+	// as many attempts as most operations allow, allocated with this.
+	first    attempt
+	inFlight [4]*attempt
 }
 
 // setHedging settles whether the operation learns latencies and whether it
@@ -91,7 +95,7 @@ func idempotentMethod(req *http.Request) bool {
 
 // run runs a hedged operation to its end.
 func (h *hedged) run(op *operation) (*http.Response, error) {
-	h.flight = make([]*attempt, 0, op.policy.maxAttempts)
+	h.flight = h.inFlight[:0]
 	h.results = make(chan *attempt, op.policy.maxAttempts)
 	s := &h.settled
 	s.t, s.req, s.clock, s.callerCtx = op.t, op.req, op.clock, op.callerCtx
@@ -153,7 +157,10 @@ func (h *hedged) launch(op *operation, hedge bool) bool {
 	if op.attempts > 0 && op.body.kind == bodyGetBody && op.body.next == nil && !op.body.fresh(op.tmpl) {
 		return false
 	}
-	a := new(attempt)
+	a := &h.first
+	if op.attempts > 0 {
+		a = new(attempt)
+	}
 	op.open(a, hedge)
 	h.launched = a.lastStart
 	base := op.base
