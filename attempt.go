@@ -540,28 +540,30 @@ func sleep(clock clockwork.Clock, ctx context.Context, cancel <-chan struct{}, d
 	return clock.Since(start), full
 }
 
-// afterWait decides whether the planned attempt may start now that the
-// wait is over: not once the caller has ended the operation or the
-// deadline leaves too little time, nor when the destination's quota was
-// spent meanwhile (waited for once more with WaitQuota). a is the
+// afterWait gathers what the pure rules of resume need to say whether the
+// planned attempt may start now that the wait is over, and asks the
+// destination's quota for the retry (waited for once more with
+// WaitQuota) only once resume allowed the retry without it. a is the
 // attempt before the wait.
 func (op *operation) afterWait(a *attempt) StopReason {
-	if op.callerEnded() {
+	w := waitFacts{callerEnded: op.callerEnded(), bounded: op.hasDeadline}
+	if w.bounded {
+		w.left = op.deadline.Sub(op.clock.Now())
+	}
+	reason := resume(op.policy, w)
+	if reason == "" && op.adm.dest != nil {
+		w.quotaSpent = !op.takeQuotaForRetry()
+		reason = resume(op.policy, w)
+	}
+	switch reason {
+	case Canceled:
 		op.stopErr = op.callerErr()
-		return Canceled
-	}
-	if op.hasDeadline && !startable(op.deadline.Sub(op.clock.Now()), op.policy.minAttemptTime) {
-		// The wake-up came much later than planned (the process was
-		// stopped), or the operation's Timeout ended the wait.
-		return DeadlineExhausted
-	}
-	if op.adm.dest != nil && !op.takeQuotaForRetry() {
+	case Throttled:
 		// Others spent the quota's new window while this one waited.
 		op.stopErr = throttle.ErrQuotaExhausted
 		if a.err != nil {
 			op.stopErr = fmt.Errorf("%w (last attempt: %w)", throttle.ErrQuotaExhausted, a.err)
 		}
-		return Throttled
 	}
-	return ""
+	return reason
 }

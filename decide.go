@@ -159,6 +159,56 @@ func schedule(p policy, r facts, now time.Time) decision {
 	return decision{wait: r.serverDelay + jitter, retryAfter: r.serverDelay}
 }
 
+// waitFacts is what the decision knows when the wait before a retry ends.
+type waitFacts struct {
+	// callerEnded is set when the caller's context ended, or its
+	// Request.Cancel closed, during the wait.
+	callerEnded bool
+	// left is the time left before the operation's deadline, when
+	// bounded.
+	left    time.Duration
+	bounded bool
+	// quotaSpent is set when the destination's known quota has nothing
+	// left for the retry (others spent its new window meanwhile). Taking
+	// a request from it is an effect: the loop asks only once resume
+	// allowed the retry without it, and decides again.
+	quotaSpent bool
+}
+
+// resume applies the rules that hold when the wait before a retry ends,
+// before the retry starts, in the order of StopReasons: Canceled; then
+// DeadlineExhausted, when the wake-up came much later than planned (the
+// process was stopped) or the operation's Timeout ended the wait; then
+// Throttled. It returns "" when the retry may start.
+func resume(p policy, w waitFacts) StopReason {
+	switch {
+	case w.callerEnded:
+		return Canceled
+	case w.bounded && !startable(w.left, p.minAttemptTime):
+		return DeadlineExhausted
+	case w.quotaSpent:
+		return Throttled
+	}
+	return ""
+}
+
+// refusedBefore is the stop reason of an operation that ended before its
+// first attempt: Canceled when the caller left, Throttled when the
+// Throttle refused it, DeadlineExhausted when its Timeout passed (while
+// its body was buffered), else Final (the body could not be read, or
+// another error no attempt can resolve).
+func refusedBefore(callerEnded, throttled, timedOut bool) StopReason {
+	switch {
+	case callerEnded:
+		return Canceled
+	case throttled:
+		return Throttled
+	case timedOut:
+		return DeadlineExhausted
+	}
+	return Final
+}
+
 // longestServerDelay is the server's delay for the next attempt: the
 // longer of the one the attempt that just ended was asked for (own, when
 // hasOwn) and what remains of the one an earlier answer of the operation

@@ -260,3 +260,51 @@ func TestLongestServerDelay(t *testing.T) {
 		t.Errorf("latestNotBefore without a previous time = %v; want %v", got, now)
 	}
 }
+
+// TestResumeStopOrder: when the wait before a retry ends, the caller's
+// end stops it before everything, a deadline too near for the attempt
+// (allowing a wake-up up to half of MinAttemptTime late) before a spent
+// quota, and a spent quota alone stops it as throttled.
+func TestResumeStopOrder(t *testing.T) {
+	t.Parallel()
+	minTime := stopPolicy.minAttemptTime
+	tests := []struct {
+		name string
+		w    waitFacts
+		want StopReason
+	}{
+		{"nothing holds: the retry starts", waitFacts{left: time.Minute, bounded: true}, ""},
+		{"no deadline: any wake-up is in time", waitFacts{left: -time.Hour}, ""},
+		{"canceled before everything", waitFacts{callerEnded: true, left: -time.Second, bounded: true, quotaSpent: true}, Canceled},
+		{"deadline_exhausted before throttled", waitFacts{left: minTime/2 - 1, bounded: true, quotaSpent: true}, DeadlineExhausted},
+		{"a wake-up half of MinAttemptTime late still starts", waitFacts{left: minTime / 2, bounded: true}, ""},
+		{"throttled: the quota spent while waiting", waitFacts{left: time.Minute, bounded: true, quotaSpent: true}, Throttled},
+	}
+	for _, tt := range tests {
+		if got := resume(stopPolicy, tt.w); got != tt.want {
+			t.Errorf("%s: resume = %q; want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestRefusedBeforeStopOrder: an operation that ends before its first
+// attempt stops as canceled when the caller left, whatever else holds;
+// then as throttled when the Throttle refused it; then as
+// deadline_exhausted when its Timeout passed; else as final.
+func TestRefusedBeforeStopOrder(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		callerEnded, throttled, timedOut bool
+		want                             StopReason
+	}{
+		{true, true, true, Canceled},
+		{false, true, true, Throttled},
+		{false, false, true, DeadlineExhausted},
+		{false, false, false, Final},
+	}
+	for _, tt := range tests {
+		if got := refusedBefore(tt.callerEnded, tt.throttled, tt.timedOut); got != tt.want {
+			t.Errorf("refusedBefore(caller ended %v, throttled %v, timed out %v) = %q; want %q", tt.callerEnded, tt.throttled, tt.timedOut, got, tt.want)
+		}
+	}
+}

@@ -310,15 +310,12 @@ func (a *attempt) release(resp *http.Response, cancelOp context.CancelFunc) {
 // stops as an attempt would have; none is the attempt never made.
 func (op *operation) fail(none *attempt, err error) (*http.Response, error) {
 	op.stopErr = err
-	reason := Final
-	if op.callerEnded() {
-		reason = Canceled
-	} else if errors.Is(err, throttle.ErrThrottled) {
-		reason = Throttled
-	} else if done(op.ctx) {
-		reason = DeadlineExhausted
-	}
-	return op.finish(none, nil, reason)
+	// Each is asked only when the ones before it did not hold, as
+	// refusedBefore orders them: done reads the context only then.
+	ended := op.callerEnded()
+	throttled := !ended && errors.Is(err, throttle.ErrThrottled)
+	timedOut := !ended && !throttled && done(op.ctx)
+	return op.finish(none, nil, refusedBefore(ended, throttled, timedOut))
 }
 
 // outcome is the operation's Outcome, stopped for reason after its last
