@@ -10,6 +10,7 @@ import (
 
 	"github.com/httpretry/httpretry/internal/overload"
 	"github.com/httpretry/httpretry/throttle"
+	"github.com/jonboulle/clockwork"
 )
 
 // This file holds the glue between the loop and the Throttle: what the
@@ -23,6 +24,25 @@ import (
 type admission struct {
 	dest   *throttle.Dest // nil without a Throttle
 	ticket throttle.Ticket
+}
+
+// mayRetry asks the Throttle th, if any, whether a retry or a hedge may be
+// sent: its draw alone.
+func (ad *admission) mayRetry(th *throttle.Throttle, clock clockwork.Clock) bool {
+	return ad.dest == nil || th.AdmitRetry(ad.dest, clock) == nil
+}
+
+// take takes a request from the destination's known quota for a retry or
+// a hedge about to be sent, and reports false, with the quota's reset,
+// when it is spent. Without a Throttle it takes nothing.
+func (ad *admission) take(th *throttle.Throttle, req *http.Request, clock clockwork.Clock) (time.Time, bool) {
+	ad.ticket = throttle.Ticket{}
+	if ad.dest == nil {
+		return time.Time{}, true
+	}
+	ticket, reset, ok := th.TakeQuota(ad.dest, req, clock)
+	ad.ticket = ticket
+	return reset, ok
 }
 
 // throttle asks the Transport's Throttle whether the operation may start,
@@ -42,20 +62,20 @@ func (op *operation) throttle() error {
 // admitFirst is throttle's work when a Throttle is set, apart so that
 // throttle inlines.
 func (op *operation) admitFirst(th *throttle.Throttle) error {
-	op.dest = th.Dest(op.req)
-	if op.dest.Idle() || done(op.callerCtx) {
+	op.adm.dest = th.Dest(op.req)
+	if op.adm.dest.Idle() || done(op.callerCtx) {
 		// A caller that already left (an errgroup whose sibling failed)
 		// takes nothing from the quota: its attempt is never sent.
 		return nil
 	}
-	if !op.timed && op.dest.QuotaKnown() {
+	if !op.timed && op.adm.dest.QuotaKnown() {
 		// An answer's quota is placed in time from when its attempt
 		// was sent: attempts read the clock.
 		op.timed, op.start = true, op.clock.Now()
 	}
 	var reset time.Time
 	var err error
-	op.ticket, reset, err = th.Admit(op.dest, op.req, op.clock)
+	op.adm.ticket, reset, err = th.Admit(op.adm.dest, op.req, op.clock)
 	slept := false
 	for err == throttle.ErrQuotaExhausted && th.WaitQuota {
 		waited, s := op.waitForQuota(reset)
@@ -63,7 +83,7 @@ func (op *operation) admitFirst(th *throttle.Throttle) error {
 		if !waited {
 			break
 		}
-		op.ticket, reset, err = th.Admit(op.dest, op.req, op.clock)
+		op.adm.ticket, reset, err = th.Admit(op.adm.dest, op.req, op.clock)
 	}
 	if slept && op.t.OnWait != nil {
 		// Nothing was waited before the first attempt but this: all of
@@ -72,29 +92,6 @@ func (op *operation) admitFirst(th *throttle.Throttle) error {
 	}
 	return err
 }
-
-// admitRetry asks the Throttle, if any, whether a retry or a hedge may be
-// sent: its draw alone.
-func (op *operation) admitRetry() bool {
-	return op.dest == nil || op.t.Throttle.AdmitRetry(op.dest, op.clock) == nil
-}
-
-// takeQuota takes a request from the destination's known quota for a
-// retry or a hedge about to be sent, and reports false, with the quota's
-// reset, when it is spent. Without a Throttle it takes nothing.
-func (op *operation) takeQuota() (time.Time, bool) {
-	op.ticket = throttle.Ticket{}
-	if op.dest == nil {
-		return time.Time{}, true
-	}
-	ticket, reset, ok := op.t.Throttle.TakeQuota(op.dest, op.req, op.clock)
-	op.ticket = ticket
-	return reset, ok
-}
-
-// refundQuota gives back the request last taken from the quota, if one
-// was counted, for an attempt that was then not sent.
-func (op *operation) refundQuota() { op.ticket.Refund() }
 
 // waitForQuota waits, with WaitQuota, until a spent quota resets at
 // reset, when mayWaitFor allows it; for a reset already past, while the
@@ -106,13 +103,13 @@ func (op *operation) refundQuota() { op.ticket.Refund() }
 // operation's.
 func (op *operation) waitForQuota(reset time.Time) (waited, slept bool) {
 	now := op.clock.Now()
-	if !op.t.Throttle.WaitQuota || !op.mayWaitFor(reset, now) {
+	if !op.t.Throttle.WaitQuota || !mayWaitFor(op.policy, op.deadline, op.hasDeadline, reset, now) {
 		return false, false
 	}
 	var turn <-chan struct{}
 	var tick <-chan time.Time
 	if !reset.After(now) {
-		if turn = op.t.Throttle.QuotaReleased(op.dest); turn == nil {
+		if turn = op.t.Throttle.QuotaReleased(op.adm.dest); turn == nil {
 			return true, false
 		}
 	} else {
@@ -136,69 +133,66 @@ func (op *operation) waitForQuota(reset time.Time) (waited, slept bool) {
 // be sent; with WaitQuota, a quota spent while the retry waited is waited
 // for once more, until its reset, when that fits.
 func (op *operation) takeQuotaForRetry() bool {
-	reset, ok := op.takeQuota()
+	th := op.t.Throttle
+	reset, ok := op.adm.take(th, op.req, op.clock)
 	if ok {
 		return true
 	}
 	if waited, _ := op.waitForQuota(reset); !waited {
 		return false
 	}
-	_, ok = op.takeQuota()
+	_, ok = op.adm.take(th, op.req, op.clock)
 	return ok
 }
 
-// quotaSpent reports whether the destination's quota is spent now, and
-// when it resets: the quota the attempt's response named, when it named
-// one the destination holds, which the retry, the same request, draws
-// from too. With WaitQuota the reset is, for the rules, a delay the
-// server asked for, as Retry-After is: the retry waits for it when the
-// deadline and MaxRetryAfter allow.
+// quotaSpent reports when the destination's quota resets, and whether it
+// is spent now: the quota the attempt's response named, when it named one
+// the destination holds, which the retry, the same request, draws from
+// too. With WaitQuota the reset is, for the rules, a delay the server
+// asked for, as Retry-After is: the retry waits for it when the deadline
+// and MaxRetryAfter allow.
 func (op *operation) quotaSpent(r *facts, resp *http.Response, now time.Time) (time.Time, bool) {
-	if op.dest == nil {
+	if op.adm.dest == nil {
 		return time.Time{}, false
 	}
 	var h http.Header
 	if resp != nil {
 		h = resp.Header
 	}
-	reset, spent := op.t.Throttle.QuotaSpent(op.dest, h, now)
-	if spent && op.t.Throttle.WaitQuota && op.mayWaitFor(reset, now) {
+	reset, spent := op.t.Throttle.QuotaSpent(op.adm.dest, h, now)
+	if spent && op.t.Throttle.WaitQuota && mayWaitFor(op.policy, op.deadline, op.hasDeadline, reset, now) {
 		r.serverDelay, r.hasServerDelay = longestServerDelay(r.serverDelay, r.hasServerDelay, reset, true, now)
 	}
 	return reset, spent
 }
 
-// mayWaitFor reports whether the operation may wait, at now, for a quota
+// mayWaitFor reports whether an operation may wait, at now, for a quota
 // that resets at reset: no longer than MaxRetryAfter, and with
-// MinAttemptTime left before the deadline after it.
-func (op *operation) mayWaitFor(reset, now time.Time) bool {
+// MinAttemptTime left before its deadline, when it has one, after it.
+func mayWaitFor(p policy, deadline time.Time, hasDeadline bool, reset, now time.Time) bool {
 	d := reset.Sub(now)
-	return d <= op.policy.maxRetryAfter && (!op.hasDeadline || op.deadline.Sub(reset) >= op.policy.minAttemptTime)
+	return d <= p.maxRetryAfter && (!hasDeadline || deadline.Sub(reset) >= p.minAttemptTime)
 }
 
-// recordAttempt tells the Throttle how the attempt that just ended went.
-// An attempt that provably never reached the server (a refused dial)
-// gives back the request it took from the quota: the server never
-// counted it.
-func (op *operation) recordAttempt(resp *http.Response, err error) {
-	if op.dest != nil {
-		op.recordLast(resp, err)
+// record tells the Throttle how attempt a, which just ended, went. An
+// attempt that provably never reached the server (a refused dial) gives
+// back the request it took from the quota: the server never counted it.
+func (op *operation) record(a *attempt) {
+	if op.adm.dest != nil {
+		op.recordAt(a, true)
 	}
 }
 
-// recordLast is recordAttempt's work when a Throttle is set, apart so
-// that recordAttempt inlines: the ticket the refund gives back is the
-// one the operation last took, this attempt's.
-func (op *operation) recordLast(resp *http.Response, err error) {
-	if err != nil && neverSent(op.req, err) {
-		op.refundQuota()
+// recordAt is record's work when a Throttle is set, apart so that record
+// inlines; own says the attempt ended on its own, not as a loser, so that
+// the ticket a refund gives back, the one the operation last took, is
+// its own.
+func (op *operation) recordAt(a *attempt, own bool) {
+	resp, err := a.resp, a.err
+	if own && err != nil && neverSent(op.req, err) {
+		op.adm.ticket.Refund()
 	}
-	op.recordAt(resp, err, op.lastStart)
-}
-
-// recordAt tells the Throttle how an attempt sent at sent went.
-func (op *operation) recordAt(resp *http.Response, err error, sent time.Time) {
-	r := op.answer(throttle.Result{Sent: sent}, resp, err)
+	r := answer(throttle.Result{Sent: a.lastStart}, resp, err, op.clock)
 	switch {
 	case err == nil:
 	case errors.Is(err, throttle.ErrThrottled):
@@ -211,10 +205,10 @@ func (op *operation) recordAt(resp *http.Response, err error, sent time.Time) {
 		// expired while the server was silent is a stall, as an
 		// AttemptTimeout is, unless it cut the attempt before
 		// MinAttemptTime (see stalledFor).
-		stalled := op.callerErr() == context.DeadlineExceeded && op.stalledFor(sent)
+		stalled := op.callerErr() == context.DeadlineExceeded && op.stalledFor(a.lastStart)
 		r.Unheard, r.Overload = !stalled, stalled
 	}
-	op.t.Throttle.Record(op.dest, r, op.clock)
+	op.t.Throttle.Record(op.adm.dest, r, op.clock)
 }
 
 // stalledFor reports whether an attempt sent at sent, which its
@@ -230,16 +224,16 @@ func (op *operation) stalledFor(sent time.Time) bool {
 
 // answer completes r with what resp or err says of the server: the
 // response's status, header and request, the pause a 429's or a 403's
-// Retry-After (or x-amz-retry-after) asks for, and whether it signalled
-// overload.
-func (op *operation) answer(r throttle.Result, resp *http.Response, err error) throttle.Result {
+// Retry-After (or x-amz-retry-after) asks for, read on clock, and whether
+// it signalled overload.
+func answer(r throttle.Result, resp *http.Response, err error, clock clockwork.Clock) throttle.Result {
 	r.Overload = overloadSignal(resp, err)
 	if resp == nil {
 		return r
 	}
 	r.Status, r.Header, r.Request = resp.StatusCode, resp.Header, resp.Request
 	if pausingStatus(resp.StatusCode) {
-		r.RetryAfter, r.HasRetryAfter = serverPause(resp.Header, op.clock.Now())
+		r.RetryAfter, r.HasRetryAfter = serverPause(resp.Header, clock.Now())
 	}
 	return r
 }
@@ -279,15 +273,15 @@ func serverPause(h http.Header, now time.Time) (time.Duration, bool) {
 // had its answer first counts as any attempt does; one never sent counts
 // for nothing.
 func (op *operation) recordLoser(a *attempt, lostToSignal bool) {
-	if op.dest == nil {
+	if op.adm.dest == nil {
 		return
 	}
 	if a.resp != nil || !errors.Is(a.err, context.Canceled) || op.callerEnded() {
-		op.recordAt(a.resp, a.err, a.lastStart)
+		op.recordAt(a, false)
 		return
 	}
 	r := throttle.Result{Sent: a.lastStart, Unheard: a.unsent, Canceled: !a.unsent, Overload: lostToSignal}
-	op.t.Throttle.Record(op.dest, r, op.clock)
+	op.t.Throttle.Record(op.adm.dest, r, op.clock)
 }
 
 // overloadSignal reports whether an attempt's result says the server is

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/httpretry/httpretry/internal/latency"
 	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
@@ -16,9 +17,18 @@ import (
 // decide with the pure rules of decide.go, and apply the decision (a fresh
 // body, a budget token, the drain, the wait) until a decision stops.
 
-// operation is the state of one RoundTrip: its deadline, its attempts and
-// its waits. It lives on RoundTrip's stack; nothing per-operation is kept
-// on the Transport.
+// operation is the state of one RoundTrip: its deadline, its body, its
+// waits, its counts and what it reports. It lives on RoundTrip's stack;
+// nothing per-operation is kept on the Transport. As grpc-go's
+// clientStream and its csAttempt, it works on each attempt through a
+// *attempt with methods of its own (send, complete, report), handed to
+// the steps that read it: the sequential operation's one attempt, which
+// lives on RoundTrip's stack beside it and is reused for each, or one of
+// a hedged operation's attempts in flight (hedged.flight). The attempt is
+// not a field: Go's escape analysis does not tell one field of the
+// operation from another, and a stack attempt stored in it would move to
+// the heap, an allocation on the success path. Its size is held by
+// TestOperationStaysSmall.
 type operation struct {
 	t      *Transport
 	req    *http.Request // the caller's request, never modified
@@ -36,38 +46,29 @@ type operation struct {
 	// timed is set when anything needs clock readings: a deadline, a
 	// per-attempt limit, Propagate, hooks or WithOutcome (for durations).
 	// Without it the success path reads no clock at all.
-	timed          bool
-	start          time.Time
-	deadline       time.Time // the operation's: the earlier of the caller's and start+Timeout
-	hasDeadline    bool
-	callerDeadline time.Time // the caller's context's, if it has one
+	timed       bool
+	start       time.Time
+	deadline    time.Time // the operation's: the earlier of the caller's and start+Timeout
+	hasDeadline bool
 
 	idempotent bool
-	body       bodyKind
-	ownsBody   bool          // the caller's body is still ours to close
-	once       *onceBody     // the body of a bodyOnce operation
-	nextBody   io.ReadCloser // body obtained for the next attempt, not yet sent
+	body       reqBody
 
-	attempts int // attempts started
-	// attempt is the last attempt: the one in flight, the one that just
-	// ended, or, for a hedged operation, the one being reported.
-	attempt
+	attempts int           // attempts started
+	dist     *latency.Dist // the latencies of the request's key; nil when not learned
+	h        *hedged       // the attempts in flight of a hedged operation; nil when not hedged
 
-	hedged // the attempts in flight of a hedged operation, and its counts
+	waited  time.Duration
+	stopErr error // the error that ended the operation, when not the last attempt's
 
-	waited     time.Duration
-	wakeAt     time.Time     // when the next attempt is planned to start
-	wakeServer time.Duration // the part of the wait until wakeAt the server asked for
-	stopErr    error         // the error that ended the operation, when not err
-
-	admission        // the Throttle's state of the destination, when one is set
-	budget    Budget // the retry budget, the host's own with BudgetPerHost
+	adm    admission // the Throttle's state of the destination, when one is set
+	budget Budget    // the retry budget, the host's own with BudgetPerHost
 }
 
 // attempt is the state of one attempt: its context and what releases it,
-// its trace and idle watch, when it was sent and what it produced. The
-// sequential loop keeps one in its operation; a hedged operation has
-// several in flight, each on its own goroutine until it ends.
+// its trace and idle watch, when it was sent and what it produced. A
+// sequential operation reuses one for each of its attempts; a hedged one
+// has one per attempt in flight, each sent on its own goroutine.
 type attempt struct {
 	number        int           // its position in the operation, 1 for the first
 	hedge         bool          // sent while an earlier attempt was still running
@@ -94,28 +95,24 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 		return nil, errors.New("httpretry: nil Request")
 	}
 	var op operation // filled field by field: a composite literal would be built in a copy
+	var a attempt    // the sequential operation's attempt, reused for each
 	op.t, op.req, op.tmpl = t, req, req
 	op.base, op.clock, op.policy = t.base(), t.clock(), t.policy()
-	defer op.cleanup()
+	// What the operation still holds of the request body is closed when
+	// RoundTrip returns, on every path, panics included.
+	defer op.body.close(op.req, &a)
 	if err := op.begin(); err != nil {
-		return op.fail(err)
+		return op.fail(&a, err)
 	}
-	if op.hedging {
-		return op.runHedged()
+	if op.h != nil {
+		return op.h.run(&op)
 	}
 	for {
-		resp, err := op.send()
-		op.recordAttempt(resp, err)
-		d := op.decide(resp, err)
-		op.onAttempt(d)
-		if d.stop != "" {
-			return op.finish(resp, d.stop)
-		}
-		op.logRetry(d)
-		op.discard(resp)
-		if reason := op.wait(); reason != "" {
-			op.budget.Refund()
-			return op.finish(nil, reason)
+		op.open(&a, false)
+		a.send(&op, op.base)
+		r, stop := op.ended(&a)
+		if resp, err, end := op.conclude(&a, &r, stop); end {
+			return resp, err
 		}
 	}
 }
@@ -128,7 +125,7 @@ func (op *operation) begin() error {
 	op.callerCtx = op.req.Context()
 	op.ctx = op.callerCtx
 	op.out = outcomeFrom(op.callerCtx)
-	op.ownsBody = op.req.Body != nil && op.req.Body != http.NoBody
+	op.body.owned = op.req.Body != nil && op.req.Body != http.NoBody
 	owned := retriesOwned(op.callerCtx)
 	if owned {
 		// An outer layer owns retries, their deadline and their budget.
@@ -145,7 +142,7 @@ func (op *operation) begin() error {
 	}
 	op.shareTried()
 	if err := op.prepare(); err != nil {
-		op.refundQuota()
+		op.adm.ticket.Refund()
 		return err
 	}
 	op.setHedging(owned)
@@ -163,7 +160,6 @@ func (op *operation) setDeadline() {
 		t.Timeout > 0 || t.AttemptTimeout > 0 || t.Propagate || t.learns()
 	if d, ok := op.callerCtx.Deadline(); ok {
 		op.deadline, op.hasDeadline, op.timed = d, true, true
-		op.callerDeadline = d
 	}
 	if op.timed {
 		op.start = op.clock.Now()
@@ -172,75 +168,62 @@ func (op *operation) setDeadline() {
 		if d := op.start.Add(t.Timeout); !op.hasDeadline || d.Before(op.deadline) {
 			op.deadline, op.hasDeadline = d, true
 		}
-		op.ctx, op.cancel = op.withDeadline(op.callerCtx, op.deadline)
+		op.ctx, op.cancel = t.withDeadline(op.clock, op.callerCtx, op.deadline)
 		op.derived = true
 	}
 }
 
-// cleanup closes what the operation still holds when RoundTrip returns,
-// on every path, panics included: the caller's body if no attempt took
-// it, an unsent body for a retry, and a body that cannot be rewound
-// unless Base holds it.
-func (op *operation) cleanup() {
-	if op.ownsBody {
-		op.req.Body.Close()
-	}
-	if op.once != nil {
-		op.once.end(op.tracker)
-	}
-	if op.nextBody != nil {
-		op.nextBody.Close()
-	}
-}
-
-// send makes one attempt under the smaller of AttemptTimeout and the time
-// left, and normalises what Base returned: exactly one of resp and err is
-// non-nil, and a resp has a Body.
-func (op *operation) send() (*http.Response, error) {
+// open starts attempt a, a hedge or not: it numbers it, tells
+// OnAttemptStart, and makes its request, with its own context and body.
+// a is the sequential operation's own attempt, reused, or a new one of a
+// hedged operation.
+func (op *operation) open(a *attempt, hedge bool) {
 	op.attempts++
-	op.number = op.attempts
+	*a = attempt{number: op.attempts, hedge: hedge}
 	if op.timed {
-		op.lastStart = op.clock.Now()
+		a.lastStart = op.clock.Now()
 	}
 	if op.t.OnAttemptStart != nil {
 		op.t.OnAttemptStart(op.req, op.attempts)
 	}
-	req := op.attemptRequest()
-	op.ownsBody = false // Base owns whatever body it was handed
-	resp, err := op.base.RoundTrip(req)
-	resp, err = normalize(op.base, req, resp, err)
-	resp, err = op.attempt.complete(op, req, resp, err)
-	if op.timed {
-		op.lastElapsed = op.clock.Since(op.lastStart)
-	}
-	// Transient is asked once per attempt, here; the rules and the
-	// latency read its answer.
-	op.attempt.transient = op.t.transient(resp, err)
-	if op.dist != nil {
-		op.learn(&op.attempt)
-	}
-	return resp, err
+	a.req = op.attemptRequest(a)
+	op.body.owned = false // Base owns whatever body it was handed
 }
 
-// attemptRequest derives the attempt's context and the request to send
+// send sends the attempt through base under the smaller of
+// AttemptTimeout and the time left, and records what it produced,
+// normalised: exactly one of resp and err is non-nil, and a resp has a
+// Body. It runs on the caller's goroutine for a sequential attempt, on the
+// attempt's own for a hedged one: it writes only to a, and reads only what
+// the operation settled before its first attempt.
+func (a *attempt) send(op *operation, base http.RoundTripper) {
+	resp, err := base.RoundTrip(a.req)
+	resp, err = normalize(base, a.req, resp, err)
+	a.resp, a.err = a.complete(op, a.req, resp, err)
+	if op.timed {
+		a.lastElapsed = op.clock.Since(a.lastStart)
+	}
+}
+
+// attemptRequest derives attempt a's context and the request to send
 // with it.
-func (op *operation) attemptRequest() *http.Request {
+func (op *operation) attemptRequest(a *attempt) *http.Request {
 	t := op.t
-	ctx, derived, limit, bounded := op.attemptContext()
+	ctx, derived, limit, bounded := op.attemptContext(a)
 	req := op.tmpl
 	// A retry of a bodyless request sends the template again: nothing of
 	// it changes, and the last attempt's response is closed by now.
-	resend := op.attempts > 1 && op.body == bodyGetBody
-	if resend || op.body == bodyOnce || derived || t.Propagate {
+	resend := op.attempts > 1 && op.body.kind == bodyGetBody
+	if resend || op.body.kind == bodyOnce || derived || t.Propagate {
 		req = req.WithContext(ctx)
 	}
 	if t.Propagate {
-		propagate(req, op.attempts, limit.Sub(op.lastStart), bounded)
+		propagate(req, op.attempts, limit.Sub(a.lastStart), bounded)
 		if bounded {
-			op.trace.propagateAt(req.Header, limit, op.clock)
+			a.trace.propagateAt(req.Header, limit, op.clock)
 		}
 	}
-	op.attachBody(req, resend)
+	op.body.attach(req, resend, a)
 	return req
 }
 
@@ -248,39 +231,38 @@ func (op *operation) attemptRequest() *http.Request {
 // watch, its connection trace. derived says whether it differs from the
 // operation's context (the template's), without comparing the two; limit
 // is the attempt's deadline, when bounded.
-func (op *operation) attemptContext() (ctx context.Context, derived bool, limit time.Time, bounded bool) {
+func (op *operation) attemptContext(a *attempt) (ctx context.Context, derived bool, limit time.Time, bounded bool) {
 	t := op.t
 	ctx, derived = op.ctx, op.derived
 	limit, bounded = op.deadline, op.hasDeadline
-	op.cancelAttempt, op.idle, op.trace = nil, nil, nil
-	if op.hedging && op.finishLosers > 0 {
+	if op.h != nil && op.h.finishLosers > 0 {
 		// A loser may run on after the winner's body is closed, which
 		// ends the operation's context: its own limit is the deadline.
 		ctx = context.WithoutCancel(ctx)
 	}
-	if d, ok := op.attemptLimit(); ok {
-		ctx, op.cancelAttempt = op.withDeadline(ctx, d)
+	if d, ok := op.attemptLimit(a.lastStart); ok {
+		ctx, a.cancelAttempt = t.withDeadline(op.clock, ctx, d)
 		limit, bounded, derived = d, true, true
-	} else if op.hedging {
+	} else if op.h != nil {
 		// Every attempt of a hedged operation can be canceled alone.
-		ctx, op.cancelAttempt = context.WithCancel(ctx)
+		ctx, a.cancelAttempt = context.WithCancel(ctx)
 		derived = true
 	}
 	if t.IdleTimeout > 0 {
-		ctx, op.idle = watchIdle(ctx, op.clock, t.IdleTimeout)
+		ctx, a.idle = watchIdle(ctx, op.clock, t.IdleTimeout)
 		derived = true
 	}
 	// The trace proves a request unsent, times the attempt for
 	// OnAttempt, and with Propagate takes the time spent getting a
 	// connection out of the time left it sends.
 	if !op.idempotent || t.OnAttempt != nil || (t.Propagate && bounded) {
-		ctx, op.trace = withConnTrace(ctx, t.traceLevel(), t.Propagate && bounded)
+		ctx, a.trace = withConnTrace(ctx, t.traceLevel(), t.Propagate && bounded)
 		derived = true
 	}
-	if op.idle != nil {
+	if a.idle != nil {
 		// After the connection trace, which is pooled only when it is
 		// the first trace installed.
-		ctx = op.idle.traced(ctx)
+		ctx = a.idle.traced(ctx)
 	}
 	if traced, ok := traceTried(ctx); ok {
 		ctx, derived = traced, true
@@ -292,7 +274,7 @@ func (op *operation) attemptContext() (ctx context.Context, derived bool, limit 
 // its start plus AttemptTimeout, its start plus the learned limit, and the
 // operation's deadline when either applies (or when a hedged loser must
 // keep the deadline it no longer inherits).
-func (op *operation) attemptLimit() (time.Time, bool) {
+func (op *operation) attemptLimit(start time.Time) (time.Time, bool) {
 	limit := op.t.AttemptTimeout
 	if op.dist != nil && op.t.LearnAttemptTimeout != nil {
 		if l := op.dist.AttemptLimit(op.t.LearnAttemptTimeout.minSamples()); l > 0 && (limit <= 0 || l < limit) {
@@ -300,27 +282,13 @@ func (op *operation) attemptLimit() (time.Time, bool) {
 		}
 	}
 	if limit <= 0 {
-		return op.deadline, op.hasDeadline && op.hedging && op.finishLosers > 0
+		return op.deadline, op.hasDeadline && op.h != nil && op.h.finishLosers > 0
 	}
-	d := op.lastStart.Add(limit)
+	d := start.Add(limit)
 	if op.hasDeadline && op.deadline.Before(d) {
 		d = op.deadline
 	}
 	return d, true
-}
-
-// attachBody gives the attempt's own request its body: the one GetBody
-// made for a retry (resend), or a tracker of the body that cannot be
-// rewound.
-func (op *operation) attachBody(req *http.Request, resend bool) {
-	if resend {
-		req.Body, op.nextBody = op.nextBody, nil
-	} else if op.body == bodyOnce {
-		// Each attempt reads through its own tracker, so that the next
-		// one can tell whether this one read anything.
-		op.tracker = &readTracker{body: op.once}
-		req.Body = op.tracker
-	}
 }
 
 // normalize makes Base's answer one of a response with a Body or an
@@ -405,9 +373,6 @@ func (a *attempt) setResult(resp *http.Response, err error) {
 	}
 }
 
-// endAttempt releases the last attempt's context and idle watch.
-func (op *operation) endAttempt() { op.attempt.end() }
-
 // end releases the attempt's context and idle watch.
 func (a *attempt) end() {
 	if a.idle != nil {
@@ -418,72 +383,107 @@ func (a *attempt) end() {
 	}
 }
 
-// decide gathers the facts about the attempt that just ended, lets the
-// pure rules decide, and then asks the budget for a token, last, so that a
-// token is withdrawn only when every other rule allowed the retry.
-func (op *operation) decide(resp *http.Response, err error) decision {
-	var r facts
-	op.gather(&r, resp, err)
-	if reason := eligible(&op.policy, &r); reason != "" {
-		return stopWith(reason)
+// discard drains and closes a response that will not be returned, and
+// releases the attempt, so that nothing is held while waiting.
+func (a *attempt) discard() {
+	if a.resp != nil {
+		drain(a.resp)
 	}
+	a.end()
+}
+
+// ended is the one path after an attempt ends, sequential or hedged:
+// Transient is asked of its result, once; the Throttle is told how it
+// went, and the latency learned; and the facts of the attempt the pure
+// rules need without the clock are gathered, once, with what eligible
+// says of them.
+func (op *operation) ended(a *attempt) (r facts, stop StopReason) {
+	a.transient = op.t.transient(a.resp, a.err)
+	op.record(a)
+	a.learn(op.dist)
+	op.gather(&r, a)
+	return r, eligible(&op.policy, &r)
+}
+
+// conclude goes on after attempt a, whose facts are gathered (stop is
+// what eligible said of them), when no other attempt is in flight: it
+// decides, reports the attempt, and either ends the operation, returning
+// end and its answer, or discards the attempt's answer and waits for the
+// next attempt.
+func (op *operation) conclude(a *attempt, r *facts, stop StopReason) (resp *http.Response, err error, end bool) {
+	d := stopWith(stop)
+	if stop == "" {
+		d = op.decide(a, r)
+	}
+	a.report(op, d)
+	if d.stop != "" {
+		resp, err = op.finish(a, a.resp, d.stop)
+		return resp, err, true
+	}
+	a.log(op, slog.LevelInfo, "httpretry: retry", d.wait, "")
+	a.discard()
+	if reason := op.wait(a, d); reason != "" {
+		op.budget.Refund()
+		resp, err = op.finish(a, nil, reason)
+		return resp, err, true
+	}
+	return nil, nil, false
+}
+
+// decide completes the facts about attempt a, which just ended and which
+// eligible allowed to be retried, and lets the pure rules of next decide
+// every stop reason; the Throttle's draw and the budget's token, effects,
+// are asked for only when next allowed the retry without them, the token
+// last, and next decides again with them.
+func (op *operation) decide(a *attempt, r *facts) decision {
 	// Every rule up to body_not_rewindable allowed a retry. That rule's
 	// last fact is whether GetBody gives a fresh body; then the rules
 	// that need the clock plan the wait, with the time as it is after
 	// the attempt. A success never gets here, so it reads no clock and
 	// draws no jitter.
-	switch op.body {
+	switch op.body.kind {
 	case bodyGetBody:
-		r.rewindable = op.getBody()
+		r.rewindable = op.body.fresh(op.tmpl)
 	case bodyOnce:
 		// Base may have read the body since the facts were gathered:
 		// sealing it makes a late read by this attempt fail instead of
 		// taking what the next attempt would send.
-		r.rewindable = op.tracker.seal()
+		r.rewindable = a.tracker.seal()
 	}
+	resp := a.resp
 	now := op.clock.Now()
 	r.deadline, r.hasDeadline = op.deadline, op.hasDeadline
-	r.serverDelay, r.hasServerDelay = op.retryAfter(resp, now)
-	r.serverDelay, r.hasServerDelay = longestServerDelay(r.serverDelay, r.hasServerDelay, op.notBefore, op.hasNotBefore, now)
+	r.serverDelay, r.hasServerDelay = serverDelay(resp, now)
+	if h := op.h; h != nil {
+		r.serverDelay, r.hasServerDelay = longestServerDelay(r.serverDelay, r.hasServerDelay, h.notBefore, h.hasNotBefore, now)
+	}
 	r.backoff = op.t.jitter(backoffWindow(op.t.baseDelay(), op.t.maxDelay(), op.attempts-1))
-	reset, spent := op.quotaSpent(&r, resp, now)
+	r.quotaReset, r.quotaSpent = op.quotaSpent(r, resp, now)
 	// A body obtained for a retry that then stops is closed by cleanup.
-	d := next(op.policy, r, now)
+	d := next(op.policy, *r, now)
 	if d.stop != "" {
 		return d
 	}
-	if spent && now.Add(d.wait).Before(reset) {
-		// Sent before the reset, the retry would meet another 429.
-		return stopWith(Throttled)
+	// The verdicts with an effect, each asked only when every rule before
+	// it allowed the retry: the Throttle's draw, then the budget's token,
+	// last, so that a token is withdrawn only for a retry that is sent.
+	r.throttled = !op.adm.mayRetry(op.t.Throttle, op.clock)
+	if !r.throttled {
+		r.noToken = !op.budget.Withdraw(op.ctx)
 	}
-	if !op.admitRetry() {
-		return stopWith(Throttled)
+	if d = next(op.policy, *r, now); d.stop == "" {
+		d.at = now.Add(d.wait)
 	}
-	if !op.budget.Withdraw(op.ctx) {
-		return stopWith(BudgetExhausted)
-	}
-	op.wakeAt, op.wakeServer = now.Add(d.wait), d.retryAfter
 	return d
 }
 
-// getBody asks GetBody for the body of the next attempt, and reports
-// whether it gave one.
-func (op *operation) getBody() bool {
-	b, err := op.tmpl.GetBody()
-	if err != nil || b == nil {
-		return false
-	}
-	op.nextBody = b
-	return true
-}
-
-// gather describes the attempt that just ended in r for the pure rules,
+// gather describes attempt a, which just ended, in r for the pure rules,
 // without the facts that need the clock or GetBody: decide adds those
 // only for a failure that may be retried.
-func (op *operation) gather(r *facts, resp *http.Response, err error) {
+func (op *operation) gather(r *facts, a *attempt) {
 	r.attempts = op.attempts
-	r.failed = err != nil
-	r.transient = op.attempt.transient
+	r.failed = a.err != nil
+	r.transient = a.transient
 	if r.failed || r.transient {
 		r.callerEnded = op.callerEnded()
 	}
@@ -492,93 +492,78 @@ func (op *operation) gather(r *facts, resp *http.Response, err error) {
 		// connection: net/http resends a request whose reused
 		// connection broke, and a refused dial of that resend hides
 		// the first send.
-		op.unsent = op.unsent || (!op.gotConn && neverSent(op.req, err))
+		a.unsent = a.unsent || (!a.gotConn && neverSent(op.req, a.err))
 	}
 	if !r.transient || r.callerEnded {
 		return
 	}
-	r.repeatable = op.idempotent || op.unsent || serverVouches(resp)
-	switch op.body {
-	case bodyOnce:
-		// Only what was never read can be sent again whole: nothing
-		// of it left, whether or not the request did.
-		r.rewindable = !op.tracker.didRead()
-	case bodyDirect:
-		r.rewindable = false
-	default:
-		r.rewindable = true
-	}
+	r.repeatable = op.idempotent || a.unsent || serverVouches(a.resp)
+	r.rewindable = op.body.rewindable(a.tracker)
 }
 
-// discard drains and closes a response that will not be returned, and
-// releases its attempt, so that nothing is held while waiting.
-func (op *operation) discard(resp *http.Response) {
-	if resp != nil {
-		drain(resp)
-	}
-	op.endAttempt()
-}
-
-// wait sleeps until the planned start of the next attempt, ending early
-// when the operation's context ends, and then checks that the attempt may
-// still start. The wait was planned from the time the decision was made,
-// so the drain and the hooks since then are part of it, not added to it.
-// It returns a stop reason, or "" to go on.
-func (op *operation) wait() StopReason {
+// wait sleeps until the planned start of the attempt after a (d.at), ending
+// early when the operation's context ends, and then checks that the
+// attempt may still start. The wait was planned from the time the
+// decision was made, so the drain and the hooks since then are part of
+// it, not added to it. It returns a stop reason, or "" to go on.
+func (op *operation) wait(a *attempt, d decision) StopReason {
 	before := op.waited
-	slept := op.sleepUntilWake()
-	reason := op.afterWait()
+	var slept time.Duration
+	if rest := d.at.Sub(op.clock.Now()); rest > 0 {
+		slept, _ = sleep(op.clock, op.ctx, op.cancelChan(), rest)
+		op.waited += slept
+	}
+	reason := op.afterWait(a)
 	if op.t.OnWait != nil {
 		// A quota waited for after the sleep is the server's too.
 		total := op.waited - before
-		op.t.OnWait(op.req, Wait{After: op.number, Waited: total, RetryAfter: min(slept, op.wakeServer) + total - slept})
+		op.t.OnWait(op.req, Wait{After: a.number, Waited: total, RetryAfter: min(slept, d.retryAfter) + total - slept})
 	}
 	return reason
 }
 
-// sleepUntilWake sleeps until the next attempt's planned start, or until
-// the operation's context or Request.Cancel ends, and returns the time
-// slept, which it adds to the operation's.
-func (op *operation) sleepUntilWake() time.Duration {
-	start := op.clock.Now()
-	d := op.wakeAt.Sub(start)
-	if d <= 0 {
-		return 0
-	}
-	timer := op.clock.NewTimer(d)
+// sleep sleeps for d on clock, or until ctx or the channel cancel (the
+// deprecated Request.Cancel, nil when unset) ends, and returns the time
+// slept and whether it slept the whole of d.
+func sleep(clock clockwork.Clock, ctx context.Context, cancel <-chan struct{}, d time.Duration) (time.Duration, bool) {
+	start := clock.Now()
+	timer := clock.NewTimer(d)
+	full := false
 	select {
 	case <-timer.Chan():
-	case <-op.ctx.Done():
+		full = true
+	case <-ctx.Done():
 		timer.Stop()
-	case <-op.cancelChan():
+	case <-cancel:
 		timer.Stop()
 	}
-	slept := op.clock.Since(start)
-	op.waited += slept
-	return slept
+	return clock.Since(start), full
 }
 
-// afterWait decides whether the planned attempt may start now that the
-// wait is over: not once the caller has ended the operation or the
-// deadline leaves too little time, nor when the destination's quota was
-// spent meanwhile (waited for once more with WaitQuota).
-func (op *operation) afterWait() StopReason {
-	if op.callerEnded() {
+// afterWait gathers what the pure rules of resume need to say whether the
+// planned attempt may start now that the wait is over, and asks the
+// destination's quota for the retry (waited for once more with
+// WaitQuota) only once resume allowed the retry without it. a is the
+// attempt before the wait.
+func (op *operation) afterWait(a *attempt) StopReason {
+	w := waitFacts{callerEnded: op.callerEnded(), bounded: op.hasDeadline}
+	if w.bounded {
+		w.left = op.deadline.Sub(op.clock.Now())
+	}
+	reason := resume(op.policy, w)
+	if reason == "" && op.adm.dest != nil {
+		w.quotaSpent = !op.takeQuotaForRetry()
+		reason = resume(op.policy, w)
+	}
+	switch reason {
+	case Canceled:
 		op.stopErr = op.callerErr()
-		return Canceled
-	}
-	if op.hasDeadline && !startable(op.deadline.Sub(op.clock.Now()), op.policy.minAttemptTime) {
-		// The wake-up came much later than planned (the process was
-		// stopped), or the operation's Timeout ended the wait.
-		return DeadlineExhausted
-	}
-	if op.dest != nil && !op.takeQuotaForRetry() {
+	case Throttled:
 		// Others spent the quota's new window while this one waited.
 		op.stopErr = throttle.ErrQuotaExhausted
-		if op.err != nil {
-			op.stopErr = fmt.Errorf("%w (last attempt: %w)", throttle.ErrQuotaExhausted, op.err)
+		if a.err != nil {
+			op.stopErr = fmt.Errorf("%w (last attempt: %w)", throttle.ErrQuotaExhausted, a.err)
 		}
-		return Throttled
 	}
-	return ""
+	return reason
 }

@@ -25,6 +25,80 @@ const (
 	bodyDirect                  // one attempt only: the caller's body goes to Base as it is
 )
 
+// reqBody is an operation's request body: how it is sent again, whether
+// the caller's is still the operation's to close, the onceBody of one
+// that cannot be rewound, and the body GetBody gave for the next attempt.
+type reqBody struct {
+	kind  bodyKind
+	owned bool          // the caller's body is still ours to close
+	once  *onceBody     // the body of a bodyOnce operation
+	next  io.ReadCloser // obtained for the next attempt, not yet sent
+}
+
+// attach gives attempt a's own request its body: the one GetBody made for
+// a retry (resend), or a tracker of the body that cannot be rewound.
+func (b *reqBody) attach(req *http.Request, resend bool, a *attempt) {
+	if resend {
+		req.Body, b.next = b.next, nil
+	} else if b.kind == bodyOnce {
+		// Each attempt reads through its own tracker, so that the next
+		// one can tell whether this one read anything.
+		a.tracker = &readTracker{body: b.once}
+		req.Body = a.tracker
+	}
+}
+
+// fresh asks the template's GetBody for the body of the next attempt, and
+// reports whether it gave one.
+func (b *reqBody) fresh(tmpl *http.Request) bool {
+	r, err := tmpl.GetBody()
+	if err != nil || r == nil {
+		return false
+	}
+	b.next = r
+	return true
+}
+
+// rewindable reports whether the body can be sent again whole after an
+// attempt that read it through tracker: a body that cannot be rewound
+// only when nothing of it was read, whether or not the request left; one
+// sent directly, never.
+func (b *reqBody) rewindable(tracker *readTracker) bool {
+	switch b.kind {
+	case bodyOnce:
+		return !tracker.didRead()
+	case bodyDirect:
+		return false
+	}
+	return true
+}
+
+// close closes what the operation still holds of the body when RoundTrip
+// returns: the caller's if no attempt took it, one obtained for a retry
+// never sent, and one that cannot be rewound unless Base holds it (last,
+// the last attempt, read through its tracker).
+func (b *reqBody) close(req *http.Request, last *attempt) {
+	if b.owned {
+		req.Body.Close()
+	}
+	if b.once != nil {
+		b.once.end(last.tracker)
+	}
+	if b.next != nil {
+		b.next.Close()
+	}
+}
+
+// size is the size of the request body req carries, for an operation that
+// could not send it again: its ContentLength when known, else what was
+// read.
+func (b *reqBody) size(req *http.Request) int64 {
+	if req.ContentLength > 0 || b.once == nil {
+		return req.ContentLength
+	}
+	return b.once.read.Load()
+}
+
 // errShortBody reports a request body that ended before its ContentLength.
 var errShortBody = errors.New("httpretry: request body shorter than its ContentLength")
 

@@ -10,15 +10,16 @@ import (
 // This file holds the operation's view of time: contexts derived on the
 // Transport's Clock, and whether the caller is still waiting.
 
-// withDeadline derives a context that ends at d on the Transport's Clock.
-func (op *operation) withDeadline(parent context.Context, d time.Time) (context.Context, context.CancelFunc) {
-	if op.t.Clock == nil {
+// withDeadline derives a context that ends at d on the Transport's Clock,
+// clock.
+func (t *Transport) withDeadline(clock clockwork.Clock, parent context.Context, d time.Time) (context.Context, context.CancelFunc) {
+	if t.Clock == nil {
 		return context.WithDeadline(parent, d)
 	}
 	// clockwork's fake contexts ignore a parent that ends with
 	// DeadlineExceeded; d is never later than the parent's deadline, so
 	// they end first anyway.
-	return clockwork.WithDeadline(parent, op.clock, d)
+	return clockwork.WithDeadline(parent, clock, d)
 }
 
 // callerEnded reports whether the caller's context has ended, or its
@@ -33,7 +34,8 @@ func (op *operation) callerEnded() bool {
 	if done(op.callerCtx) || closed(op.cancelChan()) {
 		return true
 	}
-	return !op.callerDeadline.IsZero() && !op.clock.Now().Before(op.callerDeadline)
+	d, ok := op.callerCtx.Deadline()
+	return ok && !op.clock.Now().Before(d)
 }
 
 // callerErr returns the caller's context's error once callerEnded; a

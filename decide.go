@@ -11,8 +11,9 @@ import (
 // its table tests are the specification of the stop order, StopReasons.
 // The loop in attempt.go gathers the facts (asking GetBody for the next
 // body among them) and applies the effects around it, as rate.Limiter
-// separates reserveN from Wait; the budget, the one rule with an effect,
-// it asks last.
+// separates reserveN from Wait. The Throttle's draw and the budget's
+// token are effects: the loop asks for them once next allowed the retry
+// without them, the token last, and hands next their answers as facts.
 
 // policy is the part of a Transport's settings the decision reads, with
 // zero values resolved to their defaults.
@@ -52,6 +53,17 @@ type facts struct {
 	// deadline is the operation's deadline, when hasDeadline.
 	deadline    time.Time
 	hasDeadline bool
+
+	// The verdicts of the Throttle and the budget. quotaSpent says the
+	// destination's known quota is spent until quotaReset: a retry
+	// planned to start before then would meet another 429. throttled and
+	// noToken are effects' answers (the Throttle's draw, the budget's
+	// withdrawal): the loop asks for them only once next allowed the
+	// retry without them, the budget last, and decides again.
+	quotaSpent bool
+	quotaReset time.Time
+	throttled  bool
+	noToken    bool
 }
 
 // decision is what happens after an attempt: a stop, or a retry after
@@ -60,18 +72,29 @@ type decision struct {
 	stop       StopReason // empty for a retry
 	wait       time.Duration
 	retryAfter time.Duration // the part of wait the server asked for
+	at         time.Time     // when the retry is to start: set by the loop, not by next
 }
 
 func stopWith(reason StopReason) decision { return decision{stop: reason} }
 
-// next applies the stop rules, in the order of StopReasons, to the
-// attempt described by r at time now. A retry it allows still needs a
-// budget token, which the loop asks for afterwards.
+// next applies the stop rules to the attempt described by r at time now,
+// in the order of StopReasons after an attempt: Canceled to
+// DeadlineExhausted, then Throttled (a quota spent until after the
+// planned wait, or the Throttle's refusal), then BudgetExhausted.
 func next(p policy, r facts, now time.Time) decision {
 	if reason := eligible(&p, &r); reason != "" {
 		return stopWith(reason)
 	}
-	return schedule(p, r, now)
+	d := schedule(p, r, now)
+	switch {
+	case d.stop != "":
+		return d
+	case r.throttled || (r.quotaSpent && now.Add(d.wait).Before(r.quotaReset)):
+		return stopWith(Throttled)
+	case r.noToken:
+		return stopWith(BudgetExhausted)
+	}
+	return d
 }
 
 // eligible applies the rules that need no clock: whether another attempt
@@ -134,6 +157,56 @@ func schedule(p policy, r facts, now time.Time) decision {
 	// so it is what gets shortened when time is short.
 	jitter := min(r.backoff, room-r.serverDelay, maxDuration-r.serverDelay)
 	return decision{wait: r.serverDelay + jitter, retryAfter: r.serverDelay}
+}
+
+// waitFacts is what the decision knows when the wait before a retry ends.
+type waitFacts struct {
+	// callerEnded is set when the caller's context ended, or its
+	// Request.Cancel closed, during the wait.
+	callerEnded bool
+	// left is the time left before the operation's deadline, when
+	// bounded.
+	left    time.Duration
+	bounded bool
+	// quotaSpent is set when the destination's known quota has nothing
+	// left for the retry (others spent its new window meanwhile). Taking
+	// a request from it is an effect: the loop asks only once resume
+	// allowed the retry without it, and decides again.
+	quotaSpent bool
+}
+
+// resume applies the rules that hold when the wait before a retry ends,
+// before the retry starts, in the order of StopReasons: Canceled; then
+// DeadlineExhausted, when the wake-up came much later than planned (the
+// process was stopped) or the operation's Timeout ended the wait; then
+// Throttled. It returns "" when the retry may start.
+func resume(p policy, w waitFacts) StopReason {
+	switch {
+	case w.callerEnded:
+		return Canceled
+	case w.bounded && !startable(w.left, p.minAttemptTime):
+		return DeadlineExhausted
+	case w.quotaSpent:
+		return Throttled
+	}
+	return ""
+}
+
+// refusedBefore is the stop reason of an operation that ended before its
+// first attempt: Canceled when the caller left, Throttled when the
+// Throttle refused it, DeadlineExhausted when its Timeout passed (while
+// its body was buffered), else Final (the body could not be read, or
+// another error no attempt can resolve).
+func refusedBefore(callerEnded, throttled, timedOut bool) StopReason {
+	switch {
+	case callerEnded:
+		return Canceled
+	case throttled:
+		return Throttled
+	case timedOut:
+		return DeadlineExhausted
+	}
+	return Final
 }
 
 // longestServerDelay is the server's delay for the next attempt: the

@@ -37,26 +37,39 @@ var stopHolds = map[StopReason]func(r *facts){
 	RetryAfterTooLong: func(r *facts) { r.serverDelay, r.hasServerDelay = 40*time.Second, true },
 	// The backoff plus MinAttemptTime is 1 ns past the deadline.
 	DeadlineExhausted: func(r *facts) { r.backoff = time.Minute - stopPolicy.minAttemptTime + 1 },
+	Throttled:         func(r *facts) { r.throttled = true },
+	BudgetExhausted:   func(r *facts) { r.noToken = true },
 }
 
-// TestNextStopOrder is the specification of the stop order: after an
-// attempt, next checks the rules in the order of StopReasons and stops
-// with the first that holds. For each reason, the case makes its rule hold
-// together with every rule after it, so that any change of order fails
-// here; the budget, last, is asked by the loop (TestStopOrder).
-func TestNextStopOrder(t *testing.T) {
-	t.Parallel()
+// stopOrderAfterAttempt is the order in which next checks the stop rules after an
+// attempt: StopReasons' order, except that Throttled, which StopReasons
+// lists first because the Throttle is also asked before the first
+// attempt, comes after DeadlineExhausted and before the budget.
+func stopOrderAfterAttempt(t *testing.T) []StopReason {
+	t.Helper()
 	order := StopReasons()
 	if order[0] != Throttled {
 		t.Fatalf("the first stop reason is %s; the throttle is asked before the first attempt, before every rule next decides", order[0])
 	}
-	order = order[1:] // next decides after an attempt
 	if last := order[len(order)-1]; last != BudgetExhausted {
 		t.Fatalf("the last stop reason is %s; the budget must be asked last, after every rule next decides", last)
 	}
-	decided := order[:len(order)-1]
-	if len(stopHolds) != len(decided) {
-		t.Fatalf("stopHolds has %d rules; next decides %d (%v)", len(stopHolds), len(decided), decided)
+	after := slices.Clone(order[1 : len(order)-1])
+	return append(after, Throttled, BudgetExhausted)
+}
+
+// TestNextStopOrder is the specification of the stop order: after an
+// attempt, next checks the rules of all ten stop reasons in the order of
+// stopOrderAfterAttempt and stops with the first that holds, the Throttle's
+// refusal and the budget's empty bucket included (the loop asks for those
+// two verdicts only when next allowed the retry without them). For each
+// reason, the case makes its rule hold together with every rule after
+// it, so that any change of order fails here.
+func TestNextStopOrder(t *testing.T) {
+	t.Parallel()
+	decided := stopOrderAfterAttempt(t)
+	if len(stopHolds) != len(StopReasons()) || len(decided) != len(StopReasons()) {
+		t.Fatalf("stopHolds has %d rules, next decides %d reasons (%v); want every one of the %d stop reasons", len(stopHolds), len(decided), decided, len(StopReasons()))
 	}
 	for i, want := range decided {
 		t.Run(string(want)+" first", func(t *testing.T) {
@@ -112,6 +125,21 @@ func TestNextStopEdges(t *testing.T) {
 		{"an error that is not transient after the caller left: canceled", with(func(r *facts) {
 			r.callerEnded, r.transient = true, false
 		}), Canceled, 0},
+		{"throttled: the quota is spent until 1 ns after the planned wait", with(func(r *facts) {
+			r.quotaSpent, r.quotaReset = true, stopNow.Add(50*time.Millisecond+1)
+		}), Throttled, 0},
+		{"a quota spent until the planned wait ends: retried", with(func(r *facts) {
+			r.quotaSpent, r.quotaReset = true, stopNow.Add(50*time.Millisecond)
+		}), "", 50 * time.Millisecond},
+		{"a reset the server's delay outlasts: retried after the delay", with(func(r *facts) {
+			r.quotaSpent, r.quotaReset = true, stopNow.Add(time.Second)
+			r.serverDelay, r.hasServerDelay = time.Second, true
+		}), "", time.Second + 50*time.Millisecond},
+		{"throttled before budget_exhausted", with(func(r *facts) { r.throttled, r.noToken = true, true }), Throttled, 0},
+		{"deadline_exhausted before a spent quota", with(func(r *facts) {
+			r.backoff = time.Minute
+			r.quotaSpent, r.quotaReset = true, stopNow.Add(time.Hour)
+		}), DeadlineExhausted, 0},
 		{"retry_after_too_long without a deadline", with(func(r *facts) {
 			r.hasDeadline, r.serverDelay, r.hasServerDelay = false, time.Hour, true
 		}), RetryAfterTooLong, 0},
@@ -230,5 +258,53 @@ func TestLongestServerDelay(t *testing.T) {
 	}
 	if got := latestNotBefore(later, false, now); !got.Equal(now) {
 		t.Errorf("latestNotBefore without a previous time = %v; want %v", got, now)
+	}
+}
+
+// TestResumeStopOrder: when the wait before a retry ends, the caller's
+// end stops it before everything, a deadline too near for the attempt
+// (allowing a wake-up up to half of MinAttemptTime late) before a spent
+// quota, and a spent quota alone stops it as throttled.
+func TestResumeStopOrder(t *testing.T) {
+	t.Parallel()
+	minTime := stopPolicy.minAttemptTime
+	tests := []struct {
+		name string
+		w    waitFacts
+		want StopReason
+	}{
+		{"nothing holds: the retry starts", waitFacts{left: time.Minute, bounded: true}, ""},
+		{"no deadline: any wake-up is in time", waitFacts{left: -time.Hour}, ""},
+		{"canceled before everything", waitFacts{callerEnded: true, left: -time.Second, bounded: true, quotaSpent: true}, Canceled},
+		{"deadline_exhausted before throttled", waitFacts{left: minTime/2 - 1, bounded: true, quotaSpent: true}, DeadlineExhausted},
+		{"a wake-up half of MinAttemptTime late still starts", waitFacts{left: minTime / 2, bounded: true}, ""},
+		{"throttled: the quota spent while waiting", waitFacts{left: time.Minute, bounded: true, quotaSpent: true}, Throttled},
+	}
+	for _, tt := range tests {
+		if got := resume(stopPolicy, tt.w); got != tt.want {
+			t.Errorf("%s: resume = %q; want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestRefusedBeforeStopOrder: an operation that ends before its first
+// attempt stops as canceled when the caller left, whatever else holds;
+// then as throttled when the Throttle refused it; then as
+// deadline_exhausted when its Timeout passed; else as final.
+func TestRefusedBeforeStopOrder(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		callerEnded, throttled, timedOut bool
+		want                             StopReason
+	}{
+		{true, true, true, Canceled},
+		{false, true, true, Throttled},
+		{false, false, true, DeadlineExhausted},
+		{false, false, false, Final},
+	}
+	for _, tt := range tests {
+		if got := refusedBefore(tt.callerEnded, tt.throttled, tt.timedOut); got != tt.want {
+			t.Errorf("refusedBefore(caller ended %v, throttled %v, timed out %v) = %q; want %q", tt.callerEnded, tt.throttled, tt.timedOut, got, tt.want)
+		}
 	}
 }

@@ -22,10 +22,8 @@ import (
 type panicValue struct{ v any }
 
 // hedged is what a hedged operation adds to an operation: its attempts in
-// flight and what it reports.
+// flight, its hedge timer's state and what it reports.
 type hedged struct {
-	hedging      bool          // the operation is hedged
-	dist         *latency.Dist // the latencies of the request's key; nil when not learned
 	delay        time.Duration // the hedge delay, fixed for the operation
 	finishLosers time.Duration // Hedging.FinishLosers
 	flight       []*attempt    // the attempts in flight
@@ -41,11 +39,15 @@ type hedged struct {
 	// after the attempts in flight fail waits for it too.
 	notBefore    time.Time
 	hasNotBefore bool
-	// settled is a copy of the operation as it was settled before its
-	// first attempt, for the attempts' goroutines, which only read it:
-	// handing them the operation itself would move every operation, hedged
-	// or not, from the stack to the heap.
-	settled *operation
+	// settled is the part of the operation settled before its first
+	// attempt that the attempts' goroutines read, in an operation of its
+	// own, allocated with this: handing them the operation itself would
+	// move every operation, hedged or not, from the stack to the heap.
+	settled operation
+	// first is the first attempt and inFlight the storage of flight for
+	// as many attempts as most operations allow, allocated with this.
+	first    attempt
+	inFlight [4]*attempt
 }
 
 // setHedging settles whether the operation learns latencies and whether it
@@ -66,7 +68,7 @@ func (op *operation) settleHedging(owned bool) {
 		return
 	}
 	safe := hedgeSafe(op.idempotent, hasIdempotencyKey(op.tmpl.Header),
-		idempotentMethod(op.tmpl), h.Deduplicates, op.body == bodyNone || op.body == bodyGetBody)
+		idempotentMethod(op.tmpl), h.Deduplicates, op.body.kind == bodyNone || op.body.kind == bodyGetBody)
 	if !safe {
 		return
 	}
@@ -75,7 +77,9 @@ func (op *operation) settleHedging(owned bool) {
 	if !ok {
 		delay, ok = op.dist.HedgeDelay(h.minSamples(), h.minDelay())
 	}
-	op.hedging, op.delay, op.finishLosers = ok, delay, h.FinishLosers
+	if ok {
+		op.h = &hedged{delay: delay, finishLosers: h.FinishLosers}
+	}
 }
 
 // idempotentMethod reports whether req is safe to repeat by its method, or
@@ -89,32 +93,33 @@ func idempotentMethod(req *http.Request) bool {
 	return markedIdempotent(req.Context())
 }
 
-// runHedged runs a hedged operation to its end.
-func (op *operation) runHedged() (*http.Response, error) {
-	op.flight = make([]*attempt, 0, op.policy.maxAttempts)
-	op.results = make(chan *attempt, op.policy.maxAttempts)
-	op.settled = new(operation)
-	*op.settled = *op
-	defer op.endFlightOnPanic()
-	op.launch(false)
-	timer := op.clock.NewTimer(op.delay)
+// run runs a hedged operation to its end.
+func (h *hedged) run(op *operation) (*http.Response, error) {
+	h.flight = h.inFlight[:0]
+	h.results = make(chan *attempt, op.policy.maxAttempts)
+	s := &h.settled
+	s.t, s.req, s.clock, s.callerCtx = op.t, op.req, op.clock, op.callerCtx
+	s.timed, s.idempotent, s.dist, s.adm.dest, s.body.kind = op.timed, op.idempotent, op.dist, op.adm.dest, op.body.kind
+	defer h.endFlightOnPanic()
+	h.launch(op, false)
+	timer := op.clock.NewTimer(h.delay)
 	defer timer.Stop()
 	ctxDone := op.ctx.Done()
 	for {
 		select {
-		case a := <-op.results:
-			resp, err, end := op.ended(a, timer)
+		case a := <-h.results:
+			resp, err, end := h.ended(op, a, timer)
 			if end {
 				return resp, err
 			}
 		case <-timer.Chan():
-			op.hedgeAfterDelay(timer)
+			h.afterDelay(op, timer)
 		case <-ctxDone:
 			// The attempts end with the operation's context, except
 			// those that may be left to finish, which do not inherit it.
 			ctxDone = nil
-			if op.finishLosers > 0 {
-				op.cancelFlight()
+			if h.finishLosers > 0 {
+				h.cancelFlight()
 			}
 		}
 	}
@@ -124,54 +129,49 @@ func (op *operation) runHedged() (*http.Response, error) {
 // (OnAttempt, Transient, Logger's handler) panics on the caller's
 // goroutine, as a panicking Base does: each is canceled, waited for, and
 // its response drained and closed; then the panic goes on.
-func (op *operation) endFlightOnPanic() {
-	if len(op.flight) == 0 {
+func (h *hedged) endFlightOnPanic() {
+	if len(h.flight) == 0 {
 		return
 	}
 	p := recover()
 	if p == nil {
 		return
 	}
-	op.cancelFlight()
-	for range op.flight {
-		a := <-op.results
+	h.cancelFlight()
+	for range h.flight {
+		a := <-h.results
 		if a.panicked == nil {
 			releaseLoser(a)
 		} else {
 			a.end()
 		}
 	}
-	op.flight = nil
+	h.flight = nil
 	panic(p)
 }
 
 // launch starts an attempt on its own goroutine. A hedge goes to
 // Hedging.Base when set. It reports false when no body could be made for
 // it.
-func (op *operation) launch(hedge bool) bool {
-	if op.attempts > 0 && op.body == bodyGetBody && op.nextBody == nil && !op.getBody() {
+func (h *hedged) launch(op *operation, hedge bool) bool {
+	if op.attempts > 0 && op.body.kind == bodyGetBody && op.body.next == nil && !op.body.fresh(op.tmpl) {
 		return false
 	}
-	op.attempts++
-	op.launched = op.clock.Now()
-	op.attempt = attempt{number: op.attempts, hedge: hedge, lastStart: op.launched}
-	if op.t.OnAttemptStart != nil {
-		op.t.OnAttemptStart(op.req, op.attempts)
+	a := &h.first
+	if op.attempts > 0 {
+		a = new(attempt)
 	}
-	req := op.attemptRequest()
-	op.ownsBody = false // Base owns whatever body it was handed
-	a := new(attempt)
-	*a = op.attempt
-	a.req = req
+	op.open(a, hedge)
+	h.launched = a.lastStart
 	base := op.base
 	if hedge {
-		op.hedges++
+		h.hedges++
 		if hb := op.t.Hedging.Base; hb != nil {
 			base = hb
 		}
 	}
-	op.flight = append(op.flight, a)
-	go a.run(op.settled, base, op.results)
+	h.flight = append(h.flight, a)
+	go a.run(&h.settled, base, h.results)
 	return true
 }
 
@@ -185,46 +185,44 @@ func (a *attempt) run(op *operation, base http.RoundTripper, done chan<- *attemp
 			done <- a
 		}
 	}()
-	resp, err := base.RoundTrip(a.req)
-	resp, err = normalize(base, a.req, resp, err)
-	a.resp, a.err = a.complete(op, a.req, resp, err)
-	a.lastElapsed = op.clock.Since(a.lastStart)
+	a.send(op, base)
 	done <- a
 }
 
-// ended handles an attempt that ended: it wins, it leaves the others
-// running (and may start the next at once), or, when it was the last in
-// flight, the operation goes on as a sequential one would, with a retry
-// after a wait. end says the operation is over, with resp and err.
-func (op *operation) ended(a *attempt, timer clockwork.Timer) (resp *http.Response, err error, end bool) {
-	op.remove(a)
+// ended handles an attempt that ended, on the one path every attempt
+// takes (operation.ended): it wins, it leaves the others running (and
+// may start the next at once), or, when it was the last in flight, the
+// operation goes on as a sequential one does, with a retry after a wait
+// (operation.conclude). end says the operation is over, with resp and
+// err.
+func (h *hedged) ended(op *operation, a *attempt, timer clockwork.Timer) (resp *http.Response, err error, end bool) {
+	h.remove(a)
 	if a.panicked != nil {
 		a.end()
-		op.settle() // a loser's panic after this one is not raised: this one is
+		h.settle(op, a) // a loser's panic after this one is not raised: this one is
 		panic(a.panicked.v)
 	}
-	// Transient is asked once per attempt, here; the rules, the
-	// latency and the report read its answer.
-	a.transient = op.t.transient(a.resp, a.err)
-	op.attempt = *a
-	op.recordAttempt(a.resp, a.err)
-	op.learn(a)
-	var r facts
-	op.gather(&r, a.resp, a.err)
-	stop := eligible(&op.policy, &r)
-	f := hedgeFacts{stop: stop, inFlight: len(op.flight), inProgress: a.resp != nil && a.resp.StatusCode == http.StatusConflict && keyInProgress(a.resp),
-		mayStart: op.mayHedge(), hedgeError: a.hedge && a.err != nil}
-	op.refusedOnce = op.refusedOnce || hedgeStops(f)
+	r, stop := op.ended(a)
+	f := hedgeFacts{stop: stop, inFlight: len(h.flight), inProgress: a.resp != nil && a.resp.StatusCode == http.StatusConflict && keyInProgress(a.resp),
+		mayStart: h.mayHedge(op), hedgeError: a.hedge && a.err != nil}
+	h.refusedOnce = h.refusedOnce || hedgeStops(f)
 	switch afterAttempt(f) {
 	case hedgeWin:
-		return op.win(a, stop)
+		return h.win(op, a, stop)
 	case hedgeNow:
-		op.setAside(a)
-		op.hedgeNow(timer)
+		h.setAside(op, a)
+		h.hedgeNow(op, timer)
 	case hedgeKeep:
-		op.setAside(a)
+		h.setAside(op, a)
 	case hedgeRetry:
-		return op.retryHedged(a, timer)
+		if resp, err, end := op.conclude(a, &r, stop); end {
+			return resp, err, true
+		}
+		if !h.launch(op, false) {
+			resp, err := op.finish(a, nil, BodyNotRewindable)
+			return resp, err, true
+		}
+		timer.Reset(h.delay)
 	}
 	return nil, nil, false
 }
@@ -235,88 +233,62 @@ func (op *operation) ended(a *attempt, timer clockwork.Timer) (resp *http.Respon
 // drain's bounds) and the attempt released on a goroutine of their own,
 // so that an answer arriving meanwhile is not held up by a discarded
 // body that trickles.
-func (op *operation) setAside(a *attempt) {
-	op.onAttempt(decision{})
+func (h *hedged) setAside(op *operation, a *attempt) {
+	a.report(op, decision{})
 	now := op.clock.Now()
-	if d, ok := op.retryAfter(a.resp, now); ok {
-		op.notBefore, op.hasNotBefore = latestNotBefore(op.notBefore, op.hasNotBefore, now.Add(d)), true
+	if d, ok := serverDelay(a.resp, now); ok {
+		h.notBefore, h.hasNotBefore = latestNotBefore(h.notBefore, h.hasNotBefore, now.Add(d)), true
 	}
 	if a.resp == nil {
-		op.endAttempt()
+		a.end()
 		return
 	}
 	go releaseLoser(a)
 }
 
 // win returns the winner's answer once the losers are settled.
-func (op *operation) win(a *attempt, stop StopReason) (*http.Response, error, bool) {
-	op.onAttempt(decision{})
-	if p := op.settle(); p != nil {
+func (h *hedged) win(op *operation, a *attempt, stop StopReason) (*http.Response, error, bool) {
+	a.report(op, decision{})
+	if p := h.settle(op, a); p != nil {
 		// A loser panicked: raised as if it had ended first, and the
 		// winner's answer goes unread.
 		releaseLoser(a)
 		panic(p.v)
 	}
-	op.attempt = *a
-	op.bindWinner()
-	resp, err := op.finish(a.resp, stop)
+	h.bindWinner(op.ctx, a)
+	resp, err := op.finish(a, a.resp, stop)
 	return resp, err, true
 }
 
-// bindWinner ties the winner to the operation's context again when losers
-// may finish: every attempt was sent without the operation's cancel, so
-// that losers outlive it, but only losers may. The winner's body then
-// ends when the caller cancels, as without FinishLosers; releasing the
-// attempt releases the link.
-func (op *operation) bindWinner() {
-	if op.finishLosers <= 0 || op.cancelAttempt == nil {
+// bindWinner ties the winner to the operation's context ctx again when
+// losers may finish: every attempt was sent without the operation's
+// cancel, so that losers outlive it, but only losers may. The winner's
+// body then ends when the caller cancels, as without FinishLosers;
+// releasing the attempt releases the link.
+func (h *hedged) bindWinner(ctx context.Context, a *attempt) {
+	if h.finishLosers <= 0 || a.cancelAttempt == nil {
 		return
 	}
-	cancel := op.cancelAttempt
-	unlink := context.AfterFunc(op.ctx, cancel)
-	op.cancelAttempt = func() {
+	cancel := a.cancelAttempt
+	unlink := context.AfterFunc(ctx, cancel)
+	a.cancelAttempt = func() {
 		unlink()
 		cancel()
 	}
 }
 
-// retryHedged goes on after the last attempt in flight failed, as the
-// sequential loop does: decide, wait, and send a retry, which may be
-// hedged in turn.
-func (op *operation) retryHedged(a *attempt, timer clockwork.Timer) (*http.Response, error, bool) {
-	d := op.decide(a.resp, a.err)
-	op.onAttempt(d)
-	if d.stop != "" {
-		resp, err := op.finish(a.resp, d.stop)
-		return resp, err, true
-	}
-	op.logRetry(d)
-	op.discard(a.resp)
-	if reason := op.wait(); reason != "" {
-		op.budget.Refund()
-		resp, err := op.finish(nil, reason)
-		return resp, err, true
-	}
-	if !op.launch(false) {
-		resp, err := op.finish(nil, BodyNotRewindable)
-		return resp, err, true
-	}
-	timer.Reset(op.delay)
-	return nil, nil, false
-}
-
-// hedgeAfterDelay starts a hedge when the delay passed with no answer.
-// A timer that fired for an earlier attempt (a retry started since) is
-// set again for the time the delay still has to run.
-func (op *operation) hedgeAfterDelay(timer clockwork.Timer) {
-	if len(op.flight) == 0 {
+// afterDelay starts a hedge when the delay passed with no answer. A
+// timer that fired for an earlier attempt (a retry started since) is set
+// again for the time the delay still has to run.
+func (h *hedged) afterDelay(op *operation, timer clockwork.Timer) {
+	if len(h.flight) == 0 {
 		return
 	}
-	if rest := op.delay - op.clock.Since(op.launched); rest > 0 {
+	if rest := h.delay - op.clock.Since(h.launched); rest > 0 {
 		timer.Reset(rest)
 		return
 	}
-	op.hedgeNow(timer)
+	h.hedgeNow(op, timer)
 }
 
 // hedgeNow sends a hedge if the extra-load cap and the budget allow it,
@@ -324,62 +296,54 @@ func (op *operation) hedgeAfterDelay(timer clockwork.Timer) {
 // again after the delay, as the cap refills with every operation; one
 // the Budget refuses ends hedging for the operation. Neither ends the
 // attempts in flight.
-func (op *operation) hedgeNow(timer clockwork.Timer) {
-	if rest := op.untilNotBefore(); rest > 0 {
-		// A Retry-After an earlier answer carried is a minimum for
-		// every copy that follows, hedges as retries.
-		timer.Reset(rest)
-		return
-	}
-	if !op.mayHedge() {
-		return
-	}
-	switch op.withdrawHedge() {
-	case hedgeCapped:
-		if !op.capped {
-			op.refuseHedge()
+func (h *hedged) hedgeNow(op *operation, timer clockwork.Timer) {
+	if h.hasNotBefore {
+		if rest := h.notBefore.Sub(op.clock.Now()); rest > 0 {
+			// A Retry-After an earlier answer carried is a minimum
+			// for every copy that follows, hedges as retries.
+			timer.Reset(rest)
+			return
 		}
-		op.capped = true
-		timer.Reset(op.delay)
+	}
+	if !h.mayHedge(op) {
+		return
+	}
+	switch h.withdraw(op) {
+	case hedgeCapped:
+		if !h.capped {
+			h.refuse(op)
+		}
+		h.capped = true
+		timer.Reset(h.delay)
 		return
 	case hedgeOverBudget, hedgeThrottled:
-		op.refuseHedge()
-		op.refusedOnce = true
+		h.refuse(op)
+		h.refusedOnce = true
 		return
 	}
-	op.capped = false
-	if !op.launch(true) {
+	h.capped = false
+	if !h.launch(op, true) {
 		// No body for it: as good as refused.
 		op.budget.Refund()
 		op.dist.RefundExtra()
-		op.refundQuota()
-		op.refusedOnce = true
+		op.adm.ticket.Refund()
+		h.refusedOnce = true
 		return
 	}
-	op.logHedge("httpretry: hedge", slog.LevelInfo, op.attempts)
-	timer.Reset(op.delay)
+	h.log(op, "httpretry: hedge", slog.LevelInfo, op.attempts)
+	timer.Reset(h.delay)
 }
 
-// untilNotBefore is how long the next copy of the request must still wait
-// for the latest Retry-After an answer of the operation carried; 0 when
-// none is pending.
-func (op *operation) untilNotBefore() time.Duration {
-	if !op.hasNotBefore {
-		return 0
-	}
-	return op.notBefore.Sub(op.clock.Now())
-}
-
-// refuseHedge counts and logs a refused hedge. The record is at Debug
-// level: when a whole server slows down, every operation asks for a hedge
-// the cap refuses, and a record each would flood the log; the refusal is
+// refuse counts and logs a refused hedge. The record is at Debug level:
+// when a whole server slows down, every operation asks for a hedge the
+// cap refuses, and a record each would flood the log; the refusal is
 // counted in Outcome.HedgesRefused.
-func (op *operation) refuseHedge() {
-	op.refused++
-	op.logHedge("httpretry: hedge refused", slog.LevelDebug, op.attempts+1)
+func (h *hedged) refuse(op *operation) {
+	h.refused++
+	h.log(op, "httpretry: hedge refused", slog.LevelDebug, op.attempts+1)
 }
 
-// What withdrawHedge found.
+// What withdraw found.
 const (
 	hedgeGranted    = iota
 	hedgeCapped     // the extra-load cap had no token
@@ -387,11 +351,11 @@ const (
 	hedgeThrottled  // the Throttle refused it, as it would a retry
 )
 
-// withdrawHedge asks the Throttle, if any, as for a retry, then takes a
-// token from the extra-load cap, one from the budget and a request from
-// the destination's known quota, all or none.
-func (op *operation) withdrawHedge() int {
-	if !op.admitRetry() {
+// withdraw asks the Throttle, if any, as for a retry, then takes a token
+// from the extra-load cap, one from the budget and a request from the
+// destination's known quota, all or none.
+func (h *hedged) withdraw(op *operation) int {
+	if !op.adm.mayRetry(op.t.Throttle, op.clock) {
 		return hedgeThrottled
 	}
 	if !op.dist.WithdrawExtra() {
@@ -401,7 +365,7 @@ func (op *operation) withdrawHedge() int {
 		op.dist.RefundExtra()
 		return hedgeOverBudget
 	}
-	if _, ok := op.takeQuota(); !ok {
+	if _, ok := op.adm.take(op.t.Throttle, op.req, op.clock); !ok {
 		// The destination's quota is spent: a hedge would meet a 429.
 		op.dist.RefundExtra()
 		op.budget.Refund()
@@ -413,27 +377,27 @@ func (op *operation) withdrawHedge() int {
 // mayHedge applies the rule of mayStartHedge to the operation now. An
 // operation whose context has ended starts nothing more: it counts as
 // refused.
-func (op *operation) mayHedge() bool {
+func (h *hedged) mayHedge(op *operation) bool {
 	left, bounded := time.Duration(0), op.hasDeadline
 	if bounded {
 		left = op.deadline.Sub(op.clock.Now())
 	}
-	return mayStartHedge(op.policy, op.attempts, op.refusedOnce || done(op.ctx), left, bounded)
+	return mayStartHedge(op.policy, op.attempts, h.refusedOnce || done(op.ctx), left, bounded)
 }
 
 // remove takes a out of the attempts in flight.
-func (op *operation) remove(a *attempt) {
-	for i, f := range op.flight {
+func (h *hedged) remove(a *attempt) {
+	for i, f := range h.flight {
 		if f == a {
-			op.flight = append(op.flight[:i], op.flight[i+1:]...)
+			h.flight = append(h.flight[:i], h.flight[i+1:]...)
 			return
 		}
 	}
 }
 
 // cancelFlight cancels every attempt in flight.
-func (op *operation) cancelFlight() {
-	for _, a := range op.flight {
+func (h *hedged) cancelFlight() {
+	for _, a := range h.flight {
 		a.cancelAttempt()
 	}
 }
@@ -443,53 +407,48 @@ func (op *operation) cancelFlight() {
 // nothing else of the operation runs. It returns the first panic a loser
 // raised, for the caller's goroutine to raise again. With FinishLosers
 // they are left to finish for that long instead, on a goroutine of their
-// own, and their panics are logged there (see collectLosers).
-func (op *operation) settle() *panicValue {
-	if len(op.flight) == 0 {
+// own, and their panics are logged there (see collectLosers). w is the
+// attempt that won, or panicked.
+func (h *hedged) settle(op *operation, w *attempt) *panicValue {
+	if len(h.flight) == 0 {
 		return nil
 	}
-	op.losers += len(op.flight)
-	// What the winner (the attempt last ended) said of the server,
-	// for the losers canceled for it.
-	signalled := (op.resp != nil || op.err != nil) && overloadSignal(op.resp, op.err)
-	if op.finishLosers > 0 {
-		for _, a := range op.flight {
+	h.losers += len(h.flight)
+	// What the winner said of the server, for the losers canceled for
+	// it.
+	signalled := (w.resp != nil || w.err != nil) && overloadSignal(w.resp, w.err)
+	if h.finishLosers > 0 {
+		for _, a := range h.flight {
 			// Only what was settled before its goroutine started: the
 			// rest of a is still being written.
-			op.reportLoser(&attempt{number: a.number, hedge: a.hedge, lastStart: a.lastStart,
-				lastElapsed: op.clock.Since(a.lastStart)})
+			lost := &attempt{number: a.number, hedge: a.hedge, lastStart: a.lastStart,
+				lastElapsed: op.clock.Since(a.lastStart), canceled: true}
+			lost.report(op, decision{})
 		}
-		go collectLosers(op.settled, op.flight, op.results, op.finishLosers, signalled)
-		op.flight = nil
+		go collectLosers(&h.settled, h.flight, h.results, h.finishLosers, signalled)
+		h.flight = nil
 		return nil
 	}
-	op.cancelFlight()
+	h.cancelFlight()
 	var first *panicValue
-	for len(op.flight) > 0 {
+	for len(h.flight) > 0 {
 		// Each leaves the flight as it is received: a hook that panics
 		// while one is reported leaves only the others to wait for.
-		a := <-op.results
-		op.remove(a)
+		a := <-h.results
+		h.remove(a)
 		if a.panicked != nil {
 			first = cmp.Or(first, a.panicked)
 			a.end()
 			continue
 		}
 		a.err = asLost(a.err)
-		op.learnLoser(a)
+		a.learnLost(op.t, op.dist)
 		op.recordLoser(a, signalled)
-		op.reportLoser(a)
+		a.canceled = true
+		a.report(op, decision{})
 		releaseLoser(a)
 	}
 	return first
-}
-
-// reportLoser reports a losing attempt to OnAttempt, and releases its
-// trace.
-func (op *operation) reportLoser(a *attempt) {
-	op.attempt = *a
-	op.canceled = true
-	op.onAttempt(decision{})
 }
 
 // collectLosers waits for losers left to finish, for at most grace, then
@@ -507,12 +466,12 @@ func collectLosers(op *operation, losers []*attempt, results <-chan *attempt, gr
 	for range losers {
 		a := <-results
 		if a.panicked != nil {
-			op.logLoserPanic(a)
+			a.logPanic(op)
 			a.end()
 			continue
 		}
 		a.err = asLost(a.err)
-		op.learnLoser(a)
+		a.learnLost(op.t, op.dist)
 		op.recordLoser(a, signalled)
 		releaseLoser(a)
 		if a.trace != nil {
@@ -523,68 +482,63 @@ func collectLosers(op *operation, losers []*attempt, results <-chan *attempt, gr
 
 // releaseLoser drains and closes a loser's response and releases its
 // context.
-func releaseLoser(a *attempt) {
-	if a.resp != nil {
-		drain(a.resp)
-	}
-	a.end()
-}
+func releaseLoser(a *attempt) { a.discard() }
 
-// learnLoser records a loser's latency, as the rule of latencySample
-// says: a good answer it had first, or at least the time it ran when it
-// was canceled. A loser that answered was not judged yet: Transient is
-// asked now, once.
-func (op *operation) learnLoser(a *attempt) {
-	if op.dist == nil {
+// learnLost records the latency of an attempt that lost, as the rule of
+// latencySample says: a good answer it had first, or at least the time it
+// ran when it was canceled. A loser that answered was not judged yet:
+// Transient is asked now, once.
+func (a *attempt) learnLost(t *Transport, dist *latency.Dist) {
+	if dist == nil {
 		return
 	}
 	if a.resp != nil {
-		a.transient = op.t.transient(a.resp, a.err)
+		a.transient = t.transient(a.resp, a.err)
 	}
 	cut := errors.Is(a.err, context.Canceled) || errors.Is(a.err, ErrAttemptTimeout)
 	if record, censored := latencySample(goodAnswer(a.status, a.transient), cut); record {
-		op.dist.Record(a.lastElapsed, censored)
+		dist.Record(a.lastElapsed, censored)
 	}
 }
 
 // learn records the latency of an attempt that ended on its own, judged
 // by Transient already, as the rule of latencySample says.
-func (op *operation) learn(a *attempt) {
-	if op.dist == nil {
+func (a *attempt) learn(dist *latency.Dist) {
+	if dist == nil {
 		return
 	}
 	if record, censored := latencySample(goodAnswer(a.status, a.transient), errors.Is(a.err, ErrAttemptTimeout)); record {
-		op.dist.Record(a.lastElapsed, censored)
+		dist.Record(a.lastElapsed, censored)
 	}
 }
 
-// logHedge records a hedge sent or refused, naming the hedge's attempt
-// number and the delay after which it was due.
-func (op *operation) logHedge(msg string, level slog.Level, number int) {
+// log records a hedge sent or refused, naming the hedge's attempt number
+// and the delay after which it was due.
+func (h *hedged) log(op *operation, msg string, level slog.Level, number int) {
 	if op.t.Logger == nil {
 		return
 	}
 	attrs := make([]slog.Attr, 0, 6)
-	attrs = append(attrs, slog.String("method", op.method()), slog.String("host", op.host()))
+	attrs = append(attrs, slog.String("method", reqMethod(op.req)), slog.String("host", reqHost(op.req)))
 	if op.t.LogRoute != nil {
 		attrs = append(attrs, slog.String("route", op.t.LogRoute(op.req)))
 	}
-	attrs = append(attrs, slog.Int("attempt", number), slog.Duration("delay", op.delay))
+	attrs = append(attrs, slog.Int("attempt", number), slog.Duration("delay", h.delay))
 	if op.hasDeadline {
 		attrs = append(attrs, slog.Duration("time_left", op.deadline.Sub(op.clock.Now())))
 	}
 	op.t.Logger.LogAttrs(op.callerCtx, level, msg, attrs...)
 }
 
-// logLoserPanic records the panic of a loser left to finish after
-// RoundTrip returned. The panic's value may hold anything Base put in it,
-// a URL with a token included: only its type is logged.
-func (op *operation) logLoserPanic(a *attempt) {
+// logPanic records the panic of a loser left to finish after RoundTrip
+// returned. The panic's value may hold anything Base put in it, a URL
+// with a token included: only its type is logged.
+func (a *attempt) logPanic(op *operation) {
 	if op.t.Logger == nil {
 		return
 	}
 	attrs := make([]slog.Attr, 0, 4)
-	attrs = append(attrs, slog.String("method", op.method()), slog.String("host", op.host()))
+	attrs = append(attrs, slog.String("method", reqMethod(op.req)), slog.String("host", reqHost(op.req)))
 	if op.t.LogRoute != nil {
 		attrs = append(attrs, slog.String("route", op.t.LogRoute(op.req)))
 	}

@@ -6,50 +6,50 @@ import (
 	"time"
 )
 
-// onAttempt reports the attempt that just ended to OnAttempt, with the
+// report reports the attempt, which just ended, to OnAttempt, with the
 // wait scheduled before the next one (0 when none follows) and the part
-// of it the server asked for.
-func (op *operation) onAttempt(d decision) {
-	if op.t.OnAttempt != nil || op.trace != nil {
-		op.reportAttempt(d)
+// of it the server asked for, and releases its connection trace.
+func (a *attempt) report(op *operation, d decision) {
+	if op.t.OnAttempt != nil || a.trace != nil {
+		a.reportTo(op, d)
 	}
 }
 
-// reportAttempt is onAttempt's work when there is a hook to call or a
-// trace to release, apart so that onAttempt inlines.
-func (op *operation) reportAttempt(d decision) {
+// reportTo is report's work when there is a hook to call or a trace to
+// release, apart so that report inlines.
+func (a *attempt) reportTo(op *operation, d decision) {
 	if op.t.OnAttempt == nil {
-		op.releaseTrace()
+		a.releaseTrace()
 		return
 	}
-	a := Attempt{
-		Number:     op.number,
-		Hedge:      op.hedge,
-		Canceled:   op.canceled,
-		Status:     op.status,
-		Err:        op.err,
-		Duration:   op.lastElapsed,
+	r := Attempt{
+		Number:     a.number,
+		Hedge:      a.hedge,
+		Canceled:   a.canceled,
+		Status:     a.status,
+		Err:        a.err,
+		Duration:   a.lastElapsed,
 		Wait:       d.wait,
 		RetryAfter: d.retryAfter,
 	}
-	if op.trace != nil {
-		op.trace.fill(&a)
-		op.releaseTrace()
+	if a.trace != nil {
+		a.trace.fill(&r)
+		a.releaseTrace()
 	}
-	op.t.OnAttempt(op.req, a)
+	op.t.OnAttempt(op.req, r)
 }
 
 // releaseTrace returns the attempt's connection trace to its pool.
-func (op *operation) releaseTrace() {
-	if op.trace != nil {
-		op.trace.release()
-		op.trace = nil
+func (a *attempt) releaseTrace() {
+	if a.trace != nil {
+		a.trace.release()
+		a.trace = nil
 	}
 }
 
 // report delivers the operation's outcome to WithOutcome, OnDone and the
-// Logger (for every stop but Final).
-func (op *operation) report(o Outcome) {
+// Logger (for every stop but Final, about the last attempt, a).
+func (op *operation) report(a *attempt, o Outcome) {
 	if op.out != nil {
 		*op.out = o
 	}
@@ -57,34 +57,31 @@ func (op *operation) report(o Outcome) {
 		op.t.OnDone(op.req, o)
 	}
 	if op.t.Logger != nil && o.Reason != Final {
-		op.log(slog.LevelWarn, "httpretry: stop", 0, o.Reason)
+		a.log(op, slog.LevelWarn, "httpretry: stop", 0, o.Reason)
 	}
 }
 
-// logRetry records a decision to retry.
-func (op *operation) logRetry(d decision) {
+// log writes one record about the attempt, when the Transport has a
+// Logger: a retry decided after it (reason "", with its wait), or the
+// stop that followed it. It carries the request's method, host and, when
+// LogRoute names one, its route only: the path, the query string,
+// userinfo, headers and bodies may hold secrets and never reach a log.
+// Errors appear as a class from a small fixed set, since their text can
+// quote a URL.
+func (a *attempt) log(op *operation, level slog.Level, msg string, wait time.Duration, reason StopReason) {
 	if op.t.Logger == nil {
 		return
 	}
-	op.log(slog.LevelInfo, "httpretry: retry", d.wait, "")
-}
-
-// log writes one record about the last attempt. It carries the request's
-// method, host and, when LogRoute names one, its route only: the path,
-// the query string, userinfo, headers and bodies may hold secrets and
-// never reach a log. Errors appear as a class from a small fixed set,
-// since their text can quote a URL.
-func (op *operation) log(level slog.Level, msg string, wait time.Duration, reason StopReason) {
 	attrs := make([]slog.Attr, 0, 9)
-	attrs = append(attrs, slog.String("method", op.method()), slog.String("host", op.host()))
+	attrs = append(attrs, slog.String("method", reqMethod(op.req)), slog.String("host", reqHost(op.req)))
 	if op.t.LogRoute != nil {
 		attrs = append(attrs, slog.String("route", op.t.LogRoute(op.req)))
 	}
-	attrs = append(attrs, slog.Int("attempt", op.number))
-	if op.err != nil {
-		attrs = append(attrs, slog.String("error", ErrorClass(op.err)))
+	attrs = append(attrs, slog.Int("attempt", a.number))
+	if a.err != nil {
+		attrs = append(attrs, slog.String("error", ErrorClass(a.err)))
 	} else {
-		attrs = append(attrs, slog.Int("status", op.status))
+		attrs = append(attrs, slog.Int("status", a.status))
 	}
 	if reason == "" {
 		attrs = append(attrs, slog.Duration("wait", wait))
@@ -98,17 +95,19 @@ func (op *operation) log(level slog.Level, msg string, wait time.Duration, reaso
 	op.t.Logger.LogAttrs(op.callerCtx, level, msg, attrs...)
 }
 
-func (op *operation) host() string {
-	if u := op.req.URL; u != nil {
+// reqHost is the host a log record names for req.
+func reqHost(req *http.Request) string {
+	if u := req.URL; u != nil {
 		// URL.Host never holds userinfo; that is in URL.User.
 		return u.Host
 	}
-	return op.req.Host
+	return req.Host
 }
 
-func (op *operation) method() string {
-	if op.req.Method == "" {
+// reqMethod is req's method, GET when empty.
+func reqMethod(req *http.Request) string {
+	if req.Method == "" {
 		return http.MethodGet
 	}
-	return op.req.Method
+	return req.Method
 }

@@ -231,87 +231,81 @@ func outcomeFrom(ctx context.Context) *Outcome {
 	return o
 }
 
-// finish ends the operation: it reports the outcome and returns resp with
-// a nil error when there is one, or a *Error.
-func (op *operation) finish(resp *http.Response, reason StopReason) (*http.Response, error) {
+// finish ends the operation after its last attempt, a: it reports the
+// outcome and returns resp with a nil error when there is one, or a
+// *Error.
+func (op *operation) finish(a *attempt, resp *http.Response, reason StopReason) (*http.Response, error) {
 	if resp != nil {
-		if op.observed() {
-			o := op.outcome(reason)
-			if op.hedging {
-				o.Winner, o.HedgeWon = op.number, op.hedge
+		if op.out != nil || op.t.OnDone != nil || op.t.Logger != nil {
+			o := op.outcome(a, reason)
+			if op.h != nil {
+				o.Winner, o.HedgeWon = a.number, a.hedge
 			}
-			op.report(o)
+			op.report(a, o)
 		}
-		op.release(resp)
+		a.release(resp, op.cancel)
 		return resp, nil
 	}
 	if reason == Canceled && op.stopErr == nil {
 		// Base may report a canceled attempt in its own words; the
 		// caller's context error must still be in the chain.
-		if cerr := op.callerErr(); !errors.Is(op.err, cerr) {
-			op.stopErr = fmt.Errorf("%w (attempt: %w)", cerr, op.err)
+		if cerr := op.callerErr(); !errors.Is(a.err, cerr) {
+			op.stopErr = fmt.Errorf("%w (attempt: %w)", cerr, a.err)
 		}
 	}
-	o := op.outcome(reason)
+	o := op.outcome(a, reason)
 	// A request that is not safe to repeat, whose last attempt failed
-	// without proof that nothing was sent, may have been applied. (op.err
-	// is only ever set by an attempt.)
-	o.Unknown = !op.idempotent && op.err != nil && !op.unsent
-	op.report(o)
-	op.endAttempt()
+	// without proof that nothing was sent, may have been applied. (An
+	// attempt's err is only ever set by the attempt.)
+	o.Unknown = !op.idempotent && a.err != nil && !a.unsent
+	op.report(a, o)
+	a.end()
 	if op.cancel != nil {
 		op.cancel()
 	}
-	return nil, &Error{Method: op.method(), Outcome: o}
+	return nil, &Error{Method: reqMethod(op.req), Outcome: o}
 }
 
 // release hands the returned response's body the contexts it must
-// release when the caller is done with it; a body already in memory
-// releases them now.
-func (op *operation) release(resp *http.Response) {
-	if op.buffered {
+// release when the caller is done with it, the attempt's and the
+// operation's (cancelOp); a body already in memory releases them now.
+func (a *attempt) release(resp *http.Response, cancelOp context.CancelFunc) {
+	if a.buffered {
 		// Nothing more will be read from the network.
-		op.endAttempt()
-		if op.cancel != nil {
-			op.cancel()
+		a.end()
+		if cancelOp != nil {
+			cancelOp()
 		}
 		return
 	}
-	wrapBody(resp, op.cancelAttempt, op.cancel, op.idle)
+	wrapBody(resp, a.cancelAttempt, cancelOp, a.idle)
 }
 
 // fail ends an operation that made no attempt. A body that could not be
 // buffered because the caller left, or the operation's Timeout passed,
-// stops as an attempt would have.
-func (op *operation) fail(err error) (*http.Response, error) {
+// stops as an attempt would have; none is the attempt never made.
+func (op *operation) fail(none *attempt, err error) (*http.Response, error) {
 	op.stopErr = err
-	reason := Final
-	if op.callerEnded() {
-		reason = Canceled
-	} else if errors.Is(err, throttle.ErrThrottled) {
-		reason = Throttled
-	} else if done(op.ctx) {
-		reason = DeadlineExhausted
-	}
-	return op.finish(nil, reason)
+	// Each is asked only when the ones before it did not hold, as
+	// refusedBefore orders them: done reads the context only then.
+	ended := op.callerEnded()
+	throttled := !ended && errors.Is(err, throttle.ErrThrottled)
+	timedOut := !ended && !throttled && done(op.ctx)
+	return op.finish(none, nil, refusedBefore(ended, throttled, timedOut))
 }
 
-// observed reports whether anything receives the operation's Outcome.
-func (op *operation) observed() bool {
-	return op.out != nil || op.t.OnDone != nil || op.t.Logger != nil
-}
-
-func (op *operation) outcome(reason StopReason) Outcome {
+// outcome is the operation's Outcome, stopped for reason after its last
+// attempt, a.
+func (op *operation) outcome(a *attempt, reason StopReason) Outcome {
 	o := Outcome{
 		Attempts: op.attempts,
 		Reason:   reason,
-		Status:   op.status,
-		Err:      op.err,
+		Status:   a.status,
+		Err:      a.err,
 		Waited:   op.waited,
-
-		Hedges:         op.hedges,
-		HedgesRefused:  op.refused,
-		LosersCanceled: op.losers,
+	}
+	if h := op.h; h != nil {
+		o.Hedges, o.HedgesRefused, o.LosersCanceled = h.hedges, h.refused, h.losers
 	}
 	if op.stopErr != nil {
 		o.Err = op.stopErr
@@ -320,16 +314,7 @@ func (op *operation) outcome(reason StopReason) Outcome {
 		o.Elapsed = op.clock.Since(op.start)
 	}
 	if reason == BodyNotRewindable {
-		o.BodySize = op.bodySize()
+		o.BodySize = op.body.size(op.req)
 	}
 	return o
-}
-
-// bodySize is the size of the request body, for an operation that could
-// not send it again: its ContentLength when known, else what was read.
-func (op *operation) bodySize() int64 {
-	if op.req.ContentLength > 0 || op.once == nil {
-		return op.req.ContentLength
-	}
-	return op.once.read.Load()
 }

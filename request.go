@@ -15,24 +15,24 @@ import (
 // request may be repeated.
 func (op *operation) prepare() error {
 	req, t := op.req, op.t
-	if !op.ownsBody {
+	if !op.body.owned {
 		// begin found no body to own: none, or http.NoBody.
-		op.body = bodyNone
+		op.body.kind = bodyNone
 	} else if req.GetBody != nil {
-		op.body = bodyGetBody
+		op.body.kind = bodyGetBody
 	} else if op.policy.maxAttempts == 1 {
 		// Nothing will be sent again: the body goes to Base untouched,
 		// and Base alone closes it, however long it streams.
-		op.body = bodyDirect
+		op.body.kind = bodyDirect
 	} else if req.ContentLength > 0 && req.ContentLength <= t.bufferRequest() {
-		op.ownsBody = false // bufferBody closes it
+		op.body.owned = false // bufferBody closes it
 		if err := op.buffer(); err != nil {
 			return err
 		}
 	} else {
-		op.ownsBody = false // the onceBody closes it
-		op.once = &onceBody{rc: req.Body}
-		op.body = bodyOnce
+		op.body.owned = false // the onceBody closes it
+		op.body.once = &onceBody{rc: req.Body}
+		op.body.kind = bodyOnce
 	}
 	op.idempotent = t.idempotent(op.tmpl)
 	if !op.idempotent && op.policy.maxAttempts > 1 && t.NewIdempotencyKey != nil && !hasIdempotencyKey(req.Header) {
@@ -59,6 +59,6 @@ func (op *operation) buffer() error {
 	if err != nil {
 		return fmt.Errorf("httpretry: reading request body: %w", err)
 	}
-	op.tmpl, op.body = r, bodyGetBody
+	op.tmpl, op.body.kind = r, bodyGetBody
 	return nil
 }

@@ -20,7 +20,7 @@ import (
 // retried; otherwise the caller must see the status the server sent), and
 // the response has a body that is not a protocol switch.
 func (op *operation) bufferable(req *http.Request, resp *http.Response) bool {
-	return op.t.BufferResponse > 0 && op.idempotent && op.body != bodyOnce && op.body != bodyDirect &&
+	return op.t.BufferResponse > 0 && op.idempotent && op.body.kind != bodyOnce && op.body.kind != bodyDirect &&
 		req.Method != http.MethodHead &&
 		resp.StatusCode != http.StatusSwitchingProtocols &&
 		resp.Body != http.NoBody

@@ -149,9 +149,9 @@ func honoursRetryAfter(status int) bool {
 	return false
 }
 
-// retryAfter returns the server's requested delay on a response whose
+// serverDelay returns the server's requested delay on a response whose
 // status honours it.
-func (op *operation) retryAfter(resp *http.Response, now time.Time) (time.Duration, bool) {
+func serverDelay(resp *http.Response, now time.Time) (time.Duration, bool) {
 	if resp == nil || !honoursRetryAfter(resp.StatusCode) {
 		return 0, false
 	}
