@@ -15,13 +15,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
-	"go.uber.org/goleak"
+
+	"github.com/httpretry/httpretry/internal/leakcheck"
+	"github.com/httpretry/httpretry/throttle"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.Main(m)
 }
 
 // result is what a RoundTrip running in another goroutine returned.

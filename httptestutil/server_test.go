@@ -10,13 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/httpretry/httpretry/httptestutil"
+	"github.com/httpretry/httpretry/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.Main(m)
 }
 
 // start returns a started Server over HTTP/2 when h2 is set, else HTTP/1,

@@ -12,11 +12,11 @@ import (
 	"testing"
 
 	"github.com/httpretry/httpretry/idempotency"
-	"go.uber.org/goleak"
+	"github.com/httpretry/httpretry/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.Main(m)
 }
 
 // events collects what a Handler reports.

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-cleanhttp"
-	"go.uber.org/goleak"
 
+	"github.com/httpretry/httpretry/internal/leakcheck"
 	"github.com/httpretry/httpretry/spread"
 	"github.com/httpretry/httpretry/spread/spreadtest"
 )
@@ -20,7 +20,7 @@ func TestMain(m *testing.M) {
 		serveBackendProcess(addr)
 		return
 	}
-	goleak.VerifyTestMain(m)
+	leakcheck.Main(m)
 }
 
 // loopback is the four addresses the backends listen on.

@@ -8,15 +8,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/httpretry/httpretry/contrib/redisretry/redistest"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
+
+	"github.com/httpretry/httpretry/contrib/redisretry/redistest"
+	"github.com/httpretry/httpretry/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) {
 	// go-redis logs every failed dial; the fault drills make many.
 	redis.SetLogger(quiet{})
-	goleak.VerifyTestMain(m)
+	leakcheck.Main(m)
 }
 
 type quiet struct{}

@@ -9,14 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/httpretry/httpretry/idempotency"
 	"github.com/httpretry/httpretry/idempotency/storetest"
-	"github.com/jonboulle/clockwork"
-	"go.uber.org/goleak"
+	"github.com/httpretry/httpretry/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.Main(m)
 }
 
 // The suite's own check: the MemoryStore, which meets the contract,

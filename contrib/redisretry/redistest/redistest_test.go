@@ -8,10 +8,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"go.uber.org/goleak"
+	"github.com/httpretry/httpretry/internal/leakcheck"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 func TestStartKillRestart(t *testing.T) {
 	ctx := context.Background()

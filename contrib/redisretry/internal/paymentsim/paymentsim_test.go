@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/httpretry/httpretry/idempotency"
-	"go.uber.org/goleak"
+	"github.com/httpretry/httpretry/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	leakcheck.Main(m)
 }
 
 // The faults are drawn per order and attempt, the same every run, at the
