@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/httpretry/httpretry/internal/overload"
@@ -233,7 +231,7 @@ func answer(r throttle.Result, resp *http.Response, err error, clock clockwork.C
 	}
 	r.Status, r.Header, r.Request = resp.StatusCode, resp.Header, resp.Request
 	if pausingStatus(resp.StatusCode) {
-		r.RetryAfter, r.HasRetryAfter = serverPause(resp.Header, clock.Now())
+		r.RetryAfter, r.HasRetryAfter = ParseRetryAfter(resp.Header, clock.Now())
 	}
 	return r
 }
@@ -243,28 +241,6 @@ func answer(r throttle.Result, resp *http.Response, err error, clock clockwork.C
 // (GitHub answers its secondary rate limit with a 403 and Retry-After).
 func pausingStatus(status int) bool {
 	return status == http.StatusTooManyRequests || status == http.StatusForbidden
-}
-
-// amzRetryAfterHeader is AWS's hint, in milliseconds, of how long to wait
-// before another attempt.
-const amzRetryAfterHeader = "X-Amz-Retry-After"
-
-// serverPause returns the pause a response asks of its destination:
-// Retry-After-Ms or Retry-After (see ParseRetryAfter), else AWS's
-// x-amz-retry-after, a whole number of milliseconds.
-func serverPause(h http.Header, now time.Time) (time.Duration, bool) {
-	if d, ok := ParseRetryAfter(h, now); ok {
-		return d, true
-	}
-	v := h[amzRetryAfterHeader]
-	if len(v) == 0 {
-		return 0, false
-	}
-	ms, err := strconv.ParseInt(strings.TrimSpace(v[0]), 10, 64)
-	if err != nil || ms < 0 || ms > int64(maxDuration/time.Millisecond) {
-		return 0, false
-	}
-	return time.Duration(ms) * time.Millisecond, true
 }
 
 // recordLoser tells the Throttle how a hedged attempt that lost went,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/httpretry/httpretry/httptestutil"
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -295,5 +296,32 @@ func TestRulesOverflowingRetryAfterStopsTooLong(t *testing.T) {
 			t.Errorf("docs/rules.md names %s out of the order ParseRetryAfter reads the headers in (%v, then Retry-After)", name, msDelayHeaders)
 		}
 		last = at
+	}
+}
+
+// TestThrottlePausesForTheDelayTheRetriesWait: the pause a 429 asks of
+// its destination is read by the one rule the retries follow
+// (ParseRetryAfter): a header the retries ignore pauses nothing, and one
+// they honour pauses for the same time.
+func TestThrottlePausesForTheDelayTheRetriesWait(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	clock := clockwork.NewFakeClockAt(now)
+	for _, tc := range []struct {
+		name, header, value string
+	}{
+		{"signed milliseconds", "X-Amz-Retry-After", "+1500"},
+		{"AWS milliseconds", "X-Amz-Retry-After", "1500"},
+		{"fractional seconds", "Retry-After", "2.0"},
+		{"OpenAI milliseconds", "Retry-After-Ms", "250"},
+		{"negative", "Retry-After", "-3"},
+	} {
+		h := http.Header{}
+		h.Set(tc.header, tc.value)
+		resp := &http.Response{StatusCode: http.StatusTooManyRequests, Header: h}
+		r := answer(throttle.Result{}, resp, nil, clock)
+		want, wantOK := ParseRetryAfter(h, now)
+		if r.RetryAfter != want || r.HasRetryAfter != wantOK {
+			t.Errorf("%s (%s: %s): the throttle pauses %v (%v), the retries wait %v (%v); want the same", tc.name, tc.header, tc.value, r.RetryAfter, r.HasRetryAfter, want, wantOK)
+		}
 	}
 }
