@@ -13,8 +13,8 @@ const (
 	// Throttled: the [throttle.Throttle] refused the next attempt; before
 	// the first, the error matches [throttle.ErrThrottled].
 	Throttled StopReason = "throttled"
-	// Canceled: the caller's context ended after a failed attempt or
-	// during a wait.
+	// Canceled: the caller's context ended before the first attempt,
+	// after a failed attempt or a transient response, or during a wait.
 	Canceled StopReason = "canceled"
 	// Final: the attempt succeeded, or failed in a way that is not
 	// transient.

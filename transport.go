@@ -150,15 +150,19 @@ type Transport struct {
 	// retries of a healthy one.
 	BudgetPerHost bool
 
-	// Jitter draws the wait for a backoff window, once per retry; its result
-	// is clamped into [0, window]. If nil, [FullJitter].
+	// Jitter draws the wait for a backoff window, once per transient
+	// failure that may be retried, before the wait is fitted to the
+	// deadline (a long draw may then stop the operation); its result is
+	// clamped into [0, window]. If nil, [FullJitter].
 	Jitter func(window time.Duration) time.Duration
 
 	// Clock is the clock of deadlines and waits. If nil, the real clock.
 	Clock clockwork.Clock
 
-	// Logger, if set, receives one record per retry decision and per stop
-	// other than [Final]: method, host, LogRoute's route, attempt, status or
+	// Logger, if set, receives one record per retry decision, per stop
+	// other than [Final], per hedge sent (Info) or refused (Debug), and
+	// one for a losing attempt that panicked after RoundTrip returned:
+	// method, host, LogRoute's route, attempt, status or
 	// error class, wait, time left and reason; never the path, query,
 	// userinfo, headers or bodies.
 	Logger *slog.Logger
@@ -207,8 +211,9 @@ type Transport struct {
 	LearnAttemptTimeout *LearnedTimeout
 
 	// Throttle, if set, refuses attempts while their destination signals
-	// overload (a 429, 503 or 529, a 5xx with "X-Should-Retry: false", a
-	// timeout or a refused connection) and new operations while its quota is
+	// overload (a 429, 503 or 529, a proxy's 502 or 504, Envoy's overload
+	// headers, a 5xx with "X-Should-Retry: false", a timeout or a refused
+	// connection: docs/overload.md has the list) and new operations while its quota is
 	// spent: refused before its first attempt, an operation returns an
 	// [*Error] matching [throttle.ErrThrottled]; a refused retry returns the
 	// last attempt's result. Both stop with [Throttled]. See docs/overload.md.
