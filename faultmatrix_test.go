@@ -672,8 +672,13 @@ func TestHiddenRetriesBounded(t *testing.T) {
 			// AttemptTimeout (300ms) does, which a busy machine can delay
 			// past it: then each attempt is one request, which the bounds
 			// above allow just as well.
+			// A machine busy enough to spend the whole Timeout on the TLS
+			// handshake gets no request to the server at all: nothing to
+			// retry underneath, and the bounds above still hold.
 			got := hits() - warm
 			switch {
+			case got == 0 && o.Attempts == 1 && elapsed >= tt.timeout:
+				t.Logf("%s: the one attempt spent the whole %v before reaching the server", tt.name, tt.timeout)
 			case got < o.Attempts || (tt.h2 != "" && got == o.Attempts):
 				t.Errorf("server saw %d requests for %d attempts; want more: net/http retries underneath", got, o.Attempts)
 			default:
