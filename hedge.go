@@ -202,6 +202,7 @@ func (h *hedged) ended(op *operation, a *attempt, timer clockwork.Timer) (resp *
 		h.settle(op, a) // a loser's panic after this one is not raised: this one is
 		panic(a.panicked.v)
 	}
+	defer a.releaseOnPanic()
 	r, stop := op.ended(a)
 	f := hedgeFacts{stop: stop, inFlight: len(h.flight), inProgress: a.resp != nil && a.resp.StatusCode == http.StatusConflict && keyInProgress(a.resp),
 		mayStart: h.mayHedge(op), hedgeError: a.hedge && a.err != nil}
@@ -243,7 +244,22 @@ func (h *hedged) setAside(op *operation, a *attempt) {
 		a.end()
 		return
 	}
-	go releaseLoser(a)
+	resp := a.resp
+	a.resp = nil // the drain's from now on
+	go func() {
+		drain(resp)
+		a.end()
+	}()
+}
+
+// releaseOnPanic drains and closes the response of attempt a, received
+// by the loop and not yet handed on, and releases the attempt, when a hook
+// panics on the caller's goroutine meanwhile; then the panic goes on.
+func (a *attempt) releaseOnPanic() {
+	if p := recover(); p != nil {
+		a.discard()
+		panic(p)
+	}
 }
 
 // win returns the winner's answer once the losers are settled.
@@ -253,6 +269,7 @@ func (h *hedged) win(op *operation, a *attempt, stop StopReason) (*http.Response
 		// A loser panicked: raised as if it had ended first, and the
 		// winner's answer goes unread.
 		releaseLoser(a)
+		a.resp = nil // closed: nothing is left of it to close
 		panic(p.v)
 	}
 	h.bindWinner(op.ctx, a)
@@ -322,7 +339,9 @@ func (h *hedged) hedgeNow(op *operation, timer clockwork.Timer) {
 		return
 	}
 	h.capped = false
+	op.unsent = holdsToken
 	if !h.launch(op, true) {
+		op.unsent = holdsNothing
 		// No body for it: as good as refused.
 		op.budget.Refund()
 		op.dist.RefundExtra()
@@ -441,14 +460,21 @@ func (h *hedged) settle(op *operation, w *attempt) *panicValue {
 			a.end()
 			continue
 		}
-		a.err = asLost(a.err)
-		a.learnLost(op.t, op.dist)
-		op.recordLoser(a, signalled)
-		a.canceled = true
-		a.report(op, decision{})
-		releaseLoser(a)
+		h.settleLoser(op, a, signalled)
 	}
 	return first
+}
+
+// settleLoser reports a loser received after it was canceled, and
+// releases it, even when a hook panics while it is reported.
+func (h *hedged) settleLoser(op *operation, a *attempt, signalled bool) {
+	defer a.releaseOnPanic()
+	a.err = asLost(a.err)
+	a.learnLost(op.t, op.dist)
+	op.recordLoser(a, signalled)
+	a.canceled = true
+	a.report(op, decision{})
+	releaseLoser(a)
 }
 
 // collectLosers waits for losers left to finish, for at most grace, then
