@@ -605,7 +605,7 @@ func (op *operation) afterWait(a *attempt) StopReason {
 	}
 	switch reason {
 	case Canceled:
-		op.stopErr = op.callerErr()
+		op.stopErr = withCause(op.callerCtx, op.callerErr())
 	case Throttled:
 		// Others spent the quota's new window while this one waited.
 		op.stopErr = throttle.ErrQuotaExhausted

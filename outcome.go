@@ -249,7 +249,7 @@ func (op *operation) finish(a *attempt, resp *http.Response, reason StopReason) 
 	if reason == Canceled && op.stopErr == nil {
 		// Base may report a canceled attempt in its own words; the
 		// caller's context error must still be in the chain.
-		if cerr := op.callerErr(); !errors.Is(a.err, cerr) {
+		if cerr := withCause(op.callerCtx, op.callerErr()); !errors.Is(a.err, cerr) {
 			op.stopErr = fmt.Errorf("%w (attempt: %w)", cerr, a.err)
 		}
 	}
