@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -85,5 +86,56 @@ func TestCanceledOperationCarriesTheCallersCause(t *testing.T) {
 				t.Errorf("%d attempts; want 1", o.Attempts)
 			}
 		})
+	}
+}
+
+// TestCanceledQuotaWaitMatchesTheCallersContextAndTheQuota: a destination
+// answered 200 with its rate-limit quota spent until 10s later, and the
+// next operation waits for the reset (WaitQuota, on a fake clock); its
+// caller cancels 3s in, with a cause. The operation stops with canceled
+// and no attempt; its error matches context.Canceled, the cause, and
+// throttle.ErrQuotaExhausted (the refusal the wait ended in), and OnWait
+// and Outcome.Waited report the 3s waited.
+func TestCanceledQuotaWaitMatchesTheCallersContextAndTheQuota(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("X-Ratelimit-Limit", "5000")
+		w.Header().Set("X-Ratelimit-Remaining", "0")
+		w.Header().Set("X-Ratelimit-Reset", "10")
+	}))
+	defer srv.Close()
+	fc := clockwork.NewFakeClock()
+	var waits []Wait
+	tr := &Transport{Base: srv.Client().Transport, Clock: fc,
+		Throttle: drawing(&throttle.Throttle{WaitQuota: true}, func() float64 { return 1 }),
+		OnWait:   func(_ *http.Request, w Wait) { waits = append(waits, w) }}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, srv.URL, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cause := errors.New("sibling failed")
+	var o Outcome
+	ctx, cancel := context.WithCancelCause(WithOutcome(context.Background(), &o))
+	ch := start(tr, newRequest(t, ctx, http.MethodGet, srv.URL, nil))
+	advance(t, fc, 1, 3*time.Second)
+	cancel(cause)
+	r := await(t, ch)
+	if r.err == nil {
+		r.resp.Body.Close()
+		t.Fatal("a canceled wait for the quota returned a response")
+	}
+	if o.Reason != Canceled || o.Attempts != 0 || o.Waited != 3*time.Second || hits.Load() != 1 {
+		t.Errorf("reason %q, %d attempts, waited %v, %d requests; want canceled, 0, 3s, 1", o.Reason, o.Attempts, o.Waited, hits.Load())
+	}
+	for _, target := range []error{context.Canceled, cause, throttle.ErrQuotaExhausted} {
+		if !errors.Is(r.err, target) {
+			t.Errorf("error %v does not match %v", r.err, target)
+		}
+	}
+	if len(waits) != 1 || waits[0].Waited != 3*time.Second {
+		t.Errorf("OnWait %+v; want one wait of 3s", waits)
 	}
 }

@@ -289,6 +289,11 @@ func (op *operation) fail(none *attempt, err error) (*http.Response, error) {
 	// Each is asked only when the ones before it did not hold, as
 	// refusedBefore orders them: done reads the context only then.
 	ended := op.callerEnded()
+	if ended && !errors.Is(err, op.callerErr()) {
+		// The quota's wait, or the body's read, ended for the caller:
+		// its context's error, and cause, are in the chain.
+		op.stopErr = fmt.Errorf("%w (%w)", withCause(op.callerCtx, op.callerErr()), err)
+	}
 	throttled := !ended && errors.Is(err, throttle.ErrThrottled)
 	timedOut := !ended && !throttled && done(op.ctx)
 	return op.finish(none, nil, refusedBefore(ended, throttled, timedOut))
