@@ -199,7 +199,7 @@ func (h *hedged) ended(op *operation, a *attempt, timer clockwork.Timer) (resp *
 	h.remove(a)
 	if a.panicked != nil {
 		a.end()
-		h.settle(op, a) // a loser's panic after this one is not raised: this one is
+		h.settle(op, a, true) // a loser's panic after this one is not raised: this one is
 		panic(a.panicked.v)
 	}
 	defer a.releaseOnPanic()
@@ -265,7 +265,9 @@ func (a *attempt) releaseOnPanic() {
 // win returns the winner's answer once the losers are settled.
 func (h *hedged) win(op *operation, a *attempt, stop StopReason) (*http.Response, error, bool) {
 	a.report(op, decision{})
-	if p := h.settle(op, a); p != nil {
+	// An operation its caller ended has no winner: the attempts still
+	// running end for the caller too, and none lost to another.
+	if p := h.settle(op, a, stop != Canceled); p != nil {
 		// A loser panicked: raised as if it had ended first, and the
 		// winner's answer goes unread.
 		releaseLoser(a)
@@ -427,16 +429,20 @@ func (h *hedged) cancelFlight() {
 // raised, for the caller's goroutine to raise again. With FinishLosers
 // they are left to finish for that long instead, on a goroutine of their
 // own, and their panics are logged there (see collectLosers). w is the
-// attempt that won, or panicked.
-func (h *hedged) settle(op *operation, w *attempt) *panicValue {
+// attempt that won, or panicked; lost is false when no attempt won, the
+// caller having ended the operation: the others are then ended and
+// reported as the caller's, never as losers.
+func (h *hedged) settle(op *operation, w *attempt, lost bool) *panicValue {
 	if len(h.flight) == 0 {
 		return nil
 	}
-	h.losers += len(h.flight)
+	if lost {
+		h.losers += len(h.flight)
+	}
 	// What the winner said of the server, for the losers canceled for
 	// it.
 	signalled := (w.resp != nil || w.err != nil) && overloadSignal(w.resp, w.err)
-	if h.finishLosers > 0 {
+	if h.finishLosers > 0 && lost {
 		for _, a := range h.flight {
 			// Only what was settled before its goroutine started: the
 			// rest of a is still being written.
@@ -460,19 +466,23 @@ func (h *hedged) settle(op *operation, w *attempt) *panicValue {
 			a.end()
 			continue
 		}
-		h.settleLoser(op, a, signalled)
+		h.settleLoser(op, a, signalled, lost)
 	}
 	return first
 }
 
-// settleLoser reports a loser received after it was canceled, and
-// releases it, even when a hook panics while it is reported.
-func (h *hedged) settleLoser(op *operation, a *attempt, signalled bool) {
+// settleLoser reports an attempt received after it was canceled, a loser
+// when lost, and releases it, even when a hook panics while it is
+// reported. One the caller ended teaches no latency, as in a sequential
+// operation.
+func (h *hedged) settleLoser(op *operation, a *attempt, signalled, lost bool) {
 	defer a.releaseOnPanic()
-	a.err = asLost(a.err)
-	a.learnLost(op.t, op.dist)
+	if lost {
+		a.err = asLost(a.err)
+		a.learnLost(op.t, op.dist)
+		a.canceled = true
+	}
 	op.recordLoser(a, signalled)
-	a.canceled = true
 	a.report(op, decision{})
 	releaseLoser(a)
 }
