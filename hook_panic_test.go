@@ -7,10 +7,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/httpretry/httpretry/throttle"
+	"github.com/jonboulle/clockwork"
 )
 
 // closeCountedBody counts the Close calls of a response body.
@@ -236,6 +239,88 @@ func TestHookPanicGivesBackTheQuotaOfAnUnsentAttempt(t *testing.T) {
 				t.Fatal(err)
 			}
 			resp.Body.Close()
+		})
+	}
+}
+
+// TestHookPanicClosesEveryRequestBodyOnce: a PUT whose GetBody gives a
+// fresh body for each attempt is answered 503 over a real loopback
+// connection, and a hook panics: OnAttempt after the first attempt (the
+// retry's body already obtained), OnAttemptStart of the retry, or, when
+// hedged, OnAttemptStart of the hedge (the first attempt hanging until it
+// is canceled, the delay passed on a fake clock). The caller's body and
+// every body GetBody gave are closed exactly once.
+func TestHookPanicClosesEveryRequestBodyOnce(t *testing.T) {
+	t.Parallel()
+	boom := func() { panic("hook broke") }
+	for _, c := range []struct {
+		name   string
+		hedged bool
+		set    func(tr *Transport)
+	}{
+		{"OnAttempt", false, func(tr *Transport) { tr.OnAttempt = func(*http.Request, Attempt) { boom() } }},
+		{"OnAttemptStart of the retry", false, func(tr *Transport) {
+			tr.OnAttemptStart = func(_ *http.Request, n int) {
+				if n == 2 {
+					boom()
+				}
+			}
+		}},
+		{"OnAttemptStart of the hedge", true, func(tr *Transport) {
+			tr.OnAttemptStart = func(_ *http.Request, n int) {
+				if n == 2 {
+					boom()
+				}
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			first := make(chan struct{}, 1)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				if c.hedged {
+					first <- struct{}{}
+					<-r.Context().Done()
+					return
+				}
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}))
+			defer srv.Close()
+			inner := &http.Transport{}
+			defer inner.CloseIdleConnections()
+			fc := clockwork.NewFakeClock()
+			tr := &Transport{Base: inner, Budget: Unlimited, Jitter: noJitter, BaseDelay: 1, Clock: fc}
+			if c.hedged {
+				tr.Hedging = &Hedging{Delay: 5 * time.Millisecond}
+				go func() {
+					<-first
+					advance(t, fc, 1, 5*time.Millisecond)
+				}()
+			}
+			c.set(tr)
+			var mu sync.Mutex
+			bodies := []*countingBody{newCountingBody("payload")}
+			req := newRequest(t, context.Background(), http.MethodPut, srv.URL, bodies[0])
+			req.ContentLength = int64(len("payload"))
+			req.GetBody = func() (io.ReadCloser, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				b := newCountingBody("payload")
+				bodies = append(bodies, b)
+				return b, nil
+			}
+			roundTripPanics(t, tr, req)
+			mu.Lock()
+			defer mu.Unlock()
+			if len(bodies) != 2 {
+				t.Errorf("%d bodies; want the caller's and one from GetBody", len(bodies))
+			}
+			for i, b := range bodies {
+				if n := b.closes(); n != 1 {
+					t.Errorf("body %d closed %d times; want once", i, n)
+				}
+			}
 		})
 	}
 }
