@@ -144,10 +144,12 @@ func (op *operation) begin() error {
 		op.policy.maxAttempts = 1
 	}
 	op.setDeadline()
+	// From here the first attempt's request from the quota, once taken,
+	// is the operation's to give back (OnWait may run before it is sent).
+	op.unsent = holdsTicket
 	if err := op.throttle(); err != nil {
 		return err
 	}
-	op.unsent = holdsTicket
 	if !owned && op.policy.maxAttempts > 1 && op.t.marksOwnership(op.base) {
 		// Only a Transport that can retry takes ownership: a one-attempt
 		// wrapper (for a deadline, or hooks) leaves it to the layer below.

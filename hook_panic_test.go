@@ -324,3 +324,54 @@ func TestHookPanicClosesEveryRequestBodyOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestHookPanicInOnWaitGivesBackTheQuotaWaitedFor: a destination's
+// quota of 1 request is spent until 10s later, the next operation waits
+// for the reset (WaitQuota, on a fake clock), takes the renewed window's
+// request, and OnWait, told of that wait, panics before the attempt is
+// sent. The request goes back to the quota: the operation after it is
+// admitted at once and sent, not held for the window after.
+func TestHookPanicInOnWaitGivesBackTheQuotaWaitedFor(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Ratelimit-Limit", "1")
+		w.Header().Set("X-Ratelimit-Remaining", "0")
+		w.Header().Set("X-Ratelimit-Reset", "10")
+		hits.Add(1)
+	}))
+	defer srv.Close()
+	fc := clockwork.NewFakeClock()
+	var armed atomic.Bool
+	tr := &Transport{Base: srv.Client().Transport, Clock: fc,
+		Throttle: drawing(&throttle.Throttle{WaitQuota: true}, func() float64 { return 1 }),
+		OnWait: func(*http.Request, Wait) {
+			if armed.Load() {
+				panic("hook broke")
+			}
+		}}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, srv.URL, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	armed.Store(true)
+	got := make(chan any, 1)
+	go func() {
+		defer func() { got <- recover() }()
+		tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, srv.URL, nil))
+	}()
+	advance(t, fc, 1, 10*time.Second)
+	if p := <-got; p != "hook broke" {
+		t.Fatalf("recovered %v; want the hook's panic", p)
+	}
+	armed.Store(false)
+	r := await(t, start(tr, newRequest(t, context.Background(), http.MethodGet, srv.URL, nil)))
+	if r.err != nil {
+		t.Fatalf("the operation after the panic: %v; want it sent", r.err)
+	}
+	r.resp.Body.Close()
+	if n := hits.Load(); n != 2 {
+		t.Errorf("%d requests reached the server; want 2 (the panicking operation sent none)", n)
+	}
+}
