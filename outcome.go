@@ -121,8 +121,8 @@ type Outcome struct {
 	// Hedges is the number of hedges sent: attempts started while an
 	// earlier one was still running. They count in Attempts.
 	Hedges int
-	// HedgesRefused is the number of hedges the Budget or the extra-load cap
-	// refused.
+	// HedgesRefused is the number of hedges refused: by the extra-load cap,
+	// the Budget, or the Throttle (as it would refuse a retry).
 	HedgesRefused int
 	// LosersCanceled is the number of attempts still running when another
 	// won.
