@@ -63,7 +63,18 @@ type operation struct {
 
 	adm    admission // the Throttle's state of the destination, when one is set
 	budget Budget    // the retry budget, the host's own with BudgetPerHost
+	unsent holding   // what was taken for the next attempt, not sent yet
 }
+
+// holding is what an operation took for an attempt it has not sent yet:
+// a panic that ends the operation first gives it back (see abandon).
+type holding uint8
+
+const (
+	holdsNothing holding = iota
+	holdsTicket          // the request taken from the destination's quota, if any (adm.ticket)
+	holdsToken           // that, and the budget token of a retry
+)
 
 // attempt is the state of one attempt: its context and what releases it,
 // its trace and idle watch, when it was sent and what it produced. A
@@ -101,6 +112,7 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 	// What the operation still holds of the request body is closed when
 	// RoundTrip returns, on every path, panics included.
 	defer op.body.close(op.req, &a)
+	defer a.abandon(&op)
 	if err := op.begin(); err != nil {
 		return op.fail(&a, err)
 	}
@@ -132,6 +144,9 @@ func (op *operation) begin() error {
 		op.policy.maxAttempts = 1
 	}
 	op.setDeadline()
+	// From here the first attempt's request from the quota, once taken,
+	// is the operation's to give back (OnWait may run before it is sent).
+	op.unsent = holdsTicket
 	if err := op.throttle(); err != nil {
 		return err
 	}
@@ -188,6 +203,7 @@ func (op *operation) open(a *attempt, hedge bool) {
 	}
 	a.req = op.attemptRequest(a)
 	op.body.owned = false // Base owns whatever body it was handed
+	op.unsent = holdsNothing
 }
 
 // send sends the attempt through base under the smaller of
@@ -422,8 +438,10 @@ func (op *operation) conclude(a *attempt, r *facts, stop StopReason) (resp *http
 	}
 	a.log(op, slog.LevelInfo, "httpretry: retry", d.wait, "")
 	a.discard()
+	a.resp = nil // closed: nothing is left of it to close
 	if reason := op.wait(a, d); reason != "" {
 		op.budget.Refund()
+		op.unsent = holdsNothing
 		resp, err = op.finish(a, nil, reason)
 		return resp, err, true
 	}
@@ -473,8 +491,40 @@ func (op *operation) decide(a *attempt, r *facts) decision {
 	}
 	if d = next(op.policy, *r, now); d.stop == "" {
 		d.at = now.Add(d.wait)
+		// The last attempt's request from the quota was sent; the
+		// retry's is taken after the wait.
+		op.adm.ticket = throttle.Ticket{}
+		op.unsent = holdsToken
 	}
 	return d
+}
+
+// abandon ends what a panic on the caller's goroutine (a hook, a Logger's
+// handler, Base) leaves of the operation, as a return would have, then
+// raises the panic again: the response of attempt a, which will not be
+// returned, is drained and closed, the attempt and the operation's context
+// are released, and what was taken for an attempt not sent yet (its
+// request from the quota, a retry's budget token) is given back.
+func (a *attempt) abandon(op *operation) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	if a.resp != nil {
+		drain(a.resp)
+	}
+	a.end()
+	if op.cancel != nil {
+		op.cancel()
+	}
+	switch op.unsent {
+	case holdsToken:
+		op.budget.Refund()
+		op.adm.ticket.Refund()
+	case holdsTicket:
+		op.adm.ticket.Refund()
+	}
+	panic(p)
 }
 
 // gather describes attempt a, which just ended, in r for the pure rules,
@@ -557,7 +607,7 @@ func (op *operation) afterWait(a *attempt) StopReason {
 	}
 	switch reason {
 	case Canceled:
-		op.stopErr = op.callerErr()
+		op.stopErr = withCause(op.callerCtx, op.callerErr())
 	case Throttled:
 		// Others spent the quota's new window while this one waited.
 		op.stopErr = throttle.ErrQuotaExhausted

@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -48,6 +49,19 @@ func (op *operation) callerErr() error {
 		return context.Canceled
 	}
 	return context.DeadlineExceeded
+}
+
+// withCause is err, the caller's context's error, joined with the cause
+// the context was canceled with (context.WithCancelCause, as an errgroup
+// cancels), when it has one of its own: net/http's error carries it too.
+func withCause(ctx context.Context, err error) error {
+	if !done(ctx) {
+		return err
+	}
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	return err
 }
 
 // cancelChan returns the caller's Request.Cancel channel, nil when unset:

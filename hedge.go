@@ -199,9 +199,10 @@ func (h *hedged) ended(op *operation, a *attempt, timer clockwork.Timer) (resp *
 	h.remove(a)
 	if a.panicked != nil {
 		a.end()
-		h.settle(op, a) // a loser's panic after this one is not raised: this one is
+		h.settle(op, a, true) // a loser's panic after this one is not raised: this one is
 		panic(a.panicked.v)
 	}
+	defer a.releaseOnPanic()
 	r, stop := op.ended(a)
 	f := hedgeFacts{stop: stop, inFlight: len(h.flight), inProgress: a.resp != nil && a.resp.StatusCode == http.StatusConflict && keyInProgress(a.resp),
 		mayStart: h.mayHedge(op), hedgeError: a.hedge && a.err != nil}
@@ -243,16 +244,34 @@ func (h *hedged) setAside(op *operation, a *attempt) {
 		a.end()
 		return
 	}
-	go releaseLoser(a)
+	resp := a.resp
+	a.resp = nil // the drain's from now on
+	go func() {
+		drain(resp)
+		a.end()
+	}()
+}
+
+// releaseOnPanic drains and closes the response of attempt a, received
+// by the loop and not yet handed on, and releases the attempt, when a hook
+// panics on the caller's goroutine meanwhile; then the panic goes on.
+func (a *attempt) releaseOnPanic() {
+	if p := recover(); p != nil {
+		a.discard()
+		panic(p)
+	}
 }
 
 // win returns the winner's answer once the losers are settled.
 func (h *hedged) win(op *operation, a *attempt, stop StopReason) (*http.Response, error, bool) {
 	a.report(op, decision{})
-	if p := h.settle(op, a); p != nil {
+	// An operation its caller ended has no winner: the attempts still
+	// running end for the caller too, and none lost to another.
+	if p := h.settle(op, a, stop != Canceled); p != nil {
 		// A loser panicked: raised as if it had ended first, and the
 		// winner's answer goes unread.
 		releaseLoser(a)
+		a.resp = nil // closed: nothing is left of it to close
 		panic(p.v)
 	}
 	h.bindWinner(op.ctx, a)
@@ -322,7 +341,9 @@ func (h *hedged) hedgeNow(op *operation, timer clockwork.Timer) {
 		return
 	}
 	h.capped = false
+	op.unsent = holdsToken
 	if !h.launch(op, true) {
+		op.unsent = holdsNothing
 		// No body for it: as good as refused.
 		op.budget.Refund()
 		op.dist.RefundExtra()
@@ -408,16 +429,20 @@ func (h *hedged) cancelFlight() {
 // raised, for the caller's goroutine to raise again. With FinishLosers
 // they are left to finish for that long instead, on a goroutine of their
 // own, and their panics are logged there (see collectLosers). w is the
-// attempt that won, or panicked.
-func (h *hedged) settle(op *operation, w *attempt) *panicValue {
+// attempt that won, or panicked; lost is false when no attempt won, the
+// caller having ended the operation: the others are then ended and
+// reported as the caller's, never as losers.
+func (h *hedged) settle(op *operation, w *attempt, lost bool) *panicValue {
 	if len(h.flight) == 0 {
 		return nil
 	}
-	h.losers += len(h.flight)
+	if lost {
+		h.losers += len(h.flight)
+	}
 	// What the winner said of the server, for the losers canceled for
 	// it.
 	signalled := (w.resp != nil || w.err != nil) && overloadSignal(w.resp, w.err)
-	if h.finishLosers > 0 {
+	if h.finishLosers > 0 && lost {
 		for _, a := range h.flight {
 			// Only what was settled before its goroutine started: the
 			// rest of a is still being written.
@@ -441,14 +466,25 @@ func (h *hedged) settle(op *operation, w *attempt) *panicValue {
 			a.end()
 			continue
 		}
-		a.err = asLost(a.err)
-		a.learnLost(op.t, op.dist)
-		op.recordLoser(a, signalled)
-		a.canceled = true
-		a.report(op, decision{})
-		releaseLoser(a)
+		h.settleLoser(op, a, signalled, lost)
 	}
 	return first
+}
+
+// settleLoser reports an attempt received after it was canceled, a loser
+// when lost, and releases it, even when a hook panics while it is
+// reported. One the caller ended teaches no latency, as in a sequential
+// operation.
+func (h *hedged) settleLoser(op *operation, a *attempt, signalled, lost bool) {
+	defer a.releaseOnPanic()
+	if lost {
+		a.err = asLost(a.err)
+		a.learnLost(op.t, op.dist)
+		a.canceled = true
+	}
+	op.recordLoser(a, signalled)
+	a.report(op, decision{})
+	releaseLoser(a)
 }
 
 // collectLosers waits for losers left to finish, for at most grace, then

@@ -297,7 +297,7 @@ func TestHedgeInProgressConflictWinsNothing(t *testing.T) {
 
 // TestHedgeCallerCancelEndsEveryAttempt: the caller leaving during a
 // hedge ends both attempts; RoundTrip returns the caller's error once
-// they have ended.
+// they have ended, and counts no loser, since no attempt won.
 func TestHedgeCallerCancelEndsEveryAttempt(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	base := httptestutil.NewTransport(fc,
@@ -316,8 +316,8 @@ func TestHedgeCallerCancelEndsEveryAttempt(t *testing.T) {
 	if !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("error = %v; want context.Canceled", r.err)
 	}
-	if o.Reason != Canceled || o.Attempts != 2 || o.Hedges != 1 || o.LosersCanceled != 1 {
-		t.Errorf("outcome = %+v; want canceled after 2 attempts, 1 hedge, 1 loser", o)
+	if o.Reason != Canceled || o.Attempts != 2 || o.Hedges != 1 || o.LosersCanceled != 0 {
+		t.Errorf("outcome = %+v; want canceled after 2 attempts, 1 hedge, no loser (none won)", o)
 	}
 }
 

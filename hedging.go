@@ -57,7 +57,8 @@ type Hedging struct {
 
 	// MaxExtraLoad is the share of operations expected to hedge; the cap on
 	// hedges per Key refills at twice it, with a burst of 10. A hedge refused
-	// by the cap or the Budget is counted in [Outcome.HedgesRefused]. 0 (or
+	// by the cap, the Budget or the Throttle is counted in
+	// [Outcome.HedgesRefused]. 0 (or
 	// a value outside (0, 1)) means 0.02.
 	MaxExtraLoad float64
 

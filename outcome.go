@@ -121,8 +121,8 @@ type Outcome struct {
 	// Hedges is the number of hedges sent: attempts started while an
 	// earlier one was still running. They count in Attempts.
 	Hedges int
-	// HedgesRefused is the number of hedges the Budget or the extra-load cap
-	// refused.
+	// HedgesRefused is the number of hedges refused: by the extra-load cap,
+	// the Budget, or the Throttle (as it would refuse a retry).
 	HedgesRefused int
 	// LosersCanceled is the number of attempts still running when another
 	// won.
@@ -249,7 +249,7 @@ func (op *operation) finish(a *attempt, resp *http.Response, reason StopReason) 
 	if reason == Canceled && op.stopErr == nil {
 		// Base may report a canceled attempt in its own words; the
 		// caller's context error must still be in the chain.
-		if cerr := op.callerErr(); !errors.Is(a.err, cerr) {
+		if cerr := withCause(op.callerCtx, op.callerErr()); !errors.Is(a.err, cerr) {
 			op.stopErr = fmt.Errorf("%w (attempt: %w)", cerr, a.err)
 		}
 	}
@@ -289,6 +289,11 @@ func (op *operation) fail(none *attempt, err error) (*http.Response, error) {
 	// Each is asked only when the ones before it did not hold, as
 	// refusedBefore orders them: done reads the context only then.
 	ended := op.callerEnded()
+	if ended && !errors.Is(err, op.callerErr()) {
+		// The quota's wait, or the body's read, ended for the caller:
+		// its context's error, and cause, are in the chain.
+		op.stopErr = fmt.Errorf("%w (%w)", withCause(op.callerCtx, op.callerErr()), err)
+	}
 	throttled := !ended && errors.Is(err, throttle.ErrThrottled)
 	timedOut := !ended && !throttled && done(op.ctx)
 	return op.finish(none, nil, refusedBefore(ended, throttled, timedOut))

@@ -59,7 +59,10 @@ const (
 //
 // The hooks (OnAttemptStart, OnAttempt, OnWait, OnDone) run on the
 // goroutine of RoundTrip, for hedges too, with the caller's request, which
-// they must not modify.
+// they must not modify. A hook that panics ends the operation as a return
+// would (every response it holds closed, every attempt ended, what was
+// taken for an attempt not yet sent given back to the budget and the
+// quota), and RoundTrip raises the panic again.
 //
 // A Transport is safe for concurrent use by multiple goroutines. Its fields
 // must not be changed after its first use, and it must not be copied after
