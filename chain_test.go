@@ -134,7 +134,8 @@ func TestDeadlinePropagatesThroughChain(t *testing.T) {
 	// Each hop rounds the time left down to whole milliseconds, so D's
 	// deadline can fall a little before the client's, and the client may
 	// then get an answer just in time: either outcome is fine here.
-	if resp, err := client.Do(req); err == nil {
+	resp, clientErr := client.Do(req)
+	if clientErr == nil {
 		resp.Body.Close()
 	}
 	// D's handler records when its context ended; wait for it.
@@ -149,6 +150,13 @@ func TestDeadlinePropagatesThroughChain(t *testing.T) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.dHits.Load() == 0 && clientErr != nil && time.Now().After(deadline) {
+		// A machine busy enough to spend the whole second on the three
+		// hops before D: nothing reached D to keep working.
+		t.Logf("the client's deadline passed before the request reached D: %v", clientErr)
+		probe.stop(0)
+		return
+	}
 	if len(c.dEnded) != 1 || c.dHits.Load() != 1 {
 		t.Fatalf("D saw %d requests, %d ended; want 1 and 1", c.dHits.Load(), len(c.dEnded))
 	}
