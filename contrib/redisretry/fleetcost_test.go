@@ -46,6 +46,7 @@ func TestFleetOutageCostsFewCommands(t *testing.T) {
 	var mu sync.Mutex
 	granted := 0
 	var wg sync.WaitGroup
+	began := time.Now()
 	for _, b := range budgets {
 		wg.Go(func() {
 			n := 0
@@ -61,8 +62,12 @@ func TestFleetOutageCostsFewCommands(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got, most := c.n.Load(), int64(processes*ops/10); got > most {
-		t.Errorf("%d failing operations made %d Redis commands; want at most %d", processes*ops, got, most)
+	// Besides the operations' own, each process's flush runs once per
+	// FlushInterval however few operations it sees: a loaded machine that
+	// stretches the loop adds those, and only those.
+	ticks := int64(time.Since(began)/DefaultFlushInterval) + 1
+	if got, most := c.n.Load(), int64(processes*ops/10)+processes*ticks; got > most {
+		t.Errorf("%d failing operations made %d Redis commands in %d flush intervals; want at most %d", processes*ops, got, ticks, most)
 	}
 	if most := 20 + processes*ops/10; granted > most {
 		t.Errorf("granted %d retries; want at most 20 + 0.1 per operation = %d", granted, most)
