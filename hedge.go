@@ -58,6 +58,10 @@ type hedged struct {
 	// only once the loop has a hedge or a retry to time.
 	fire  clockwork.Timer
 	timer clockwork.Timer
+	// realFire says fire is of the real clock, kept in hedgedPool with
+	// the state; fireFn is fired, bound to h once.
+	realFire bool
+	fireFn   func()
 	// op is the operation itself, moved here from RoundTrip's stack.
 	op operation
 	// ready is done once the timer that fired has made the channels the
@@ -99,8 +103,37 @@ func (op *operation) settleHedging(owned bool) {
 		delay, ok = op.dist.HedgeDelay(h.minSamples(), h.minDelay())
 	}
 	if ok {
-		op.h = &hedged{delay: delay, finishLosers: h.FinishLosers}
+		op.h = hedgedPool.Get().(*hedged)
+		op.h.delay, op.h.finishLosers = delay, h.FinishLosers
 	}
+}
+
+// hedgedPool keeps the hedging states of operations that ended after one
+// attempt, sent before the hedge fired: nothing refers to them then (see
+// hedged.run), and their timer, stopped, is armed again for the next.
+var hedgedPool = sync.Pool{New: func() any {
+	h := new(hedged)
+	h.fireFn = h.fired
+	return h
+}}
+
+// recycle returns h to hedgedPool, as new but for its stopped timer.
+func (h *hedged) recycle() {
+	fire, realFire, fireFn := h.fire, h.realFire, h.fireFn
+	*h = hedged{fire: fire, realFire: realFire, fireFn: fireFn}
+	hedgedPool.Put(h)
+}
+
+// armFire arms the timer of the hedge delay, the first time on the
+// operation's clock; a timer of the real clock is kept with the state and
+// set again, one of a clock the caller gave is made anew.
+func (h *hedged) armFire(op *operation) {
+	if h.realFire && op.t.Clock == nil {
+		h.fire.Reset(h.delay)
+		return
+	}
+	h.fire = op.clock.AfterFunc(h.delay, h.fireFn)
+	h.realFire = op.t.Clock == nil
 }
 
 // idempotentMethod reports whether req is safe to repeat by its method, or
@@ -127,9 +160,15 @@ func idempotentMethod(req *http.Request) bool {
 // attempt, hands it to the loop, and waits for the loop's verdict. With
 // FinishLosers the first attempt may outlive RoundTrip: it is sent on a
 // goroutine of its own, as every other attempt.
-func (h *hedged) run(op *operation) (*http.Response, error) {
+func (h *hedged) run(op *operation) (resp *http.Response, err error) {
 	h.op = *op
-	defer func() { op.body = h.op.body }()
+	reuse := false
+	defer func() {
+		op.body = h.op.body
+		if reuse {
+			h.recycle()
+		}
+	}()
 	o := &h.op
 	h.flight = h.inFlight[:0]
 	s := &h.settled
@@ -143,12 +182,17 @@ func (h *hedged) run(op *operation) (*http.Response, error) {
 	h.launched = a.lastStart
 	h.flight = append(h.flight, a)
 	h.ready.Add(1)
-	h.fire = o.clock.AfterFunc(h.delay, h.fired)
+	h.armFire(o)
 	a.sendRecovering(s, o.base)
 	if h.fire.Stop() {
 		// The first attempt ended before the hedge delay: the
-		// operation goes on here, and no hedge fired.
-		return h.loop(o, a, false)
+		// operation goes on here, and no hedge fired. If it ends with
+		// that attempt, no goroutine was started and nothing left
+		// refers to h: the response's body releases the attempt's own
+		// context, not h.
+		resp, err = h.loop(o, a, false)
+		reuse = o.attempts == 1
+		return resp, err
 	}
 	// The hedge fired: the loop runs on the timer's goroutine.
 	h.ready.Wait()
