@@ -209,9 +209,10 @@ func (op *operation) open(a *attempt, hedge bool) {
 // send sends the attempt through base under the smaller of
 // AttemptTimeout and the time left, and records what it produced,
 // normalised: exactly one of resp and err is non-nil, and a resp has a
-// Body. It runs on the caller's goroutine for a sequential attempt, on the
-// attempt's own for a hedged one: it writes only to a, and reads only what
-// the operation settled before its first attempt.
+// Body. It runs on the caller's goroutine for a sequential attempt and
+// for a hedged operation's first (unless FinishLosers), on the attempt's
+// own for the other attempts of a hedged one: it writes only to a, and
+// reads only what the operation settled before its first attempt.
 func (a *attempt) send(op *operation, base http.RoundTripper) {
 	resp, err := base.RoundTrip(a.req)
 	resp, err = normalize(base, a.req, resp, err)
@@ -336,9 +337,8 @@ func normalize(base http.RoundTripper, req *http.Request, resp *http.Response, e
 // (BufferResponse), and tells an attempt the Transport's own limits ended
 // from one the caller ended.
 //
-// It runs on the attempt's own goroutine when the operation is hedged: it
-// writes only to a, and reads only what the operation settled before its
-// first attempt.
+// It runs where send runs: it writes only to a, and reads only what the
+// operation settled before its first attempt.
 func (a *attempt) complete(op *operation, req *http.Request, resp *http.Response, err error) (*http.Response, error) {
 	if a.idle != nil {
 		if resp == nil {

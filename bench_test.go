@@ -140,12 +140,12 @@ func BenchmarkLoopback(b *testing.B) {
 
 // hedgeNotFiredAllocs is the most allocations a hedged operation whose
 // hedge never fires may make over the same operation unhedged, over an
-// in-memory Base: its hedging state, with its first attempt and the
-// storage of its attempts in flight (1), the channel its attempts end on
-// (2), the attempt's goroutine (1), the hedge timer (3), the attempt's
-// cancelable context (2) and request copy (1), and the returned body's
-// wrapper that releases the context (1).
-const hedgeNotFiredAllocs = 11
+// in-memory Base: the first attempt's cancelable context (2) and its
+// request copy (1), and the returned body's wrapper that releases the
+// context (1). No goroutine and no channel: the first attempt is sent on
+// the caller's goroutine; the hedging state and its timer come from a
+// pool (hedgedPool).
+const hedgeNotFiredAllocs = 4
 
 // TestHedgeNotFiredAllocationsOverUnhedged: with Hedging on and an answer
 // long before the delay, an operation allocates at most
@@ -192,10 +192,9 @@ func TestSuccessPathAllocations(t *testing.T) {
 		// request copy; DNS and connect timings cost more, when asked for.
 		{"hooks over http.Transport", &Transport{Base: newMemTransport(), OnAttempt: func(*http.Request, Attempt) {}, OnDone: func(*http.Request, Outcome) {}}, "mem://api.test/", 2},
 		{"hooks and DialTrace over http.Transport", &Transport{Base: newMemTransport(), OnAttempt: func(*http.Request, Attempt) {}, DialTrace: true}, "mem://api.test/", 6},
-		// A hedged operation runs its attempt on a goroutine of its own,
-		// with a channel, a timer, a cancelable context and a copy of the
-		// request, even when no hedge fires (see
-		// TestHedgeNotFiredAllocationsOverUnhedged).
+		// A hedged operation sends its first attempt with a cancelable
+		// context and a copy of the request, even when no hedge fires
+		// (see TestHedgeNotFiredAllocationsOverUnhedged).
 		{"hedging, no hedge fired", &Transport{Base: newMemTransport(), Hedging: &Hedging{Delay: time.Second}}, "mem://api.test/", hedgeNotFiredAllocs},
 		// Latencies are recorded without allocating; the learned limit
 		// costs what AttemptTimeout does.

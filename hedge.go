@@ -7,16 +7,20 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/httpretry/httpretry/internal/latency"
 	"github.com/jonboulle/clockwork"
 )
 
-// This file holds the loop of a hedged operation: attempts run on their own
-// goroutines, the loop waits for the first of an attempt ending or the
-// hedge delay passing, lets the pure rules of decide.go say what follows,
-// and settles the losers once one attempt wins.
+// This file holds the loop of a hedged operation. The first attempt runs
+// on the caller's goroutine with a timer armed for the hedge delay; only
+// when the timer fires first does the operation use goroutines: the
+// timer's runs the loop, which sends each further attempt on a goroutine
+// of its own, waits for the first of an attempt ending or the hedge delay
+// passing, lets the pure rules of decide.go say what follows, and settles
+// the losers once one attempt wins.
 
 // panicValue holds what an attempt's goroutine recovered, even nil.
 type panicValue struct{ v any }
@@ -48,6 +52,27 @@ type hedged struct {
 	// as many attempts as most operations allow, allocated with this.
 	first    attempt
 	inFlight [4]*attempt
+	// fire is the timer armed when the first attempt is sent on the
+	// caller's goroutine: the operation belongs to the timer's goroutine
+	// if it fires before the attempt ends. timer is the loop's, armed
+	// only once the loop has a hedge or a retry to time.
+	fire  clockwork.Timer
+	timer clockwork.Timer
+	// realFire says fire is of the real clock, kept in hedgedPool with
+	// the state; fireFn is fired, bound to h once.
+	realFire bool
+	fireFn   func()
+	// op is the operation itself, moved here from RoundTrip's stack.
+	op operation
+	// ready is done once the timer that fired has made the channels the
+	// caller's goroutine hands the first attempt over on, and waits for
+	// the verdict on.
+	ready   sync.WaitGroup
+	verdict chan verdict
+	// finishing are the losers settle left to finish, and signalled what
+	// the winner said of the server, until letLosersFinish collects them.
+	finishing []*attempt
+	signalled bool
 }
 
 // setHedging settles whether the operation learns latencies and whether it
@@ -78,8 +103,37 @@ func (op *operation) settleHedging(owned bool) {
 		delay, ok = op.dist.HedgeDelay(h.minSamples(), h.minDelay())
 	}
 	if ok {
-		op.h = &hedged{delay: delay, finishLosers: h.FinishLosers}
+		op.h = hedgedPool.Get().(*hedged)
+		op.h.delay, op.h.finishLosers = delay, h.FinishLosers
 	}
+}
+
+// hedgedPool keeps the hedging states of operations that ended after one
+// attempt, sent before the hedge fired: nothing refers to them then (see
+// hedged.run), and their timer, stopped, is armed again for the next.
+var hedgedPool = sync.Pool{New: func() any {
+	h := new(hedged)
+	h.fireFn = h.fired
+	return h
+}}
+
+// recycle returns h to hedgedPool, as new but for its stopped timer.
+func (h *hedged) recycle() {
+	fire, realFire, fireFn := h.fire, h.realFire, h.fireFn
+	*h = hedged{fire: fire, realFire: realFire, fireFn: fireFn}
+	hedgedPool.Put(h)
+}
+
+// armFire arms the timer of the hedge delay, the first time on the
+// operation's clock; a timer of the real clock is kept with the state and
+// set again, one of a clock the caller gave is made anew.
+func (h *hedged) armFire(op *operation) {
+	if h.realFire && op.t.Clock == nil {
+		h.fire.Reset(h.delay)
+		return
+	}
+	h.fire = op.clock.AfterFunc(h.delay, h.fireFn)
+	h.realFire = op.t.Clock == nil
 }
 
 // idempotentMethod reports whether req is safe to repeat by its method, or
@@ -93,27 +147,120 @@ func idempotentMethod(req *http.Request) bool {
 	return markedIdempotent(req.Context())
 }
 
-// run runs a hedged operation to its end.
-func (h *hedged) run(op *operation) (*http.Response, error) {
+// run runs a hedged operation to its end, on a copy of the operation
+// held by h (op itself stays on RoundTrip's stack, which a goroutine
+// cannot reach); what RoundTrip closes of the request body, and what a
+// hook's panic gives back (the token and the quota request of an attempt
+// not sent), go back to op when run returns.
+//
+// The first attempt is sent on the caller's goroutine, with a timer armed
+// for the hedge delay: an operation whose first attempt answers before
+// it costs no goroutine and no channel. When the timer fires first (see
+// fired), the timer's goroutine sends the hedge and runs the loop from
+// then on, while the caller's goroutine waits in Base for the first
+// attempt, hands it to the loop, and waits for the loop's verdict. With
+// FinishLosers the first attempt may outlive RoundTrip: it is sent on a
+// goroutine of its own, as every other attempt.
+func (h *hedged) run(op *operation) (resp *http.Response, err error) {
+	h.op = *op
+	reuse := false
+	defer func() {
+		op.body, op.unsent, op.adm.ticket = h.op.body, h.op.unsent, h.op.adm.ticket
+		if reuse {
+			h.recycle()
+		}
+	}()
+	o := &h.op
 	h.flight = h.inFlight[:0]
-	h.results = make(chan *attempt, op.policy.maxAttempts)
 	s := &h.settled
-	s.t, s.req, s.clock, s.callerCtx = op.t, op.req, op.clock, op.callerCtx
-	s.timed, s.idempotent, s.dist, s.adm.dest, s.body.kind = op.timed, op.idempotent, op.dist, op.adm.dest, op.body.kind
+	s.t, s.req, s.clock, s.callerCtx = o.t, o.req, o.clock, o.callerCtx
+	s.timed, s.idempotent, s.dist, s.adm.dest, s.body.kind = o.timed, o.idempotent, o.dist, o.adm.dest, o.body.kind
+	if h.finishLosers > 0 {
+		return h.loop(o, nil, true)
+	}
+	a := &h.first
+	o.open(a, false)
+	h.launched = a.lastStart
+	h.flight = append(h.flight, a)
+	h.ready.Add(1)
+	h.armFire(o)
+	a.sendRecovering(s, o.base)
+	if h.fire.Stop() {
+		// The first attempt ended before the hedge delay: the
+		// operation goes on here, and no hedge fired. If it ends with
+		// that attempt, no goroutine was started and nothing left
+		// refers to h: the response's body releases the attempt's own
+		// context, not h.
+		resp, err = h.loop(o, a, false)
+		reuse = o.attempts == 1
+		return resp, err
+	}
+	// The hedge fired: the loop runs on the timer's goroutine.
+	h.ready.Wait()
+	h.results <- a
+	v := <-h.verdict
+	if v.panicked != nil {
+		panic(v.panicked.v)
+	}
+	return v.resp, v.err
+}
+
+// verdict is what the loop, run on the goroutine of the timer that fired
+// the hedge, hands back to the caller's goroutine: an answer, or the panic
+// to raise there.
+type verdict struct {
+	resp     *http.Response
+	err      error
+	panicked *panicValue
+}
+
+// fired runs on the timer's goroutine when the hedge delay passed before
+// the first attempt ended (the timer could no longer be stopped): the
+// operation is this goroutine's from then on. It makes the channels the
+// loop needs, lets the caller's goroutine hand the first attempt over
+// once it ends, and runs the loop, which sends the hedge at once; the
+// loop's answer, or its panic, goes back to the caller's goroutine.
+func (h *hedged) fired() {
+	h.results = make(chan *attempt, h.op.policy.maxAttempts)
+	h.verdict = make(chan verdict, 1)
+	h.ready.Done()
+	defer func() {
+		if p := recover(); p != nil {
+			h.verdict <- verdict{panicked: &panicValue{p}}
+		}
+	}()
+	resp, err := h.loop(&h.op, nil, false)
+	h.verdict <- verdict{resp: resp, err: err}
+}
+
+// loop runs the operation until an attempt wins or it stops. It starts
+// from first, the first attempt, when it ended before the hedge delay;
+// else it sends the hedge now, or (with start, when the first attempt
+// was not sent yet) the first attempt on its own goroutine.
+func (h *hedged) loop(op *operation, first *attempt, start bool) (*http.Response, error) {
+	defer h.stopTimer()
 	defer h.endFlightOnPanic()
-	h.launch(op, false)
-	timer := op.clock.NewTimer(h.delay)
-	defer timer.Stop()
+	switch {
+	case first != nil:
+		if resp, err, end := h.ended(op, first); end {
+			return resp, err
+		}
+	case start:
+		h.launch(op, false)
+		h.arm(op, h.delay)
+	default:
+		h.hedgeNow(op)
+	}
 	ctxDone := op.ctx.Done()
 	for {
 		select {
 		case a := <-h.results:
-			resp, err, end := h.ended(op, a, timer)
+			resp, err, end := h.ended(op, a)
 			if end {
 				return resp, err
 			}
-		case <-timer.Chan():
-			h.afterDelay(op, timer)
+		case <-h.timerChan():
+			h.afterDelay(op)
 		case <-ctxDone:
 			// The attempts end with the operation's context, except
 			// those that may be left to finish, which do not inherit it.
@@ -125,10 +272,49 @@ func (h *hedged) run(op *operation) (*http.Response, error) {
 	}
 }
 
+// arm sets the loop's hedge timer to fire after d, making it the first
+// time.
+func (h *hedged) arm(op *operation, d time.Duration) {
+	if h.timer == nil {
+		h.timer = op.clock.NewTimer(d)
+		return
+	}
+	h.timer.Reset(d)
+}
+
+// timerChan is the loop's hedge timer's channel, nil (never ready) when
+// it was never armed.
+func (h *hedged) timerChan() <-chan time.Time {
+	if h.timer == nil {
+		return nil
+	}
+	return h.timer.Chan()
+}
+
+// stopTimer stops the loop's hedge timer, if it was ever armed.
+func (h *hedged) stopTimer() {
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+}
+
+// sendRecovering sends the first attempt on the caller's goroutine, as
+// run sends another on its own: a panic of Base is kept in a.panicked, for
+// the loop to end the other attempts before it is raised again.
+func (a *attempt) sendRecovering(op *operation, base http.RoundTripper) {
+	defer func() {
+		if p := recover(); p != nil {
+			a.panicked = &panicValue{p}
+		}
+	}()
+	a.send(op, base)
+}
+
 // endFlightOnPanic ends every attempt still in flight when a hook
-// (OnAttempt, Transient, Logger's handler) panics on the caller's
-// goroutine, as a panicking Base does: each is canceled, waited for, and
-// its response drained and closed; then the panic goes on.
+// (OnAttempt, Transient, Logger's handler) panics on the goroutine running
+// the loop, as a panicking Base does: each is canceled, waited for, and
+// its response drained and closed; then the panic goes on (to the
+// caller's goroutine, when the loop runs on the timer's).
 func (h *hedged) endFlightOnPanic() {
 	if len(h.flight) == 0 {
 		return
@@ -157,10 +343,7 @@ func (h *hedged) launch(op *operation, hedge bool) bool {
 	if op.attempts > 0 && op.body.kind == bodyGetBody && op.body.next == nil && !op.body.fresh(op.tmpl) {
 		return false
 	}
-	a := &h.first
-	if op.attempts > 0 {
-		a = new(attempt)
-	}
+	a := new(attempt)
 	op.open(a, hedge)
 	h.launched = a.lastStart
 	base := op.base
@@ -171,13 +354,16 @@ func (h *hedged) launch(op *operation, hedge bool) bool {
 		}
 	}
 	h.flight = append(h.flight, a)
+	if h.results == nil {
+		h.results = make(chan *attempt, op.policy.maxAttempts)
+	}
 	go a.run(&h.settled, base, h.results)
 	return true
 }
 
 // run sends the attempt and hands it to the loop when it ends. It writes
-// only to a. A panic of Base is handed over too, for the loop to raise on
-// the caller's goroutine, as a sequential attempt would.
+// only to a. A panic of Base is handed over too, for the loop to raise
+// (on the caller's goroutine in the end), as a sequential attempt would.
 func (a *attempt) run(op *operation, base http.RoundTripper, done chan<- *attempt) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -195,11 +381,12 @@ func (a *attempt) run(op *operation, base http.RoundTripper, done chan<- *attemp
 // operation goes on as a sequential one does, with a retry after a wait
 // (operation.conclude). end says the operation is over, with resp and
 // err.
-func (h *hedged) ended(op *operation, a *attempt, timer clockwork.Timer) (resp *http.Response, err error, end bool) {
+func (h *hedged) ended(op *operation, a *attempt) (resp *http.Response, err error, end bool) {
 	h.remove(a)
 	if a.panicked != nil {
 		a.end()
 		h.settle(op, a, true) // a loser's panic after this one is not raised: this one is
+		h.letLosersFinish()
 		panic(a.panicked.v)
 	}
 	defer a.releaseOnPanic()
@@ -212,7 +399,7 @@ func (h *hedged) ended(op *operation, a *attempt, timer clockwork.Timer) (resp *
 		return h.win(op, a, stop)
 	case hedgeNow:
 		h.setAside(op, a)
-		h.hedgeNow(op, timer)
+		h.hedgeNow(op)
 	case hedgeKeep:
 		h.setAside(op, a)
 	case hedgeRetry:
@@ -223,7 +410,7 @@ func (h *hedged) ended(op *operation, a *attempt, timer clockwork.Timer) (resp *
 			resp, err := op.finish(a, nil, BodyNotRewindable)
 			return resp, err, true
 		}
-		timer.Reset(h.delay)
+		h.arm(op, h.delay)
 	}
 	return nil, nil, false
 }
@@ -274,9 +461,20 @@ func (h *hedged) win(op *operation, a *attempt, stop StopReason) (*http.Response
 		a.resp = nil // closed: nothing is left of it to close
 		panic(p.v)
 	}
+	defer h.letLosersFinish()
 	h.bindWinner(op.ctx, a)
 	resp, err := op.finish(a, a.resp, stop)
 	return resp, err, true
+}
+
+// letLosersFinish starts the goroutine that collects the losers left to
+// finish, if settle left any, once the operation's own hooks have run:
+// the Transient calls it makes for them never overlap the operation's.
+func (h *hedged) letLosersFinish() {
+	if h.finishing != nil {
+		go collectLosers(&h.settled, h.finishing, h.results, h.finishLosers, h.signalled)
+		h.finishing = nil
+	}
 }
 
 // bindWinner ties the winner to the operation's context ctx again when
@@ -299,15 +497,15 @@ func (h *hedged) bindWinner(ctx context.Context, a *attempt) {
 // afterDelay starts a hedge when the delay passed with no answer. A
 // timer that fired for an earlier attempt (a retry started since) is set
 // again for the time the delay still has to run.
-func (h *hedged) afterDelay(op *operation, timer clockwork.Timer) {
+func (h *hedged) afterDelay(op *operation) {
 	if len(h.flight) == 0 {
 		return
 	}
 	if rest := h.delay - op.clock.Since(h.launched); rest > 0 {
-		timer.Reset(rest)
+		h.arm(op, rest)
 		return
 	}
-	h.hedgeNow(op, timer)
+	h.hedgeNow(op)
 }
 
 // hedgeNow sends a hedge if the extra-load cap and the budget allow it,
@@ -315,12 +513,12 @@ func (h *hedged) afterDelay(op *operation, timer clockwork.Timer) {
 // again after the delay, as the cap refills with every operation; one
 // the Budget refuses ends hedging for the operation. Neither ends the
 // attempts in flight.
-func (h *hedged) hedgeNow(op *operation, timer clockwork.Timer) {
+func (h *hedged) hedgeNow(op *operation) {
 	if h.hasNotBefore {
 		if rest := h.notBefore.Sub(op.clock.Now()); rest > 0 {
 			// A Retry-After an earlier answer carried is a minimum
 			// for every copy that follows, hedges as retries.
-			timer.Reset(rest)
+			h.arm(op, rest)
 			return
 		}
 	}
@@ -333,7 +531,7 @@ func (h *hedged) hedgeNow(op *operation, timer clockwork.Timer) {
 			h.refuse(op)
 		}
 		h.capped = true
-		timer.Reset(h.delay)
+		h.arm(op, h.delay)
 		return
 	case hedgeOverBudget, hedgeThrottled:
 		h.refuse(op)
@@ -352,7 +550,7 @@ func (h *hedged) hedgeNow(op *operation, timer clockwork.Timer) {
 		return
 	}
 	h.log(op, "httpretry: hedge", slog.LevelInfo, op.attempts)
-	timer.Reset(h.delay)
+	h.arm(op, h.delay)
 }
 
 // refuse counts and logs a refused hedge. The record is at Debug level:
@@ -450,7 +648,7 @@ func (h *hedged) settle(op *operation, w *attempt, lost bool) *panicValue {
 				lastElapsed: op.clock.Since(a.lastStart), canceled: true}
 			lost.report(op, decision{})
 		}
-		go collectLosers(&h.settled, h.flight, h.results, h.finishLosers, signalled)
+		h.finishing, h.signalled = h.flight, signalled
 		h.flight = nil
 		return nil
 	}

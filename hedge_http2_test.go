@@ -92,7 +92,7 @@ func TestHedgeHTTP2CountsAgreeWithServer(t *testing.T) {
 		OnAttempt: func(req *http.Request, a Attempt) {
 			v, _ := calls.LoadOrStore(req.URL.Query().Get("op"), &[]Attempt{})
 			p := v.(*[]Attempt)
-			*p = append(*p, a) // OnAttempt runs on RoundTrip's goroutine: no lock needed
+			*p = append(*p, a) // an operation's hooks never overlap and return before RoundTrip: no lock needed
 		}}
 	// Open the HTTP/2 connection first, so that no attempt waits for a dial.
 	warm, err := srv.Client().Get(srv.URL + "/?op=warm")

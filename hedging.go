@@ -205,7 +205,9 @@ func (t *Transport) latencies() *latency.Set {
 		return s
 	}
 	cfg := latency.Config{MaxKeys: t.Hedging.maxKeys(), Burst: hedgeBurst}
-	if t.Hedging != nil {
+	if t.Hedging != nil && t.Hedging.Delay <= 0 {
+		// A fixed Delay derives nothing from the latencies: the set
+		// keeps them for the extra-load cap and the learned limit.
 		cfg.HedgeQuantile = 1 - t.Hedging.maxExtraLoad()
 	}
 	if l := t.LearnAttemptTimeout; l != nil {

@@ -57,12 +57,18 @@ const (
 // two retries. Only one layer should retry a given call; if Base (or the
 // service behind it) retries too, the attempts multiply.
 //
-// The hooks (OnAttemptStart, OnAttempt, OnWait, OnDone) run on the
-// goroutine of RoundTrip, for hedges too, with the caller's request, which
-// they must not modify. A hook that panics ends the operation as a return
-// would (every response it holds closed, every attempt ended, what was
-// taken for an attempt not yet sent given back to the budget and the
-// quota), and RoundTrip raises the panic again.
+// The hooks (OnAttemptStart, OnAttempt, OnWait, OnDone, Transient) get
+// the caller's request, which they must not modify. The hooks of one
+// operation are never called concurrently, and have returned when
+// RoundTrip returns. They run on the goroutine of RoundTrip, except in a
+// hedged operation whose hedge timer fired: the timer's goroutine sends
+// the hedge and runs the operation from then on, the hedge's
+// OnAttemptStart included, while RoundTrip's goroutine waits for it. With
+// Hedging.FinishLosers, Transient judges a loser that answered after
+// RoundTrip returned, on a goroutine of its own. A hook that panics ends
+// the operation as a return would (every response it holds closed, every
+// attempt ended, what was taken for an attempt not yet sent given back to
+// the budget and the quota), and RoundTrip raises the panic again.
 //
 // A Transport is safe for concurrent use by multiple goroutines. Its fields
 // must not be changed after its first use, and it must not be copied after
@@ -127,8 +133,8 @@ type Transport struct {
 
 	// Transient reports whether an attempt's failure is worth another
 	// attempt. It is called once per attempt that ended with a response or
-	// an error of its own, on the goroutine of RoundTrip (a hedge that lost
-	// only if it had answered, on the goroutine that settles it). If nil,
+	// an error of its own (an attempt that lost to a hedge only if it had
+	// answered), where the other hooks run (see above). If nil,
 	// [IsTransient].
 	Transient func(resp *http.Response, err error) bool
 

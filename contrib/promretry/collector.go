@@ -21,7 +21,8 @@ type Options struct {
 	// (`/books/{id}`), never the raw path or query. Values beyond
 	// MaxRoutes, empty, longer than 128 bytes or not valid UTF-8 are
 	// reported as "other". It is called once per attempt and once per
-	// operation, on the goroutine of RoundTrip. If nil, the route is the
+	// operation, from the Transport's hooks, never concurrently for one
+	// operation. If nil, the route is the
 	// request's host (with its port, if any).
 	Route func(req *http.Request) string
 

@@ -128,7 +128,8 @@ func (d *Dist) Record(lat time.Duration, censored bool) {
 	d.n = min(d.n+1, Window)
 	d.held.Store(int64(d.n))
 	d.fresh++
-	due := d.fresh >= max(1, d.n/16)
+	cfg := &d.set.cfg
+	due := d.fresh >= max(1, d.n/16) && (cfg.HedgeQuantile > 0 || cfg.Learn != nil)
 	if !due || !d.computing.TryLock() {
 		d.mu.Unlock()
 		return
@@ -139,7 +140,6 @@ func (d *Dist) Record(lat time.Duration, censored bool) {
 	d.mu.Unlock()
 	defer d.computing.Unlock()
 	slices.Sort(sorted)
-	cfg := &d.set.cfg
 	if cfg.HedgeQuantile > 0 {
 		d.hedgeAt.Store(int64(kmQuantile(sorted, cfg.HedgeQuantile)))
 	}
