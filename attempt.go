@@ -214,7 +214,15 @@ func (op *operation) open(a *attempt, hedge bool) {
 // own for the other attempts of a hedged one: it writes only to a, and
 // reads only what the operation settled before its first attempt.
 func (a *attempt) send(op *operation, base http.RoundTripper) {
+	stop := interruptBody(a, op.req)
 	resp, err := base.RoundTrip(a.req)
+	if stop != nil && !stop() && err != nil {
+		// The body was closed under Base for the context's end: Base's
+		// error is the closed body's, the reason is the context's.
+		if cerr := a.req.Context().Err(); !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w (request body closed under a blocked read: %w)", cerr, err)
+		}
+	}
 	resp, err = normalize(base, a.req, resp, err)
 	a.resp, a.err = a.complete(op, a.req, resp, err)
 	if op.timed {

@@ -211,6 +211,46 @@ func (b *onceBody) end(last *readTracker) {
 	}
 }
 
+// interruptBody arranges for the body attempt a hands to Base to be
+// closed if a's context ends while Base is still in RoundTrip, and
+// returns what cancels that, or nil when nothing needed arranging.
+// net/http's HTTP/1.1 transport waits for a body write blocked in Read
+// before RoundTrip returns, whatever the request's context says, so a
+// body that stalls (a pipe, a forwarded upload) would hold the operation
+// past its Timeout; closing it under the Read is how such a body is
+// interrupted, as http.Transport's HTTP/2 side does. The body is still
+// closed exactly once: Base's Close and this one go through one closer.
+// The caller's own request is never changed: when a sends it as it is,
+// its context is the caller's, which bounds it as it bounds a bare
+// http.Transport.
+func interruptBody(a *attempt, caller *http.Request) (stop func() bool) {
+	req := a.req
+	if req == caller || req.Body == nil || req.Body == http.NoBody || req.Context().Done() == nil {
+		return nil
+	}
+	if t := a.tracker; t != nil {
+		return context.AfterFunc(req.Context(), t.interrupt)
+	}
+	c := &closeOnce{ReadCloser: req.Body}
+	req.Body = c
+	return context.AfterFunc(req.Context(), c.interrupt)
+}
+
+// closeOnce closes the body it holds once, whoever asks first.
+type closeOnce struct {
+	io.ReadCloser
+	once sync.Once
+	err  error
+}
+
+func (c *closeOnce) Close() error {
+	c.once.Do(func() { c.err = c.ReadCloser.Close() })
+	return c.err
+}
+
+// interrupt closes the body under a Read that blocks.
+func (c *closeOnce) interrupt() { c.Close() }
+
 // readTracker is one attempt's view of a onceBody, like net/http's
 // readTrackingBody.
 type readTracker struct {
@@ -238,6 +278,19 @@ func (r *readTracker) Read(p []byte) (int, error) {
 	n, err := r.body.rc.Read(p)
 	r.body.read.Add(int64(n))
 	return n, err
+}
+
+// interrupt closes the body under a Read of this attempt that blocks,
+// once its context has ended. A body this attempt never read is left as
+// it is, for the next attempt.
+func (r *readTracker) interrupt() {
+	if !r.didRead() {
+		return
+	}
+	b := r.body
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closeLocked()
 }
 
 // didRead reports whether this attempt read from the body.
