@@ -69,6 +69,10 @@ type quotaState struct {
 	// releasing is set while the operations held for a pause are
 	// released one at a time (see release).
 	releasing atomic.Bool
+	// pin is when the quota was last found refusing requests (spent, or
+	// its destination paused), in stamp nanoseconds; 0 once found open
+	// again. See destPinned.
+	pin atomic.Int64
 	// levelUntil is the latest end of a priority level's pause (see
 	// apfLevels), in stamp nanoseconds; 0 before any.
 	levelUntil atomic.Int64
@@ -998,4 +1002,28 @@ func periodOf(rl RateLimit, known int64) int64 {
 		return int64(rl.Window)
 	}
 	return max(known, int64(rl.Reset))
+}
+
+// refusing keeps whether the quota refuses requests at now, as a check
+// found: the destination's state is then pinned in its table (see
+// destPinned) until a check finds it open again.
+func (q *quotaState) refusing(yes bool, now time.Time) {
+	switch {
+	case yes && q.pin.Load() == 0:
+		q.pin.CompareAndSwap(0, stamp(now))
+	case !yes && q.pin.Load() != 0:
+		q.pin.Store(0)
+	}
+}
+
+// destPinned tells the tables of destinations and credentials which
+// states they must not evict: those whose quota was last found refusing
+// requests while a quota is still held, since the one pinned longest
+// ago. A spent quota forgotten would let its destination be sent to
+// again before its reset, once for every eviction.
+var destPinned = func(d *Dest) int64 {
+	if d.quota.until.Load() == 0 {
+		return 0
+	}
+	return d.quota.pin.Load()
 }
