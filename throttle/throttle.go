@@ -123,7 +123,9 @@ type Throttle struct {
 	Key func(req *http.Request) string
 
 	// MaxKeys bounds the destinations held; past it, one not used lately
-	// is forgotten to make room. 0 (or less) means [DefaultMaxKeys].
+	// is forgotten to make room, never one whose quota was last found
+	// spent or paused while others can go. 0 (or less) means
+	// [DefaultMaxKeys].
 	MaxKeys int
 
 	// IgnoreQuota turns quota pacing off: the rate-limit headers of
