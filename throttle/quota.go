@@ -1008,10 +1008,11 @@ func periodOf(rl RateLimit, known int64) int64 {
 // found: the destination's state is then pinned in its table (see
 // destPinned) until a check finds it open again.
 func (q *quotaState) refusing(yes bool, now time.Time) {
-	switch {
-	case yes && q.pin.Load() == 0:
+	pinned := q.pin.Load() != 0
+	if yes && !pinned {
 		q.pin.CompareAndSwap(0, stamp(now))
-	case !yes && q.pin.Load() != 0:
+	}
+	if !yes && pinned {
 		q.pin.Store(0)
 	}
 }
