@@ -73,7 +73,7 @@ func (d *Dest) credential(req *http.Request) *Dest {
 		return d
 	}
 	d.creds.PinBy(&destPinned)
-	return d.creds.Get(key, MaxCredentials, func(c *Dest) { c.counts = d.counts })
+	return d.creds.Get(key, MaxCredentials, func(c *Dest) { c.counts, c.host = d.counts, d })
 }
 
 // credentialSeed keys the hash that names credentials: random per
@@ -161,7 +161,7 @@ func (th *Throttle) Admit(d *Dest, req *http.Request, clock Clock) (Ticket, time
 	if !th.IgnoreQuota && d.quota.until.Load() != 0 {
 		now := clock.Now()
 		reset, ok, counted := d.quota.take(now, req)
-		d.quota.refusing(!ok, now)
+		d.refusing(!ok, now)
 		if !ok {
 			return Ticket{}, reset, ErrQuotaExhausted
 		}
@@ -220,7 +220,7 @@ func (th *Throttle) TakeQuota(d *Dest, req *http.Request, clock Clock) (Ticket, 
 	}
 	now := orSystem(clock).Now()
 	reset, ok, counted := d.quota.take(now, req)
-	d.quota.refusing(!ok, now)
+	d.refusing(!ok, now)
 	if counted {
 		return Ticket{q: &d.quota}, reset, ok
 	}
@@ -326,7 +326,7 @@ func (th *Throttle) recordSlow(d *Dest, r *Result, clock Clock) {
 			now := clock.Now()
 			d.quota.observe(r, now)
 			_, spent := d.quota.spent(now)
-			d.quota.refusing(spent, now)
+			d.refusing(spent, now)
 		} else {
 			// The slow path: a hot destination's responses are all
 			// sampled, as a cold one's are at each fold.

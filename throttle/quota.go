@@ -1004,27 +1004,35 @@ func periodOf(rl RateLimit, known int64) int64 {
 	return max(known, int64(rl.Reset))
 }
 
-// refusing keeps whether the quota refuses requests at now, as a check
-// found: the destination's state is then pinned in its table (see
-// destPinned) until a check finds it open again.
-func (q *quotaState) refusing(yes bool, now time.Time) {
+// refusing keeps whether d's quota refuses requests at now, as a check
+// found: d is then pinned in its table (see destPinned) until a check
+// finds it open again, and so is its destination, while any of its
+// credentials is.
+func (d *Dest) refusing(yes bool, now time.Time) {
+	q := &d.quota
 	pinned := q.pin.Load() != 0
-	if yes && !pinned {
-		q.pin.CompareAndSwap(0, stamp(now))
+	if yes && !pinned && q.pin.CompareAndSwap(0, stamp(now)) && d.host != nil {
+		if d.host.credsPinned.Add(1) == 1 {
+			d.host.credsPinnedSince.Store(stamp(now))
+		}
 	}
-	if !yes && pinned {
-		q.pin.Store(0)
+	if !yes && pinned && q.pin.Swap(0) != 0 && d.host != nil {
+		d.host.credsPinned.Add(-1)
 	}
 }
 
 // destPinned tells the tables of destinations and credentials which
-// states they must not evict: those whose quota was last found refusing
-// requests while a quota is still held, since the one pinned longest
-// ago. A spent quota forgotten would let its destination be sent to
-// again before its reset, once for every eviction.
+// states they must not evict, and since when they are pinned: those
+// whose quota was last found refusing requests while a quota is still
+// held, and destinations holding such a credential. A spent quota
+// forgotten would let its destination be sent to again before its
+// reset, once for every eviction.
 var destPinned = func(d *Dest) int64 {
-	if d.quota.until.Load() == 0 {
-		return 0
+	if p := d.quota.pin.Load(); p != 0 && d.quota.until.Load() != 0 {
+		return p
 	}
-	return d.quota.pin.Load()
+	if d.credsPinned.Load() > 0 {
+		return d.credsPinnedSince.Load()
+	}
+	return 0
 }

@@ -106,3 +106,36 @@ func TestQuotaSpentOfACredentialIsNeverTheCredentialEvicted(t *testing.T) {
 		t.Errorf("alice after 200 other credentials: %v; want ErrQuotaExhausted", err)
 	}
 }
+
+// TestQuotaSpentOfACredentialKeepsItsDestination: alice's quota at
+// api.test spent for an hour, then 3,000 other hosts called once each
+// through a table of the default 1,024: api.test, which holds alice's
+// quota, is not forgotten, and alice is still refused; once alice's
+// quota has reset and she is admitted again, api.test is evicted in its
+// turn like any other host.
+func TestQuotaSpentOfACredentialKeepsItsDestination(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClockAt(time.Date(2026, 12, 6, 20, 0, 0, 0, time.UTC))
+	th := &Throttle{}
+	h := http.Header{"X-Ratelimit-Limit": {"5000"}, "X-Ratelimit-Remaining": {"0"},
+		"X-Ratelimit-Reset": {itoa(fc.Now().Add(time.Hour).Unix())}}
+	if err := callHost(th, fc, "api.test", "Bearer alice", http.StatusOK, h); err != nil {
+		t.Fatalf("alice's first request: %v", err)
+	}
+	for i := range 3000 {
+		callHost(th, fc, fmt.Sprintf("h%d.test", i), "", http.StatusOK, nil)
+	}
+	if err := callHost(th, fc, "api.test", "Bearer alice", http.StatusOK, nil); !errors.Is(err, ErrQuotaExhausted) {
+		t.Fatalf("alice after 3000 other hosts: %v; want ErrQuotaExhausted", err)
+	}
+	fc.Advance(time.Hour + 2*time.Second)
+	if err := callHost(th, fc, "api.test", "Bearer alice", http.StatusOK, nil); err != nil {
+		t.Fatalf("alice after the reset: %v; want admitted", err)
+	}
+	for i := range 2 * DefaultMaxKeys {
+		callHost(th, fc, fmt.Sprintf("after%d.test", i), "", http.StatusOK, nil)
+	}
+	if th.dests.Find("api.test") != nil {
+		t.Errorf("after the reset and %d other hosts: api.test is still held; want evicted in its turn", 2*DefaultMaxKeys)
+	}
+}

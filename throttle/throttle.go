@@ -227,6 +227,12 @@ type Dest struct {
 	*counts
 	quota quotaState
 	creds desttable.Table[Dest] // the destination's credentials, each with its own quota; empty in a credential's Dest
+	host  *Dest                 // in a credential's Dest, its destination's; nil in a destination's
+
+	// credsPinned counts the credentials whose quota was last found
+	// refusing, pinned since credsPinnedSince (see destPinned).
+	credsPinned      atomic.Int32
+	credsPinnedSince atomic.Int64
 }
 
 // counts is a destination's overload counts, shared by the Dests of its
