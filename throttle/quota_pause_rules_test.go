@@ -227,3 +227,39 @@ func TestQuotaAPF429PausesOnlyTheRoutesOfItsPriorityLevel(t *testing.T) {
 	fc.Advance(time.Nanosecond)
 	check("at the end", deployments, false, time.Time{})
 }
+
+// TestQuotaAPFLevelsEachEndAtTheirOwnEndAndTheFirstToEndMakesRoom: a
+// destination keeps the pauses of 8 priority levels. Levels 0 and 1 are
+// paused for 10s, levels 2 to 7 for 20s to 25s; a ninth level, paused for
+// 30s, takes the place of a level whose pause ends first (here level
+// 0): level 0's route is sent again, level 1's is
+// refused until its own end, 10s, though other levels' pauses run on, and
+// is sent at that instant; the ninth level's route is refused until 30s.
+func TestQuotaAPFLevelsEachEndAtTheirOwnEndAndTheFirstToEndMakesRoom(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClockAt(ruleDate)
+	th := &Throttle{draws: func() float64 { return 1 }}
+	route := func(i int) string { return "/apis/g" + itoa(int64(i)) + "/v1/x" }
+	pauses := []string{"10", "10", "20", "21", "22", "23", "24", "25", "30"}
+	for i, ra := range pauses {
+		if _, err := ask(th, fc, "GET", route(i), http.StatusTooManyRequests, apfAnswer("level-"+itoa(int64(i)), ra)); err != nil {
+			t.Fatalf("level %d's first request: %v", i, err)
+		}
+	}
+	check := func(when string, i int, refused bool, reset time.Time) {
+		t.Helper()
+		at, err := ask(th, fc, "GET", route(i), 0, nil)
+		if errors.Is(err, ErrQuotaExhausted) != refused || (refused && !at.Equal(reset)) {
+			t.Errorf("%s, level %d's route: %v, reset %v; want refused %v (until %v)", when, i, err, at, refused, reset)
+		}
+	}
+	check("at once", 0, false, time.Time{})
+	check("at once", 1, true, ruleDate.Add(10*time.Second))
+	check("at once", 7, true, ruleDate.Add(25*time.Second))
+	check("at once", 8, true, ruleDate.Add(30*time.Second))
+	fc.Advance(10*time.Second - time.Nanosecond)
+	check("a nanosecond before level 1's end", 1, true, ruleDate.Add(10*time.Second))
+	fc.Advance(time.Nanosecond)
+	check("at level 1's end", 1, false, time.Time{})
+	check("at level 1's end", 2, true, ruleDate.Add(20*time.Second))
+}
