@@ -100,3 +100,24 @@ func TestThrottleMisreadChanceIsTheBinomialTailBelowOneAcceptInK(t *testing.T) {
 		t.Errorf("throttleSamples = %v; want 10", throttleSamples)
 	}
 }
+
+// TestRefuseProbabilityIsZeroWithoutRequests: RefuseProbability, given
+// counts from elsewhere, refuses nothing when they hold no request,
+// whatever they say of accepts and with no minimum number of requests
+// (MinRate -1); 10 requests none of them accepted give the SRE form's
+// 10/11, capped at 0.9.
+func TestRefuseProbabilityIsZeroWithoutRequests(t *testing.T) {
+	t.Parallel()
+	th := &Throttle{MinRate: -1}
+	for _, tt := range []struct{ requests, accepts, want float64 }{
+		{0, 0, 0},
+		{0, -1, 0},
+		{-1, 0, 0},
+		{-0.5, -3, 0},
+		{10, 0, 0.9},
+	} {
+		if got := th.RefuseProbability(tt.requests, tt.accepts, time.Second); got != tt.want {
+			t.Errorf("RefuseProbability(%v, %v) = %v; want %v", tt.requests, tt.accepts, got, tt.want)
+		}
+	}
+}
