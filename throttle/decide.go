@@ -52,20 +52,18 @@ const (
 	// counts show fewer than requests/K accepts, the counts on which the
 	// throttle refuses.
 	healthyMisread = 0.05
-	// maxSamples bounds samplesFor's search.
+	// maxSamples bounds the search for the throttle's own number.
 	maxSamples = 1000
 )
 
 // misreadChance returns the chance that a server accepting each of n
 // requests with probability share shows fewer than n/k accepts in them:
 // the binomial tail P(accepts < n/k), the chance that its counts give a
-// refusal probability above 0.
+// refusal probability above 0. share is at most 1; one of 0 or less is
+// misread every time.
 func misreadChance(n int, share, k float64) float64 {
 	if share <= 0 {
 		return 1
-	}
-	if share >= 1 {
-		return 0
 	}
 	// Each term in logarithms, so that none underflows at large n.
 	lg := func(x int) float64 { v, _ := math.Lgamma(float64(x) + 1); return v }
@@ -76,16 +74,16 @@ func misreadChance(n int, share, k float64) float64 {
 	return min(chance, 1)
 }
 
-// samplesFor returns the fewest requests n for which misreadChance(n,
-// share, k) is at most chance, or maxSamples when none below it is. A
+// samplesFor returns the fewest requests n, up to most, for which
+// misreadChance(n, share, k) is at most chance, or 0 when none is. A
 // server accepting exactly 1/k of its requests is misread about half the
 // time whatever n, so the rule is held for a share above it: 10 requests
 // for 70% accepted and K 2 (4.7%; 2 for 90% accepted).
-func samplesFor(share, k, chance float64) int {
-	for n := 1; n < maxSamples; n++ {
+func samplesFor(share, k, chance float64, most int) int {
+	for n := 1; n <= most; n++ {
 		if misreadChance(n, share, k) <= chance {
 			return n
 		}
 	}
-	return maxSamples
+	return 0
 }

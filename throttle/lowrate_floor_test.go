@@ -76,24 +76,27 @@ func TestThrottleMisreadChanceIsTheBinomialTailBelowOneAcceptInK(t *testing.T) {
 		{5, -0.5, 2, 1},
 	}
 	for _, tt := range chances {
-		if got := misreadChance(tt.n, tt.share, tt.k); math.Abs(got-tt.want) > 1e-8 {
+		if got := misreadChance(tt.n, tt.share, tt.k); !(math.Abs(got-tt.want) <= 1e-8) {
 			t.Errorf("misreadChance(%d, %v, %v) = %v; want %v", tt.n, tt.share, tt.k, got, tt.want)
 		}
 	}
 	samples := []struct {
 		share, k, chance float64
-		want             int
+		most, want       int
 	}{
-		{healthyAccepts, DefaultK, healthyMisread, 10}, // 8: 5.8%, 9: 9.9%, 10: 4.7%
-		{0.9, 2, 0.05, 2}, // 1: 10%, 2: 1%
-		{0.7, 2, 0.31, 1}, // 1: 30%
-		{0.7, 2, 0.01, 26},
-		{0.5, 2, 0.05, maxSamples},    // about a half whatever n
-		{0.6, minK, 0.05, maxSamples}, // below one accept in 1.5
+		{healthyAccepts, DefaultK, healthyMisread, maxSamples, 10}, // 8: 5.8%, 9: 9.9%, 10: 4.7%
+		{healthyAccepts, DefaultK, healthyMisread, 10, 10},         // the last one looked at
+		{healthyAccepts, DefaultK, healthyMisread, 9, 0},
+		{0.9, 2, 0.05, maxSamples, 2},                     // 1: 10%, 2: 1%
+		{0.7, 2, misreadChance(1, 0.7, 2), maxSamples, 1}, // at most: 30% at 1
+		{0.7, 2, misreadChance(1, 0.7, 2) - 1e-9, 100, 2}, // 9% at 2
+		{0.7, 2, 0.01, maxSamples, 26},
+		{0.5, 2, 0.05, maxSamples, 0},    // about a half whatever n
+		{0.6, minK, 0.05, maxSamples, 0}, // below one accept in 1.5
 	}
 	for _, tt := range samples {
-		if got := samplesFor(tt.share, tt.k, tt.chance); got != tt.want {
-			t.Errorf("samplesFor(%v, %v, %v) = %d; want %d", tt.share, tt.k, tt.chance, got, tt.want)
+		if got := samplesFor(tt.share, tt.k, tt.chance, tt.most); got != tt.want {
+			t.Errorf("samplesFor(%v, %v, %v, %d) = %d; want %d", tt.share, tt.k, tt.chance, tt.most, got, tt.want)
 		}
 	}
 	if throttleSamples != 10 {

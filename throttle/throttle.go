@@ -170,7 +170,7 @@ const (
 // throttleSamples is the fewest requests the counts reach back for, and
 // the fewest on which the throttle refuses any (unless MinRate is
 // negative): see samplesFor.
-var throttleSamples = float64(samplesFor(healthyAccepts, DefaultK, healthyMisread))
+var throttleSamples = float64(samplesFor(healthyAccepts, DefaultK, healthyMisread, maxSamples))
 
 func (th *Throttle) k() float64 {
 	return max(positiveOr(th.K, DefaultK), minK)
