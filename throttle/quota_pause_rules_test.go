@@ -263,3 +263,22 @@ func TestQuotaAPFLevelsEachEndAtTheirOwnEndAndTheFirstToEndMakesRoom(t *testing.
 	check("at level 1's end", 1, false, time.Time{})
 	check("at level 1's end", 2, true, ruleDate.Add(20*time.Second))
 }
+
+// TestQuotaRouteOfASpentPolicyIsRefusedWhileAnotherPolicyHasRequestsLeft:
+// a server meters two routes by two RateLimit policies, each announced
+// alone by its route's answers: "burst" spent for 30s on /a, "daily"
+// with 100 left on /b. A request on /a, the route known to draw from the
+// spent policy, is refused until its reset; one on /b is sent.
+func TestQuotaRouteOfASpentPolicyIsRefusedWhileAnotherPolicyHasRequestsLeft(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClockAt(ruleDate)
+	th := &Throttle{draws: func() float64 { return 1 }}
+	ask(th, fc, "GET", "/b", http.StatusOK, http.Header{"Ratelimit": {`"daily";r=100;t=3600`}})
+	ask(th, fc, "GET", "/a", http.StatusOK, http.Header{"Ratelimit": {`"burst";r=0;t=30`}})
+	if reset, err := ask(th, fc, "GET", "/a", 0, nil); !errors.Is(err, ErrQuotaExhausted) || !reset.Equal(ruleDate.Add(30*time.Second)) {
+		t.Errorf("GET /a with burst spent: %v, reset %v; want ErrQuotaExhausted until %v", err, reset, ruleDate.Add(30*time.Second))
+	}
+	if _, err := ask(th, fc, "GET", "/b", 0, nil); err != nil {
+		t.Errorf("GET /b with daily's 100 left: %v; want sent", err)
+	}
+}
