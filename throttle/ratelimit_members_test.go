@@ -42,3 +42,49 @@ func TestRateLimitReadsAtMost16MembersOfAField(t *testing.T) {
 		t.Errorf("16 members, the first spent: %+v, %v; want the spent one, 0 left", rl, ok)
 	}
 }
+
+// TestRateLimitFieldReadingNothingFallsBackToTheXRateLimitFields: a
+// response whose RateLimit field holds no quota that can be read is read
+// for its X-RateLimit fields instead: 0 left, reset in 30s.
+func TestRateLimitFieldReadingNothingFallsBackToTheXRateLimitFields(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 6, 20, 0, 0, 0, time.UTC)
+	h := http.Header{"Ratelimit": {"garbage"}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"30"}}
+	if rl, ok := ParseRateLimit(h, now); !ok || rl.Remaining != 0 || rl.Reset != 30*time.Second {
+		t.Errorf("ParseRateLimit = %+v, %v; want the X-RateLimit fields' 0 left, reset in 30s", rl, ok)
+	}
+}
+
+// TestQuotaNameIsKeptUpToItsBound: a quota's name is kept when it has at
+// most maxQuotaName bytes, and dropped when longer, so that a response
+// cannot make the state it leaves grow.
+func TestQuotaNameIsKeptUpToItsBound(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("n", maxQuotaName)
+	if got := quotaName(long); got != long {
+		t.Errorf("a name of %d bytes: %q; want it kept", maxQuotaName, got)
+	}
+	if got := quotaName(long + "n"); got != "" {
+		t.Errorf("a name of %d bytes: %q; want it dropped", maxQuotaName+1, got)
+	}
+}
+
+// TestResetDelayIsCappedAtADayToTheNanosecond: a reset of a day and a
+// half second, or more, is a day; one just under a day is itself.
+func TestResetDelayIsCappedAtADayToTheNanosecond(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 6, 20, 0, 0, 0, time.UTC)
+	day := int64(maxRateLimitReset / time.Second)
+	for _, tt := range []struct {
+		secs, nanos int64
+		want        time.Duration
+	}{
+		{day, 500_000_000, maxRateLimitReset},
+		{day + 1, 0, maxRateLimitReset},
+		{day - 1, 500_000_000, maxRateLimitReset - 500*time.Millisecond},
+	} {
+		if got := resetDelay(tt.secs, tt.nanos, http.Header{}, now); got != tt.want {
+			t.Errorf("resetDelay(%d, %d) = %v; want %v", tt.secs, tt.nanos, got, tt.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/jonboulle/clockwork"
 )
@@ -32,5 +33,35 @@ func TestSharedFleetCountsAreReadFromTheNewestBucketBack(t *testing.T) {
 	d.mu.Unlock()
 	if reqs != 21 || accs != 0 || n != throttleBuckets {
 		t.Errorf("decision counts %v requests, %v accepts over %d buckets; want 21 (the failures and the refusal), 0, over the window", reqs, accs, n)
+	}
+}
+
+// widthFleet is a fleet that remembers the bucket width it was asked
+// for.
+type widthFleet struct {
+	fleetCounts
+	width time.Duration
+}
+
+func (f *widthFleet) Counts(key string, now time.Time, width time.Duration, requests, accepts []float64) {
+	f.width = width
+	f.fleetCounts.Counts(key, now, width, requests, accepts)
+}
+
+// TestSharedFleetCountsAreAskedInBucketsOfATenthOfTheWindow: the fleet's
+// counts are asked for in the buckets the throttle keeps: a tenth of its
+// Window, 60ms by default and 100ms for a 1s Window.
+func TestSharedFleetCountsAreAskedInBucketsOfATenthOfTheWindow(t *testing.T) {
+	t.Parallel()
+	req := httptest.NewRequest(http.MethodGet, "http://api.example/x", nil)
+	for _, tt := range []struct {
+		window, want time.Duration
+	}{{0, 60 * time.Millisecond}, {time.Second, 100 * time.Millisecond}} {
+		f := &widthFleet{fleetCounts: fleetCounts{hot: true}}
+		th := &Throttle{Window: tt.window, Shared: f, draws: func() float64 { return 0.5 }}
+		th.Admit(th.Dest(req), req, clockwork.NewFakeClock())
+		if f.width != tt.want {
+			t.Errorf("Window %v: counts asked in buckets of %v; want %v", tt.window, f.width, tt.want)
+		}
 	}
 }
