@@ -50,8 +50,10 @@ func (th *Throttle) Dest(req *http.Request) *Dest {
 	case th.Shared != nil:
 		d = th.sharedDest(req)
 	case th.Key == nil:
+		th.dests.PinBy(&destPinned)
 		d = th.dests.GetHost(req, th.MaxKeys, newDest)
 	default:
+		th.dests.PinBy(&destPinned)
 		d = th.dests.Get(th.Key(req), th.MaxKeys, newDest)
 	}
 	return d.credential(req)
@@ -70,7 +72,8 @@ func (d *Dest) credential(req *http.Request) *Dest {
 	if !ok {
 		return d
 	}
-	return d.creds.Get(key, MaxCredentials, func(c *Dest) { c.counts = d.counts })
+	d.creds.PinBy(&destPinned)
+	return d.creds.Get(key, MaxCredentials, func(c *Dest) { c.counts, c.host = d.counts, d })
 }
 
 // credentialSeed keys the hash that names credentials: random per
@@ -107,6 +110,7 @@ func (th *Throttle) sharedDest(req *http.Request) *Dest {
 	if th.Key != nil {
 		key = desttable.BoundKey(th.Key(req))
 	}
+	th.dests.PinBy(&destPinned)
 	d := th.dests.Get(key, th.MaxKeys, newDest)
 	d.link(key, th.Shared)
 	return d
@@ -155,7 +159,9 @@ func (th *Throttle) Admit(d *Dest, req *http.Request, clock Clock) (Ticket, time
 	clock = orSystem(clock)
 	var t Ticket
 	if !th.IgnoreQuota && d.quota.until.Load() != 0 {
-		reset, ok, counted := d.quota.take(clock.Now(), req)
+		now := clock.Now()
+		reset, ok, counted := d.quota.take(now, req)
+		d.refusing(!ok, now)
 		if !ok {
 			return Ticket{}, reset, ErrQuotaExhausted
 		}
@@ -212,7 +218,9 @@ func (th *Throttle) TakeQuota(d *Dest, req *http.Request, clock Clock) (Ticket, 
 	if th.IgnoreQuota || d.quota.until.Load() == 0 {
 		return Ticket{}, time.Time{}, true
 	}
-	reset, ok, counted := d.quota.take(orSystem(clock).Now(), req)
+	now := orSystem(clock).Now()
+	reset, ok, counted := d.quota.take(now, req)
+	d.refusing(!ok, now)
 	if counted {
 		return Ticket{q: &d.quota}, reset, ok
 	}
@@ -315,7 +323,10 @@ func (th *Throttle) Record(d *Dest, r Result, clock Clock) {
 func (th *Throttle) recordSlow(d *Dest, r *Result, clock Clock) {
 	if r.Status != 0 && !th.IgnoreQuota {
 		if d.quota.wants(r.Status) || r.HasRetryAfter {
-			d.quota.observe(r, clock.Now())
+			now := clock.Now()
+			d.quota.observe(r, now)
+			_, spent := d.quota.spent(now)
+			d.refusing(spent, now)
 		} else {
 			// The slow path: a hot destination's responses are all
 			// sampled, as a cold one's are at each fold.

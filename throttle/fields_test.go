@@ -40,7 +40,11 @@ func TestThrottleFieldDefaults(t *testing.T) {
 			if got := tt.th.window(); got != tt.window {
 				t.Errorf("window() = %v; want %v", got, tt.window)
 			}
-			if got, want := tt.th.minRequests(tt.window), tt.minPerSecs*tt.window.Seconds(); got != want {
+			want := 0.0
+			if tt.minPerSecs > 0 {
+				want = max(tt.minPerSecs*tt.window.Seconds(), throttleSamples)
+			}
+			if got := tt.th.minRequests(tt.window); got != want {
 				t.Errorf("minRequests() = %v; want %v", got, want)
 			}
 		})

@@ -69,6 +69,10 @@ type quotaState struct {
 	// releasing is set while the operations held for a pause are
 	// released one at a time (see release).
 	releasing atomic.Bool
+	// pin is when the quota was last found refusing requests (spent, or
+	// its destination paused), in stamp nanoseconds; 0 once found open
+	// again. See destPinned.
+	pin atomic.Int64
 	// levelUntil is the latest end of a priority level's pause (see
 	// apfLevels), in stamp nanoseconds; 0 before any.
 	levelUntil atomic.Int64
@@ -998,4 +1002,37 @@ func periodOf(rl RateLimit, known int64) int64 {
 		return int64(rl.Window)
 	}
 	return max(known, int64(rl.Reset))
+}
+
+// refusing keeps whether d's quota refuses requests at now, as a check
+// found: d is then pinned in its table (see destPinned) until a check
+// finds it open again, and so is its destination, while any of its
+// credentials is.
+func (d *Dest) refusing(yes bool, now time.Time) {
+	q := &d.quota
+	pinned := q.pin.Load() != 0
+	if yes && !pinned && q.pin.CompareAndSwap(0, stamp(now)) && d.host != nil {
+		if d.host.credsPinned.Add(1) == 1 {
+			d.host.credsPinnedSince.Store(stamp(now))
+		}
+	}
+	if !yes && pinned && q.pin.Swap(0) != 0 && d.host != nil {
+		d.host.credsPinned.Add(-1)
+	}
+}
+
+// destPinned tells the tables of destinations and credentials which
+// states they must not evict, and since when they are pinned: those
+// whose quota was last found refusing requests while a quota is still
+// held, and destinations holding such a credential. A spent quota
+// forgotten would let its destination be sent to again before its
+// reset, once for every eviction.
+var destPinned = func(d *Dest) int64 {
+	if p := d.quota.pin.Load(); p != 0 && d.quota.until.Load() != 0 {
+		return p
+	}
+	if d.credsPinned.Load() > 0 {
+		return d.credsPinnedSince.Load()
+	}
+	return 0
 }

@@ -374,7 +374,7 @@ func listMembers(lines []string) func(yield func(int, string) bool) {
 	return func(yield func(int, string) bool) {
 		n := 0
 		for _, v := range lines {
-			for _, m := range splitMembers(v) {
+			for m := range splitMembers(v) {
 				if n == maxRateLimitItems || !yield(n, m) {
 					return
 				}
@@ -385,7 +385,7 @@ func listMembers(lines []string) func(yield func(int, string) bool) {
 }
 
 // splitMembers yields the comma-separated members of a list, trimmed.
-func splitMembers(v string) func(yield func(int, string) bool) {
+func splitMembers(v string) func(yield func(string) bool) {
 	return splitOutsideStrings(v, ',')
 }
 
@@ -393,9 +393,9 @@ func splitMembers(v string) func(yield func(int, string) bool) {
 // trimmed and not empty, ignoring a sep inside a quoted string: a String
 // runs from a quote to the next quote not escaped by a backslash (RFC
 // 9651 §3.3.3).
-func splitOutsideStrings(v string, sep byte) func(yield func(int, string) bool) {
-	return func(yield func(int, string) bool) {
-		n, start, quoted := 0, 0, false
+func splitOutsideStrings(v string, sep byte) func(yield func(string) bool) {
+	return func(yield func(string) bool) {
+		start, quoted := 0, false
 		for i := 0; i <= len(v); i++ {
 			if i < len(v) {
 				switch c := v[i]; {
@@ -409,11 +409,8 @@ func splitOutsideStrings(v string, sep byte) func(yield func(int, string) bool) 
 					continue
 				}
 			}
-			if m := strings.Trim(v[start:min(i, len(v))], " \t"); m != "" {
-				if !yield(n, m) {
-					return
-				}
-				n++
+			if m := strings.Trim(v[start:min(i, len(v))], " \t"); m != "" && !yield(m) {
+				return
 			}
 			start = i + 1
 		}
@@ -445,7 +442,7 @@ func sfItem(m string) (name, params string) {
 // when that one is not an Integer; a ";" inside a String value does not
 // end it.
 func sfParam(params, key string) (n int64, ok bool) {
-	for _, p := range splitOutsideStrings(params, ';') {
+	for p := range splitOutsideStrings(params, ';') {
 		k, v, _ := strings.Cut(p, "=")
 		if k == key {
 			// A bare key is Boolean true: not an Integer.

@@ -106,10 +106,11 @@ type Throttle struct {
 
 	// MinRate is the request rate per second, over the time the counts
 	// reach back (see Window), below which the throttle never refuses: a
-	// few failures of a destination called rarely say little. 0, NaN or
-	// +Inf means 1, low enough that each process of a large fleet, calling a
-	// shared dependency a couple of times a second, still relieves it; a
-	// negative value means no minimum.
+	// few failures of a destination called rarely say little. Nor does
+	// it refuse on fewer than 10 requests counted: the fewest for which a
+	// server accepting 70% of its attempts shows fewer than one accept in
+	// K with a chance of at most 5%. 0, NaN or +Inf means 1; a negative
+	// value means no minimum, neither the rate nor the 10 requests.
 	MinRate float64
 
 	// Key names a request's destination. It must return a short, bounded
@@ -122,7 +123,9 @@ type Throttle struct {
 	Key func(req *http.Request) string
 
 	// MaxKeys bounds the destinations held; past it, one not used lately
-	// is forgotten to make room. 0 (or less) means [DefaultMaxKeys].
+	// is forgotten to make room, never one whose quota was last found
+	// spent or paused while others can go. 0 (or less) means
+	// [DefaultMaxKeys].
 	MaxKeys int
 
 	// IgnoreQuota turns quota pacing off: the rate-limit headers of
@@ -158,12 +161,16 @@ type Throttle struct {
 
 // throttleBuckets is how many buckets the window is cut into;
 // throttleRing is how many are kept, for the window to reach back at low
-// rates; throttleSamples is the fewest requests it reaches back for.
+// rates.
 const (
 	throttleBuckets = 10
 	throttleRing    = 5 * throttleBuckets
-	throttleSamples = 10
 )
+
+// throttleSamples is the fewest requests the counts reach back for, and
+// the fewest on which the throttle refuses any (unless MinRate is
+// negative): see samplesFor.
+var throttleSamples = float64(samplesFor(healthyAccepts, DefaultK, healthyMisread, maxSamples))
 
 func (th *Throttle) k() float64 {
 	return max(positiveOr(th.K, DefaultK), minK)
@@ -183,13 +190,17 @@ func positiveOr(x, def float64) float64 {
 }
 
 // minRequests is the least number of requests counted over span for
-// which the throttle refuses any.
+// which the throttle refuses any: MinRate a second over span, and at
+// least throttleSamples; none with a negative MinRate.
 func (th *Throttle) minRequests(span time.Duration) float64 {
 	rate := th.MinRate
 	if rate == 0 || math.IsNaN(rate) || math.IsInf(rate, 1) {
 		rate = DefaultMinRate
 	}
-	return max(rate, 0) * span.Seconds()
+	if rate < 0 {
+		return 0
+	}
+	return max(rate*span.Seconds(), throttleSamples)
 }
 
 func (th *Throttle) rand() float64 {
@@ -216,6 +227,12 @@ type Dest struct {
 	*counts
 	quota quotaState
 	creds desttable.Table[Dest] // the destination's credentials, each with its own quota; empty in a credential's Dest
+	host  *Dest                 // in a credential's Dest, its destination's; nil in a destination's
+
+	// credsPinned counts the credentials whose quota was last found
+	// refusing, pinned since credsPinnedSince (see destPinned).
+	credsPinned      atomic.Int32
+	credsPinnedSince atomic.Int64
 }
 
 // counts is a destination's overload counts, shared by the Dests of its

@@ -129,13 +129,13 @@ func TestThrottleMinRate(t *testing.T) {
 // older buckets, to 4s, and the probability is the SRE form's on the 8
 // failures there: 8/9. Once an accept comes, the failures before the
 // window are left out: the window's own counts decide, with the
-// accepts, none here, from before it.
-// decides again.
+// accepts, none here, from before it. No minimum number of requests
+// (MinRate -1), so that the reach alone is seen.
 func TestThrottleReachesBackAtLowRates(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	var r float64
-	th := &Throttle{Window: 800 * time.Millisecond, draws: func() float64 { return r }}
+	th := &Throttle{Window: 800 * time.Millisecond, MinRate: -1, draws: func() float64 { return r }}
 	s := th.dests.Get("k", 0, newDest)
 	for i := range 8 {
 		if i > 0 {
@@ -447,19 +447,20 @@ func TestThrottleConcurrent(t *testing.T) {
 }
 
 // TestThrottleLowRateOutageAndRecovery: one process calling a destination
-// twice a second, as each of a fleet of 100 sharing 200 a second does,
-// with the default Throttle. During a 10s outage, once the counts no
+// four times a second, as each of a fleet of 100 sharing 400 a second
+// does, with the default Throttle. During a 10s outage, once the counts no
 // longer reach back to before it (3s, five windows), at most 15% of its
 // operations reach the server (the counts reach back to hold enough
-// failures); once the server has healed, the first operation admitted
-// and accepted outweighs the failures before it, and every operation
-// after it is admitted.
+// failures: the 12 of 3s are more than the 10 the throttle needs);
+// once the server has healed, the first operation admitted and accepted
+// outweighs the failures before it, and every operation after it is
+// admitted.
 func TestThrottleLowRateOutageAndRecovery(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	th := &Throttle{draws: evenDraws()}
 	s := th.dests.Get("k", 0, newDest)
-	const every = 500 * time.Millisecond
+	const every = 250 * time.Millisecond
 	healthy := func(t time.Duration) bool { return t < 4*time.Second || t >= 14*time.Second }
 	sent, offered := 0, 0
 	healed := time.Duration(-1) // when the first accept after the outage came
@@ -522,12 +523,13 @@ func TestFoldSpan(t *testing.T) {
 // twice a second for 4s, all accepted, then failing: its 8 accepts, never
 // folded before, are spread over the 3.5s since the first, so the 800ms
 // window holds 8·0.8/3.5 of them, not all 8 as if they had just come; 3
-// failures then make the throttle refuse with (4.83 − 2·1.83)/5.83.
+// failures then make the throttle refuse with (4.83 − 2·1.83)/5.83 (no
+// minimum number of requests: MinRate -1).
 func TestThrottleSpreadsFirstAcceptsOverTheirTime(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	var r float64
-	th := &Throttle{Window: 800 * time.Millisecond, draws: func() float64 { return r }}
+	th := &Throttle{Window: 800 * time.Millisecond, MinRate: -1, draws: func() float64 { return r }}
 	s := th.dests.Get("k", 0, newDest)
 	for i := range 8 {
 		if i > 0 {

@@ -16,9 +16,9 @@ import (
 
 // TestMetricsThrottled: operations a Throttle refuses are counted as
 // operations with stop_reason throttled and outcome error, and make no
-// attempt: 4 attempts reach the failing server (MinRate, 1 a second over
-// the 4s an 800ms window reaches back, lets them through), the other 6
-// operations are refused.
+// attempt: 10 attempts reach the failing server (the throttle refuses
+// nothing on fewer than 10 requests counted), the other 6 operations are
+// refused.
 func TestMetricsThrottled(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 503})
@@ -27,7 +27,7 @@ func TestMetricsThrottled(t *testing.T) {
 	tr := hook(&httpretry.Transport{Base: base, Clock: fc, MaxAttempts: 1, Budget: budget,
 		Throttle: drawing(&throttle.Throttle{Window: 800 * time.Millisecond}, func() float64 { return 0 })}, m)
 	refused := 0
-	for range 10 {
+	for range 16 {
 		resp, err := tr.RoundTrip(newRequest(t, "GET", "http://api.test/books/1", nil))
 		if err == nil {
 			resp.Body.Close()
@@ -44,8 +44,8 @@ func TestMetricsThrottled(t *testing.T) {
 	lines := metrics()
 	want := []string{
 		"httpretry.client.operations{" + get + ",httpretry.outcome=error,httpretry.stop_reason=throttled," + route + "} 6",
-		"httpretry.client.operations{" + get + ",httpretry.outcome=error_response,httpretry.stop_reason=attempts_exhausted," + route + "} 4",
-		"httpretry.client.attempts.started{" + get + ",httpretry.attempt.kind=initial," + route + "} 4",
+		"httpretry.client.operations{" + get + ",httpretry.outcome=error_response,httpretry.stop_reason=attempts_exhausted," + route + "} 10",
+		"httpretry.client.attempts.started{" + get + ",httpretry.attempt.kind=initial," + route + "} 10",
 	}
 	for _, w := range want {
 		if !slices.Contains(lines, w) {

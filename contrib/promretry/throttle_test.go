@@ -15,10 +15,9 @@ import (
 
 // TestThrottledOperationsCounted: operations a Throttle refuses are
 // counted, scraped from a real promhttp handler, as operations with
-// reason "throttled" and outcome "error", with no attempt: 4 attempts
-// reach the failing server (MinRate, 1 a second over the 4s an 800ms
-// window reaches back, lets them through), the other
-// 6 operations are refused.
+// reason "throttled" and outcome "error", with no attempt: 10 attempts
+// reach the failing server (the throttle refuses nothing on fewer than
+// 10 requests counted), the other 6 operations are refused.
 func TestThrottledOperationsCounted(t *testing.T) {
 	c, reg := newCollector(t, Options{})
 	const series = `httpretry_operations_total{method="GET",outcome="error",reason="throttled",route="api.test"}`
@@ -27,7 +26,7 @@ func TestThrottledOperationsCounted(t *testing.T) {
 		MaxAttempts: 1, Throttle: drawing(&throttle.Throttle{Window: 800 * time.Millisecond}, func() float64 { return 0 })}
 	c.Instrument(tr)
 	refused := 0
-	for range 10 {
+	for range 16 {
 		req, err := http.NewRequest("GET", "http://api.test/books/1", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -46,11 +45,11 @@ func TestThrottledOperationsCounted(t *testing.T) {
 	if got := all[series]; got != 6 || refused != 6 {
 		t.Errorf("%s = %v, %d refused; want 6", series, got, refused)
 	}
-	if got := sum(all, "httpretry_attempts_started_total"); got != 4 {
-		t.Errorf("attempts started = %v; want 4", got)
+	if got := sum(all, "httpretry_attempts_started_total"); got != 10 {
+		t.Errorf("attempts started = %v; want 10", got)
 	}
-	if got := sum(all, "httpretry_operations_total", `reason="attempts_exhausted"`); got != 4 {
-		t.Errorf("attempts_exhausted operations = %v; want 4", got)
+	if got := sum(all, "httpretry_operations_total", `reason="attempts_exhausted"`); got != 10 {
+		t.Errorf("attempts_exhausted operations = %v; want 10", got)
 	}
 }
 

@@ -36,6 +36,14 @@ const DefaultMax = 1024
 // amortised O(1); while lookups keep marking keys as it sweeps, a sweep
 // stops after two turns and evicts the key under the hand.
 //
+// Its owner may pin keys (see [Table.PinBy]): the hand passes a pinned
+// key without evicting it, so a destination whose state still refuses
+// requests (a spent quota) is not forgotten while others come and go.
+// When the hand finds no key to evict in two turns, it evicts the first
+// key it met that is not pinned, or, with every key pinned, the one
+// pinned longest ago: the table stays within its bound, and an insertion
+// costs at most two turns of the ring.
+//
 // Hosts are looked up by the spelling a request writes (scheme and host),
 // which is canonicalised only when first seen (see [CanonicalHost]): a
 // second table, of twice the bound, remembers which destination each
@@ -46,6 +54,18 @@ const DefaultMax = 1024
 type Table[T any] struct {
 	keys      table[string, T]
 	spellings table[spelling, atomic.Pointer[entry[string, T]]]
+}
+
+// PinBy names how the table tells a pinned key: pinned returns, for a
+// key's value, when it was pinned (a number that grows with time), or 0
+// when it is not. The first call sets it; later ones change nothing, so
+// that an owner may call it before each lookup. pinned is called with
+// the table's lock held, on values others may be using: it must only
+// read atomics.
+func (d *Table[T]) PinBy(pinned *func(*T) int64) {
+	if d.keys.pinned.Load() == nil {
+		d.keys.pinned.CompareAndSwap(nil, pinned)
+	}
 }
 
 // spelling is a scheme and host as a request writes them.
@@ -140,8 +160,9 @@ func max2(max int) int {
 // table is a bounded map from K to V, evicting by CLOCK as Table
 // describes. The zero value is an empty table.
 type table[K comparable, V any] struct {
-	last atomic.Pointer[entry[K, V]] // the entry looked up last
-	m    sync.Map                    // K -> *entry[K, V]
+	last   atomic.Pointer[entry[K, V]]    // the entry looked up last
+	m      sync.Map                       // K -> *entry[K, V]
+	pinned atomic.Pointer[func(*V) int64] // when an entry was pinned, 0 if not; nil: none is
 
 	mu   sync.Mutex     // protects ring and hand, and every store to or delete from m
 	ring []*entry[K, V] // the entries held, in the order the hand meets them
@@ -209,19 +230,46 @@ func (t *table[K, V]) add(key K, max int, init func(*V)) *entry[K, V] {
 }
 
 // victim returns the index of the entry to evict: the first from the hand
-// on not used since the hand last passed it, the hand clearing the marks
-// of those it passes and stopping on it. While lookups keep marking
-// entries as it sweeps, it stops after two turns of the ring.
+// on neither pinned nor used since the hand last passed it, the hand
+// clearing the marks of those it passes and stopping on it. While
+// lookups keep marking entries as it sweeps, it stops after two turns of
+// the ring and takes the first entry not pinned it met, or, when every
+// one is pinned, the one pinned longest ago.
 func (t *table[K, V]) victim() int {
+	var pinned func(*V) int64
+	if p := t.pinned.Load(); p != nil {
+		pinned = *p
+	}
+	unpinned, oldest, oldestSince := -1, -1, int64(0)
 	for range 2 * len(t.ring) {
 		e := t.ring[t.hand]
-		if !e.used.Load() {
-			break
+		switch since := pinnedSince(pinned, e); {
+		case since != 0:
+			if oldest < 0 || since < oldestSince {
+				oldest, oldestSince = t.hand, since
+			}
+		case !e.used.Load():
+			return t.hand
+		case unpinned < 0:
+			unpinned = t.hand
 		}
 		e.used.Store(false)
 		t.hand = (t.hand + 1) % len(t.ring)
 	}
+	if unpinned >= 0 {
+		t.hand = unpinned
+	} else {
+		t.hand = oldest
+	}
 	return t.hand
+}
+
+// pinnedSince returns when e was pinned, as pinned says (nil: never).
+func pinnedSince[K comparable, V any](pinned func(*V) int64, e *entry[K, V]) int64 {
+	if pinned == nil {
+		return 0
+	}
+	return pinned(&e.val)
 }
 
 // remove evicts the entry at index i, moving the last entry into its
