@@ -301,13 +301,17 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRateLimit$$' -fuzztime 30s .
 	$(GO) test -run '^$$' -fuzz '^FuzzTransport$$' -fuzztime 30s .
 
-## mutate: mutation testing of the root package (mutate-root, writes
-## docs/mutation.txt, 40 minutes or more on a quiet 2-core machine) and
-## of the throttle package (mutate-throttle, docs/mutation-throttle.txt,
-## about 10 minutes); not part of CI, which vets their build; spread/ and
-## the rest are held by their own tests. gremlins runs only the mutated
-## package's own tests. Each target writes its file once it passes (the
-## tests it runs read that file: it is written whole, at the end) and
+## mutate: mutation testing of the root package (make mutate-root:
+## writes docs/mutation.txt; 40 minutes or more on a quiet 2-core
+## machine); not part of CI, which vets its build. mutate-throttle runs
+## the same on the throttle package (docs/mutation-throttle.txt, about 10
+## minutes); it is not yet part of make mutate: many of throttle's rules
+## are still tested through the root package, whose tests gremlins does
+## not run for a throttle mutant, and some of its decisions are tagless
+## switches, whose case conditions Go's coverage does not see. gremlins
+## runs only the mutated package's own tests; spread/ and the rest are
+## held by their own tests. Each target writes its file once it passes
+## (the tests it runs read that file: it is written whole, at the end) and
 ## fails below 95% test efficacy or 95% mutator coverage. Each mutant's
 ## tests may run for three times as long as the whole first run took
 ## (gremlins' rule), so that run must not come from the test cache:
@@ -321,7 +325,7 @@ mutation_run = { $(call figure_header,make $(1)); \
 	  echo "gremlins exit $$?"; } | tee $(2).tmp; \
 	if grep -q '^gremlins exit 0$$' $(2).tmp; then mv $(2).tmp $(2); else rm -f $(2).tmp; exit 1; fi; \
 	$(REQUOTE)
-mutate: mutate-root mutate-throttle
+mutate: mutate-root
 mutate-root:
 	@$(call mutation_run,mutate-root,docs/mutation.txt,-E 'throttle/')
 mutate-throttle:
