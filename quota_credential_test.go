@@ -46,8 +46,21 @@ func TestQuotaPerCredentialWithAKeyThatNamesIt(t *testing.T) {
 		return k
 	}}, func() float64 { return 1 })
 	client := &http.Client{Transport: &Transport{Base: srv.Client().Transport, MaxAttempts: 1, Throttle: th}}
+	aliceSpentBobNot(t, client, srv.URL+"/user")
+	for _, k := range keys {
+		if len(k) > 64 || containsToken(k) {
+			t.Errorf("key %q: want a short name without the token", k)
+		}
+	}
+}
+
+// aliceSpentBobNot calls url as alice and bob once each (both sent), then
+// again: alice's call, her quota spent, is refused locally with
+// ErrQuotaExhausted, and bob's (4,997 left) is sent.
+func aliceSpentBobNot(t *testing.T, client *http.Client, url string) {
+	t.Helper()
 	get := func(token string) error {
-		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/user", nil)
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := client.Do(req)
 		if err == nil {
@@ -65,11 +78,6 @@ func TestQuotaPerCredentialWithAKeyThatNamesIt(t *testing.T) {
 	}
 	if err := get("bob"); err != nil {
 		t.Errorf("bob's call with 4,997 left: %v; want it sent", err)
-	}
-	for _, k := range keys {
-		if len(k) > 64 || containsToken(k) {
-			t.Errorf("key %q: want a short name without the token", k)
-		}
 	}
 }
 
@@ -109,26 +117,7 @@ func TestQuotaOfOneCredentialDoesNotRefuseAnother(t *testing.T) {
 	defer srv.Close()
 	client := &http.Client{Transport: &Transport{Base: srv.Client().Transport, MaxAttempts: 1,
 		Throttle: drawing(&throttle.Throttle{}, func() float64 { return 1 })}}
-	get := func(token string) error {
-		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/user", nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err
-	}
-	for _, tok := range []string{"alice", "bob"} {
-		if err := get(tok); err != nil {
-			t.Fatalf("%s's first call: %v", tok, err)
-		}
-	}
-	if err := get("alice"); !errors.Is(err, throttle.ErrQuotaExhausted) {
-		t.Errorf("alice's call with her quota spent: %v; want ErrQuotaExhausted", err)
-	}
-	if err := get("bob"); err != nil {
-		t.Errorf("bob's call with 4,997 left: %v; want it sent", err)
-	}
+	aliceSpentBobNot(t, client, srv.URL+"/user")
 	mu.Lock()
 	defer mu.Unlock()
 	if seen["Bearer alice"] != 1 || seen["Bearer bob"] != 2 {
