@@ -48,7 +48,11 @@ func (s *connSet) open() int {
 	return len(s.conns)
 }
 
-// trackedConn is a connection that leaves its set when it is closed.
+// trackedConn is a connection that leaves its set once it is closed. It
+// is closed before it leaves, and a Close that finds another under way
+// waits for it: a connection gone from the set is closed, so closeAll
+// returns only when every connection is (net/http may be closing one on
+// its own goroutine at the time).
 type trackedConn struct {
 	net.Conn
 	set  *connSet
@@ -56,10 +60,12 @@ type trackedConn struct {
 }
 
 func (c *trackedConn) Close() error {
+	err := net.ErrClosed
 	c.once.Do(func() {
+		err = c.Conn.Close()
 		c.set.mu.Lock()
 		delete(c.set.conns, c)
 		c.set.mu.Unlock()
 	})
-	return c.Conn.Close()
+	return err
 }
