@@ -236,6 +236,7 @@ func (b *blockingCloseBody) Close() error {
 // a goroutine of its own, and RoundTrip returns only once that Close has
 // returned, however long it takes; the body is closed exactly once.
 func TestCallerBodyClosedBeforeRoundTripReturnsWhenTheDeadlineEndsBuffering(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	body := &blockingCloseBody{readRelease: make(chan struct{}), closeEntered: make(chan struct{}), closeRelease: make(chan struct{})}
 	tr := &Transport{Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {

@@ -555,6 +555,7 @@ func (b *onceClosingBody) Close() error {
 // Transport buffers it is interrupted by Timeout by closing it; it is then
 // not closed a second time.
 func TestCallerBodyClosedOnce(t *testing.T) {
+	realTime(t)
 	body := &onceClosingBody{closedCh: make(chan struct{})}
 	base := httptestutil.NewTransport(nil)
 	tr := &Transport{Base: base, Timeout: 100 * time.Millisecond}

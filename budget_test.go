@@ -197,6 +197,7 @@ func TestMaxTokensLeavesRoom(t *testing.T) {
 // so busy that the decision itself comes late, the operation stops at the
 // decision without a token: the same outcome.
 func TestBudgetTokenNotSpentWithoutRetry(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	budget := NewTokenBucket(1, 0)
 	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {

@@ -49,6 +49,7 @@ func TestLegacyCancelClosedBeforeRoundTrip(t *testing.T) {
 // canceled, as it ends an attempt or a wait: a bare http.Transport stops
 // writing such a body when the channel closes. The body is closed once.
 func TestLegacyCancelEndsBodyBuffering(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	pr, pw := io.Pipe()
 	defer pw.Close()
@@ -88,6 +89,7 @@ func TestLegacyCancelEndsBodyBuffering(t *testing.T) {
 // channel while a Read of a silent stream is blocked ends the Read with a
 // cancellation, not an idle timeout.
 func TestLegacyCancelWhileReadIsBlocked(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	srv := newLoopbackServer(t, false, stallHandler(true))
 	tr := &Transport{Base: serverBase(t, srv), IdleTimeout: time.Minute}

@@ -123,6 +123,7 @@ func TestRetryAtOneLayer(t *testing.T) {
 const deadlineFloor = 100 * time.Millisecond
 
 func TestDeadlinePropagatesThroughChain(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	probe := startBareProbe(2, 300*ms)
 	c := newChain(t, true, true)

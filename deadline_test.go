@@ -24,6 +24,7 @@ import (
 // shortened so that the retry starts with exactly MinAttemptTime left,
 // and it must start.
 func TestPlannedWaitSurvivesRealTimers(t *testing.T) {
+	realTime(t)
 	if testing.Short() {
 		t.Skip("needs 1s of real time")
 	}
@@ -139,6 +140,7 @@ func (b *stalledBody) Close() error {
 // before the first attempt, and a slow one must not block RoundTrip past
 // the operation's deadline or the caller's cancellation.
 func TestBufferingEndsWithTheOperation(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	t.Run("Timeout", func(t *testing.T) {
 		t.Parallel()
@@ -337,6 +339,7 @@ func TestClockReadOnlyWhenNeeded(t *testing.T) {
 // channel during a Retry-After wait ends the operation at once as
 // canceled; no second attempt is made after the wait.
 func TestRequestCancelChannelEndsWait(t *testing.T) {
+	realTime(t)
 	for _, p := range protocols {
 		t.Run(p.name, func(t *testing.T) {
 			var hits atomic.Int32

@@ -23,6 +23,7 @@ import (
 // use is not given up while others come and go, whatever order the table's
 // map iterates in.
 func TestThrottleKeepsADestinationInUseAmongOneShotHosts(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	forgotten, worst := 0, 0
 	const runs = 10
@@ -103,6 +104,7 @@ func TestBudgetPerHostKeepsAFailingHostsBudgetAmongOneShotHosts(t *testing.T) {
 // a key is kept as its first 300 bytes, and the spelling of an over-long
 // host is not remembered.
 func TestThrottleMemoryIsBoundedWhateverTheHosts(t *testing.T) {
+	realTime(t)
 	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		return response(req, 200, ""), nil
 	})

@@ -143,6 +143,7 @@ func goBlocks(file, text string) []goBlock {
 // TestDocGoBlocksCompile checks every ```go block of the README and docs/
 // by the rules at the top of this file.
 func TestDocGoBlocksCompile(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	wd, err := os.Getwd()
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 // once, so the server sees two requests for two attempts, not the hedge
 // retried below.
 func TestHedgeBaseThatRetriesMakesOneAttemptPerHedge(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -46,6 +46,7 @@ func (s *bodyServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // TestHedgeEachAttemptSendsWholeBody: every hedge sends the whole request body of its own (GetBody, or a buffered copy); a body that cannot be had again is never hedged.
 func TestHedgeEachAttemptSendsWholeBody(t *testing.T) {
+	realTime(t)
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 64<<10/16) // 64 KiB
 	want := sha256.Sum256(payload)
 	cases := []struct {
@@ -113,6 +114,7 @@ func (b *countingBudget) Withdraw(context.Context) bool { b.withdrawn.Add(1); re
 
 // TestHedgeWithoutBodyGivesTokenBackAndKeepsFirst: a hedge whose body GetBody cannot give is not sent, its token is given back, and the first attempt's answer is returned.
 func TestHedgeWithoutBodyGivesTokenBackAndKeepsFirst(t *testing.T) {
+	realTime(t)
 	var hits atomic.Int32
 	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		hits.Add(1)
@@ -140,6 +142,7 @@ func TestHedgeWithoutBodyGivesTokenBackAndKeepsFirst(t *testing.T) {
 
 // TestHedgeIdempotencyMiddlewareConflictWinsNothing: with the idempotency middleware in front of a slow handler, hedges of a keyed POST get its 409 "in progress", which wins nothing; the handler runs once and the first attempt's 201 is returned.
 func TestHedgeIdempotencyMiddlewareConflictWinsNothing(t *testing.T) {
+	realTime(t)
 	var runs atomic.Int32
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs.Add(1)

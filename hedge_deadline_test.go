@@ -11,6 +11,7 @@ import (
 
 // TestLearnedAttemptTimeoutWithinDeadline: an attempt limit learned from slow traffic never reaches past the operation's deadline, for the first attempt and for hedges.
 func TestLearnedAttemptTimeoutWithinDeadline(t *testing.T) {
+	realTime(t)
 	var mu sync.Mutex
 	var deadlines []time.Time
 	var warm atomic.Bool
@@ -60,6 +61,7 @@ func TestLearnedAttemptTimeoutWithinDeadline(t *testing.T) {
 
 // TestHedgeNotSentWithoutMinAttemptTimeLeft: no hedge starts when less than MinAttemptTime is left before the deadline at its delay.
 func TestHedgeNotSentWithoutMinAttemptTimeLeft(t *testing.T) {
+	realTime(t)
 	var hits atomic.Int32
 	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		hits.Add(1)

@@ -14,6 +14,7 @@ import (
 
 // TestHedgeConcurrentHooksNoRace: hedged operations with hooks, losers canceled or left to finish, run concurrently over HTTP/1.1 and HTTP/2 without a data race, and every attempt is reported once.
 func TestHedgeConcurrentHooksNoRace(t *testing.T) {
+	realTime(t)
 	for _, h2 := range []bool{false, true} {
 		for _, finish := range []time.Duration{0, time.Millisecond} {
 			var n atomic.Int64

@@ -16,6 +16,7 @@ import (
 
 // TestHedgeHTTP2WinnerSlowBodyUnderIdleTimeout: over HTTP/2, the winner's body, sent slowly in chunks, is read to its end under IdleTimeout after the loser on the same connection was canceled.
 func TestHedgeHTTP2WinnerSlowBodyUnderIdleTimeout(t *testing.T) {
+	realTime(t)
 	var hits atomic.Int32
 	var loserLeft atomic.Bool
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -152,6 +153,7 @@ func TestHedgeHTTP2CountsAgreeWithServer(t *testing.T) {
 
 // TestHedgeFinishLosersCallerCancelEndsWinnerBodyHTTP2: over HTTP/2 too, with FinishLosers, canceling the caller's context ends the read of the winner's body while a loser was left to finish.
 func TestHedgeFinishLosersCallerCancelEndsWinnerBodyHTTP2(t *testing.T) {
+	realTime(t)
 	var hits atomic.Int32
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if hits.Add(1) == 1 {

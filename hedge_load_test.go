@@ -12,6 +12,7 @@ import (
 
 // TestHedgeExtraLoadCapOverManyOperations: over many operations, hedges stay within the extra-load cap, a burst of 10 plus twice MaxExtraLoad per operation, and Outcome.Hedges counts every hedge the server saw.
 func TestHedgeExtraLoadCapOverManyOperations(t *testing.T) {
+	realTime(t)
 	var hits atomic.Int64
 	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		hits.Add(1)
@@ -70,6 +71,7 @@ func TestHedgeUnboundedKeysStayBounded(t *testing.T) {
 
 // TestHedgeRefusedNotLoggedAboveDebug: once the extra-load cap is empty, refused hedges are counted in Outcome.HedgesRefused but leave no record at Info level or above: a whole slow server would otherwise log one per operation.
 func TestHedgeRefusedNotLoggedAboveDebug(t *testing.T) {
+	realTime(t)
 	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		select {
 		case <-time.After(20 * time.Millisecond):

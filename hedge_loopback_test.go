@@ -66,6 +66,7 @@ func (c *countingRT) RoundTrip(r *http.Request) (*http.Response, error) {
 // server (over HTTP/2, streams of the same connection as the winner's),
 // and the winner's body is then read to EOF, every byte intact.
 func TestHedgeWinnerBodyReadableAfterLosersCanceled(t *testing.T) {
+	realTime(t)
 	for _, p := range protocols {
 		t.Run(p.name, func(t *testing.T) {
 			srv := newHedgeServer(1 << 20)

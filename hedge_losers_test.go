@@ -118,6 +118,7 @@ func (b *onceRefusingBudget) Withdraw(context.Context) bool { return b.n.Add(1) 
 
 // TestHedgeFinishLosersEndsLoserThatStreamsForever: with FinishLosers, a loser whose answer streams forever is drained (bounded), closed and canceled: the server sees it leave.
 func TestHedgeFinishLosersEndsLoserThatStreamsForever(t *testing.T) {
+	realTime(t)
 	var hits atomic.Int32
 	left := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -259,6 +260,7 @@ func TestHedgeLoserPanicClosesWinnerBody(t *testing.T) {
 
 // TestHedgeFinishLosersKeepsHTTP1Connections: over HTTP/1.1, losers left to finish (FinishLosers) give their connections back for reuse, where canceled losers close theirs.
 func TestHedgeFinishLosersKeepsHTTP1Connections(t *testing.T) {
+	realTime(t)
 	const ops = 6
 	conns := func(finish time.Duration) int64 {
 		var opened, done atomic.Int64
@@ -356,6 +358,7 @@ func TestHedgeHookPanicEndsEveryAttempt(t *testing.T) {
 // while that body is still stalled, and the drain ends (the body closed)
 // once it is released.
 func TestHedgeDiscardedBodyIsDrainedOffTheCallersPath(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	stalled := &stallingBody{release: make(chan struct{}), closed: make(chan struct{})}
 	var hits atomic.Int32

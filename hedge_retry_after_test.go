@@ -11,6 +11,7 @@ import (
 
 // TestHedgeFallbackRetryHonoursEarlierRetryAfter: when every attempt has failed, the retry waits out a Retry-After that any failed attempt of the operation received.
 func TestHedgeFallbackRetryHonoursEarlierRetryAfter(t *testing.T) {
+	realTime(t)
 	var mu sync.Mutex
 	var starts []time.Time
 	var raAnswered time.Time
@@ -58,6 +59,7 @@ func TestHedgeFallbackRetryHonoursEarlierRetryAfter(t *testing.T) {
 
 // TestHedgeFallbackRetryStopsOnEarlierRetryAfter: the stop rules of Retry-After see one a discarded hedge received: the fallback retry stops as retry_after_exceeds_deadline or retry_after_too_long rather than sending early.
 func TestHedgeFallbackRetryStopsOnEarlierRetryAfter(t *testing.T) {
+	realTime(t)
 	for _, tc := range []struct {
 		name          string
 		timeout       time.Duration
@@ -109,6 +111,7 @@ func TestHedgeFallbackRetryStopsOnEarlierRetryAfter(t *testing.T) {
 // sooner than a second after that answer: Retry-After is a minimum for
 // every copy that follows, hedge or retry.
 func TestHedgeAfterARetryAfterWaitsForIt(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	var mu sync.Mutex
 	var starts []time.Time

@@ -11,6 +11,7 @@ import (
 
 // TestHedgeAllAttemptsFailCountsConsistent: when every attempt fails with 503, each non-fatal answer starts the next hedge at once, the operation returns the last 503 after MaxAttempts, and Outcome and OnAttempt count every attempt once.
 func TestHedgeAllAttemptsFailCountsConsistent(t *testing.T) {
+	realTime(t)
 	var hits atomic.Int32
 	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		if hits.Add(1) == 1 {

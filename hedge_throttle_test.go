@@ -70,6 +70,7 @@ func TestHedgeLoserCanceledWithoutAnAnswerIsNotCountedTwice(t *testing.T) {
 // an accept, so the losers alone never push the refusal probability up,
 // and the destination turns cold five windows after its last signal.
 func TestThrottleRecoversWithHedgingAfterOneOverloadSignal(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	if refused, hedges := hedgedRefusals(t, 1.5, 1); refused+hedges > 15 {
 		t.Errorf("K 1.5, one hedge per operation: 3s to 6s after the only overload signal, the server answering every attempt: %d of 300 operations refused with ErrThrottled, %d hedges refused; want at most 15 refusals in all (docs/overload.md: a healthy phase refuses nothing; 95%% admitted again about 1.1s after a server heals)", refused, hedges)
@@ -81,6 +82,7 @@ func TestThrottleRecoversWithHedgingAfterOneOverloadSignal(t *testing.T) {
 // default): three attempts per accepted one. After the one 503 the
 // throttle stops refusing hedges: a healthy phase refuses nothing.
 func TestThrottleRecoversWithTwoHedgesAfterOneOverloadSignal(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	if refused, hedges := hedgedRefusals(t, 0, 2); refused+hedges > 15 {
 		t.Errorf("zero Throttle (K 2), two hedges per operation: 3s to 6s after the only overload signal, the server answering every attempt: %d of 300 operations refused with ErrThrottled, %d hedges refused; want at most 15 refusals in all (docs/overload.md: a healthy phase refuses nothing; 95%% admitted again about 1.1s after a server heals)", refused, hedges)
@@ -198,6 +200,7 @@ func hedgedRefusals(t *testing.T, k float64, hedges int) (refused, hedgesRefused
 // accept, so the throttle refuses at its cap during the outage: an accept
 // is an attempt the server did not signal overload on.
 func TestHedgeLosersDoNotHideAnOutage(t *testing.T) {
+	realTime(t)
 	const ms = time.Millisecond
 	fc := clockwork.NewFakeClock()
 	var firsts, hedges atomic.Int32

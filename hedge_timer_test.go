@@ -160,6 +160,7 @@ func (c *hookCalls) leave() { c.inFlight.Add(-1) }
 // docs say: OnAttemptStart and OnAttempt once per attempt, numbered 1 to
 // Attempts, OnDone once, Transient at most once per attempt.
 func TestHedgeHooksOfOneOperationNeverOverlap(t *testing.T) {
+	realTime(t)
 	for _, h2 := range []bool{false, true} {
 		t.Run(fmt.Sprintf("h2=%v", h2), func(t *testing.T) {
 			var mu sync.Mutex

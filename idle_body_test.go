@@ -25,6 +25,7 @@ import (
 // headers). Installing IdleTimeout's 1xx hook must not lift that bound:
 // without Timeout nothing else would ever end the attempt.
 func TestInterimFloodStaysBounded(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	for _, p := range protocols {
 		h2 := p.h2
@@ -91,6 +92,7 @@ func stepHandler(n, size int, gap time.Duration) http.Handler {
 // gaps shorter than IdleTimeout arrives whole, and a stall longer than
 // IdleTimeout ends the copy with an idle timeout.
 func TestIdleBodyThroughReaderFrom(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	for _, p := range protocols {
 		h2 := p.h2
@@ -140,6 +142,7 @@ func TestIdleBodyThroughReaderFrom(t *testing.T) {
 // read by a caller that sleeps longer than IdleTimeout after each value,
 // arrives whole.
 func TestIdleBodyThroughDecoderAndClientTimeout(t *testing.T) {
+	realTime(t)
 	if testing.Short() {
 		t.Skip("the caller pauses for seconds of real time")
 	}
@@ -200,6 +203,7 @@ func TestIdleBodyThroughDecoderAndClientTimeout(t *testing.T) {
 // silent stream is blocked, gets its own error from the Read:
 // context.Canceled or context.DeadlineExceeded, never ErrIdleTimeout.
 func TestCallerEndsWhileReadIsBlocked(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	for _, p := range protocols {
 		h2 := p.h2
@@ -245,6 +249,7 @@ func TestCallerEndsWhileReadIsBlocked(t *testing.T) {
 // and never answers is cut after IdleTimeout, and each attempt's error is
 // an idle timeout.
 func TestIdleWithBaseWithoutTrace(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	var hits atomic.Int32
 	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
@@ -270,6 +275,7 @@ func TestIdleWithBaseWithoutTrace(t *testing.T) {
 // Timeout passing while a Read of a silent stream is blocked ends the Read
 // with a timeout that matches context.DeadlineExceeded, not ErrIdleTimeout.
 func TestTimeoutWhileReadIsBlocked(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	for _, p := range protocols {
 		h2 := p.h2
@@ -295,6 +301,7 @@ func TestTimeoutWhileReadIsBlocked(t *testing.T) {
 // attempt stalls, the operation ends attempts_exhausted with an idle
 // timeout that is not a cancellation.
 func TestBufferedStallIsRetriedAsIdle(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	for _, p := range protocols {
 		h2 := p.h2
@@ -325,6 +332,7 @@ func TestBufferedStallIsRetriedAsIdle(t *testing.T) {
 // an idle timeout, further Reads return at once: after Close an error that
 // is not an idle timeout, after the timeout the idle timeout again.
 func TestIdleBodyAfterTheEnd(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	for _, p := range protocols {
 		h2 := p.h2

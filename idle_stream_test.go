@@ -77,6 +77,7 @@ func headersInTime(t *testing.T, do func() (*http.Response, error)) *http.Respon
 // bytes wait in the connection while nobody reads, and the whole stream
 // arrives, then EOF.
 func TestSlowConsumerIsNotAStalledServer(t *testing.T) {
+	realTime(t)
 	if testing.Short() {
 		t.Skip("the caller pauses for seconds of real time")
 	}
@@ -127,6 +128,7 @@ func TestSlowConsumerIsNotAStalledServer(t *testing.T) {
 // at once is read whole by a caller that starts reading three times
 // IdleTimeout after the headers.
 func TestCompleteBodyIsNotExpiredBeforeRead(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	const idle = 200 * time.Millisecond
 	payload := make([]byte, 256<<10)
@@ -208,6 +210,7 @@ func (s *uploadServer) uploads() []int64 {
 // headers, the idle period starts when the request has been written. The
 // server sees every upload whole; none is cut while it flows.
 func TestUploadIsNotSilence(t *testing.T) {
+	realTime(t)
 	if testing.Short() {
 		t.Skip("the upload flows for a second of real time")
 	}
@@ -319,6 +322,7 @@ func (s *silenceTrace) trace() *httptrace.ClientTrace {
 // idle timer, the attempt would be cut 300ms after the request was
 // written, in a silence of 50ms.
 func TestInterimResponsesAreProgress(t *testing.T) {
+	realTime(t)
 	if testing.Short() {
 		t.Skip("the server hints for a second of real time")
 	}
@@ -412,6 +416,7 @@ func checkIdleError(t *testing.T, err error) {
 // their headers, match ErrIdleTimeout and are timeouts, never
 // context.Canceled.
 func TestIdleTimeoutIsNotCancellation(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	const idle = 150 * time.Millisecond
 	for _, p := range protocols {
@@ -496,6 +501,7 @@ func TestIdleBodyCloseDuringRead(t *testing.T) {
 // idle timeout, or the closed body's error — but the bytes read are
 // always a prefix of what was sent, and nothing panics or races.
 func TestIdleTimerRacesRead(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	const events = 200
 	var want bytes.Buffer

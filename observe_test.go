@@ -249,6 +249,7 @@ var hostileSecrets = []string{
 // HTTP/1.1 and HTTP/2, through every hook, the Logger, WithOutcome and the
 // returned error.
 func TestNoSecretsOverLoopback(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	secretResp := httptestutil.Step{Status: 503, Body: "response-body-secret-k9",
 		Header: http.Header{"Set-Cookie": {"token=set-cookie-value-qq7"}}}

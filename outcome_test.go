@@ -95,6 +95,7 @@ func TestNeverSentOutermostError(t *testing.T) {
 // "outcome unknown". A control: a POST whose server read it and then
 // hung is reported unknown after one attempt.
 func TestUnconnectedAttemptIsNotOutcomeUnknown(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	var dials atomic.Int32
 	blackHole := &http.Transport{

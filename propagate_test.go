@@ -294,6 +294,7 @@ func TestPropagateOnRequestWithoutHeader(t *testing.T) {
 // 700ms dial and AttemptTimeout 1.5s, the next service is told at most
 // 800ms, not the 1.5s left when the attempt began.
 func TestPropagatedTimeoutIsWhatTheCallerWillWait(t *testing.T) {
+	realTime(t)
 	if testing.Short() {
 		t.Skip("needs 2s of real time")
 	}
@@ -341,6 +342,7 @@ func TestPropagatedTimeoutIsWhatTheCallerWillWait(t *testing.T) {
 // got is written with at most AttemptTimeout minus that wait in
 // Request-Timeout: the time spent queued is time the caller no longer has.
 func TestPropagatedTimeoutAfterStreamSlotWait(t *testing.T) {
+	realTime(t)
 	const hold, attemptTimeout = 700 * time.Millisecond, 1500 * time.Millisecond
 	got := make(chan string, 1)
 	holding := make(chan struct{})

@@ -282,6 +282,7 @@ func TestQuotaCountFollowsTheServerAfterARetryEndsInAnError(t *testing.T) {
 // at the end of the backoff the quota is spent for 9s more: the retry
 // must wait for the reset and then be sent, not be refused.
 func TestWaitQuotaRetryWaitsForTheResetWhenTheQuotaIsSpentDuringItsBackoff(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
 	srv := newPacedServer(fc, 3, 10*time.Second)

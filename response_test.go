@@ -225,6 +225,7 @@ func TestBufferResponseOnlyWhenRepeatable(t *testing.T) {
 }
 
 func TestBufferResponseTrickleOutlastsAttempt(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	srv := httptestutil.NewServer(
 		httptestutil.Step{Action: httptestutil.Trickle, Body: strings.Repeat("x", 100), Interval: 50 * ms},

@@ -20,6 +20,7 @@ import (
 // the connection closed) fails the attempt with an error that is
 // transient, and the GET is sent again, to the server that took over.
 func TestServerShutdownIsTransient(t *testing.T) {
+	realTime(t)
 	for _, p := range protocols {
 		t.Run(p.name, func(t *testing.T) {
 			inFlight := make(chan struct{})
@@ -122,6 +123,7 @@ func TestGoAwayCloseIsTransient(t *testing.T) {
 // never sees it twice: the POST reached the server, so the operation ends
 // with its answer or with ErrOutcomeUnknown, not with a second send.
 func TestShutdownDuringPostIsNotResent(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	var hits atomic.Int32
 	inHandler := make(chan struct{}, 1)

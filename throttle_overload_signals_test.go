@@ -82,6 +82,7 @@ func throttledLoad(t *testing.T, client *http.Client, url string, ops, workers i
 // a quarter of the operations offered, as a dead backend called directly
 // would.
 func TestThrottleRefusesAnOutageBehindAReverseProxy(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	var seen atomic.Int64
 	backend := &url.URL{Scheme: "http", Host: deadAddr(t)}
@@ -107,6 +108,7 @@ func TestThrottleRefusesAnOutageBehindAReverseProxy(t *testing.T) {
 // 50ms): the proxy's log holds at most a quarter of the operations
 // offered.
 func TestThrottleRefusesAnOutageBehindNginx(t *testing.T) {
+	realTime(t)
 	if testing.Short() {
 		t.Skip("-short: waits seconds for a stuck backend")
 	}
@@ -157,6 +159,7 @@ func TestThrottleRefusesAnOutageBehindNginx(t *testing.T) {
 // after MinAttemptTime, is a stall: of 300 operations, the server sees at
 // most 40%.
 func TestThrottleCountsACallerDeadlineOnASilentServerAsAStall(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	for _, how := range []string{"http.Client.Timeout", "context deadline", "Transport.Timeout"} {
 		t.Run(how, func(t *testing.T) {
@@ -209,6 +212,7 @@ func TestThrottleCountsACallerDeadlineOnASilentServerAsAStall(t *testing.T) {
 // while the server is silent (an errgroup whose sibling failed) count for
 // neither requests nor accepts: the caller left, the server said nothing.
 func TestThrottleDoesNotCountACallerCancel(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done()
@@ -280,6 +284,7 @@ func TestThrottlePausesForA403WithRetryAfter(t *testing.T) {
 // counts. A cut at or after MinAttemptTime stays a stall
 // (TestThrottleCountsACallerDeadlineOnASilentServerAsAStall).
 func TestThrottleDoesNotCountACallerDeadlineShorterThanAnAttemptIsWorth(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

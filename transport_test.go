@@ -367,6 +367,7 @@ func TestLoopbackPOSTRetriedAfterRefused(t *testing.T) {
 }
 
 func TestLoopbackClientTimeoutOnTop(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	srv := httptestutil.NewServer(httptestutil.Step{Action: httptestutil.Hang})
 	defer srv.Close()
@@ -391,6 +392,7 @@ func TestLoopbackClientTimeoutOnTop(t *testing.T) {
 }
 
 func TestLoopbackAttemptTimeoutBoundsBody(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	// The body trickles one byte per 50 ms: reading it all would take 5 s,
 	// but AttemptTimeout also bounds reading the returned body.
@@ -414,6 +416,7 @@ func TestLoopbackAttemptTimeoutBoundsBody(t *testing.T) {
 }
 
 func TestLoopbackTricklingErrorBodyDoesNotStall(t *testing.T) {
+	realTime(t)
 	t.Parallel()
 	srv := httptestutil.NewServer(
 		httptestutil.Step{Action: httptestutil.Trickle, Status: 503, Body: strings.Repeat("x", 1000), Interval: 50 * ms},
