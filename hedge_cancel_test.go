@@ -22,6 +22,10 @@ import (
 // caller's cancellation as its error (class "canceled"), never as one
 // that lost to another; OnAttemptStart and OnAttempt run twice, OnDone
 // once, and the hedge's token, spent on a hedge that was sent, is kept.
+// The server answers once it sees its client go: over HTTP/1.1 net/http
+// may return that answer for a request canceled a moment before (the
+// TLS close alert reaches the server before the connection closes), and
+// the attempt then reports the answer it got, still not as a loss.
 func TestHedgeCanceledByTheCallerHasNoLosers(t *testing.T) {
 	t.Parallel()
 	for _, h2 := range []bool{false, true} {
@@ -76,8 +80,9 @@ func TestHedgeCanceledByTheCallerHasNoLosers(t *testing.T) {
 					t.Fatalf("OnAttemptStart %d, OnAttempt %d, OnDone %d times; want 2, 2, 1", starts.Load(), len(reported), dones.Load())
 				}
 				for _, a := range reported {
-					if a.Canceled || ErrorClass(a.Err) != "canceled" {
-						t.Errorf("attempt %d reported Canceled %v, error %v (class %q); want the caller's cancellation, not a loss", a.Number, a.Canceled, a.Err, ErrorClass(a.Err))
+					answered := !h2 && a.Err == nil && a.Status == http.StatusOK
+					if a.Canceled || (ErrorClass(a.Err) != "canceled" && !answered) {
+						t.Errorf("attempt %d reported %+v (class %q); want the caller's cancellation, not a loss", a.Number, a, ErrorClass(a.Err))
 					}
 				}
 				if w, r := b.withdrawn.Load(), b.refunded.Load(); w != 1 || r != 0 {
