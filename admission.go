@@ -191,22 +191,37 @@ func (op *operation) recordAt(a *attempt, own bool) {
 		op.adm.ticket.Refund()
 	}
 	r := answer(throttle.Result{Sent: a.lastStart}, resp, err, op.clock)
-	switch {
-	case err == nil:
-	case errors.Is(err, throttle.ErrThrottled):
-		// A layer below refused the attempt locally: the server said
-		// nothing.
-		r.Unheard, r.Overload = true, false
-	case op.callerEnded():
-		// The caller's cancel says nothing of the server; a deadline of
-		// the caller's (a context deadline, http.Client.Timeout) that
-		// expired while the server was silent is a stall, as an
-		// AttemptTimeout is, unless it cut the attempt before
-		// MinAttemptTime (see stalledFor).
-		stalled := op.callerErr() == context.DeadlineExceeded && op.stalledFor(a.lastStart)
-		r.Unheard, r.Overload = !stalled, stalled
+	if err != nil {
+		ended := op.callerEnded()
+		var callerErr error
+		if ended {
+			callerErr = op.callerErr()
+		}
+		if unheard, overload, ok := cutBy(err, callerErr, ended && op.stalledFor(a.lastStart)); ok {
+			r.Unheard, r.Overload = unheard, overload
+		}
 	}
 	op.t.Throttle.Record(op.adm.dest, r, op.clock)
+}
+
+// cutBy says how an attempt that ended in err counts for the Throttle
+// when something other than the server ended it; ok is false when err is
+// the server's to answer for (overloadSignal reads it). A layer below
+// that refused the attempt locally heard nothing from the server. So
+// does the caller's cancel; its deadline (a context deadline,
+// http.Client.Timeout) that expired while the server was silent is a
+// stall, as an AttemptTimeout is, when the attempt ran long enough
+// (stalled, see stalledFor). callerErr is the caller's error when the
+// caller ended the operation, else nil.
+func cutBy(err, callerErr error, stalled bool) (unheard, overload, ok bool) {
+	if errors.Is(err, throttle.ErrThrottled) {
+		return true, false, true
+	}
+	if callerErr == nil {
+		return false, false, false
+	}
+	stall := callerErr == context.DeadlineExceeded && stalled
+	return !stall, stall, true
 }
 
 // stalledFor reports whether an attempt sent at sent, which its
@@ -252,12 +267,19 @@ func (op *operation) recordLoser(a *attempt, lostToSignal bool) {
 	if op.adm.dest == nil {
 		return
 	}
-	if a.resp != nil || !errors.Is(a.err, context.Canceled) || op.callerEnded() {
+	if !canceledLoser(a.err, op.callerEnded()) {
 		op.recordAt(a, false)
 		return
 	}
 	r := throttle.Result{Sent: a.lastStart, Unheard: a.unsent, Canceled: !a.unsent, Overload: lostToSignal}
 	op.t.Throttle.Record(op.adm.dest, r, op.clock)
+}
+
+// canceledLoser reports whether a hedged attempt that lost, ending in
+// err, was canceled for another's answer: not by its caller (callerEnded),
+// and without an answer of its own (one it had first carries no error).
+func canceledLoser(err error, callerEnded bool) bool {
+	return errors.Is(err, context.Canceled) && !callerEnded
 }
 
 // overloadSignal reports whether an attempt's result says the server is

@@ -260,7 +260,7 @@ func (op *operation) attemptContext(a *attempt) (ctx context.Context, derived bo
 	t := op.t
 	ctx, derived = op.ctx, op.derived
 	limit, bounded = op.deadline, op.hasDeadline
-	if op.h != nil && op.h.finishLosers > 0 {
+	if op.h.keepsLosers() {
 		// A loser may run on after the winner's body is closed, which
 		// ends the operation's context: its own limit is the deadline.
 		ctx = context.WithoutCancel(ctx)
@@ -302,18 +302,28 @@ func (op *operation) attemptContext(a *attempt) (ctx context.Context, derived bo
 func (op *operation) attemptLimit(start time.Time) (time.Time, bool) {
 	limit := op.t.AttemptTimeout
 	if op.dist != nil && op.t.LearnAttemptTimeout != nil {
-		if l := op.dist.AttemptLimit(op.t.LearnAttemptTimeout.minSamples()); l > 0 && (limit <= 0 || l < limit) {
-			limit = l
-		}
+		limit = shorterLimit(limit, op.dist.AttemptLimit(op.t.LearnAttemptTimeout.minSamples()))
 	}
 	if limit <= 0 {
-		return op.deadline, op.hasDeadline && op.h != nil && op.h.finishLosers > 0
+		return op.deadline, op.hasDeadline && op.h.keepsLosers()
 	}
 	d := start.Add(limit)
 	if op.hasDeadline && op.deadline.Before(d) {
 		d = op.deadline
 	}
 	return d, true
+}
+
+// shorterLimit is the shorter of two attempt limits, where 0 (or less)
+// means none.
+func shorterLimit(a, b time.Duration) time.Duration {
+	if a <= 0 {
+		return b
+	}
+	if b <= 0 {
+		return a
+	}
+	return min(a, b)
 }
 
 // normalize makes Base's answer one of a response with a Body or an

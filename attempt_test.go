@@ -3,6 +3,10 @@ package httpretry
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -337,5 +341,38 @@ func TestRetryAfterTooLong(t *testing.T) {
 	readBody(t, r.resp)
 	if o.Reason != RetryAfterTooLong || base.Hits() != 1 {
 		t.Errorf("outcome = %+v, hits %d; want retry_after_too_long after 1 attempt", o, base.Hits())
+	}
+}
+
+// TestAnsweredPOSTIsNeverTakenForUnsent: a Base that asks for a
+// connection and answers without one (a layer that fails to dial and
+// answers from elsewhere) leaves a connection trace that looks unsent;
+// its answer still proves the request was handled. A POST answered 503
+// so, with OnAttempt set (which traces every attempt), is not repeated:
+// an answer is never "unsent".
+func TestAnsweredPOSTIsNeverTakenForUnsent(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		calls.Add(1)
+		if trace := httptrace.ContextClientTrace(r.Context()); trace != nil && trace.GetConn != nil {
+			trace.GetConn(r.URL.Host)
+		}
+		return &http.Response{StatusCode: http.StatusServiceUnavailable, Body: http.NoBody, Header: http.Header{}, Request: r}, nil
+	})
+	var reported []Attempt
+	// A retry, were one taken, would wait at most a nanosecond.
+	tr := &Transport{Base: base, MaxAttempts: 3, BaseDelay: time.Nanosecond, MaxDelay: time.Nanosecond,
+		OnAttempt: func(_ *http.Request, a Attempt) { reported = append(reported, a) }}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodPost, "http://api.test/charge", strings.NewReader("x")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if n := calls.Load(); n != 1 || len(reported) != 1 {
+		t.Fatalf("Base called %d times, OnAttempt %d; want the POST's 503 returned after one attempt", n, len(reported))
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("status %d; want the 503", resp.StatusCode)
 	}
 }

@@ -311,12 +311,13 @@ func (r *readTracker) Close() error {
 	b := r.body
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	switch {
-	case r.state.Load() == trackerSealed:
-	case r.didRead() || b.ended:
-		b.closeLocked()
-	default:
-		r.closedUnread = true
+	if r.state.Load() == trackerSealed {
+		return nil
 	}
+	if r.didRead() || b.ended {
+		b.closeLocked()
+		return nil
+	}
+	r.closedUnread = true
 	return nil
 }

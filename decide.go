@@ -86,12 +86,13 @@ func next(p policy, r facts, now time.Time) decision {
 		return stopWith(reason)
 	}
 	d := schedule(p, r, now)
-	switch {
-	case d.stop != "":
+	if d.stop != "" {
 		return d
-	case r.throttled || (r.quotaSpent && now.Add(d.wait).Before(r.quotaReset)):
+	}
+	if r.throttled || (r.quotaSpent && now.Add(d.wait).Before(r.quotaReset)) {
 		return stopWith(Throttled)
-	case r.noToken:
+	}
+	if r.noToken {
 		return stopWith(BudgetExhausted)
 	}
 	return d
@@ -181,12 +182,13 @@ type waitFacts struct {
 // process was stopped) or the operation's Timeout ended the wait; then
 // Throttled. It returns "" when the retry may start.
 func resume(p policy, w waitFacts) StopReason {
-	switch {
-	case w.callerEnded:
+	if w.callerEnded {
 		return Canceled
-	case w.bounded && !startable(w.left, p.minAttemptTime):
+	}
+	if w.bounded && !startable(w.left, p.minAttemptTime) {
 		return DeadlineExhausted
-	case w.quotaSpent:
+	}
+	if w.quotaSpent {
 		return Throttled
 	}
 	return ""
@@ -198,12 +200,13 @@ func resume(p policy, w waitFacts) StopReason {
 // its body was buffered), else Final (the body could not be read, or
 // another error no attempt can resolve).
 func refusedBefore(callerEnded, throttled, timedOut bool) StopReason {
-	switch {
-	case callerEnded:
+	if callerEnded {
 		return Canceled
-	case throttled:
+	}
+	if throttled {
 		return Throttled
-	case timedOut:
+	}
+	if timedOut {
 		return DeadlineExhausted
 	}
 	return Final
@@ -303,16 +306,19 @@ const (
 // duplicate is in progress. With nothing left in flight, the retry rules
 // decide.
 func afterAttempt(f hedgeFacts) hedgeAction {
-	switch {
-	case f.stop == Final && f.hedgeError && f.inFlight > 0:
+	if hedgeStops(f) {
 		return hedgeKeep
-	case f.stop == Final || f.stop == Canceled:
+	}
+	if f.stop == Final || f.stop == Canceled {
 		return hedgeWin
-	case f.inFlight == 0 && f.stop != "":
+	}
+	if f.inFlight == 0 && f.stop != "" {
 		return hedgeWin
-	case f.inFlight == 0:
+	}
+	if f.inFlight == 0 {
 		return hedgeRetry
-	case f.stop == "" && f.mayStart && !f.inProgress:
+	}
+	if f.stop == "" && f.mayStart && !f.inProgress {
 		return hedgeNow
 	}
 	return hedgeKeep
@@ -355,13 +361,10 @@ func hedgeSafe(idempotent, keyed, byMethod, deduplicates, rewindable bool) bool 
 // final or transient, is none, since fast failures would pull the
 // estimate down.
 func latencySample(answered, timedOut bool) (record, censored bool) {
-	switch {
-	case answered:
+	if answered {
 		return true, false
-	case timedOut:
-		return true, true
 	}
-	return false, false
+	return timedOut, timedOut
 }
 
 // goodAnswer reports whether a response of the given status (0 for

@@ -175,7 +175,7 @@ func (h *hedged) run(op *operation) (resp *http.Response, err error) {
 	s := &h.settled
 	s.t, s.req, s.clock, s.callerCtx = o.t, o.req, o.clock, o.callerCtx
 	s.timed, s.idempotent, s.dist, s.adm.dest, s.body.kind = o.timed, o.idempotent, o.dist, o.adm.dest, o.body.kind
-	if h.finishLosers > 0 {
+	if h.keepsLosers() {
 		return h.loop(o, nil, true)
 	}
 	a := &h.first
@@ -240,15 +240,14 @@ func (h *hedged) fired() {
 func (h *hedged) loop(op *operation, first *attempt, start bool) (*http.Response, error) {
 	defer h.stopTimer()
 	defer h.endFlightOnPanic()
-	switch {
-	case first != nil:
+	if first != nil {
 		if resp, err, end := h.ended(op, first); end {
 			return resp, err
 		}
-	case start:
+	} else if start {
 		h.launch(op, false)
 		h.arm(op, h.delay)
-	default:
+	} else {
 		h.hedgeNow(op)
 	}
 	ctxDone := op.ctx.Done()
@@ -265,7 +264,7 @@ func (h *hedged) loop(op *operation, first *attempt, start bool) (*http.Response
 			// The attempts end with the operation's context, except
 			// those that may be left to finish, which do not inherit it.
 			ctxDone = nil
-			if h.finishLosers > 0 {
+			if h.keepsLosers() {
 				h.cancelFlight()
 			}
 		}
@@ -296,6 +295,13 @@ func (h *hedged) stopTimer() {
 	if h.timer != nil {
 		h.timer.Stop()
 	}
+}
+
+// keepsLosers reports whether losers are left to finish (FinishLosers),
+// so that every attempt is sent on its own goroutine, without the
+// operation's context; false for a sequential operation (nil h).
+func (h *hedged) keepsLosers() bool {
+	return h != nil && h.finishLosers > 0
 }
 
 // sendRecovering sends the first attempt on the caller's goroutine, as
@@ -483,7 +489,7 @@ func (h *hedged) letLosersFinish() {
 // body then ends when the caller cancels, as without FinishLosers;
 // releasing the attempt releases the link.
 func (h *hedged) bindWinner(ctx context.Context, a *attempt) {
-	if h.finishLosers <= 0 || a.cancelAttempt == nil {
+	if !h.keepsLosers() || a.cancelAttempt == nil {
 		return
 	}
 	cancel := a.cancelAttempt
@@ -640,7 +646,7 @@ func (h *hedged) settle(op *operation, w *attempt, lost bool) *panicValue {
 	// What the winner said of the server, for the losers canceled for
 	// it.
 	signalled := (w.resp != nil || w.err != nil) && overloadSignal(w.resp, w.err)
-	if h.finishLosers > 0 && lost {
+	if h.keepsLosers() && lost {
 		for _, a := range h.flight {
 			// Only what was settled before its goroutine started: the
 			// rest of a is still being written.

@@ -341,10 +341,10 @@ func (t *Transport) maxDelay() time.Duration  { return durationOr(t.MaxDelay, De
 // traceLevel is how much of each attempt's connection is measured, when
 // a connection trace is installed at all.
 func (t *Transport) traceLevel() traceLevel {
-	switch {
-	case t.OnAttempt == nil:
+	if t.OnAttempt == nil {
 		return traceConn
-	case t.DialTrace:
+	}
+	if t.DialTrace {
 		return traceDialed
 	}
 	return traceTimed
