@@ -4,12 +4,15 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/httpretry/httpretry/throttle"
+	"github.com/jonboulle/clockwork"
 )
 
 // TestWaitQuotaHoldersAreReleasedOneAtATimeAfterAPause: a loopback
@@ -84,5 +87,83 @@ func TestWaitQuotaHoldersAreReleasedOneAtATimeAfterAPause(t *testing.T) {
 	}
 	if total > 20/perWindow {
 		t.Errorf("%d 429s for 20 operations held (per window: %v); want at most %d", total, tooMany, 20/perWindow)
+	}
+}
+
+// TestWaitQuotaReleasesTheNextHeldOperationOnlyOnAnAnswer: on a fake
+// clock, a 429 with Retry-After: 1 and no rate-limit fields pauses the
+// destination; two operations with WaitQuota are held for the pause.
+// When it ends, one is sent; the other is held until that one's answer
+// arrives, 300ms later, then sent: at the pause's end the server sees one
+// request, not both, both are answered, and OnWait reports the wait of
+// each (the pause; the pause and the answer).
+func TestWaitQuotaReleasesTheNextHeldOperationOnlyOnAnAnswer(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	var calls atomic.Int32
+	answer := make(chan struct{})
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if calls.Add(1) == 1 {
+			return &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"1"}}, Body: http.NoBody, Request: r}, nil
+		}
+		<-answer
+		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	})
+	var mu sync.Mutex
+	var waited []time.Duration
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, MaxRetryAfter: time.Minute,
+		Throttle: drawing(&throttle.Throttle{WaitQuota: true, MinRate: -1}, func() float64 { return 1 }),
+		OnWait: func(_ *http.Request, w Wait) {
+			mu.Lock()
+			defer mu.Unlock()
+			waited = append(waited, w.Waited)
+		}}
+	r := <-start(tr, newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+	if r.err != nil || r.resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("first operation: %v; want its 429", r.err)
+	}
+	r.resp.Body.Close()
+	held := []<-chan result{
+		start(tr, newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil)),
+		start(tr, newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil)),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuardBody)
+	defer cancel()
+	if err := fc.BlockUntilContext(ctx, 2); err != nil {
+		t.Fatalf("the two operations are not held for the pause: %v", err)
+	}
+	fc.Advance(time.Second)
+	waitFor := func(n int32) {
+		t.Helper()
+		for calls.Load() < n {
+			if ctx.Err() != nil {
+				t.Fatalf("Base called %d times; want %d", calls.Load(), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitFor(2)
+	// The second held operation waits for the first one's answer: it is
+	// not sent meanwhile, however long that takes.
+	time.Sleep(20 * time.Millisecond)
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("Base called %d times before the released operation was answered; want 2", n)
+	}
+	fc.Advance(300 * time.Millisecond) // the answer takes 300ms: the held one waits for it
+	answer <- struct{}{}
+	waitFor(3)
+	answer <- struct{}{}
+	for _, ch := range held {
+		if r := await(t, ch); r.err != nil || r.resp.StatusCode != http.StatusOK {
+			t.Errorf("held operation: %v; want its 200", r.err)
+		} else {
+			r.resp.Body.Close()
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(waited)
+	if want := []time.Duration{time.Second, 1300 * time.Millisecond}; !slices.Equal(waited, want) {
+		t.Errorf("OnWait reported waits %v; want %v: the pause, and the pause and the answer", waited, want)
 	}
 }
