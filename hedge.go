@@ -486,12 +486,12 @@ func (h *hedged) bindWinner(ctx context.Context, a *attempt) {
 	if h.finishLosers <= 0 || a.cancelAttempt == nil {
 		return
 	}
-	cancel := a.cancelAttempt
-	unlink := context.AfterFunc(ctx, cancel)
-	a.cancelAttempt = func() {
+	c := a.cancelAttempt
+	unlink := context.AfterFunc(ctx, c.cancel)
+	a.cancelAttempt = cancelFunc(func() {
 		unlink()
-		cancel()
-	}
+		c.cancel()
+	})
 }
 
 // afterDelay starts a hedge when the delay passed with no answer. A
@@ -617,7 +617,7 @@ func (h *hedged) remove(a *attempt) {
 // cancelFlight cancels every attempt in flight.
 func (h *hedged) cancelFlight() {
 	for _, a := range h.flight {
-		a.cancelAttempt()
+		a.cancelAttempt.cancel()
 	}
 }
 
@@ -693,7 +693,7 @@ func (h *hedged) settleLoser(op *operation, a *attempt, signalled, lost bool) {
 func collectLosers(op *operation, losers []*attempt, results <-chan *attempt, grace time.Duration, signalled bool) {
 	timer := op.clock.AfterFunc(grace, func() {
 		for _, a := range losers {
-			a.cancelAttempt()
+			a.cancelAttempt.cancel()
 		}
 	})
 	defer timer.Stop()
