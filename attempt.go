@@ -94,7 +94,7 @@ type attempt struct {
 	buffered      bool          // its response body is held in memory
 	canceled      bool          // it lost to another attempt
 	transient     bool          // what Transient said of its result, asked once when it ended
-	cancelAttempt canceler // ends its own context, when it has one
+	cancelAttempt canceler      // ends its own context, when it has one
 	idle          *idleWatch
 	trace         *connTrace
 	tracker       *readTracker // its view of the operation's onceBody
