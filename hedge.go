@@ -738,9 +738,14 @@ func (a *attempt) learnLost(t *Transport, dist *latency.Dist) {
 // learn records the latency of an attempt that ended on its own, judged
 // by Transient already, as the rule of latencySample says.
 func (a *attempt) learn(dist *latency.Dist) {
-	if dist == nil {
-		return
+	if dist != nil {
+		a.learnInto(dist)
 	}
+}
+
+// learnInto is learn's work when latencies are learned, apart so that
+// learn inlines.
+func (a *attempt) learnInto(dist *latency.Dist) {
 	if record, censored := latencySample(goodAnswer(a.status, a.transient), errors.Is(a.err, ErrAttemptTimeout)); record {
 		dist.Record(a.lastElapsed, censored)
 	}
