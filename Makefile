@@ -240,19 +240,14 @@ brownout-chart:
 	cd contrib/promretry && $(GO) run ./examples/observability -brownout -duration 30s \
 		-csv ../../docs/observability/brownout.csv -svg ../../docs/observability/brownout.svg
 
-## bench: success-path overhead and peers, interleaved runs, benchstat
-## tables; writes docs/bench/root.txt and docs/bench/peers.txt (about 5 min)
+## bench: success-path overhead and peers, benchstat tables; writes
+## docs/bench/root.txt (the root's benchmarks, old against new: a test
+## binary built from BENCH_OLD and one from the working tree, run
+## alternately BENCH_ROUNDS times) and docs/bench/peers.txt (about 10 min)
+BENCH_OLD    ?= ae372f7
+BENCH_ROUNDS ?= 6
 bench:
-	@rm -f /tmp/httpretry-bench-root.txt /tmp/httpretry-bench-peers.txt
-	@mkdir -p docs/bench
-	$(GO) test -c -o /tmp/httpretry-bench-root.test .
-	cd bench && $(GO) test -c -o /tmp/httpretry-bench-peers.test .
-	@for i in 1 2 3 4 5 6; do \
-		/tmp/httpretry-bench-root.test -test.run '^$$' -test.bench 'RoundTrip|Budget' -test.benchmem >> /tmp/httpretry-bench-root.txt || exit 1; \
-		/tmp/httpretry-bench-peers.test -test.run '^$$' -test.bench . -test.benchmem >> /tmp/httpretry-bench-peers.txt || exit 1; \
-	done
-	@{ $(call figure_header,make bench); $(BENCHSTAT) /tmp/httpretry-bench-root.txt; } | tee docs/bench/root.txt
-	@{ $(call figure_header,make bench); sed -E 's#^(BenchmarkPeers[A-Za-z]*)/([a-z]+)/([a-z]+)-#\1/case=\2/impl=\3-#' /tmp/httpretry-bench-peers.txt | $(BENCHSTAT) -col /impl -; } | tee docs/bench/peers.txt
+	GO="$(GO)" bash scripts/bench.sh "$(BENCH_OLD)" "$(BENCH_ROUNDS)" $(BENCHSTAT)
 
 ## storm: the retry-storm simulator; writes docs/storm/
 storm: deps

@@ -94,7 +94,7 @@ type attempt struct {
 	buffered      bool          // its response body is held in memory
 	canceled      bool          // it lost to another attempt
 	transient     bool          // what Transient said of its result, asked once when it ended
-	cancelAttempt context.CancelFunc
+	cancelAttempt canceler      // ends its own context, when it has one
 	idle          *idleWatch
 	trace         *connTrace
 	tracker       *readTracker // its view of the operation's onceBody
@@ -266,12 +266,14 @@ func (op *operation) attemptContext(a *attempt) (ctx context.Context, derived bo
 		ctx = context.WithoutCancel(ctx)
 	}
 	if d, ok := op.attemptLimit(a.lastStart); ok {
-		ctx, a.cancelAttempt = t.withDeadline(op.clock, ctx, d)
+		var cancel context.CancelFunc
+		ctx, cancel = t.withDeadline(op.clock, ctx, d)
+		a.cancelAttempt = cancelFunc(cancel)
 		limit, bounded, derived = d, true, true
 	} else if op.h != nil {
 		// Every attempt of a hedged operation can be canceled alone.
-		ctx, a.cancelAttempt = context.WithCancel(ctx)
-		derived = true
+		c := newLazyCancelCtx(ctx)
+		ctx, a.cancelAttempt, derived = c, c, true
 	}
 	if t.IdleTimeout > 0 {
 		ctx, a.idle = watchIdle(ctx, op.clock, t.IdleTimeout)
@@ -413,7 +415,7 @@ func (a *attempt) end() {
 		a.idle.stop()
 	}
 	if a.cancelAttempt != nil {
-		a.cancelAttempt()
+		a.cancelAttempt.cancel()
 	}
 }
 

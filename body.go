@@ -224,8 +224,17 @@ func (b *onceBody) end(last *readTracker) {
 // its context is the caller's, which bounds it as it bounds a bare
 // http.Transport.
 func interruptBody(a *attempt, caller *http.Request) (stop func() bool) {
+	if a.req == caller || a.req.Body == nil {
+		return nil
+	}
+	return interruptSent(a)
+}
+
+// interruptSent is interruptBody's work for an attempt that sends a body
+// on its own request, apart so that interruptBody inlines.
+func interruptSent(a *attempt) (stop func() bool) {
 	req := a.req
-	if req == caller || req.Body == nil || req.Body == http.NoBody || req.Context().Done() == nil {
+	if req.Body == http.NoBody || req.Context().Done() == nil {
 		return nil
 	}
 	if t := a.tracker; t != nil {

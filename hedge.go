@@ -492,12 +492,12 @@ func (h *hedged) bindWinner(ctx context.Context, a *attempt) {
 	if !h.keepsLosers() || a.cancelAttempt == nil {
 		return
 	}
-	cancel := a.cancelAttempt
-	unlink := context.AfterFunc(ctx, cancel)
-	a.cancelAttempt = func() {
+	c := a.cancelAttempt
+	unlink := context.AfterFunc(ctx, c.cancel)
+	a.cancelAttempt = cancelFunc(func() {
 		unlink()
-		cancel()
-	}
+		c.cancel()
+	})
 }
 
 // afterDelay starts a hedge when the delay passed with no answer. A
@@ -623,7 +623,7 @@ func (h *hedged) remove(a *attempt) {
 // cancelFlight cancels every attempt in flight.
 func (h *hedged) cancelFlight() {
 	for _, a := range h.flight {
-		a.cancelAttempt()
+		a.cancelAttempt.cancel()
 	}
 }
 
@@ -699,7 +699,7 @@ func (h *hedged) settleLoser(op *operation, a *attempt, signalled, lost bool) {
 func collectLosers(op *operation, losers []*attempt, results <-chan *attempt, grace time.Duration, signalled bool) {
 	timer := op.clock.AfterFunc(grace, func() {
 		for _, a := range losers {
-			a.cancelAttempt()
+			a.cancelAttempt.cancel()
 		}
 	})
 	defer timer.Stop()
@@ -744,9 +744,14 @@ func (a *attempt) learnLost(t *Transport, dist *latency.Dist) {
 // learn records the latency of an attempt that ended on its own, judged
 // by Transient already, as the rule of latencySample says.
 func (a *attempt) learn(dist *latency.Dist) {
-	if dist == nil {
-		return
+	if dist != nil {
+		a.learnInto(dist)
 	}
+}
+
+// learnInto is learn's work when latencies are learned, apart so that
+// learn inlines.
+func (a *attempt) learnInto(dist *latency.Dist) {
 	if record, censored := latencySample(goodAnswer(a.status, a.transient), errors.Is(a.err, ErrAttemptTimeout)); record {
 		dist.Record(a.lastElapsed, censored)
 	}

@@ -213,7 +213,7 @@ func (d *drainer) release() {
 // reading it stays bounded by the Timeout and AttemptTimeout.
 type cancelBody struct {
 	rc            io.ReadCloser
-	cancelAttempt context.CancelFunc // nil when there was none
+	cancelAttempt canceler           // nil when there was none
 	cancelOp      context.CancelFunc // nil when there was none
 	idle          *idleWatch         // nil without IdleTimeout
 }
@@ -239,7 +239,7 @@ func (b *cancelBody) release() {
 		b.idle.stop()
 	}
 	if b.cancelAttempt != nil {
-		b.cancelAttempt()
+		b.cancelAttempt.cancel()
 	}
 	if b.cancelOp != nil {
 		b.cancelOp()
@@ -258,7 +258,7 @@ func (b *cancelRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
 // wrapBody makes resp's body release the given contexts and idle watch,
 // keeping it writable for 101 responses. With nothing to release it leaves
 // resp as it is.
-func wrapBody(resp *http.Response, cancelAttempt, cancelOp context.CancelFunc, idle *idleWatch) {
+func wrapBody(resp *http.Response, cancelAttempt canceler, cancelOp context.CancelFunc, idle *idleWatch) {
 	if cancelAttempt != nil || cancelOp != nil || idle != nil {
 		wrapBodyWith(resp, cancelAttempt, cancelOp, idle)
 	}
@@ -266,16 +266,23 @@ func wrapBody(resp *http.Response, cancelAttempt, cancelOp context.CancelFunc, i
 
 // wrapBodyWith is wrapBody's work when there is something to release,
 // apart so that wrapBody inlines.
-func wrapBodyWith(resp *http.Response, cancelAttempt, cancelOp context.CancelFunc, idle *idleWatch) {
-	cb := cancelBody{rc: resp.Body, cancelAttempt: cancelAttempt, cancelOp: cancelOp, idle: idle}
+func wrapBodyWith(resp *http.Response, cancelAttempt canceler, cancelOp context.CancelFunc, idle *idleWatch) {
+	v := cancelBody{rc: resp.Body, cancelAttempt: cancelAttempt, cancelOp: cancelOp, idle: idle}
 	if resp.Body == http.NoBody {
 		// Nothing will be read: release at once.
-		cb.release()
+		v.release()
 		return
 	}
 	if w, ok := resp.Body.(io.Writer); ok && resp.StatusCode == http.StatusSwitchingProtocols {
-		resp.Body = &cancelRWBody{cancelBody: cb, w: w}
+		resp.Body = &cancelRWBody{cancelBody: v, w: w}
 		return
 	}
-	resp.Body = &cb
+	var cb *cancelBody
+	if c, ok := cancelAttempt.(*lazyCancelCtx); ok {
+		cb = &c.body // allocated with the attempt's context
+	} else {
+		cb = new(cancelBody)
+	}
+	*cb = v
+	resp.Body = cb
 }

@@ -377,10 +377,30 @@ func splitHostPort(host string) (name, port string, hasPort bool) {
 // canonicalName returns the canonical spelling of a host without its
 // port, as CanonicalHost describes.
 func canonicalName(name string) string {
+	if plainName(name) {
+		return name
+	}
 	if len(name) > 2 && name[0] == '[' && name[len(name)-1] == ']' {
 		return canonicalIPLiteral(name)
 	}
 	return strings.ToLower(strings.TrimSuffix(name, "."))
+}
+
+// plainName reports whether name is spelled canonically as it is, the
+// common case, checked in one pass: lower-case ASCII letters, digits,
+// hyphens and dots, with no trailing dot. Anything else (an upper-case
+// letter, a byte outside ASCII, brackets) takes the full rules.
+func plainName(name string) bool {
+	if name == "" || name[len(name)-1] == '.' {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // canonicalIPLiteral returns the canonical spelling of an address in

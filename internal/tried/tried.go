@@ -103,6 +103,9 @@ type wanter interface{ wantsSet() }
 // a Set. A nil one wants none.
 func Wants(rts ...http.RoundTripper) bool {
 	for _, rt := range rts {
+		if _, plain := rt.(*http.Transport); plain {
+			continue // the common Base, told apart without an interface lookup
+		}
 		if _, ok := rt.(wanter); ok {
 			return true
 		}

@@ -1,0 +1,117 @@
+package httpretry
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// This file holds what ends an attempt's own context, and the context a
+// hedged operation's attempt is sent with when no time limit derives one.
+
+// canceler ends an attempt's context, releasing what it holds; calling
+// cancel more than once, or concurrently, is allowed.
+type canceler interface{ cancel() }
+
+// cancelFunc is a [context.CancelFunc] as a canceler. A func value is
+// pointer-shaped: making it an interface allocates nothing.
+type cancelFunc context.CancelFunc
+
+func (f cancelFunc) cancel() { f() }
+
+// lazyCancelCtx is a context that ends when its parent does or when it is
+// canceled: each attempt of a hedged operation has one, so that another
+// attempt's win can end it alone. It is allocated with the wrapper of the
+// response body that releases it (body), in one allocation.
+//
+// The standard library's cancelable context, which alone can deliver
+// Done, is derived from the parent only when something asks for Done (or
+// derives a context of its own, which asks): a Base that never does, as
+// an in-memory one, sends the attempt for this one allocation. Once
+// derived, every method defers to it, so that a context derived from this
+// one (net/http derives one per request) is its child, with no goroutine
+// to watch it; before, Value and Deadline are the parent's, and Err says
+// context.Canceled once canceled.
+type lazyCancelCtx struct {
+	parent context.Context
+	// derived is context.WithCancel(parent), written once, under mu,
+	// before hasDerived is set: a reader that sees hasDerived may read
+	// it without the lock.
+	derived    context.Context
+	hasDerived atomic.Bool
+	// mu protects canceled, cancelDerived and the making of derived.
+	mu            sync.Mutex
+	canceled      bool
+	cancelDerived context.CancelFunc
+	// body is the wrapper of the response body returned with this
+	// context's attempt (see wrapBody), allocated with it.
+	body cancelBody
+}
+
+func newLazyCancelCtx(parent context.Context) *lazyCancelCtx {
+	return &lazyCancelCtx{parent: parent}
+}
+
+// loaded returns the derived context, or nil when none was derived yet.
+func (c *lazyCancelCtx) loaded() context.Context {
+	if !c.hasDerived.Load() {
+		return nil
+	}
+	return c.derived
+}
+
+// derive returns the derived context, deriving it (canceled already if c
+// was) the first time.
+func (c *lazyCancelCtx) derive() context.Context {
+	if d := c.loaded(); d != nil {
+		return d
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d := c.loaded(); d != nil {
+		return d
+	}
+	d, cancel := context.WithCancel(c.parent)
+	if c.canceled {
+		cancel()
+	}
+	c.derived, c.cancelDerived = d, cancel
+	c.hasDerived.Store(true)
+	return d
+}
+
+func (c *lazyCancelCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
+
+func (c *lazyCancelCtx) Done() <-chan struct{} { return c.derive().Done() }
+
+func (c *lazyCancelCtx) Err() error {
+	if d := c.loaded(); d != nil {
+		return d.Err()
+	}
+	c.mu.Lock()
+	canceled := c.canceled
+	c.mu.Unlock()
+	if canceled {
+		return context.Canceled
+	}
+	return c.parent.Err()
+}
+
+func (c *lazyCancelCtx) Value(key any) any {
+	if d := c.loaded(); d != nil {
+		return d.Value(key)
+	}
+	return c.parent.Value(key)
+}
+
+// cancel ends c, and the context derived from it if any.
+func (c *lazyCancelCtx) cancel() {
+	c.mu.Lock()
+	c.canceled = true
+	cancel := c.cancelDerived
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
