@@ -50,9 +50,9 @@ func TestThrottleCountsMalformedPublicationsAreIgnored(t *testing.T) {
 }
 
 // TestThrottleCountsTakeSendsAShareScaledUp: a flush sends its pending
-// counts with probability share × requests, divided by it, so that the
-// expected count sent is the count made; at share × requests ≥ 1 it
-// sends them as they are.
+// counts with probability share × requests (an accept weighing as a
+// failure), divided by it, so that the expected count sent is the count
+// made; at share × requests ≥ 1 it sends them as they are.
 func TestThrottleCountsTakeSendsAShareScaledUp(t *testing.T) {
 	t.Parallel()
 	d := &fleetDest{}
