@@ -209,3 +209,24 @@ func TestThrottleWeightReadsTheLastWindowOfAFreshPublication(t *testing.T) {
 		t.Errorf("a stale publication: weight %v; want 1", got)
 	}
 }
+
+// TestThrottleWeightCostsAtMostTwiceShareACount: over a fleet whose
+// share a of counts are accepts, each count flushed alone, an accept
+// weighed as the fleet's counts say costs (1 − a)·Share + a·w·Share
+// commands a count: at most twice Share whatever a, Share in an outage
+// (a = 0) and once accepts are at least half.
+func TestThrottleWeightCostsAtMostTwiceShareACount(t *testing.T) {
+	t.Parallel()
+	const share = 1.0 / 24
+	for i := 0; i <= 100; i++ {
+		a := float64(i) / 100
+		w := acceptWeight(1000, 1000*a)
+		cost := (1-a)*sendChance(1, 0, share, w) + a*sendChance(1, 1, share, w)
+		if cost > 2*share+1e-12 {
+			t.Errorf("a = %.2f: weight %v, %.4f commands a count; want at most 2 × Share = %.4f", a, w, cost, 2*share)
+		}
+		if (a == 0 || a >= 0.5) && math.Abs(cost-share) > 1e-12 {
+			t.Errorf("a = %.2f: %.4f commands a count; want Share, %.4f", a, cost, share)
+		}
+	}
+}
