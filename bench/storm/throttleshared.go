@@ -127,7 +127,7 @@ func runSharedShedding(ctx context.Context, c tconfig, rt *redisTarget, ph []pha
 // under prefix through rt.
 func sharedPolicy(rt *redisTarget, prefix string) policy {
 	return policy{key: keyShared, name: "throttle, shared state", ours: true,
-		desc: "the throttle policy with Throttle.Shared a redisretry.ThrottleState of its zero options (1/24 of the counts sent, " +
+		desc: "the throttle policy with Throttle.Shared a redisretry.ThrottleState of its zero options (1/24 of the counts sent, a rare accept up to 8 times as often, " +
 			"a 60ms bucket, sent after 20ms, published every 60ms), one per process, each on a go-redis client of its own",
 		new: func() (*http.Client, func()) {
 			rdb := rt.connect(nopHook{})

@@ -74,11 +74,12 @@ func (d *fleetDest) add(b int64, req, acc float64) {
 }
 
 // take returns the pending counts to send as one cell of bucket b, the
-// bucket of the flush, and clears them: with probability share times
-// their requests (at most 1), divided by that probability, else none.
-// draw is a number in [0, 1). Counts made over one flush interval go to
-// one bucket, so that a send is one command.
-func (d *fleetDest) take(b int64, share, draw float64) (cell, bool) {
+// bucket of the flush, and clears them: with the probability sendChance
+// gives them (share, each accept weighing weight failures), divided by
+// that probability, else none. draw is a number in [0, 1). Counts made
+// over one flush interval go to one bucket, so that a send is one
+// command.
+func (d *fleetDest) take(b int64, share, weight, draw float64) (cell, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	c := cell{b: b}
@@ -87,7 +88,7 @@ func (d *fleetDest) take(b int64, share, draw float64) (cell, bool) {
 		c.acc += p.acc
 	}
 	d.pending = d.pending[:0]
-	q := min(1, c.req*share)
+	q := sendChance(c.req, c.acc, share, weight)
 	if !(draw < q) {
 		return cell{}, false
 	}

@@ -50,26 +50,26 @@ func TestThrottleCountsMalformedPublicationsAreIgnored(t *testing.T) {
 }
 
 // TestThrottleCountsTakeSendsAShareScaledUp: a flush sends its pending
-// counts with probability share × requests, divided by it, so that the
-// expected count sent is the count made; at share × requests ≥ 1 it
-// sends them as they are.
+// counts with probability share × requests (an accept weighing as a
+// failure), divided by it, so that the expected count sent is the count
+// made; at share × requests ≥ 1 it sends them as they are.
 func TestThrottleCountsTakeSendsAShareScaledUp(t *testing.T) {
 	t.Parallel()
 	d := &fleetDest{}
 	d.add(7, 2, 1)
-	if _, ok := d.take(9, 1.0/16, 0.2); ok {
+	if _, ok := d.take(9, 1.0/16, 1, 0.2); ok {
 		t.Error("sent with a draw of 0.2 above 2/16")
 	}
 	if len(d.pending) != 0 {
 		t.Error("counts not sent are kept; want them dropped (the share is scaled up instead)")
 	}
 	d.add(7, 2, 1)
-	c, ok := d.take(9, 1.0/16, 0.1)
+	c, ok := d.take(9, 1.0/16, 1, 0.1)
 	if !ok || c.b != 9 || c.req != 16 || c.acc != 8 {
 		t.Errorf("take = %+v, %v; want bucket 9, 16 requests, 8 accepts", c, ok)
 	}
 	d.add(7, 40, 0)
-	if c, ok := d.take(9, 1.0/16, 0.99); !ok || c.req != 40 {
+	if c, ok := d.take(9, 1.0/16, 1, 0.99); !ok || c.req != 40 {
 		t.Errorf("40 requests at share 1/16: take = %+v, %v; want all 40, unscaled", c, ok)
 	}
 }

@@ -89,7 +89,8 @@ func (s *ThrottleState) flush() error {
 	head := bucketOf(now, s.opts.Bucket)
 	var work []flushed
 	for _, d := range dirty {
-		if c, ok := d.take(head, s.opts.Share, s.opts.Rand()); ok {
+		weight := d.acceptWeight(now, s.opts.Bucket, s.opts.Stale)
+		if c, ok := d.take(head, s.opts.Share, weight, s.opts.Rand()); ok {
 			work = append(work, flushed{d: d, cells: []cell{c}, head: head})
 		}
 	}

@@ -29,12 +29,18 @@ const (
 // callers want; every process of a fleet must use the same Bucket.
 type ThrottleStateOptions struct {
 	// Share is the expected number of Redis commands a process spends
-	// per count it makes (a request or an accept): each flush sends a
-	// destination's pending counts with probability Share times their
-	// number (at most 1), scaled up by its inverse, or drops them, so
-	// that the fleet's counts are right on average whatever each process
-	// sends. 0 (or less, or NaN) means 1/24; values above 1 mean 1, every
-	// flush sent.
+	// per count it makes (a request or an accept), up to twice it while
+	// an outage heals: each flush sends a destination's pending counts
+	// with probability Share times their number (at most 1), scaled up by
+	// its inverse, or drops them, so that the fleet's counts are right on
+	// average whatever each process sends. While the fleet's accepts are
+	// rare, an accept weighs in that number as many failures as the
+	// fleet's last window holds per accept, from 1 to 8: the fleet learns
+	// of a heal from its first accepts, not from one in 1/Share of them.
+	// Over the fleet that costs at most twice Share a count on average (8
+	// times at most, while a process has not yet heard its accepts grow
+	// common). 0 (or less, or NaN) means 1/24; values above 1 mean 1,
+	// every flush sent.
 	Share float64
 
 	// Bucket is the width of the fleet's counts in Redis: one hash field
@@ -99,7 +105,9 @@ type ThrottleStateOptions struct {
 // fleet, cost anything: a healthy fleet makes no Redis command. While a
 // destination is hot, each process counts its requests and accepts in
 // memory and, every FlushInterval, sends a random Share of them, scaled
-// up, with one HINCRBY on the destination's hash (one field per Bucket).
+// up, with one HINCRBY on the destination's hash (one field per Bucket);
+// accepts are sent more often while they are rare in the fleet's counts
+// (see Share).
 // The process that sends counts and has heard no publication for
 // BroadcastInterval reads the fleet's newest buckets (HMGET), keeps the
 // hash alive (PEXPIRE) and now and then drops its old buckets (HDEL),
