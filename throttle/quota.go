@@ -462,10 +462,10 @@ func (q *quotaState) sample(h http.Header) {
 // it, up to quotaMisses.
 func (q *quotaState) miss(has bool) {
 	m := q.misses.Load()
-	switch {
-	case has && m != 0:
+	if has && m != 0 {
 		q.misses.Store(0)
-	case !has && m < quotaMisses:
+	}
+	if !has && m < quotaMisses {
 		q.misses.CompareAndSwap(m, m+1)
 	}
 }
@@ -543,17 +543,18 @@ const apfPriorityLevel = "X-Kubernetes-Pf-Prioritylevel-Uid"
 // 403's, read as a 429 (GitHub answers its secondary rate limit with a
 // 403 and Retry-After).
 func quotaStatus(r *Result) (status int, ra time.Duration, hasRA bool) {
-	switch {
-	case r.Status == http.StatusTooManyRequests && len(r.Header[apfPriorityLevel]) > 0:
+	if r.Status == http.StatusTooManyRequests && len(r.Header[apfPriorityLevel]) > 0 {
 		// Kubernetes API Priority and Fairness refused the request for
 		// its priority level alone: no quota of the whole server is
 		// spent (observeLevel pauses that level's routes), and other
 		// levels (a controller's lease renewal) still go. The 429 is an
 		// overload signal, counted as any other.
 		return http.StatusOK, 0, false
-	case r.Status == http.StatusTooManyRequests:
+	}
+	if r.Status == http.StatusTooManyRequests {
 		return r.Status, r.RetryAfter, r.HasRetryAfter
-	case r.Status == http.StatusForbidden && r.HasRetryAfter:
+	}
+	if r.Status == http.StatusForbidden && r.HasRetryAfter {
 		return http.StatusTooManyRequests, r.RetryAfter, true
 	}
 	return r.Status, 0, false
@@ -612,12 +613,13 @@ func (q *quotaState) endPause(p int64) {
 func (q *quotaState) releaseOne(take bool) (ok, took bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	switch {
-	case !q.releasing.Load():
+	if !q.releasing.Load() {
 		return true, false
-	case q.rel.tokens <= 0:
+	}
+	if q.rel.tokens <= 0 {
 		return false, false
-	case take:
+	}
+	if take {
 		q.rel.tokens--
 		return true, true
 	}
@@ -658,10 +660,11 @@ func (q *quotaState) releasedLocked(n int, answered bool) {
 // there; one that is not a 429 lets the next operation go. q.mu must be
 // held.
 func (q *quotaState) answered(announced bool, st int) {
-	switch {
-	case announced && q.releasing.Load():
+	if announced && q.releasing.Load() {
 		q.endRelease()
-	case st != http.StatusTooManyRequests:
+		return
+	}
+	if st != http.StatusTooManyRequests {
 		q.releasedLocked(1, true)
 	}
 }
@@ -770,13 +773,16 @@ func (q *quotaState) slot(name string, taken uint32) int {
 	for i := range q.slots {
 		s := &q.slots[i]
 		u := s.until.Load()
-		switch {
-		case taken&(1<<i) != 0:
-		case s.name == name && u != 0:
+		if taken&(1<<i) != 0 {
+			continue
+		}
+		if s.name == name && u != 0 {
 			return i
-		case u == 0 && (free < 0 || s.name == name):
+		}
+		if u == 0 && (free < 0 || s.name == name) {
 			free = i
-		case u != 0 && (first < 0 || evictsBefore(s, &q.slots[first])):
+		}
+		if u != 0 && (first < 0 || evictsBefore(s, &q.slots[first])) {
 			first = i
 		}
 	}
@@ -853,16 +859,18 @@ func quotaAnnounced(rl RateLimit, ok bool, status int, ra time.Duration, hasRA b
 	if status != http.StatusTooManyRequests {
 		return announcement{rl: rl, paced: true}, ok && rl.HasReset
 	}
-	switch {
-	case ok && rl.Remaining == 0 && rl.HasReset && resetAgrees(rl.Reset, ra, hasRA):
+	if ok && rl.Remaining == 0 && rl.HasReset && resetAgrees(rl.Reset, ra, hasRA) {
 		return announcement{rl: rl, spent: true, paced: true}, true
-	case hasRA:
+	}
+	if hasRA {
 		rl.Reset, rl.HasReset = min(ra, maxRateLimitReset), true
 		return announcement{rl: rl, spent: true}, true
-	case ok && rl.HasReset && rl.Reset > quotaLeftPause:
+	}
+	if ok && rl.HasReset && rl.Reset > quotaLeftPause {
 		rl.Reset = quotaLeftPause
 		return announcement{rl: rl, spent: true}, true
-	case ok && rl.HasReset:
+	}
+	if ok && rl.HasReset {
 		return announcement{rl: rl, spent: true, paced: true}, true
 	}
 	return announcement{}, false
@@ -937,10 +945,10 @@ const unknownTime = math.MinInt64
 // window from now, as it says; for another answer it is unknownTime, so
 // that the answer, which may be late, starts no new window.
 func countedFrom(sent, now time.Time, spent bool) int64 {
-	switch {
-	case sent.IsZero() && !spent:
+	if sent.IsZero() && !spent {
 		return unknownTime
-	case sent.IsZero() || sent.After(now):
+	}
+	if sent.IsZero() || sent.After(now) {
 		return stamp(now)
 	}
 	return stamp(sent)
@@ -951,10 +959,10 @@ func countedFrom(sent, now time.Time, spent bool) int64 {
 // clock, when the destination's first quota was known (knownAt), since
 // only attempts sent before it do not; unknownTime when neither is known.
 func sentBy(sent time.Time, knownAt int64) int64 {
-	switch {
-	case !sent.IsZero():
+	if !sent.IsZero() {
 		return stamp(sent)
-	case knownAt != 0:
+	}
+	if knownAt != 0 {
 		return knownAt
 	}
 	return unknownTime

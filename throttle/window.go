@@ -15,14 +15,11 @@ import "time"
 // this can overstate is pendingFold accepts, gone from the window one
 // Window later.
 func foldSpan(lastFold time.Time, first int64, now time.Time, width time.Duration) time.Duration {
-	var d time.Duration
-	switch {
-	case !lastFold.IsZero():
+	d := width
+	if !lastFold.IsZero() {
 		d = now.Sub(lastFold)
-	case first != 0:
+	} else if first != 0 {
 		d = max(now.Sub(instant(first)), width)
-	default:
-		d = width
 	}
 	return min(d, throttleRing*width)
 }
