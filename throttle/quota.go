@@ -307,12 +307,13 @@ func (q *quotaState) takeFrom(drawn uint32) (reset time.Time, ok, counted bool) 
 		taken |= 1 << i
 	}
 	for i := range q.slots {
-		switch s := &q.slots[i]; {
-		case taken&(1<<i) == 0:
-		case spent != 0:
-			s.left.Add(1)
-		default:
-			s.inflight.Add(1)
+		if taken&(1<<i) == 0 {
+			continue
+		}
+		if spent != 0 {
+			q.slots[i].left.Add(1)
+		} else {
+			q.slots[i].inflight.Add(1)
 		}
 	}
 	if spent != 0 {

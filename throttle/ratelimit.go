@@ -398,14 +398,16 @@ func splitOutsideStrings(v string, sep byte) func(yield func(string) bool) {
 		start, quoted := 0, false
 		for i := 0; i <= len(v); i++ {
 			if i < len(v) {
-				switch c := v[i]; {
-				case c == '"':
+				c := v[i]
+				if c == '"' {
 					quoted = !quoted
 					continue
-				case c == '\\' && quoted:
+				}
+				if c == '\\' && quoted {
 					i++
 					continue
-				case c != sep || quoted:
+				}
+				if c != sep || quoted {
 					continue
 				}
 			}
