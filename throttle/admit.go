@@ -282,11 +282,11 @@ type Result struct {
 const pendingFold = 64
 
 // Record counts an attempt's result, accepted or an overload signal,
-// and reads what its response says of the quota. A response below 429
-// from a cold destination whose quota does not want it read (a
-// destination that sent no rate-limit fields for a while) is only
-// counted, without a clock reading but every pendingFold, and sampled
-// when the count is folded.
+// and reads what its response says of the quota. A response that
+// signalled no overload, from a cold destination whose quota does not
+// want it read (a destination that sent no rate-limit fields for a
+// while), is only counted, without a clock reading but every
+// pendingFold, and sampled when the count is folded.
 func (th *Throttle) Record(d *Dest, r Result, clock Clock) {
 	clock = orSystem(clock)
 	if r.Status == 0 {
@@ -307,7 +307,7 @@ func (th *Throttle) Record(d *Dest, r Result, clock Clock) {
 		th.accept(d, clock)
 		return
 	}
-	if r.Status != 0 && r.Status < http.StatusTooManyRequests && !r.HasRetryAfter && !th.hotFor(d) && !d.quota.wants(r.Status) {
+	if r.Status != 0 && !r.Overload && !r.HasRetryAfter && !th.hotFor(d) && !d.quota.wants(r.Status) {
 		if th.count(d, clock) {
 			d.quota.sample(r.Header)
 		}
