@@ -76,7 +76,7 @@ func (l *apfLevels) pause(name string, until int64) {
 // 0 when it is not paused.
 func (l *apfLevels) opens(name string, now int64) int64 {
 	for i := range l.name {
-		if l.name[i] == name && now < l.until[i] {
+		if l.name[i] == name && holds(l.until[i], now) {
 			return l.until[i]
 		}
 	}

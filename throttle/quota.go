@@ -129,7 +129,7 @@ func (q *quotaState) spent(now time.Time) (time.Time, bool) {
 // spent quota at now, and when the group opens again; held is false when
 // no such quota is held.
 func (q *quotaState) spentNamed(name string, now time.Time) (reset time.Time, spent, held bool) {
-	if p := q.paused.Load(); stamp(now) < p {
+	if p := q.paused.Load(); holds(p, stamp(now)) {
 		return instant(p), true, true
 	}
 	i := -1
@@ -227,12 +227,12 @@ func (q *quotaState) check(now time.Time, take bool, req *http.Request) (time.Ti
 // a release (see endPause).
 func (q *quotaState) pausedUntil(now time.Time, req *http.Request) int64 {
 	if p := q.paused.Load(); p != 0 {
-		if stamp(now) < p {
+		if holds(p, stamp(now)) {
 			return p
 		}
 		q.endPause(p)
 	}
-	if req != nil && stamp(now) < q.levelUntil.Load() {
+	if req != nil && holds(q.levelUntil.Load(), stamp(now)) {
 		return q.levelOpens(req, now)
 	}
 	return 0
@@ -245,7 +245,7 @@ func (q *quotaState) checkHeld(u int64, now time.Time, take bool, req *http.Requ
 	if v.held == 0 {
 		// Every window has reset with nothing to renew: admit until a
 		// response says more.
-		if !q.releasing.Load() && stamp(now) >= q.levelUntil.Load() {
+		if !q.releasing.Load() && !holds(q.levelUntil.Load(), stamp(now)) {
 			q.until.CompareAndSwap(u, 0)
 		}
 		return time.Time{}, true, false
@@ -394,7 +394,7 @@ func (q *quotaState) current(s *quotaSlot, now time.Time) (time.Time, bool) {
 	if u == 0 {
 		return time.Time{}, false
 	}
-	if stamp(now) < u {
+	if holds(u, stamp(now)) {
 		return instant(u), true
 	}
 	q.mu.Lock()
