@@ -351,9 +351,10 @@ func (v *quotaView) opens(i int) int64 {
 }
 
 // open reports whether a request may go: some group held has every quota
-// with requests left. Else it returns when the first group opens.
+// with requests left. Else it returns when the first group opens. v
+// holds at least one quota.
 func (v *quotaView) open() (int64, bool) {
-	var first int64
+	first := int64(math.MaxInt64)
 	for i := range maxQuotaNames {
 		if v.held&(1<<i) == 0 {
 			continue
@@ -362,9 +363,7 @@ func (v *quotaView) open() (int64, bool) {
 		if at == 0 {
 			return 0, true
 		}
-		if first == 0 || at < first {
-			first = at
-		}
+		first = min(first, at)
 	}
 	return first, false
 }
