@@ -382,28 +382,25 @@ func (v *quotaView) drawn() uint32 {
 
 // current returns the reset of s's window at now, and whether s holds a
 // quota. A window that has reset is renewed with the quota's limit when
-// both the limit and the window's length are known and a response
-// announced the quota during the window that ended, so that the callers
-// waiting for the reset are admitted up to the quota, not all at once
-// before any response says what the new window holds; a quota no
-// response announced for a whole window is dropped, as one the
-// destination no longer meters.
+// the window's length is known (its limit is then known too: both are
+// learned from a window's count, see update) and a response announced
+// the quota during the window that ended, so that the callers waiting
+// for the reset are admitted up to the quota, not all at once before any
+// response says what the new window holds; a quota no response
+// announced for a whole window is dropped, as one the destination no
+// longer meters.
 func (q *quotaState) current(s *quotaSlot, now time.Time) (time.Time, bool) {
-	u := s.until.Load()
-	if u == 0 {
-		return time.Time{}, false
-	}
-	if holds(u, stamp(now)) {
-		return instant(u), true
+	if u, ended := s.window(now); !ended {
+		return heldUntil(u)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if s.until.Load() != u { // renewed or replaced meanwhile
-		u = s.until.Load()
-		return instant(u), u != 0
+	u, ended := s.window(now)
+	if !ended { // renewed or replaced meanwhile
+		return heldUntil(u)
 	}
 	limit, period := s.limit.Load(), s.period.Load()
-	if !s.announced.Load() || limit <= 0 || period <= 0 {
+	if !s.announced.Load() || period <= 0 {
 		if s.announced.Load() && s.left.Load() <= 0 && !q.releasing.Load() {
 			// Announced spent, and the new window's count not known:
 			// the operations held for it are let go one at a time.
@@ -423,6 +420,18 @@ func (q *quotaState) current(s *quotaSlot, now time.Time) (time.Time, bool) {
 	return instant(next), true
 }
 
+// window returns the reset of s's window, in stamp nanoseconds (0 when
+// none is held), and whether it has ended at now, to be renewed or
+// dropped.
+func (s *quotaSlot) window(now time.Time) (u int64, ended bool) {
+	u = s.until.Load()
+	return u, u != 0 && !holds(u, stamp(now))
+}
+
+// heldUntil returns the reset u, in stamp nanoseconds, as a time, and
+// whether it is a window held: 0 is none.
+func heldUntil(u int64) (time.Time, bool) { return instant(u), u != 0 }
+
 // renewedReset returns the reset of the window holding now, for windows
 // of period that follow one ending at until ≤ now.
 func renewedReset(until, now, period int64) int64 {
@@ -433,7 +442,7 @@ func renewedReset(until, now, period int64) int64 {
 func storeMax(a *atomic.Int64, v int64) {
 	for {
 		old := a.Load()
-		if old >= v || a.CompareAndSwap(old, v) {
+		if max(old, v) == old || a.CompareAndSwap(old, v) {
 			return
 		}
 	}
@@ -462,12 +471,13 @@ func (q *quotaState) sample(h http.Header) {
 // it, up to quotaMisses.
 func (q *quotaState) miss(has bool) {
 	m := q.misses.Load()
-	if has && m != 0 {
-		q.misses.Store(0)
+	if has {
+		if m != 0 {
+			q.misses.Store(0)
+		}
+		return
 	}
-	if !has && m < quotaMisses {
-		q.misses.CompareAndSwap(m, m+1)
-	}
+	q.misses.CompareAndSwap(m, min(m+1, quotaMisses))
 }
 
 // observe reads what an answer says of the quotas. Of several quotas the
@@ -486,7 +496,7 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 	}
 	var names [maxQuotaNames]string
 	if st == http.StatusTooManyRequests && pausesDestination(&set, q.namesHeld(names[:0])) {
-		if a, ok := quotaAnnounced(set.rl[0], set.n > 0, st, ra, hasRA); ok {
+		if a, ok := quotaAnnounced(set.rl[0], st, ra, hasRA); ok {
 			q.pause(stamp(now.Add(a.rl.Reset)), now)
 		}
 		return
@@ -499,7 +509,7 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 		if i > 0 {
 			status = http.StatusOK
 		}
-		if a, ok := quotaAnnounced(set.rl[i], i < set.n, status, ra, hasRA); ok {
+		if a, ok := quotaAnnounced(set.rl[i], status, ra, hasRA); ok {
 			bit := q.update(a, group, now, sent)
 			q.slots[bits.TrailingZeros32(bit)].apart.Store(apart)
 			group |= bit
@@ -844,8 +854,8 @@ type announcement struct {
 const quotaLeftPause = time.Minute
 
 // quotaAnnounced decides what a response says of its quota, given its
-// rate-limit headers (rl, when ok), its status and, on a 429, its
-// Retry-After (ra, when hasRA). A response below 429 announces a quota
+// rate-limit headers (rl, the zero RateLimit when they announce none),
+// its status and, on a 429, its Retry-After (ra, when hasRA). A response below 429 announces a quota
 // when its headers give a reset. A 429 spends the quota: until the
 // headers' reset when they say none remains, else for the Retry-After
 // the server asked (a 429 with quota left, or with a reset that cannot
@@ -855,22 +865,22 @@ const quotaLeftPause = time.Minute
 // (see resetAgrees): a reset already past, or later than the
 // Retry-After, is not believed, and the quota is spent for the
 // Retry-After, its window's length not learned from it.
-func quotaAnnounced(rl RateLimit, ok bool, status int, ra time.Duration, hasRA bool) (announcement, bool) {
+func quotaAnnounced(rl RateLimit, status int, ra time.Duration, hasRA bool) (announcement, bool) {
 	if status != http.StatusTooManyRequests {
-		return announcement{rl: rl, paced: true}, ok && rl.HasReset
+		return announcement{rl: rl, paced: true}, rl.HasReset
 	}
-	if ok && rl.Remaining == 0 && rl.HasReset && resetAgrees(rl.Reset, ra, hasRA) {
+	if rl.Remaining == 0 && rl.HasReset && resetAgrees(rl.Reset, ra, hasRA) {
 		return announcement{rl: rl, spent: true, paced: true}, true
 	}
 	if hasRA {
 		rl.Reset, rl.HasReset = min(ra, maxRateLimitReset), true
 		return announcement{rl: rl, spent: true}, true
 	}
-	if ok && rl.HasReset && rl.Reset > quotaLeftPause {
+	if rl.HasReset && rl.Reset > quotaLeftPause {
 		rl.Reset = quotaLeftPause
 		return announcement{rl: rl, spent: true}, true
 	}
-	if ok && rl.HasReset {
+	if rl.HasReset {
 		return announcement{rl: rl, spent: true, paced: true}, true
 	}
 	return announcement{}, false
