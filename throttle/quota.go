@@ -502,7 +502,7 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 		return
 	}
 	var group uint32
-	named := -1 // the slot of the first quota the response named
+	var named uint32 // the slots of the quotas the response named
 	apart := namedApart(r.Header, &set)
 	for i := range max(set.n, 1) {
 		status := st
@@ -513,8 +513,8 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 			bit := q.update(a, group, now, sent)
 			q.slots[bits.TrailingZeros32(bit)].apart.Store(apart)
 			group |= bit
-			if named < 0 && a.rl.Name != "" {
-				named = bits.TrailingZeros32(bit)
+			if a.rl.Name != "" {
+				named |= bit
 			}
 		}
 	}
@@ -529,8 +529,10 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 		q.unanswered()
 	}
 	q.answered(group != 0, st)
-	if named >= 0 {
-		q.rememberRoute(r.Request, named, now)
+	if named != 0 {
+		// The quotas named together are one group: any one of them
+		// names it.
+		q.rememberRoute(r.Request, bits.TrailingZeros32(named), now)
 	}
 }
 
@@ -789,14 +791,14 @@ func (q *quotaState) slot(name string, taken uint32) int {
 		if s.name == name && u != 0 {
 			return i
 		}
-		if u == 0 && (free < 0 || s.name == name) {
+		if u == 0 && (free == -1 || s.name == name) {
 			free = i
 		}
-		if u != 0 && (first < 0 || evictsBefore(s, &q.slots[first])) {
+		if u != 0 && (first == -1 || evictsBefore(s, &q.slots[first])) {
 			first = i
 		}
 	}
-	if free < 0 {
+	if free == -1 {
 		free = first
 	}
 	if s := &q.slots[free]; s.name != name {
