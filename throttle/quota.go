@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"cmp"
 	"math"
 	"math/bits"
 	"net/http"
@@ -825,7 +826,9 @@ func evictsBefore(a, b *quotaSlot) bool {
 	if aSpent != bSpent {
 		return !aSpent
 	}
-	return a.until.Load() < b.until.Load()
+	// Among those alike, which of two that reset together goes first
+	// makes no difference: cmp.Less states the order without a boundary.
+	return cmp.Less(a.until.Load(), b.until.Load())
 }
 
 // decrementIfPositive takes one from a unless it is 0, and returns what
