@@ -826,8 +826,7 @@ func evictsBefore(a, b *quotaSlot) bool {
 	if aSpent != bSpent {
 		return !aSpent
 	}
-	// Among those alike, which of two that reset together goes first
-	// makes no difference: cmp.Less states the order without a boundary.
+	// Of two that reset together, either may go first.
 	return cmp.Less(a.until.Load(), b.until.Load())
 }
 

@@ -89,3 +89,88 @@ func TestQuotaAnswerWithNothingElseInFlightTakesTheServersCount(t *testing.T) {
 		t.Errorf("%d of 12 admitted after the answer saying 9 left; want 9", admitted)
 	}
 }
+
+// TestQuotaLateAnswerIsPlacedOnlyInWindowsLongerThanTwoSeconds: a quota
+// of 5 a window, no limit announced; at the window's end one operation
+// is admitted in the renewed window, and then the answer of an attempt
+// sent 100ms before the renewal is read: 0 left, reset in 1s. For a
+// window of 3s it was counted before the held window began, and says
+// nothing of it: the next operation is admitted. For a window of 1s or
+// 2s, resets in whole seconds cannot place it that finely: it is taken
+// at its word, and the next operation is refused.
+func TestQuotaLateAnswerIsPlacedOnlyInWindowsLongerThanTwoSeconds(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		window  int
+		refused bool
+	}{{1, true}, {2, true}, {3, false}} {
+		start := time.Unix(1000, 0)
+		renewal := start.Add(time.Duration(tt.window) * time.Second)
+		var q quotaState
+		observeAt(&q, 200, http.Header{"Ratelimit": {`"default";r=4;t=` + itoa(int64(tt.window))}}, start)
+		if _, ok := q.admit(renewal); !ok {
+			t.Fatalf("window %ds: refused at the renewal; want admitted", tt.window)
+		}
+		read := renewal.Add(50 * time.Millisecond)
+		q.observe(&Result{Status: 200, Header: http.Header{"Ratelimit": {`"default";r=0;t=1`}}, Sent: renewal.Add(-100 * time.Millisecond)}, read)
+		if _, ok := q.admit(read); ok == tt.refused {
+			t.Errorf("window %ds, after the late answer: admitted %v; want %v", tt.window, ok, !tt.refused)
+		}
+	}
+}
+
+// TestQuotaAnswerWithoutSendTimeReadAfterARenewalIsLate: the first
+// answer announces 9 left of a one-minute window (no limit: 10 taken as
+// the size); at the window's end one operation is admitted in the
+// renewed window; then the answer of an attempt that did not read the
+// clock (sent before the quota was known, so before the held window
+// began) says 2 left: it says nothing of the held window, and 9 more
+// operations are admitted, not 2.
+func TestQuotaAnswerWithoutSendTimeReadAfterARenewalIsLate(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1000, 0)
+	var q quotaState
+	observeAt(&q, 200, http.Header{"Ratelimit": {`"default";r=9;t=60`}}, start)
+	renewal := start.Add(time.Minute)
+	if _, ok := q.admit(renewal); !ok {
+		t.Fatal("refused at the renewal; want admitted")
+	}
+	read := renewal.Add(time.Second)
+	q.observe(&Result{Status: 200, Header: http.Header{"Ratelimit": {`"default";r=2;t=59`}}}, read)
+	if n := admittedAt(&q, read, 12); n != 9 {
+		t.Errorf("%d of 12 admitted after the late answer; want 9", n)
+	}
+}
+
+// TestQuotaRenewedWindowOfAGuessedSizeTakesItsFirstAnswer: the first
+// answer announces 9 left of a one-minute window and no limit, so the
+// quota's size is a guess, 10; at the window's end the window is renewed
+// with 10, one operation is admitted, and its answer says 48 left (the
+// quota is larger than seen): the first answer of a window whose count
+// was a guess is taken at its word, and 48 more operations are admitted.
+func TestQuotaRenewedWindowOfAGuessedSizeTakesItsFirstAnswer(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1000, 0)
+	var q quotaState
+	observeAt(&q, 200, http.Header{"Ratelimit": {`"default";r=9;t=60`}}, start)
+	renewal := start.Add(time.Minute)
+	if _, ok := q.admit(renewal); !ok {
+		t.Fatal("refused at the renewal; want admitted")
+	}
+	read := renewal.Add(time.Second)
+	q.observe(&Result{Status: 200, Header: http.Header{"Ratelimit": {`"default";r=48;t=59`}}, Sent: renewal}, read)
+	if n := admittedAt(&q, read, 60); n != 48 {
+		t.Errorf("%d of 60 admitted after the renewed window's first answer; want 48", n)
+	}
+}
+
+// admittedAt returns how many of n operations q admits at now.
+func admittedAt(q *quotaState, now time.Time, n int) int {
+	admitted := 0
+	for range n {
+		if _, ok := q.admit(now); ok {
+			admitted++
+		}
+	}
+	return admitted
+}
