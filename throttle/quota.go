@@ -931,11 +931,10 @@ func quotaUpdate(rl RateLimit, spent bool, q heldQuota, now, sent time.Time) (un
 		remaining = 0
 	}
 	from := countedFrom(sent, now, spent)
-	if by := sentBy(sent, q.knownAt); q.until != 0 && q.period > int64(2*quotaSame) && by != unknownTime && by < q.until-q.period {
+	if by := sentBy(sent, q.knownAt); q.until != 0 && !shortWindow(q.period) && by != unknownTime && by < q.until-q.period {
 		// Counted before the held window began: an answer of the one
 		// before, read late, which says nothing of this one. (Resets
-		// in whole seconds cannot place a window of up to two seconds
-		// that finely.)
+		// in whole seconds cannot place a short window that finely.)
 		return q.until, q.left, q.low
 	}
 	next := stamp(now.Add(rl.Reset))
@@ -1004,8 +1003,13 @@ func sameWindow(until int64, reset time.Duration, from int64, now time.Time) boo
 // one has a reset more than quotaSame later, and an answer with a reset
 // close to the one held and more left is a late one.
 func newerWindow(next, remaining int64, q heldQuota) bool {
-	return q.period <= int64(2*quotaSame) && next > q.until && remaining > max(q.left, 0)+q.inflight
+	return shortWindow(q.period) && next > q.until && remaining > max(q.left, 0)+q.inflight
 }
+
+// shortWindow reports whether a quota window of period nanoseconds (0
+// when not known) is too short for resets in whole seconds to tell it
+// from the next: up to 2·quotaSame.
+func shortWindow(period int64) bool { return period <= int64(2*quotaSame) }
 
 // limitOf returns a quota's size: the announced limit, else the most a
 // window was seen to hold, a response's remaining count and the request

@@ -174,3 +174,36 @@ func admittedAt(q *quotaState, now time.Time, n int) int {
 	}
 	return admitted
 }
+
+// TestQuotaSameWindowSpansTheResetsAnAnswerMayName: an answer counted
+// from from and read at now, whose quota resets in reset, names a
+// window that resets between from+reset and now+reset, and up to
+// quotaSame earlier still (resets are announced in whole seconds rounded
+// up): a held window that resets in that span, its bounds included, is
+// the same; one outside it, by a nanosecond, is another. With from not
+// known, only the later bound holds.
+func TestQuotaSameWindowSpansTheResetsAnAnswerMayName(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	from := stamp(now.Add(-5 * time.Second))
+	const reset = 30 * time.Second
+	latest := stamp(now.Add(reset)) + int64(quotaSame)
+	earliest := from + int64(reset) - int64(quotaSame)
+	tests := []struct {
+		name  string
+		until int64
+		from  int64
+		want  bool
+	}{
+		{"at the latest bound", latest, from, true},
+		{"a nanosecond past the latest", latest + 1, from, false},
+		{"at the earliest bound", earliest, from, true},
+		{"a nanosecond before the earliest", earliest - 1, from, false},
+		{"before the earliest, from not known", earliest - 1, unknownTime, true},
+	}
+	for _, tt := range tests {
+		if got := sameWindow(tt.until, reset, tt.from, now); got != tt.want {
+			t.Errorf("%s: sameWindow = %v; want %v", tt.name, got, tt.want)
+		}
+	}
+}
