@@ -207,3 +207,32 @@ func TestQuotaSameWindowSpansTheResetsAnAnswerMayName(t *testing.T) {
 		}
 	}
 }
+
+// TestQuotaNewerWindowOfAShortQuota: of a quota whose window is 2s or
+// less (or not known), an answer is for a newer window than the one held
+// when its reset is later and it says more is left than here and in
+// flight together; a reset no later, or no more left, is the held
+// window's. A window longer than 2s is never told apart this way.
+func TestQuotaNewerWindowOfAShortQuota(t *testing.T) {
+	t.Parallel()
+	held := heldQuota{until: 5000, left: 3, inflight: 2, period: int64(2 * quotaSame)}
+	tests := []struct {
+		name            string
+		next, remaining int64
+		period          int64
+		want            bool
+	}{
+		{"a later reset, more left", 5001, 6, held.period, true},
+		{"the same reset, more left", 5000, 6, held.period, false},
+		{"a later reset, as much left as here and in flight", 5001, 5, held.period, false},
+		{"a later reset, more left, the window's length not known", 5001, 6, 0, true},
+		{"a later reset, more left, a window of 3s", 5001, 6, int64(3 * quotaSame), false},
+	}
+	for _, tt := range tests {
+		q := held
+		q.period = tt.period
+		if got := newerWindow(tt.next, tt.remaining, q); got != tt.want {
+			t.Errorf("%s: newerWindow = %v; want %v", tt.name, got, tt.want)
+		}
+	}
+}
