@@ -212,7 +212,8 @@ func TestQuotaAnnounced(t *testing.T) {
 }
 
 // TestQuotaLimitAndPeriod: a quota's size and window length, announced
-// or learned from the counts seen, and the window a reset renews into.
+// or learned from the counts seen (never above the largest count a
+// field carries), and the window a reset renews into.
 func TestQuotaLimitAndPeriod(t *testing.T) {
 	t.Parallel()
 	if got := limitOf(RateLimit{Limit: 30, Remaining: 50}, 80); got != 30 {
@@ -223,6 +224,9 @@ func TestQuotaLimitAndPeriod(t *testing.T) {
 	}
 	if got := limitOf(RateLimit{Remaining: 3}, 10); got != 10 {
 		t.Errorf("limitOf from remaining 3, 10 seen = %d; want 10", got)
+	}
+	if got := limitOf(RateLimit{Remaining: maxSFInteger}, 0); got != maxSFInteger {
+		t.Errorf("limitOf from the largest remaining a field carries = %d; want %d, no more", got, int64(maxSFInteger))
 	}
 	if got := periodOf(RateLimit{Window: time.Minute, Reset: time.Hour}, 0); got != int64(time.Minute) {
 		t.Errorf("periodOf announced = %v; want 1m", time.Duration(got))
