@@ -193,14 +193,10 @@ func positiveOr(x, def float64) float64 {
 // which the throttle refuses any: MinRate a second over span, and at
 // least throttleSamples; none with a negative MinRate.
 func (th *Throttle) minRequests(span time.Duration) float64 {
-	rate := th.MinRate
-	if rate == 0 || math.IsNaN(rate) || math.IsInf(rate, 1) {
-		rate = DefaultMinRate
-	}
-	if rate < 0 {
+	if th.MinRate < 0 {
 		return 0
 	}
-	return max(rate*span.Seconds(), throttleSamples)
+	return max(positiveOr(th.MinRate, DefaultMinRate)*span.Seconds(), throttleSamples)
 }
 
 func (th *Throttle) rand() float64 {
