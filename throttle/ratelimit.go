@@ -146,10 +146,8 @@ func (s *rateLimits) add(p RateLimit) {
 // parseRateLimits reads every quota h announces, as ParseRateLimit
 // describes.
 func parseRateLimits(h http.Header, now time.Time) rateLimits {
-	if v := h["Ratelimit"]; len(v) > 0 {
-		if set := parseRateLimitField(v, h["Ratelimit-Policy"], h, now); set.n > 0 {
-			return set
-		}
+	if set := parseRateLimitField(h["Ratelimit"], h["Ratelimit-Policy"], h, now); set.n > 0 {
+		return set
 	}
 	if rl, ok := parseRateLimitPair(h, draftFields, now); ok {
 		return oneRateLimit(rl)
