@@ -330,7 +330,7 @@ func (th *Throttle) tally(s *Dest, now time.Time, req, acc float64, signal bool)
 func (s *Dest) sync(th *Throttle, now time.Time) {
 	width := th.window() / throttleBuckets
 	s.w.advance(now, width)
-	if n := s.pending.Swap(0); n > 0 {
+	if n := s.pending.Swap(0); n != 0 {
 		head := s.w.spread(float64(n), foldSpan(s.lastFold, s.first.Load(), now, width), width)
 		if th.hotFor(s) {
 			// Only the head bucket's part is shared: the fleet counts
