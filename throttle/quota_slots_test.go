@@ -236,3 +236,26 @@ func TestQuotaNewerWindowOfAShortQuota(t *testing.T) {
 		}
 	}
 }
+
+// TestQuotaReturningNameKeepsWhatWasLearnedOfIt: quotas "x" and "a"
+// each announce 5 left of a 10s window (a size of 6 learned: the 5 and
+// the request answered), then lapse (two windows without an
+// announcement) and are dropped. A 429 then names "a" again with a
+// Retry-After of 5s only: "a" takes its own place back, not x's, and
+// keeps its size and window, so at the Retry-After's end its window is
+// renewed with 6 requests.
+func TestQuotaReturningNameKeepsWhatWasLearnedOfIt(t *testing.T) {
+	t.Parallel()
+	start := time.Unix(1000, 0)
+	var q quotaState
+	observeAt(&q, 200, http.Header{"Ratelimit": {`"x";r=5;t=10`}}, start)
+	observeAt(&q, 200, http.Header{"Ratelimit": {`"a";r=5;t=10`}}, start)
+	lapsed := start.Add(21 * time.Second)
+	q.admit(start.Add(11 * time.Second))
+	q.admit(lapsed)
+	q.observe(&Result{Status: http.StatusTooManyRequests, Header: http.Header{"Ratelimit": {`"a";r=0`}},
+		RetryAfter: 5 * time.Second, HasRetryAfter: true, Sent: lapsed}, lapsed)
+	if n := admittedAt(&q, lapsed.Add(5*time.Second), 10); n != 6 {
+		t.Errorf("%d of 10 admitted at the Retry-After's end; want 6, a's window renewed", n)
+	}
+}

@@ -80,3 +80,32 @@ func TestQuotaKnownOnceAResponseAnnouncesOne(t *testing.T) {
 		t.Fatal("after a response announcing 5 left for 10s: not QuotaKnown; want known")
 	}
 }
+
+// TestQuotaColdDestinationIsSampledOnlyAtAFold: a destination that sent
+// no rate-limit fields for 16 responses in a row is no longer read for a
+// quota; while it is cold, its responses are only counted, and the
+// response that folds the count into the window (every 64th) is sampled:
+// one that starts carrying fields is read again from the next fold on,
+// not at once.
+func TestQuotaColdDestinationIsSampledOnlyAtAFold(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	th := &Throttle{}
+	d := th.dests.Get("k", 0, newDest)
+	plain := Result{Status: http.StatusOK, Header: http.Header{}}
+	fields := Result{Status: http.StatusOK, Header: http.Header{"X-Ratelimit-Remaining": {"50"}}}
+	for range pendingFold {
+		th.Record(d, plain, fc)
+	}
+	th.Record(d, fields, fc)
+	if d.quota.wants(http.StatusOK) {
+		t.Fatal("a response with fields between folds: read again at once; want at the next fold")
+	}
+	for range pendingFold - 2 {
+		th.Record(d, plain, fc)
+	}
+	th.Record(d, fields, fc)
+	if !d.quota.wants(http.StatusOK) {
+		t.Error("a response with fields at the fold: not read again; want read")
+	}
+}
