@@ -297,18 +297,16 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzTransport$$' -fuzztime 30s .
 
 ## mutate: mutation testing of the root package (make mutate-root:
-## writes docs/mutation.txt; under an hour on a quiet 2-core machine);
-## not part of CI, which vets its build. The mutation build tag leaves out
-## the fault matrix, the load test and every test that waits real time
-## (realTime in realtime_test.go): each mutant rebuilds and runs the
-## suite, which then takes about a second instead of fifty. mutate-throttle runs
-## the same on the throttle package (docs/mutation-throttle.txt, about 10
-## minutes); it is not yet part of make mutate: many of throttle's rules
-## are still tested through the root package, whose tests gremlins does
-## not run for a throttle mutant, and some of its decisions are tagless
-## switches, whose case conditions Go's coverage does not see. gremlins
-## runs only the mutated package's own tests; spread/ and the rest are
-## held by their own tests. Each target writes its file once it passes
+## writes docs/mutation.txt; under an hour on a quiet 2-core machine) and
+## of the throttle package (make mutate-throttle: writes
+## docs/mutation-throttle.txt, about 10 minutes); not part of CI, which
+## vets its build. The mutation build tag leaves out the fault matrix, the
+## load test and every test that waits real time (realTime in
+## realtime_test.go): each mutant rebuilds and runs the suite, which then
+## takes about a second instead of fifty. gremlins runs only the mutated
+## package's own tests, so each package's rules are held by its own
+## tests; spread/ and the rest are held by their own tests too. Each
+## target writes its file once it passes
 ## (the tests it runs read that file: it is written whole, at the end) and
 ## fails below 95% test efficacy or 95% mutator coverage. Each mutant's
 ## tests may run for three times as long as the whole first run took
@@ -323,7 +321,7 @@ mutation_run = { $(call figure_header,make $(1)); \
 	  echo "gremlins exit $$?"; } | tee $(2).tmp; \
 	if grep -q '^gremlins exit 0$$' $(2).tmp; then mv $(2).tmp $(2); else rm -f $(2).tmp; exit 1; fi; \
 	$(REQUOTE)
-mutate: mutate-root
+mutate: mutate-root mutate-throttle
 mutate-root:
 	@$(call mutation_run,mutate-root,docs/mutation.txt,-E 'throttle/')
 mutate-throttle:

@@ -45,18 +45,14 @@ func orSystem(c Clock) Clock {
 // stays valid after the destination is evicted (see MaxKeys); it is then
 // no longer shared with later operations.
 func (th *Throttle) Dest(req *http.Request) *Dest {
-	var d *Dest
-	switch {
-	case th.Shared != nil:
-		d = th.sharedDest(req)
-	case th.Key == nil:
-		th.dests.PinBy(&destPinned)
-		d = th.dests.GetHost(req, th.MaxKeys, newDest)
-	default:
-		th.dests.PinBy(&destPinned)
-		d = th.dests.Get(th.Key(req), th.MaxKeys, newDest)
+	if th.Shared != nil {
+		return th.sharedDest(req).credential(req)
 	}
-	return d.credential(req)
+	th.dests.PinBy(&destPinned)
+	if th.Key == nil {
+		return th.dests.GetHost(req, th.MaxKeys, newDest).credential(req)
+	}
+	return th.dests.Get(th.Key(req), th.MaxKeys, newDest).credential(req)
 }
 
 // MaxCredentials is how many credentials' quotas a destination keeps.
@@ -286,11 +282,11 @@ type Result struct {
 const pendingFold = 64
 
 // Record counts an attempt's result, accepted or an overload signal,
-// and reads what its response says of the quota. A response below 429
-// from a cold destination whose quota does not want it read (a
-// destination that sent no rate-limit fields for a while) is only
-// counted, without a clock reading but every pendingFold, and sampled
-// when the count is folded.
+// and reads what its response says of the quota. A response that
+// signalled no overload, from a cold destination whose quota does not
+// want it read (a destination that sent no rate-limit fields for a
+// while), is only counted, without a clock reading but every
+// pendingFold, and sampled when the count is folded.
 func (th *Throttle) Record(d *Dest, r Result, clock Clock) {
 	clock = orSystem(clock)
 	if r.Status == 0 {
@@ -300,17 +296,18 @@ func (th *Throttle) Record(d *Dest, r Result, clock Clock) {
 		d.quota.unanswered()
 		d.quota.released(1, false)
 	}
-	switch {
-	case r.Unheard:
+	if r.Unheard {
 		return
-	case r.Canceled && r.Overload:
+	}
+	if r.Canceled && r.Overload {
 		th.request(d, clock)
 		return
-	case r.Canceled:
+	}
+	if r.Canceled {
 		th.accept(d, clock)
 		return
 	}
-	if r.Status != 0 && r.Status < http.StatusTooManyRequests && !r.HasRetryAfter && !th.hotFor(d) && !d.quota.wants(r.Status) {
+	if r.Status != 0 && !r.Overload && !r.HasRetryAfter && !th.hotFor(d) && !d.quota.wants(r.Status) {
 		if th.count(d, clock) {
 			d.quota.sample(r.Header)
 		}

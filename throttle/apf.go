@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -55,19 +56,10 @@ func (q *quotaState) observeLevel(r *Result, level string, now time.Time) {
 // pause pauses the level named name until until: in its own place, a
 // free one, or the one whose pause ends first.
 func (l *apfLevels) pause(name string, until int64) {
-	at := 0
-	for i := range l.name {
-		if l.name[i] == name {
-			at = i
-			break
-		}
-		if l.until[i] < l.until[at] {
-			at = i
-		}
-	}
-	if l.name[at] != name {
-		l.name[at] = name
-		l.until[at] = 0
+	at := slices.Index(l.name[:], name)
+	if at < 0 {
+		at = slices.Index(l.until[:], slices.Min(l.until[:]))
+		l.name[at], l.until[at] = name, 0
 	}
 	l.until[at] = max(l.until[at], until)
 }
@@ -76,7 +68,7 @@ func (l *apfLevels) pause(name string, until int64) {
 // 0 when it is not paused.
 func (l *apfLevels) opens(name string, now int64) int64 {
 	for i := range l.name {
-		if l.name[i] == name && now < l.until[i] {
+		if l.name[i] == name && holds(l.until[i], now) {
 			return l.until[i]
 		}
 	}

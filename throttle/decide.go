@@ -60,7 +60,7 @@ const (
 // requests with probability share shows fewer than n/k accepts in them:
 // the binomial tail P(accepts < n/k), the chance that its counts give a
 // refusal probability above 0. share is at most 1; one of 0 or less is
-// misread every time.
+// misread every time. k is at least 1.
 func misreadChance(n int, share, k float64) float64 {
 	if share <= 0 {
 		return 1
@@ -68,7 +68,10 @@ func misreadChance(n int, share, k float64) float64 {
 	// Each term in logarithms, so that none underflows at large n.
 	lg := func(x int) float64 { v, _ := math.Lgamma(float64(x) + 1); return v }
 	chance := 0.0
-	for a := 0; float64(a)*k < float64(n); a++ {
+	for a := range n {
+		if float64(a)*k >= float64(n) {
+			break
+		}
 		chance += math.Exp(lg(n) - lg(a) - lg(n-a) + float64(a)*math.Log(share) + float64(n-a)*math.Log1p(-share))
 	}
 	return min(chance, 1)

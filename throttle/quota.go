@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"cmp"
 	"math"
 	"math/bits"
 	"net/http"
@@ -129,7 +130,7 @@ func (q *quotaState) spent(now time.Time) (time.Time, bool) {
 // spent quota at now, and when the group opens again; held is false when
 // no such quota is held.
 func (q *quotaState) spentNamed(name string, now time.Time) (reset time.Time, spent, held bool) {
-	if p := q.paused.Load(); stamp(now) < p {
+	if p := q.paused.Load(); holds(p, stamp(now)) {
 		return instant(p), true, true
 	}
 	i := -1
@@ -227,12 +228,12 @@ func (q *quotaState) check(now time.Time, take bool, req *http.Request) (time.Ti
 // a release (see endPause).
 func (q *quotaState) pausedUntil(now time.Time, req *http.Request) int64 {
 	if p := q.paused.Load(); p != 0 {
-		if stamp(now) < p {
+		if holds(p, stamp(now)) {
 			return p
 		}
 		q.endPause(p)
 	}
-	if req != nil && stamp(now) < q.levelUntil.Load() {
+	if req != nil && holds(q.levelUntil.Load(), stamp(now)) {
 		return q.levelOpens(req, now)
 	}
 	return 0
@@ -245,7 +246,7 @@ func (q *quotaState) checkHeld(u int64, now time.Time, take bool, req *http.Requ
 	if v.held == 0 {
 		// Every window has reset with nothing to renew: admit until a
 		// response says more.
-		if !q.releasing.Load() && stamp(now) >= q.levelUntil.Load() {
+		if !q.releasing.Load() && !holds(q.levelUntil.Load(), stamp(now)) {
 			q.until.CompareAndSwap(u, 0)
 		}
 		return time.Time{}, true, false
@@ -307,12 +308,13 @@ func (q *quotaState) takeFrom(drawn uint32) (reset time.Time, ok, counted bool) 
 		taken |= 1 << i
 	}
 	for i := range q.slots {
-		switch s := &q.slots[i]; {
-		case taken&(1<<i) == 0:
-		case spent != 0:
-			s.left.Add(1)
-		default:
-			s.inflight.Add(1)
+		if taken&(1<<i) == 0 {
+			continue
+		}
+		if spent != 0 {
+			q.slots[i].left.Add(1)
+		} else {
+			q.slots[i].inflight.Add(1)
 		}
 	}
 	if spent != 0 {
@@ -350,9 +352,10 @@ func (v *quotaView) opens(i int) int64 {
 }
 
 // open reports whether a request may go: some group held has every quota
-// with requests left. Else it returns when the first group opens.
+// with requests left. Else it returns when the first group opens. v
+// holds at least one quota.
 func (v *quotaView) open() (int64, bool) {
-	var first int64
+	first := int64(math.MaxInt64)
 	for i := range maxQuotaNames {
 		if v.held&(1<<i) == 0 {
 			continue
@@ -361,9 +364,7 @@ func (v *quotaView) open() (int64, bool) {
 		if at == 0 {
 			return 0, true
 		}
-		if first == 0 || at < first {
-			first = at
-		}
+		first = min(first, at)
 	}
 	return first, false
 }
@@ -382,28 +383,25 @@ func (v *quotaView) drawn() uint32 {
 
 // current returns the reset of s's window at now, and whether s holds a
 // quota. A window that has reset is renewed with the quota's limit when
-// both the limit and the window's length are known and a response
-// announced the quota during the window that ended, so that the callers
-// waiting for the reset are admitted up to the quota, not all at once
-// before any response says what the new window holds; a quota no
-// response announced for a whole window is dropped, as one the
-// destination no longer meters.
+// the window's length is known (its limit is then known too: both are
+// learned from a window's count, see update) and a response announced
+// the quota during the window that ended, so that the callers waiting
+// for the reset are admitted up to the quota, not all at once before any
+// response says what the new window holds; a quota no response
+// announced for a whole window is dropped, as one the destination no
+// longer meters.
 func (q *quotaState) current(s *quotaSlot, now time.Time) (time.Time, bool) {
-	u := s.until.Load()
-	if u == 0 {
-		return time.Time{}, false
-	}
-	if stamp(now) < u {
-		return instant(u), true
+	if u, ended := s.window(now); !ended {
+		return heldUntil(u)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if s.until.Load() != u { // renewed or replaced meanwhile
-		u = s.until.Load()
-		return instant(u), u != 0
+	u, ended := s.window(now)
+	if !ended { // renewed or replaced meanwhile
+		return heldUntil(u)
 	}
 	limit, period := s.limit.Load(), s.period.Load()
-	if !s.announced.Load() || limit <= 0 || period <= 0 {
+	if !s.announced.Load() || period <= 0 {
 		if s.announced.Load() && s.left.Load() <= 0 && !q.releasing.Load() {
 			// Announced spent, and the new window's count not known:
 			// the operations held for it are let go one at a time.
@@ -423,6 +421,18 @@ func (q *quotaState) current(s *quotaSlot, now time.Time) (time.Time, bool) {
 	return instant(next), true
 }
 
+// window returns the reset of s's window, in stamp nanoseconds (0 when
+// none is held), and whether it has ended at now, to be renewed or
+// dropped.
+func (s *quotaSlot) window(now time.Time) (u int64, ended bool) {
+	u = s.until.Load()
+	return u, u != 0 && !holds(u, stamp(now))
+}
+
+// heldUntil returns the reset u, in stamp nanoseconds, as a time, and
+// whether it is a window held: 0 is none.
+func heldUntil(u int64) (time.Time, bool) { return instant(u), u != 0 }
+
 // renewedReset returns the reset of the window holding now, for windows
 // of period that follow one ending at until ≤ now.
 func renewedReset(until, now, period int64) int64 {
@@ -433,7 +443,7 @@ func renewedReset(until, now, period int64) int64 {
 func storeMax(a *atomic.Int64, v int64) {
 	for {
 		old := a.Load()
-		if old >= v || a.CompareAndSwap(old, v) {
+		if max(old, v) == old || a.CompareAndSwap(old, v) {
 			return
 		}
 	}
@@ -462,12 +472,13 @@ func (q *quotaState) sample(h http.Header) {
 // it, up to quotaMisses.
 func (q *quotaState) miss(has bool) {
 	m := q.misses.Load()
-	switch {
-	case has && m != 0:
-		q.misses.Store(0)
-	case !has && m < quotaMisses:
-		q.misses.CompareAndSwap(m, m+1)
+	if has {
+		if m != 0 {
+			q.misses.Store(0)
+		}
+		return
 	}
+	q.misses.CompareAndSwap(m, min(m+1, quotaMisses))
 }
 
 // observe reads what an answer says of the quotas. Of several quotas the
@@ -486,25 +497,25 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 	}
 	var names [maxQuotaNames]string
 	if st == http.StatusTooManyRequests && pausesDestination(&set, q.namesHeld(names[:0])) {
-		if a, ok := quotaAnnounced(set.rl[0], set.n > 0, st, ra, hasRA); ok {
+		if a, ok := quotaAnnounced(set.rl[0], st, ra, hasRA); ok {
 			q.pause(stamp(now.Add(a.rl.Reset)), now)
 		}
 		return
 	}
 	var group uint32
-	named := -1 // the slot of the first quota the response named
+	var named uint32 // the slots of the quotas the response named
 	apart := namedApart(r.Header, &set)
 	for i := range max(set.n, 1) {
 		status := st
 		if i > 0 {
 			status = http.StatusOK
 		}
-		if a, ok := quotaAnnounced(set.rl[i], i < set.n, status, ra, hasRA); ok {
+		if a, ok := quotaAnnounced(set.rl[i], status, ra, hasRA); ok {
 			bit := q.update(a, group, now, sent)
 			q.slots[bits.TrailingZeros32(bit)].apart.Store(apart)
 			group |= bit
-			if named < 0 && a.rl.Name != "" {
-				named = bits.TrailingZeros32(bit)
+			if a.rl.Name != "" {
+				named |= bit
 			}
 		}
 	}
@@ -519,8 +530,10 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 		q.unanswered()
 	}
 	q.answered(group != 0, st)
-	if named >= 0 {
-		q.rememberRoute(r.Request, named, now)
+	if named != 0 {
+		// The quotas named together are one group: any one of them
+		// names it.
+		q.rememberRoute(r.Request, bits.TrailingZeros32(named), now)
 	}
 }
 
@@ -543,17 +556,18 @@ const apfPriorityLevel = "X-Kubernetes-Pf-Prioritylevel-Uid"
 // 403's, read as a 429 (GitHub answers its secondary rate limit with a
 // 403 and Retry-After).
 func quotaStatus(r *Result) (status int, ra time.Duration, hasRA bool) {
-	switch {
-	case r.Status == http.StatusTooManyRequests && len(r.Header[apfPriorityLevel]) > 0:
+	if r.Status == http.StatusTooManyRequests && len(r.Header[apfPriorityLevel]) > 0 {
 		// Kubernetes API Priority and Fairness refused the request for
 		// its priority level alone: no quota of the whole server is
 		// spent (observeLevel pauses that level's routes), and other
 		// levels (a controller's lease renewal) still go. The 429 is an
 		// overload signal, counted as any other.
 		return http.StatusOK, 0, false
-	case r.Status == http.StatusTooManyRequests:
+	}
+	if r.Status == http.StatusTooManyRequests {
 		return r.Status, r.RetryAfter, r.HasRetryAfter
-	case r.Status == http.StatusForbidden && r.HasRetryAfter:
+	}
+	if r.Status == http.StatusForbidden && r.HasRetryAfter {
 		return http.StatusTooManyRequests, r.RetryAfter, true
 	}
 	return r.Status, 0, false
@@ -612,12 +626,13 @@ func (q *quotaState) endPause(p int64) {
 func (q *quotaState) releaseOne(take bool) (ok, took bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	switch {
-	case !q.releasing.Load():
+	if !q.releasing.Load() {
 		return true, false
-	case q.rel.tokens <= 0:
+	}
+	if q.rel.tokens <= 0 {
 		return false, false
-	case take:
+	}
+	if take {
 		q.rel.tokens--
 		return true, true
 	}
@@ -658,10 +673,11 @@ func (q *quotaState) releasedLocked(n int, answered bool) {
 // there; one that is not a 429 lets the next operation go. q.mu must be
 // held.
 func (q *quotaState) answered(announced bool, st int) {
-	switch {
-	case announced && q.releasing.Load():
+	if announced && q.releasing.Load() {
 		q.endRelease()
-	case st != http.StatusTooManyRequests:
+		return
+	}
+	if st != http.StatusTooManyRequests {
 		q.releasedLocked(1, true)
 	}
 }
@@ -770,17 +786,20 @@ func (q *quotaState) slot(name string, taken uint32) int {
 	for i := range q.slots {
 		s := &q.slots[i]
 		u := s.until.Load()
-		switch {
-		case taken&(1<<i) != 0:
-		case s.name == name && u != 0:
+		if taken&(1<<i) != 0 {
+			continue
+		}
+		if s.name == name && u != 0 {
 			return i
-		case u == 0 && (free < 0 || s.name == name):
+		}
+		if u == 0 && (free == -1 || s.name == name) {
 			free = i
-		case u != 0 && (first < 0 || evictsBefore(s, &q.slots[first])):
+		}
+		if u != 0 && (first == -1 || evictsBefore(s, &q.slots[first])) {
 			first = i
 		}
 	}
-	if free < 0 {
+	if free == -1 {
 		free = first
 	}
 	if s := &q.slots[free]; s.name != name {
@@ -807,7 +826,8 @@ func evictsBefore(a, b *quotaSlot) bool {
 	if aSpent != bSpent {
 		return !aSpent
 	}
-	return a.until.Load() < b.until.Load()
+	// Of two that reset together, either may go first.
+	return cmp.Less(a.until.Load(), b.until.Load())
 }
 
 // decrementIfPositive takes one from a unless it is 0, and returns what
@@ -838,8 +858,8 @@ type announcement struct {
 const quotaLeftPause = time.Minute
 
 // quotaAnnounced decides what a response says of its quota, given its
-// rate-limit headers (rl, when ok), its status and, on a 429, its
-// Retry-After (ra, when hasRA). A response below 429 announces a quota
+// rate-limit headers (rl, the zero RateLimit when they announce none),
+// its status and, on a 429, its Retry-After (ra, when hasRA). A response below 429 announces a quota
 // when its headers give a reset. A 429 spends the quota: until the
 // headers' reset when they say none remains, else for the Retry-After
 // the server asked (a 429 with quota left, or with a reset that cannot
@@ -849,20 +869,22 @@ const quotaLeftPause = time.Minute
 // (see resetAgrees): a reset already past, or later than the
 // Retry-After, is not believed, and the quota is spent for the
 // Retry-After, its window's length not learned from it.
-func quotaAnnounced(rl RateLimit, ok bool, status int, ra time.Duration, hasRA bool) (announcement, bool) {
+func quotaAnnounced(rl RateLimit, status int, ra time.Duration, hasRA bool) (announcement, bool) {
 	if status != http.StatusTooManyRequests {
-		return announcement{rl: rl, paced: true}, ok && rl.HasReset
+		return announcement{rl: rl, paced: true}, rl.HasReset
 	}
-	switch {
-	case ok && rl.Remaining == 0 && rl.HasReset && resetAgrees(rl.Reset, ra, hasRA):
+	if rl.Remaining == 0 && rl.HasReset && resetAgrees(rl.Reset, ra, hasRA) {
 		return announcement{rl: rl, spent: true, paced: true}, true
-	case hasRA:
+	}
+	if hasRA {
 		rl.Reset, rl.HasReset = min(ra, maxRateLimitReset), true
 		return announcement{rl: rl, spent: true}, true
-	case ok && rl.HasReset && rl.Reset > quotaLeftPause:
+	}
+	if rl.HasReset && rl.Reset > quotaLeftPause {
 		rl.Reset = quotaLeftPause
 		return announcement{rl: rl, spent: true}, true
-	case ok && rl.HasReset:
+	}
+	if rl.HasReset {
 		return announcement{rl: rl, spent: true, paced: true}, true
 	}
 	return announcement{}, false
@@ -909,11 +931,10 @@ func quotaUpdate(rl RateLimit, spent bool, q heldQuota, now, sent time.Time) (un
 		remaining = 0
 	}
 	from := countedFrom(sent, now, spent)
-	if by := sentBy(sent, q.knownAt); q.until != 0 && q.period > int64(2*quotaSame) && by != unknownTime && by < q.until-q.period {
+	if by := sentBy(sent, q.knownAt); q.until != 0 && !shortWindow(q.period) && by != unknownTime && by < q.until-q.period {
 		// Counted before the held window began: an answer of the one
 		// before, read late, which says nothing of this one. (Resets
-		// in whole seconds cannot place a window of up to two seconds
-		// that finely.)
+		// in whole seconds cannot place a short window that finely.)
 		return q.until, q.left, q.low
 	}
 	next := stamp(now.Add(rl.Reset))
@@ -937,10 +958,10 @@ const unknownTime = math.MinInt64
 // window from now, as it says; for another answer it is unknownTime, so
 // that the answer, which may be late, starts no new window.
 func countedFrom(sent, now time.Time, spent bool) int64 {
-	switch {
-	case sent.IsZero() && !spent:
+	if sent.IsZero() && !spent {
 		return unknownTime
-	case sent.IsZero() || sent.After(now):
+	}
+	if sent.IsZero() || sent.After(now) {
 		return stamp(now)
 	}
 	return stamp(sent)
@@ -951,10 +972,10 @@ func countedFrom(sent, now time.Time, spent bool) int64 {
 // clock, when the destination's first quota was known (knownAt), since
 // only attempts sent before it do not; unknownTime when neither is known.
 func sentBy(sent time.Time, knownAt int64) int64 {
-	switch {
-	case !sent.IsZero():
+	if !sent.IsZero() {
 		return stamp(sent)
-	case knownAt != 0:
+	}
+	if knownAt != 0 {
 		return knownAt
 	}
 	return unknownTime
@@ -982,8 +1003,13 @@ func sameWindow(until int64, reset time.Duration, from int64, now time.Time) boo
 // one has a reset more than quotaSame later, and an answer with a reset
 // close to the one held and more left is a late one.
 func newerWindow(next, remaining int64, q heldQuota) bool {
-	return q.period <= int64(2*quotaSame) && next > q.until && remaining > max(q.left, 0)+q.inflight
+	return shortWindow(q.period) && next > q.until && remaining > max(q.left, 0)+q.inflight
 }
+
+// shortWindow reports whether a quota window of period nanoseconds (0
+// when not known) is too short for resets in whole seconds to tell it
+// from the next: up to 2·quotaSame.
+func shortWindow(period int64) bool { return period <= int64(2*quotaSame) }
 
 // limitOf returns a quota's size: the announced limit, else the most a
 // window was seen to hold, a response's remaining count and the request

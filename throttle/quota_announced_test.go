@@ -23,7 +23,7 @@ func TestQuota429WithQuotaLeftPausesForAtMostAMinute(t *testing.T) {
 		{time.Minute + time.Second, time.Minute, false},
 		{time.Hour, time.Minute, false},
 	} {
-		a, ok := quotaAnnounced(RateLimit{Remaining: 5, Reset: tt.reset, HasReset: true}, true, http.StatusTooManyRequests, 0, false)
+		a, ok := quotaAnnounced(RateLimit{Remaining: 5, Reset: tt.reset, HasReset: true}, http.StatusTooManyRequests, 0, false)
 		if !ok || !a.spent || a.rl.Reset != tt.want || a.paced != tt.paced {
 			t.Errorf("a 429 with 5 left, reset in %v: %+v, %v; want spent for %v, paced %v", tt.reset, a, ok, tt.want, tt.paced)
 		}

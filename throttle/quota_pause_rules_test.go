@@ -264,6 +264,47 @@ func TestQuotaAPFLevelsEachEndAtTheirOwnEndAndTheFirstToEndMakesRoom(t *testing.
 	check("at level 1's end", 2, true, ruleDate.Add(20*time.Second))
 }
 
+// TestQuotaAPFShorterRetryAfterOfAPausedLevelKeepsItsLongerPause: the
+// priority level "workload-low" is paused for 10s by a 429; a second 429
+// of the level, 2s later, asks for 3s only (a retry that went before the
+// pause): a pause only moves on, and the deployments' route is refused
+// until the first pause's end, 10s.
+func TestQuotaAPFShorterRetryAfterOfAPausedLevelKeepsItsLongerPause(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClockAt(ruleDate)
+	th := &Throttle{draws: func() float64 { return 1 }}
+	const deployments = "/apis/apps/v1/deployments"
+	ask(th, fc, "GET", deployments, http.StatusTooManyRequests, apfAnswer("workload-low", "10"))
+	fc.Advance(2 * time.Second)
+	req := httptest.NewRequest("GET", "https://api.test"+deployments, nil)
+	th.record(th.Dest(req), &http.Response{StatusCode: http.StatusTooManyRequests, Header: apfAnswer("workload-low", "3"), Request: req}, nil, fc.Now(), fc)
+	fc.Advance(4 * time.Second)
+	if reset, err := ask(th, fc, "GET", deployments, 0, nil); !errors.Is(err, ErrQuotaExhausted) || !reset.Equal(ruleDate.Add(10*time.Second)) {
+		t.Errorf("6s in, after a 429 asking for 3s at 2s: %v, reset %v; want ErrQuotaExhausted until %v", err, reset, ruleDate.Add(10*time.Second))
+	}
+}
+
+// TestQuotaAPFRoutesOfAPausedLevelAreKeptWhileOtherRoutesComeAndGo: the
+// deployments' route is in "workload-low", paused for a minute; then 64
+// other routes (more than a destination remembers) are answered by a
+// level not paused: the paused level's route is not forgotten to make
+// room for them, and the deployments are refused until the pause ends.
+func TestQuotaAPFRoutesOfAPausedLevelAreKeptWhileOtherRoutesComeAndGo(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClockAt(ruleDate)
+	th := &Throttle{draws: func() float64 { return 1 }}
+	const deployments = "/apis/apps/v1/deployments"
+	ask(th, fc, "GET", deployments, http.StatusTooManyRequests, apfAnswer("workload-low", "60"))
+	for i := range quotaRoutes {
+		if _, err := ask(th, fc, "GET", "/apis/g"+itoa(int64(i))+"/v1/x", http.StatusOK, apfAnswer("global-default", "")); err != nil {
+			t.Fatalf("route %d of a level not paused: %v; want sent", i, err)
+		}
+	}
+	if reset, err := ask(th, fc, "GET", deployments, 0, nil); !errors.Is(err, ErrQuotaExhausted) || !reset.Equal(ruleDate.Add(time.Minute)) {
+		t.Errorf("deployments after %d other routes: %v, reset %v; want ErrQuotaExhausted until %v", quotaRoutes, err, reset, ruleDate.Add(time.Minute))
+	}
+}
+
 // TestQuotaRouteOfASpentPolicyIsRefusedWhileAnotherPolicyHasRequestsLeft:
 // a server meters two routes by two RateLimit policies, each announced
 // alone by its route's answers: "burst" spent for 30s on /a, "daily"

@@ -113,7 +113,7 @@ func (q *quotaState) spentHeld(name string, now time.Time) bool {
 	for i := range q.slots {
 		if s := &q.slots[i]; s.name == name {
 			u := s.until.Load()
-			return u != 0 && stamp(now) < u && s.left.Load() <= 0
+			return u != 0 && holds(u, stamp(now)) && s.left.Load() <= 0
 		}
 	}
 	return false

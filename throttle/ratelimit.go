@@ -146,10 +146,8 @@ func (s *rateLimits) add(p RateLimit) {
 // parseRateLimits reads every quota h announces, as ParseRateLimit
 // describes.
 func parseRateLimits(h http.Header, now time.Time) rateLimits {
-	if v := h["Ratelimit"]; len(v) > 0 {
-		if set := parseRateLimitField(v, h["Ratelimit-Policy"], h, now); set.n > 0 {
-			return set
-		}
+	if set := parseRateLimitField(h["Ratelimit"], h["Ratelimit-Policy"], h, now); set.n > 0 {
+		return set
 	}
 	if rl, ok := parseRateLimitPair(h, draftFields, now); ok {
 		return oneRateLimit(rl)
@@ -398,14 +396,16 @@ func splitOutsideStrings(v string, sep byte) func(yield func(string) bool) {
 		start, quoted := 0, false
 		for i := 0; i <= len(v); i++ {
 			if i < len(v) {
-				switch c := v[i]; {
-				case c == '"':
+				c := v[i]
+				if c == '"' {
 					quoted = !quoted
 					continue
-				case c == '\\' && quoted:
+				}
+				if c == '\\' && quoted {
 					i++
 					continue
-				case c != sep || quoted:
+				}
+				if c != sep || quoted {
 					continue
 				}
 			}

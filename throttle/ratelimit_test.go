@@ -168,43 +168,42 @@ func TestQuotaAnnounced(t *testing.T) {
 	tests := []struct {
 		name   string
 		rl     RateLimit
-		ok     bool
 		status int
 		ra     time.Duration
 		hasRA  bool
 		want   announcement
 		wantOK bool
 	}{
-		{"200 with a reset", withReset, true, 200, 0, false, announcement{rl: withReset, paced: true}, true},
-		{"200 without a reset", noReset, true, 200, 0, false, announcement{rl: noReset, paced: true}, false},
-		{"200 without headers", RateLimit{}, false, 200, 0, false, announcement{paced: true}, false},
-		{"429, headers spent: their reset", spentRL, true, 429, 20 * time.Second, true, announcement{rl: spentRL, spent: true, paced: true}, true},
-		{"429, headers spent, reset a second past Retry-After: their reset", spentRL, true, 429, 19 * time.Second, true, announcement{rl: spentRL, spent: true, paced: true}, true},
-		{"429, headers spent, no Retry-After: their reset", spentRL, true, 429, 0, false, announcement{rl: spentRL, spent: true, paced: true}, true},
-		{"429, headers spent, reset later than Retry-After: the Retry-After", spentRL, true, 429, 5 * time.Second, true,
+		{"200 with a reset", withReset, 200, 0, false, announcement{rl: withReset, paced: true}, true},
+		{"200 without a reset", noReset, 200, 0, false, announcement{rl: noReset, paced: true}, false},
+		{"200 without headers", RateLimit{}, 200, 0, false, announcement{paced: true}, false},
+		{"429, headers spent: their reset", spentRL, 429, 20 * time.Second, true, announcement{rl: spentRL, spent: true, paced: true}, true},
+		{"429, headers spent, reset a second past Retry-After: their reset", spentRL, 429, 19 * time.Second, true, announcement{rl: spentRL, spent: true, paced: true}, true},
+		{"429, headers spent, no Retry-After: their reset", spentRL, 429, 0, false, announcement{rl: spentRL, spent: true, paced: true}, true},
+		{"429, headers spent, reset later than Retry-After: the Retry-After", spentRL, 429, 5 * time.Second, true,
 			announcement{rl: RateLimit{Reset: 5 * time.Second, HasReset: true}, spent: true}, true},
-		{"429, headers spent, reset past: the Retry-After", RateLimit{HasReset: true}, true, 429, 30 * time.Second, true,
+		{"429, headers spent, reset past: the Retry-After", RateLimit{HasReset: true}, 429, 30 * time.Second, true,
 			announcement{rl: RateLimit{Reset: 30 * time.Second, HasReset: true}, spent: true}, true},
-		{"429, headers spent, reset a day off: the Retry-After", RateLimit{Reset: maxRateLimitReset, HasReset: true, Limit: 60}, true, 429, 42 * time.Second, true,
+		{"429, headers spent, reset a day off: the Retry-After", RateLimit{Reset: maxRateLimitReset, HasReset: true, Limit: 60}, 429, 42 * time.Second, true,
 			announcement{rl: RateLimit{Reset: 42 * time.Second, HasReset: true, Limit: 60}, spent: true}, true},
-		{"429 with quota left and Retry-After: the pause", withReset, true, 429, time.Minute, true,
+		{"429 with quota left and Retry-After: the pause", withReset, 429, time.Minute, true,
 			announcement{rl: RateLimit{Remaining: 4990, Reset: time.Minute, HasReset: true, Name: "core"}, spent: true}, true},
-		{"429, unreadable reset, Retry-After: the pause", noReset, true, 429, 30 * time.Second, true,
+		{"429, unreadable reset, Retry-After: the pause", noReset, 429, 30 * time.Second, true,
 			announcement{rl: RateLimit{Reset: 30 * time.Second, HasReset: true}, spent: true}, true},
-		{"429, Retry-After only", RateLimit{}, false, 429, 30 * time.Second, true,
+		{"429, Retry-After only", RateLimit{}, 429, 30 * time.Second, true,
 			announcement{rl: RateLimit{Reset: 30 * time.Second, HasReset: true}, spent: true}, true},
-		{"429, Retry-After past a day: a day", RateLimit{}, false, 429, 48 * time.Hour, true,
+		{"429, Retry-After past a day: a day", RateLimit{}, 429, 48 * time.Hour, true,
 			announcement{rl: RateLimit{Reset: maxRateLimitReset, HasReset: true}, spent: true}, true},
-		{"429 with quota left, no Retry-After: a minute, not the headers' hour", withReset, true, 429, 0, false,
+		{"429 with quota left, no Retry-After: a minute, not the headers' hour", withReset, 429, 0, false,
 			announcement{rl: RateLimit{Remaining: 4990, Reset: time.Minute, HasReset: true, Name: "core"}, spent: true}, true},
-		{"429 with quota left, no Retry-After, a reset within a minute: the reset", soonReset, true, 429, 0, false,
+		{"429 with quota left, no Retry-After, a reset within a minute: the reset", soonReset, 429, 0, false,
 			announcement{rl: soonReset, spent: true, paced: true}, true},
-		{"429 with nothing", RateLimit{}, false, 429, 0, false, announcement{}, false},
+		{"429 with nothing", RateLimit{}, 429, 0, false, announcement{}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, ok := quotaAnnounced(tt.rl, tt.ok, tt.status, tt.ra, tt.hasRA)
+			got, ok := quotaAnnounced(tt.rl, tt.status, tt.ra, tt.hasRA)
 			if ok != tt.wantOK || (ok && got != tt.want) {
 				t.Errorf("quotaAnnounced = %+v, %v; want %+v, %v", got, ok, tt.want, tt.wantOK)
 			}
@@ -213,7 +212,8 @@ func TestQuotaAnnounced(t *testing.T) {
 }
 
 // TestQuotaLimitAndPeriod: a quota's size and window length, announced
-// or learned from the counts seen, and the window a reset renews into.
+// or learned from the counts seen (never above the largest count a
+// field carries), and the window a reset renews into.
 func TestQuotaLimitAndPeriod(t *testing.T) {
 	t.Parallel()
 	if got := limitOf(RateLimit{Limit: 30, Remaining: 50}, 80); got != 30 {
@@ -224,6 +224,9 @@ func TestQuotaLimitAndPeriod(t *testing.T) {
 	}
 	if got := limitOf(RateLimit{Remaining: 3}, 10); got != 10 {
 		t.Errorf("limitOf from remaining 3, 10 seen = %d; want 10", got)
+	}
+	if got := limitOf(RateLimit{Remaining: maxSFInteger}, 0); got != maxSFInteger {
+		t.Errorf("limitOf from the largest remaining a field carries = %d; want %d, no more", got, int64(maxSFInteger))
 	}
 	if got := periodOf(RateLimit{Window: time.Minute, Reset: time.Hour}, 0); got != int64(time.Minute) {
 		t.Errorf("periodOf announced = %v; want 1m", time.Duration(got))

@@ -78,9 +78,10 @@ func (th *Throttle) hotFor(d *Dest) bool {
 	return d.hot.Load() || d.fleetHot()
 }
 
-// share hands counts of d made at now to the Shared, if any.
+// share hands counts of d made at now to the Shared, if any: none when
+// no request is counted (accepts come with their requests).
 func (th *Throttle) share(d *Dest, now time.Time, requests, accepts float64) {
-	if k := th.shareKey(d); k != "" && (requests != 0 || accepts != 0) {
+	if k := th.shareKey(d); k != "" && requests != 0 {
 		d.fleet.Load().shared.Add(k, now, requests, accepts)
 	}
 }

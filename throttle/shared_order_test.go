@@ -65,3 +65,26 @@ func TestSharedFleetCountsAreAskedInBucketsOfATenthOfTheWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedProcessCountsAreReadFromTheNewestBucketBack: with a fleet
+// that adds nothing, a decision reads the process's own counts as it
+// would without one, the newest bucket first: 2 failures in the head
+// bucket, 9 failures 20 buckets back, 5 accepts 35 back. The counts
+// reach back to the failures (11 requests, over 21 buckets), never to
+// the accepts.
+func TestSharedProcessCountsAreReadFromTheNewestBucketBack(t *testing.T) {
+	t.Parallel()
+	req := httptest.NewRequest(http.MethodGet, "http://api.example/x", nil)
+	th := &Throttle{Shared: &fleetCounts{hot: true}}
+	d := th.Dest(req)
+	d.w.head = 7
+	d.w.b[7] = bucket{2, 0}
+	d.w.b[(7-20+throttleRing)%throttleRing] = bucket{9, 0}
+	d.w.b[(7-35+throttleRing)%throttleRing] = bucket{5, 5}
+	d.mu.Lock()
+	reqs, accs, n := th.decisionCounts(d, time.Now())
+	d.mu.Unlock()
+	if reqs != 11 || accs != 0 || n != 21 {
+		t.Errorf("decision counts %v requests, %v accepts over %d buckets; want 11, 0, over 21", reqs, accs, n)
+	}
+}

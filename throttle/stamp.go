@@ -33,3 +33,8 @@ func instant(n int64) time.Time {
 	}
 	return stampBase.Add(time.Duration(n - stampOffset))
 }
+
+// holds reports whether a pause or a quota window that ends at the stamp
+// until still holds at the stamp now: it ends at until, and a request at
+// until goes. Every such end is read by this one rule.
+func holds(until, now int64) bool { return now < until }

@@ -193,14 +193,10 @@ func positiveOr(x, def float64) float64 {
 // which the throttle refuses any: MinRate a second over span, and at
 // least throttleSamples; none with a negative MinRate.
 func (th *Throttle) minRequests(span time.Duration) float64 {
-	rate := th.MinRate
-	if rate == 0 || math.IsNaN(rate) || math.IsInf(rate, 1) {
-		rate = DefaultMinRate
-	}
-	if rate < 0 {
+	if th.MinRate < 0 {
 		return 0
 	}
-	return max(rate*span.Seconds(), throttleSamples)
+	return max(positiveOr(th.MinRate, DefaultMinRate)*span.Seconds(), throttleSamples)
 }
 
 func (th *Throttle) rand() float64 {
@@ -334,7 +330,7 @@ func (th *Throttle) tally(s *Dest, now time.Time, req, acc float64, signal bool)
 func (s *Dest) sync(th *Throttle, now time.Time) {
 	width := th.window() / throttleBuckets
 	s.w.advance(now, width)
-	if n := s.pending.Swap(0); n > 0 {
+	if n := s.pending.Swap(0); n != 0 {
 		head := s.w.spread(float64(n), foldSpan(s.lastFold, s.first.Load(), now, width), width)
 		if th.hotFor(s) {
 			// Only the head bucket's part is shared: the fleet counts

@@ -204,6 +204,7 @@ func TestCountBack(t *testing.T) {
 		{"past an accept, older failures left out", ring(map[int]bucket{3: {4, 0}, 40: {2, 1}, 30: {3, 0}}), 3, 5, 1, throttleRing},
 		{"an accept in the window: older failures left out", ring(map[int]bucket{3: {4, 1}, 40: {2, 0}, 30: {3, 3}}), 3, 7, 4, throttleRing},
 		{"wraps round the ring", ring(map[int]bucket{5: {1, 0}, 6: {1, 0}}), 5, 2, 0, throttleRing},
+		{"the first bucket past the window holds an accept: its accepts alone", ring(map[int]bucket{0: {2, 0}, 40: {5, 1}}), 0, 3, 1, throttleRing},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

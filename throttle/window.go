@@ -15,14 +15,11 @@ import "time"
 // this can overstate is pendingFold accepts, gone from the window one
 // Window later.
 func foldSpan(lastFold time.Time, first int64, now time.Time, width time.Duration) time.Duration {
-	var d time.Duration
-	switch {
-	case !lastFold.IsZero():
+	d := width
+	if !lastFold.IsZero() {
 		d = now.Sub(lastFold)
-	case first != 0:
+	} else if first != 0 {
 		d = max(now.Sub(instant(first)), width)
-	default:
-		d = width
 	}
 	return min(d, throttleRing*width)
 }
@@ -36,23 +33,15 @@ func (th *Throttle) window() time.Duration {
 }
 
 // advance makes the head bucket the one holding now, clearing the buckets
-// it passes.
+// it passes (the whole ring at most). A now before the head bucket began
+// (read before another caller advanced the window) moves nothing.
 func (w *window) advance(now time.Time, width time.Duration) {
 	if w.start.IsZero() {
 		w.start = now
 		return
 	}
-	n := now.Sub(w.start) / width
-	if n <= 0 {
-		return
-	}
-	if n >= throttleRing {
-		w.b = [throttleRing]bucket{}
-		w.head = 0
-		w.start = now
-		return
-	}
-	for range n {
+	n := max(now.Sub(w.start)/width, 0)
+	for range min(n, throttleRing) {
 		w.head = (w.head + 1) % throttleRing
 		w.b[w.head] = bucket{}
 	}
@@ -70,10 +59,8 @@ func (w *window) add(req, acc float64) {
 // covers, up to the head. It returns what the head bucket got.
 func (w *window) spread(n float64, elapsed, width time.Duration) (head float64) {
 	span := width * throttleBuckets
-	if elapsed > span {
-		n *= float64(span) / float64(elapsed)
-		elapsed = span
-	}
+	n *= float64(span) / float64(max(elapsed, span))
+	elapsed = min(elapsed, span)
 	k := min(max(int((elapsed+width-1)/width), 1), throttleBuckets)
 	for i := range k {
 		j := (w.head - i + throttleRing) % throttleRing
