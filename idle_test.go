@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"net/textproto"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -462,5 +463,26 @@ func TestIdleWatchIgnoresStaleFiring(t *testing.T) {
 	w.expire()
 	if !cut() || !errors.Is(context.Cause(ctx), ErrIdleTimeout) {
 		t.Fatalf("cause %v at the end of the period; want the idle timeout", context.Cause(ctx))
+	}
+}
+
+// TestInterimResponsesAreBoundedByTheirHeaderBytes: 1xx responses to one
+// send may carry at most 10 MiB of headers in all, each field counted as
+// its name, its value and 32 bytes, as net/http counts them: exactly the
+// bound is allowed, an empty field more fails the attempt.
+func TestInterimResponsesAreBoundedByTheirHeaderBytes(t *testing.T) {
+	t.Parallel()
+	_, w := watchIdle(context.Background(), clockwork.NewFakeClock(), time.Minute)
+	defer w.stop()
+	// One field of name "K" and a value that makes it 1 MiB with the
+	// overhead: ten of them reach the bound exactly.
+	field := textproto.MIMEHeader{"K": {strings.Repeat("v", 1<<20-1-headerFieldOverhead)}}
+	for i := range 10 {
+		if err := w.got1xx(http.StatusContinue, field); err != nil {
+			t.Fatalf("1xx %d, %d MiB of headers in all: %v; want it allowed", i+1, i+1, err)
+		}
+	}
+	if err := w.got1xx(http.StatusContinue, textproto.MIMEHeader{"": {""}}); err == nil {
+		t.Fatalf("a 1xx past 10 MiB of headers allowed; want %v", errTooMany1xx)
 	}
 }
