@@ -230,3 +230,35 @@ func TestThrottleWeightCostsAtMostTwiceShareACount(t *testing.T) {
 		}
 	}
 }
+
+// TestThrottleWeightOfAnAcceptStaysWithinItsBoundsWhateverTheCounts: the
+// weight of an accept is a number in [1, 8] whatever counts it is given,
+// infinite or not a number included: a weight outside it (NaN) makes
+// every send's chance NaN, so counts are never sent.
+func TestThrottleWeightOfAnAcceptStaysWithinItsBoundsWhateverTheCounts(t *testing.T) {
+	t.Parallel()
+	inf, nan := math.Inf(1), math.NaN()
+	for _, c := range []struct {
+		name              string
+		requests, accepts float64
+	}{
+		{"infinite requests and accepts", inf, inf},
+		{"infinite requests", inf, 5},
+		{"infinite accepts", 5, inf},
+		{"NaN accepts", 600, nan},
+		{"negative accepts", 600, -1},
+		{"negative requests", -600, 1},
+		{"negative infinite requests", math.Inf(-1), math.Inf(-1)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			got := acceptWeight(c.requests, c.accepts)
+			if !(got >= 1 && got <= maxAcceptWeight) {
+				t.Errorf("acceptWeight(%v, %v) = %v; want a weight in [1, %d]", c.requests, c.accepts, got, maxAcceptWeight)
+			}
+			if q := sendChance(1, 1, 1.0/24, got); !(q > 0) {
+				t.Errorf("with that weight an accept's chance of a send is %v; want above 0", q)
+			}
+		})
+	}
+}
