@@ -262,3 +262,26 @@ func TestThrottleWeightOfAnAcceptStaysWithinItsBoundsWhateverTheCounts(t *testin
 		})
 	}
 }
+
+// TestThrottleWeightReadsTheLastWindowWhateverTheBucketWidth: with
+// buckets wider than the throttle's window (a fleet's Bucket of 1s), the
+// fleet's last window lies in the bucket now fills, however long ago it
+// began: an accept weighs that bucket's failures per accept at every
+// moment of the bucket, not only in its first 600ms.
+func TestThrottleWeightReadsTheLastWindowWhateverTheBucketWidth(t *testing.T) {
+	t.Parallel()
+	const w = time.Second
+	start := time.Unix(1000, 0)
+	req, acc := make([]float64, fleetRing), make([]float64, fleetRing)
+	for i := range fleetRing {
+		req[i], acc[i] = 100, 1 // 99 failures per accept in every bucket
+	}
+	for _, into := range []time.Duration{0, 300 * time.Millisecond, 600 * time.Millisecond, 900 * time.Millisecond} {
+		now := start.Add(into)
+		d := &fleetDest{}
+		d.hear(publication{at: now, head: bucketOf(now, w), req: req, acc: acc}, DefaultStale)
+		if got := d.acceptWeight(now, w, DefaultStale); got != maxAcceptWeight {
+			t.Errorf("%v into a 1s bucket of 99 failures per accept, just published: weight %v; want %d", into, got, maxAcceptWeight)
+		}
+	}
+}
