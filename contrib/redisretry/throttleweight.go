@@ -18,22 +18,26 @@ import (
 const maxAcceptWeight = 8
 
 // acceptWeight returns how many failures an accept weighs as in the
-// chance of a send, given the fleet's requests and accepts over the
-// throttle's last window: its failures per accept, so that the sends
+// chance of a send, given the fleet's requests and accepts over the last
+// window (the throttle's default, 600ms): its failures per accept, so that the sends
 // carry about as many accepts as failures, within [1, maxAcceptWeight].
 // A window with requests and no accept (an outage, or its heal not yet
 // heard) weighs maxAcceptWeight; one with no requests (nothing heard)
 // weighs 1, as does one where accepts are at least as common as failures:
 // an accept is never sent less often than a failure, since the throttle
-// refuses on too few of them.
+// refuses on too few of them. Counts that make no ratio (infinite ones) weigh 1.
 func acceptWeight(requests, accepts float64) float64 {
-	switch {
-	case !(requests > 0):
+	if !(requests > 0) {
 		return 1
-	case !(accepts > 0):
+	}
+	if !(accepts > 0) {
 		return maxAcceptWeight
 	}
-	return min(max((requests-accepts)/accepts, 1), maxAcceptWeight)
+	w := (requests - accepts) / accepts
+	if !(w > 1) {
+		return 1 // NaN included: min and max would pass it on
+	}
+	return min(w, maxAcceptWeight)
 }
 
 // sendChance returns the probability with which a flush sends pending
@@ -51,9 +55,10 @@ func sendChance(req, acc, share, weight float64) float64 {
 }
 
 // acceptWeight returns the weight of an accept in d's sends at now
-// (see acceptWeight): from the last publication's buckets no older than
-// the throttle's default window, when it is not older than stale; 1
-// without one.
+// (see acceptWeight): from the last publication's buckets that began
+// within the throttle's default window before now, or, when the buckets
+// (of width w) are wider than that window, within one bucket before now,
+// when the publication is not older than stale; 1 without one.
 func (d *fleetDest) acceptWeight(now time.Time, w, stale time.Duration) float64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -64,7 +69,7 @@ func (d *fleetDest) acceptWeight(now time.Time, w, stale time.Duration) float64 
 	var req, acc float64
 	for i := range p.req {
 		age := now.UnixNano() - (p.head-int64(i))*int64(w)
-		if age >= -int64(w) && age < int64(throttle.DefaultWindow) {
+		if age >= -int64(w) && age < int64(max(throttle.DefaultWindow, w)) {
 			req += p.req[i]
 			acc += p.acc[i]
 		}
