@@ -297,7 +297,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzTransport$$' -fuzztime 30s .
 
 ## mutate: mutation testing of the root package (make mutate-root:
-## writes docs/mutation.txt; under an hour on a quiet 2-core machine) and
+## writes docs/mutation.txt; about 75 minutes on a busy 2-core machine) and
 ## of the throttle package (make mutate-throttle: writes
 ## docs/mutation-throttle.txt, about 10 minutes); not part of CI, which
 ## vets its build. The mutation build tag leaves out the fault matrix, the
