@@ -137,7 +137,7 @@ func (op *operation) begin() error {
 	op.callerCtx = op.req.Context()
 	op.ctx = op.callerCtx
 	op.out = outcomeFrom(op.callerCtx)
-	op.body.owned = op.req.Body != nil && op.req.Body != http.NoBody
+	op.body.owned = hasBody(op.req)
 	owned := retriesOwned(op.callerCtx)
 	if owned {
 		// An outer layer owns retries, their deadline and their budget.
@@ -196,7 +196,7 @@ func (op *operation) open(a *attempt, hedge bool) {
 	op.attempts++
 	*a = attempt{number: op.attempts, hedge: hedge}
 	if op.timed {
-		a.lastStart = op.clock.Now()
+		a.lastStart = op.attemptStart()
 	}
 	if op.t.OnAttemptStart != nil {
 		op.t.OnAttemptStart(op.req, op.attempts)
@@ -204,6 +204,17 @@ func (op *operation) open(a *attempt, hedge bool) {
 	a.req = op.attemptRequest(a)
 	op.body.owned = false // Base owns whatever body it was handed
 	op.unsent = holdsNothing
+}
+
+// attemptStart is when an attempt about to be sent starts: the
+// operation's start for the first one when nothing was waited for before
+// it (nothing else before it takes time: one clock reading less), else
+// now.
+func (op *operation) attemptStart() time.Time {
+	if op.attempts == 1 && op.waited == 0 {
+		return op.start
+	}
+	return op.clock.Now()
 }
 
 // send sends the attempt through base under the smaller of

@@ -14,6 +14,21 @@ import (
 // separates reserveN from Wait. The Throttle's draw and the budget's
 // token are effects: the loop asks for them once next allowed the retry
 // without them, the token last, and hands next their answers as facts.
+//
+// Where each StopReason is decided, all of them here:
+//
+//	before the first attempt  refusedBefore  canceled, throttled, deadline_exhausted, final
+//	after an attempt          next           all ten, in the order of StopReasons:
+//	                            eligible       canceled, final, attempts_exhausted,
+//	                                           not_idempotent, body_not_rewindable
+//	                            schedule       retry_after_exceeds_deadline,
+//	                                           retry_after_too_long, deadline_exhausted
+//	                            next itself    throttled, budget_exhausted
+//	when a wait ends          resume         canceled, deadline_exhausted, throttled
+//
+// A hedged operation adds the pure rules of its own at the end of the
+// file (afterAttempt, hedgeStops, …): when another attempt is sent or the
+// operation waits; it stops with next's reasons.
 
 // policy is the part of a Transport's settings the decision reads, with
 // zero values resolved to their defaults.

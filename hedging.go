@@ -8,6 +8,10 @@ import (
 	"github.com/httpretry/httpretry/internal/latency"
 )
 
+// This file holds hedging's settings (Hedging, its defaults and how its
+// zero values resolve) and the latency it learns per key; the loop of a
+// hedged operation is in hedgeloop.go.
+
 // Defaults for the zero values of Hedging's fields.
 const (
 	// DefaultMaxExtraLoad is the share of operations that may send a

@@ -31,12 +31,18 @@ func IsIdempotent(req *http.Request) bool {
 	if req == nil {
 		return false
 	}
+	return idempotentMethod(req) || hasIdempotencyKey(req.Header)
+}
+
+// idempotentMethod reports whether req is safe to repeat by its method, or
+// by its context's mark, rather than by an idempotency key.
+func idempotentMethod(req *http.Request) bool {
 	switch req.Method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions,
 		http.MethodTrace, http.MethodPut, http.MethodDelete:
 		return true
 	}
-	return hasIdempotencyKey(req.Header) || markedIdempotent(req.Context())
+	return markedIdempotent(req.Context())
 }
 
 // AlwaysIdempotent reports that every request is safe to repeat: set it as

@@ -15,8 +15,7 @@ import (
 // request may be repeated.
 func (op *operation) prepare() error {
 	req, t := op.req, op.t
-	if !op.body.owned {
-		// begin found no body to own: none, or http.NoBody.
+	if !hasBody(req) {
 		op.body.kind = bodyNone
 	} else if req.GetBody != nil {
 		op.body.kind = bodyGetBody
@@ -47,6 +46,12 @@ func (op *operation) prepare() error {
 		op.idempotent = t.idempotent(op.tmpl)
 	}
 	return nil
+}
+
+// hasBody reports whether req carries a body: neither none nor
+// http.NoBody.
+func hasBody(req *http.Request) bool {
+	return req.Body != nil && req.Body != http.NoBody
 }
 
 // buffer reads the caller's body into memory for the request template,

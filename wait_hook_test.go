@@ -215,3 +215,43 @@ func TestOnWaitReportsAQuotaWaitBeforeTheFirstAttempt(t *testing.T) {
 		"done final waited 2s",
 	)
 }
+
+// TestAttemptDurationLeavesOutTheQuotaWaitBeforeIt: an attempt's Duration
+// is its own time in Base, from when it was sent: a quota waited for
+// before the first attempt is the operation's (Outcome.Waited), never the
+// attempt's, whose start is read after the wait.
+func TestAttemptDurationLeavesOutTheQuotaWaitBeforeIt(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	var mu sync.Mutex
+	spent := true
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		h := http.Header{"Ratelimit": {`"default";r=5;t=2`}}
+		status := 200
+		if spent {
+			h = http.Header{"Ratelimit": {`"default";r=0;t=2`}}
+			status, spent = 429, false
+		} else {
+			fc.Advance(100 * time.Millisecond)
+		}
+		return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: r}, nil
+	})
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{WaitQuota: true}}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	if err != nil || resp.StatusCode != 429 {
+		t.Fatalf("first: %v, %v; want the 429 that spends the quota", resp, err)
+	}
+	var durations []time.Duration
+	tr.OnAttempt = func(_ *http.Request, a Attempt) { durations = append(durations, a.Duration) }
+	ch := start(tr, newRequest(t, context.Background(), "GET", "http://api.test/", nil))
+	advance(t, fc, 1, 2*time.Second)
+	r := await(t, ch)
+	if r.err != nil || r.resp.StatusCode != 200 {
+		t.Fatalf("held: %v, %v; want 200 after the reset", r.resp, r.err)
+	}
+	if len(durations) != 1 || durations[0] != 100*time.Millisecond {
+		t.Fatalf("attempt durations %v; want [100ms]: the 2s waited for the quota is not the attempt's", durations)
+	}
+}

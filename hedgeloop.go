@@ -92,8 +92,9 @@ func (op *operation) settleHedging(owned bool) {
 	if h == nil || owned || op.policy.maxAttempts < 2 {
 		return
 	}
-	safe := hedgeSafe(op.idempotent, hasIdempotencyKey(op.tmpl.Header),
-		idempotentMethod(op.tmpl), h.Deduplicates, op.body.kind == bodyNone || op.body.kind == bodyGetBody)
+	byMethod := idempotentMethod(op.tmpl)
+	keyed := !byMethod && hasIdempotencyKey(op.tmpl.Header) // only asked when it decides
+	safe := hedgeSafe(op.idempotent, keyed, byMethod, h.Deduplicates, op.body.kind == bodyNone || op.body.kind == bodyGetBody)
 	if !safe {
 		return
 	}
@@ -134,17 +135,6 @@ func (h *hedged) armFire(op *operation) {
 	}
 	h.fire = op.clock.AfterFunc(h.delay, h.fireFn)
 	h.realFire = op.t.Clock == nil
-}
-
-// idempotentMethod reports whether req is safe to repeat by its method, or
-// by its context's mark, rather than by an idempotency key.
-func idempotentMethod(req *http.Request) bool {
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions,
-		http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
-	}
-	return markedIdempotent(req.Context())
 }
 
 // run runs a hedged operation to its end, on a copy of the operation
