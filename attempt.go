@@ -138,8 +138,8 @@ func (op *operation) begin() error {
 	op.ctx = op.callerCtx
 	op.out = outcomeFrom(op.callerCtx)
 	op.body.owned = hasBody(op.req)
-	owned := retriesOwned(op.callerCtx)
-	if owned {
+	outerOwns := retriesOwned(op.callerCtx)
+	if outerOwns {
 		// An outer layer owns retries, their deadline and their budget.
 		op.policy.maxAttempts = 1
 	}
@@ -150,7 +150,7 @@ func (op *operation) begin() error {
 	if err := op.throttle(); err != nil {
 		return err
 	}
-	if !owned && op.policy.maxAttempts > 1 && op.t.marksOwnership(op.base) {
+	if !outerOwns && op.policy.maxAttempts > 1 && op.t.marksOwnership(op.base) {
 		// Only a Transport that can retry takes ownership: a one-attempt
 		// wrapper (for a deadline, or hooks) leaves it to the layer below.
 		op.ctx, op.derived = withRetriesOwned(op.ctx), true
@@ -160,8 +160,8 @@ func (op *operation) begin() error {
 		op.adm.ticket.Refund()
 		return err
 	}
-	op.setHedging(owned)
-	if !owned {
+	op.setHedging(outerOwns)
+	if !outerOwns {
 		op.budget.Deposit()
 	}
 	return nil

@@ -15,10 +15,10 @@ import (
 // token are effects: the loop asks for them once next allowed the retry
 // without them, the token last, and hands next their answers as facts.
 //
-// Where each StopReason is decided, all of them here:
+// Where each StopReason is decided:
 //
 //	before the first attempt  refusedBefore  canceled, throttled, deadline_exhausted, final
-//	after an attempt          next           all ten, in the order of StopReasons:
+//	after an attempt          next           all ten, in this order:
 //	                            eligible       canceled, final, attempts_exhausted,
 //	                                           not_idempotent, body_not_rewindable
 //	                            schedule       retry_after_exceeds_deadline,
@@ -28,7 +28,9 @@ import (
 //
 // A hedged operation adds the pure rules of its own at the end of the
 // file (afterAttempt, hedgeStops, …): when another attempt is sent or the
-// operation waits; it stops with next's reasons.
+// operation waits; it stops with next's reasons, and with
+// body_not_rewindable when the retry next allowed finds no body to send
+// at its launch (hedged.attemptEnded).
 
 // policy is the part of a Transport's settings the decision reads, with
 // zero values resolved to their defaults.

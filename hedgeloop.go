@@ -33,7 +33,7 @@ type hedged struct {
 	flight       []*attempt    // the attempts in flight
 	launched     time.Time     // when the last attempt started
 	results      chan *attempt // where attempts go when they end
-	refusedOnce  bool          // the Budget refused a hedge: no new one is sent
+	noMoreHedges bool          // no new hedge is sent: the Budget or the Throttle refused one, no body could be made, or hedgeStops said so
 	capped       bool          // the extra-load cap refused the pending hedge: asked again after the delay
 	hedges       int           // hedges sent
 	refused      int           // hedges refused
@@ -77,22 +77,22 @@ type hedged struct {
 
 // setHedging settles whether the operation learns latencies and whether it
 // is hedged, after its request template is settled.
-func (op *operation) setHedging(owned bool) {
+func (op *operation) setHedging(outerOwns bool) {
 	if op.t.learns() {
-		op.settleHedging(owned)
+		op.settleHedging(outerOwns)
 	}
 }
 
 // settleHedging is setHedging's work when the Transport learns latencies,
 // apart so that setHedging inlines.
-func (op *operation) settleHedging(owned bool) {
+func (op *operation) settleHedging(outerOwns bool) {
 	t := op.t
 	op.dist = t.latencies().Lookup(t.latencyKey(op.req))
 	h := t.Hedging
-	if h == nil || owned || op.policy.maxAttempts < 2 {
+	if h == nil || outerOwns || op.policy.maxAttempts < 2 {
 		return
 	}
-	byMethod := idempotentMethod(op.tmpl)
+	byMethod := idempotentUnkeyed(op.tmpl)
 	keyed := !byMethod && hasIdempotencyKey(op.tmpl.Header) // only asked when it decides
 	safe := hedgeSafe(op.idempotent, keyed, byMethod, h.Deduplicates, op.body.kind == bodyNone || op.body.kind == bodyGetBody)
 	if !safe {
@@ -231,7 +231,7 @@ func (h *hedged) loop(op *operation, first *attempt, start bool) (*http.Response
 	defer h.stopTimer()
 	defer h.endFlightOnPanic()
 	if first != nil {
-		if resp, err, end := h.ended(op, first); end {
+		if resp, err, end := h.attemptEnded(op, first); end {
 			return resp, err
 		}
 	} else if start {
@@ -244,7 +244,7 @@ func (h *hedged) loop(op *operation, first *attempt, start bool) (*http.Response
 	for {
 		select {
 		case a := <-h.results:
-			resp, err, end := h.ended(op, a)
+			resp, err, end := h.attemptEnded(op, a)
 			if end {
 				return resp, err
 			}
@@ -371,13 +371,13 @@ func (a *attempt) run(op *operation, base http.RoundTripper, done chan<- *attemp
 	done <- a
 }
 
-// ended handles an attempt that ended, on the one path every attempt
+// attemptEnded handles an attempt that ended, on the one path every attempt
 // takes (operation.ended): it wins, it leaves the others running (and
 // may start the next at once), or, when it was the last in flight, the
 // operation goes on as a sequential one does, with a retry after a wait
 // (operation.conclude). end says the operation is over, with resp and
 // err.
-func (h *hedged) ended(op *operation, a *attempt) (resp *http.Response, err error, end bool) {
+func (h *hedged) attemptEnded(op *operation, a *attempt) (resp *http.Response, err error, end bool) {
 	h.remove(a)
 	if a.panicked != nil {
 		a.end()
@@ -389,7 +389,7 @@ func (h *hedged) ended(op *operation, a *attempt) (resp *http.Response, err erro
 	r, stop := op.ended(a)
 	f := hedgeFacts{stop: stop, inFlight: len(h.flight), inProgress: a.resp != nil && a.resp.StatusCode == http.StatusConflict && keyInProgress(a.resp),
 		mayStart: h.mayHedge(op), hedgeError: a.hedge && a.err != nil}
-	h.refusedOnce = h.refusedOnce || hedgeStops(f)
+	h.noMoreHedges = h.noMoreHedges || hedgeStops(f)
 	switch afterAttempt(f) {
 	case hedgeWin:
 		return h.win(op, a, stop)
@@ -531,7 +531,7 @@ func (h *hedged) hedgeNow(op *operation) {
 		return
 	case hedgeOverBudget, hedgeThrottled:
 		h.refuse(op)
-		h.refusedOnce = true
+		h.noMoreHedges = true
 		return
 	}
 	h.capped = false
@@ -542,7 +542,7 @@ func (h *hedged) hedgeNow(op *operation) {
 		op.budget.Refund()
 		op.dist.RefundExtra()
 		op.adm.ticket.Refund()
-		h.refusedOnce = true
+		h.noMoreHedges = true
 		return
 	}
 	h.log(op, "httpretry: hedge", slog.LevelInfo, op.attempts)
@@ -597,7 +597,7 @@ func (h *hedged) mayHedge(op *operation) bool {
 	if bounded {
 		left = op.deadline.Sub(op.clock.Now())
 	}
-	return mayStartHedge(op.policy, op.attempts, h.refusedOnce || done(op.ctx), left, bounded)
+	return mayStartHedge(op.policy, op.attempts, h.noMoreHedges || done(op.ctx), left, bounded)
 }
 
 // remove takes a out of the attempts in flight.

@@ -31,12 +31,12 @@ func IsIdempotent(req *http.Request) bool {
 	if req == nil {
 		return false
 	}
-	return idempotentMethod(req) || hasIdempotencyKey(req.Header)
+	return idempotentUnkeyed(req) || hasIdempotencyKey(req.Header)
 }
 
-// idempotentMethod reports whether req is safe to repeat by its method, or
+// idempotentUnkeyed reports whether req is safe to repeat by its method, or
 // by its context's mark, rather than by an idempotency key.
-func idempotentMethod(req *http.Request) bool {
+func idempotentUnkeyed(req *http.Request) bool {
 	switch req.Method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions,
 		http.MethodTrace, http.MethodPut, http.MethodDelete:

@@ -65,10 +65,12 @@ const (
 // the hedge and runs the operation from then on, the hedge's
 // OnAttemptStart included, while RoundTrip's goroutine waits for it. With
 // Hedging.FinishLosers, Transient judges a loser that answered after
-// RoundTrip returned, on a goroutine of its own. A hook that panics ends
-// the operation as a return would (every response it holds closed, every
-// attempt ended, what was taken for an attempt not yet sent given back to
-// the budget and the quota), and RoundTrip raises the panic again.
+// RoundTrip returned, on a goroutine of its own. Logger gets the records
+// its field lists, and LogRoute is called once per record. A hook that
+// panics ends the operation as a return would (every response it holds
+// closed, every attempt ended, what was taken for an attempt not yet sent
+// given back to the budget and the quota), and RoundTrip raises the panic
+// again.
 //
 // A Transport is safe for concurrent use by multiple goroutines. Its fields
 // must not be changed after its first use, and it must not be copied after
