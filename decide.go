@@ -9,7 +9,7 @@ import (
 // attempt produced and the time now, stop (and why) or retry (and after
 // what wait). It reads no clock, calls no budget and touches no body, so
 // its table tests are the specification of the stop order, StopReasons.
-// The loop in attempt.go gathers the facts (asking GetBody for the next
+// The loop in operation.go gathers the facts (asking GetBody for the next
 // body among them) and applies the effects around it, as rate.Limiter
 // separates reserveN from Wait. The Throttle's draw and the budget's
 // token are effects: the loop asks for them once next allowed the retry

@@ -13,7 +13,7 @@ import (
 	"github.com/jonboulle/clockwork"
 )
 
-// This file holds the loop: prepare the operation, then send an attempt,
+// This file holds the operation and its loop: prepare the operation, then send an attempt,
 // decide with the pure rules of decide.go, and apply the decision (a fresh
 // body, a budget token, the drain, the wait) until a decision stops.
 
