@@ -13,9 +13,10 @@ import (
 	"github.com/jonboulle/clockwork"
 )
 
-// This file holds the operation and its loop: prepare the operation, then send an attempt,
-// decide with the pure rules of decide.go, and apply the decision (a fresh
-// body, a budget token, the drain, the wait) until a decision stops.
+// This file holds the operation and its loop: prepare the operation,
+// then send an attempt, decide with the pure rules of decide.go, and apply
+// the decision (a fresh body, a budget token, the drain, the wait) until a
+// decision stops.
 
 // operation is the state of one RoundTrip: its deadline, its body, its
 // waits, its counts and what it reports. It lives on RoundTrip's stack;
