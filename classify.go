@@ -112,6 +112,14 @@ func IsTransient(resp *http.Response, err error) bool {
 	return false
 }
 
+// inProgressConflict reports whether resp, possibly nil, is an
+// idempotency layer's 409 saying that another request with the same key
+// is still being processed (see keyInProgress): an answer that ends
+// nothing while the attempts it names run.
+func inProgressConflict(resp *http.Response) bool {
+	return resp != nil && resp.StatusCode == http.StatusConflict && keyInProgress(resp)
+}
+
 // keyInProgress reports whether a 409 is an idempotency layer's "the first
 // request with this key is still running": only that conflict ends by
 // itself. The request carried a key; the response asks to be retried

@@ -247,3 +247,34 @@ func TestHTTP2StreamResets(t *testing.T) {
 		})
 	}
 }
+
+// TestInProgressConflictIsOnlyAKeyedRetryLater409: only an idempotency
+// layer's 409 for a keyed request, asking to be retried later and not a
+// replay, says that an attempt with the same key is still running; any
+// other status with the same headers, a 409 without them, and no answer
+// at all say nothing of the kind.
+func TestInProgressConflictIsOnlyAKeyedRetryLater409(t *testing.T) {
+	keyed := &http.Request{Header: http.Header{IdempotencyKeyHeader: {"k1"}}}
+	unkeyed := &http.Request{Header: http.Header{}}
+	answer := func(req *http.Request, status int, h http.Header) *http.Response {
+		return &http.Response{StatusCode: status, Header: h, Request: req}
+	}
+	for _, c := range []struct {
+		name string
+		resp *http.Response
+		want bool
+	}{
+		{"no answer", nil, false},
+		{"keyed 409 Retry-After", answer(keyed, 409, http.Header{"Retry-After": {"1"}}), true},
+		{"keyed 409 Retry-After 0", answer(keyed, 409, http.Header{"Retry-After": {"0"}}), true},
+		{"keyed 503 Retry-After", answer(keyed, 503, http.Header{"Retry-After": {"1"}}), false},
+		{"keyed 200 Retry-After", answer(keyed, 200, http.Header{"Retry-After": {"1"}}), false},
+		{"keyed 409 without Retry-After", answer(keyed, 409, http.Header{}), false},
+		{"unkeyed 409 Retry-After", answer(unkeyed, 409, http.Header{"Retry-After": {"1"}}), false},
+		{"keyed 409 replayed", answer(keyed, 409, http.Header{"Retry-After": {"1"}, "Idempotent-Replayed": {"true"}}), false},
+	} {
+		if got := inProgressConflict(c.resp); got != c.want {
+			t.Errorf("%s: inProgressConflict = %v; want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/httpretry/httpretry/httptestutil"
 	"github.com/httpretry/httpretry/idempotency"
+	"github.com/jonboulle/clockwork"
 )
 
 // bodyServer records the bodies it receives; the first copy of each
@@ -176,5 +178,35 @@ func TestHedgeIdempotencyMiddlewareConflictWinsNothing(t *testing.T) {
 	if runs.Load() != 1 || o.Winner != 1 || o.HedgeWon || conflicts.Load() < 1 {
 		t.Errorf("handler ran %d times, %d conflicts, outcome %+v; want 1 run, attempt 1 winning over hedges answered 409",
 			runs.Load(), conflicts.Load(), o)
+	}
+}
+
+// TestHedgeFirstAttemptLeftToFinishTakesTheCallersBody: with
+// FinishLosers the first attempt is sent on a goroutine of its own, as a
+// hedge is, but it is still the first: it carries the caller's body, and
+// GetBody is never asked for one when it answers before the hedge delay.
+func TestHedgeFirstAttemptLeftToFinishTakesTheCallersBody(t *testing.T) {
+	fc := clockwork.NewFakeClock()
+	base := httptestutil.NewTransport(fc, httptestutil.Step{Status: 200, Body: "ok"})
+	tr := &Transport{Base: base, Clock: fc, Hedging: &Hedging{Delay: 10 * ms, FinishLosers: time.Second}}
+	req := newRequest(t, context.Background(), "PUT", "https://api.example/items/1", strings.NewReader("payload"))
+	getBody := req.GetBody
+	var asked atomic.Int32
+	req.GetBody = func() (io.ReadCloser, error) {
+		asked.Add(1)
+		return getBody()
+	}
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("RoundTrip error: %v", err)
+	}
+	if got := readBody(t, resp); got != "ok" {
+		t.Errorf("body = %q; want ok", got)
+	}
+	if n := asked.Load(); n != 0 {
+		t.Errorf("GetBody asked %d times; want 0: the first attempt sends the caller's body", n)
+	}
+	if got := base.Requests(); len(got) != 1 || string(got[0].Body) != "payload" {
+		t.Errorf("server got %d requests; want 1 with the caller's payload", len(got))
 	}
 }

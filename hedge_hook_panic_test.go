@@ -147,3 +147,57 @@ func TestHedgeHookPanicGivesBackTheTokenOfAnUnsentHedge(t *testing.T) {
 		t.Errorf("%d requests reached the server; want the first only", n)
 	}
 }
+
+// TestHedgeHookPanicClosesTheAnswerOfAnAttemptStillRunning: the first
+// attempt of a hedged operation is still running when OnAttempt panics on
+// the hedge's 503; canceled, it answers anyway (as net/http may, for an
+// answer that came as the cancel did). RoundTrip raises the panic only
+// once that answer is drained and closed: nothing is left for nobody to
+// close.
+func TestHedgeHookPanicClosesTheAnswerOfAnAttemptStillRunning(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	var closed atomic.Bool
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if hits.Add(1) == 1 {
+			<-req.Context().Done()
+			resp := response(req, 200, "late")
+			resp.Body = &closeFlag{ReadCloser: resp.Body, closed: &closed}
+			return resp, nil
+		}
+		return response(req, 503, "busy"), nil
+	})
+	tr := &Transport{Base: base, MaxAttempts: 3, Hedging: &Hedging{Delay: 10 * time.Millisecond},
+		OnAttempt: func(_ *http.Request, a Attempt) {
+			if a.Status == 503 {
+				panic("hook broke")
+			}
+		}}
+	got := make(chan any, 1)
+	go func() {
+		defer func() { got <- recover() }()
+		tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example/items", nil))
+	}()
+	select {
+	case p := <-got:
+		if p != "hook broke" {
+			t.Errorf("recovered %v; want the hook's panic", p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("RoundTrip neither returned nor panicked")
+	}
+	if !closed.Load() {
+		t.Error("the answer of the attempt still running when the hook panicked was not closed")
+	}
+}
+
+// closeFlag is a response body that records being closed.
+type closeFlag struct {
+	io.ReadCloser
+	closed *atomic.Bool
+}
+
+func (b *closeFlag) Close() error {
+	b.closed.Store(true)
+	return b.ReadCloser.Close()
+}

@@ -387,7 +387,7 @@ func (h *hedged) attemptEnded(op *operation, a *attempt) (resp *http.Response, e
 	}
 	defer a.releaseOnPanic()
 	r, stop := op.ended(a)
-	f := hedgeFacts{stop: stop, inFlight: len(h.flight), inProgress: a.resp != nil && a.resp.StatusCode == http.StatusConflict && keyInProgress(a.resp),
+	f := hedgeFacts{stop: stop, inFlight: len(h.flight), inProgress: inProgressConflict(a.resp),
 		mayStart: h.mayHedge(op), hedgeError: a.hedge && a.err != nil}
 	h.noMoreHedges = h.noMoreHedges || hedgeStops(f)
 	switch afterAttempt(f) {
