@@ -208,14 +208,21 @@ func (op *operation) open(a *attempt, hedge bool) {
 }
 
 // attemptStart is when an attempt about to be sent starts: the
-// operation's start for the first one when nothing was waited for before
-// it (nothing else before it takes time: one clock reading less), else
-// now.
+// operation's start for the first one when nothing before it took time
+// (no wait for a quota, no request body read into memory: one clock
+// reading less), else now.
 func (op *operation) attemptStart() time.Time {
-	if op.attempts == 1 && op.waited == 0 {
+	if op.attempts == 1 && op.waited == 0 && !op.buffered() {
 		return op.start
 	}
 	return op.clock.Now()
+}
+
+// buffered reports whether the caller's body was read into memory for the
+// request template: it is sent again from GetBody, and the caller gave
+// none.
+func (op *operation) buffered() bool {
+	return op.body.kind == bodyGetBody && op.req.GetBody == nil
 }
 
 // send sends the attempt through base under the smaller of

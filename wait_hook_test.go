@@ -3,9 +3,12 @@ package httpretry
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -254,4 +257,101 @@ func TestAttemptDurationLeavesOutTheQuotaWaitBeforeIt(t *testing.T) {
 	if len(durations) != 1 || durations[0] != 100*time.Millisecond {
 		t.Fatalf("attempt durations %v; want [100ms]: the 2s waited for the quota is not the attempt's", durations)
 	}
+}
+
+// TestAttemptDurationLeavesOutTheBodyReadBeforeIt: a request body with no
+// GetBody is read into memory before the first attempt; a caller's body
+// that takes a second to read takes it from the operation (its Timeout
+// counts it), not from the attempt, whose Duration is its own time in
+// Base.
+func TestAttemptDurationLeavesOutTheBodyReadBeforeIt(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		fc.Advance(100 * time.Millisecond)
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	})
+	var durations []time.Duration
+	var o Outcome
+	tr := &Transport{Base: base, Clock: fc, OnAttempt: func(_ *http.Request, a Attempt) { durations = append(durations, a.Duration) }}
+	body := clockedBody{clock: fc, took: time.Second, r: strings.NewReader("payload")}
+	req := newRequest(t, WithOutcome(context.Background(), &o), "PUT", "http://api.test/items/1", io.NopCloser(&body))
+	req.ContentLength, req.GetBody = int64(len("payload")), nil
+	resp, err := tr.RoundTrip(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("RoundTrip: %v, %v; want 200", resp, err)
+	}
+	if len(durations) != 1 || durations[0] != 100*time.Millisecond {
+		t.Errorf("attempt durations %v; want [100ms]: the 1s the body took to read is not the attempt's", durations)
+	}
+	if o.Elapsed != 1100*time.Millisecond {
+		t.Errorf("operation elapsed %v; want 1.1s, the body's read included", o.Elapsed)
+	}
+}
+
+// clockedBody is a request body whose first Read moves the fake clock by took.
+type clockedBody struct {
+	clock *clockwork.FakeClock
+	took  time.Duration
+	r     io.Reader
+	read  bool
+}
+
+func (b *clockedBody) Read(p []byte) (int, error) {
+	if !b.read {
+		b.read = true
+		b.clock.Advance(b.took)
+	}
+	return b.r.Read(p)
+}
+
+// TestFirstAttemptNothingDelayedReadsTheClockOnce: an operation whose
+// first attempt nothing delayed (no quota wait, no body read into memory)
+// starts that attempt when the operation started: one reading of the
+// clock's Now for the whole operation, hedged or with an attempt timeout,
+// with no body or with a body the caller's GetBody can give again.
+func TestFirstAttemptNothingDelayedReadsTheClockOnce(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		hedging *Hedging
+		method  string
+		body    string
+	}{
+		{"attempt timeout, GET", nil, "GET", ""},
+		{"attempt timeout, PUT with GetBody", nil, "PUT", "payload"},
+		{"hedged, GET", &Hedging{Delay: time.Second}, "GET", ""},
+	} {
+		fc := &nowCounter{FakeClock: clockwork.NewFakeClock()}
+		tr := &Transport{Clock: fc, Hedging: c.hedging}
+		if c.hedging == nil {
+			tr.AttemptTimeout = time.Second
+		}
+		tr.Base = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+		})
+		var body io.Reader
+		if c.body != "" {
+			body = strings.NewReader(c.body)
+		}
+		resp, err := tr.RoundTrip(newRequest(t, context.Background(), c.method, "http://api.test/items/1", body))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: RoundTrip: %v, %v; want 200", c.name, resp, err)
+		}
+		resp.Body.Close()
+		if n := fc.nows.Load(); n != 1 {
+			t.Errorf("%s: the clock's Now read %d times; want 1", c.name, n)
+		}
+	}
+}
+
+// nowCounter is a fake clock that counts the readings of its Now.
+type nowCounter struct {
+	*clockwork.FakeClock
+	nows atomic.Int32
+}
+
+func (c *nowCounter) Now() time.Time {
+	c.nows.Add(1)
+	return c.FakeClock.Now()
 }
