@@ -208,21 +208,29 @@ func (op *operation) open(a *attempt, hedge bool) {
 }
 
 // attemptStart is when an attempt about to be sent starts: the
-// operation's start for the first one when nothing before it took time
-// (no wait for a quota, no request body read into memory: one clock
-// reading less), else now.
+// operation's start for the first one when nothing before it could take
+// time (one clock reading less), else now.
 func (op *operation) attemptStart() time.Time {
-	if op.attempts == 1 && op.waited == 0 && !op.buffered() {
+	if op.attempts == 1 && nothingBefore(op.waited, op.tmpl == op.req, op.t.hooksBeforeFirst()) {
 		return op.start
 	}
 	return op.clock.Now()
 }
 
-// buffered reports whether the caller's body was read into memory for the
-// request template: it is sent again from GetBody, and the caller gave
-// none.
-func (op *operation) buffered() bool {
-	return op.body.kind == bodyGetBody && op.req.GetBody == nil
+// nothingBefore reports whether nothing between an operation's start and
+// its first attempt could take time: no wait for a quota (waited), a
+// template that is the caller's request (no body read into memory, no
+// key made by NewIdempotencyKey), and no caller's code that judges or
+// names the request (hooks).
+func nothingBefore(waited time.Duration, callersTemplate, hooks bool) bool {
+	return waited == 0 && callersTemplate && !hooks
+}
+
+// hooksBeforeFirst reports whether the caller's code that judges or names
+// a request runs before an operation's first attempt: Idempotent, or the
+// Throttle's Key.
+func (t *Transport) hooksBeforeFirst() bool {
+	return t.Idempotent != nil || (t.Throttle != nil && t.Throttle.Key != nil)
 }
 
 // send sends the attempt through base under the smaller of

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -354,4 +355,83 @@ type nowCounter struct {
 func (c *nowCounter) Now() time.Time {
 	c.nows.Add(1)
 	return c.FakeClock.Now()
+}
+
+// TestAttemptStartsAfterTheCallersCodeBeforeIt: the caller's own code that
+// runs before the first attempt (NewIdempotencyKey making the key,
+// Idempotent judging the request, the Throttle's Key naming its
+// destination) may take time, and that time is the operation's, not the
+// attempt's: the attempt starts when it is sent, so its Duration leaves
+// the hook out and its AttemptTimeout runs in full from the send.
+func TestAttemptStartsAfterTheCallersCodeBeforeIt(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	defer srv.Close()
+	const took, attemptTimeout = time.Second, 5 * time.Second
+	for _, c := range []struct {
+		name      string
+		method    string
+		configure func(tr *Transport, slow func())
+	}{
+		{"NewIdempotencyKey", "POST", func(tr *Transport, slow func()) {
+			tr.NewIdempotencyKey = func() string { slow(); return RandomKey() }
+		}},
+		{"Idempotent", "GET", func(tr *Transport, slow func()) {
+			tr.Idempotent = func(r *http.Request) bool { slow(); return IsIdempotent(r) }
+		}},
+		{"Throttle.Key", "GET", func(tr *Transport, slow func()) {
+			tr.Throttle = &throttle.Throttle{Key: func(r *http.Request) string { slow(); return r.URL.Host }}
+		}},
+	} {
+		fc := clockwork.NewFakeClock()
+		var sent time.Time
+		var limit time.Time
+		tr := &Transport{Clock: fc, AttemptTimeout: attemptTimeout, MaxAttempts: 2}
+		inner := &http.Transport{}
+		defer inner.CloseIdleConnections()
+		tr.Base = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			sent = fc.Now()
+			limit, _ = r.Context().Deadline()
+			fc.Advance(100 * time.Millisecond)
+			return inner.RoundTrip(r)
+		})
+		var log attemptLog
+		tr.OnAttempt = log.onAttempt
+		c.configure(tr, func() { fc.Advance(took) })
+		resp, err := tr.RoundTrip(newRequest(t, context.Background(), c.method, srv.URL, nil))
+		if err != nil {
+			t.Fatalf("%s: RoundTrip: %v", c.name, err)
+		}
+		resp.Body.Close()
+		if len(log.attempts) != 1 || log.attempts[0].Duration != 100*time.Millisecond {
+			t.Errorf("%s: attempts %+v; want one of 100ms: the %v the hook took is not the attempt's", c.name, log.attempts, took)
+		}
+		if want := sent.Add(attemptTimeout); !limit.Equal(want) {
+			t.Errorf("%s: attempt deadline %v after the send; want %v: the attempt timeout runs from the send", c.name, limit.Sub(sent), attemptTimeout)
+		}
+	}
+}
+
+// TestNothingBeforeAFirstAttemptThatStartsWithItsOperation: a first
+// attempt takes its operation's start as its own only when nothing
+// between could take time: no quota wait, the caller's request as the
+// template (no body read, no key made), no caller's hook.
+func TestNothingBeforeAFirstAttemptThatStartsWithItsOperation(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		waited          time.Duration
+		callersTemplate bool
+		hooks           bool
+		want            bool
+	}{
+		{0, true, false, true},
+		{time.Nanosecond, true, false, false},
+		{0, false, false, false},
+		{0, true, true, false},
+		{time.Second, false, true, false},
+	} {
+		if got := nothingBefore(c.waited, c.callersTemplate, c.hooks); got != c.want {
+			t.Errorf("nothingBefore(%v, %v, %v) = %v; want %v", c.waited, c.callersTemplate, c.hooks, got, c.want)
+		}
+	}
 }
