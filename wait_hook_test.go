@@ -361,8 +361,9 @@ func (c *nowCounter) Now() time.Time {
 // runs before the first attempt (NewIdempotencyKey making the key,
 // Idempotent judging the request, the Throttle's Key naming its
 // destination) may take time, and that time is the operation's, not the
-// attempt's: the attempt starts when it is sent, so its Duration leaves
-// the hook out and its AttemptTimeout runs in full from the send.
+// attempt's: the attempt starts when it is sent, so its Duration (the
+// latency a hedged operation learns) leaves the hook out and its
+// AttemptTimeout runs in full from the send.
 func TestAttemptStartsAfterTheCallersCodeBeforeIt(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
@@ -378,6 +379,10 @@ func TestAttemptStartsAfterTheCallersCodeBeforeIt(t *testing.T) {
 		}},
 		{"Idempotent", "GET", func(tr *Transport, slow func()) {
 			tr.Idempotent = func(r *http.Request) bool { slow(); return IsIdempotent(r) }
+		}},
+		{"Idempotent, hedged", "GET", func(tr *Transport, slow func()) {
+			tr.Idempotent = func(r *http.Request) bool { slow(); return IsIdempotent(r) }
+			tr.Hedging = &Hedging{Delay: time.Hour}
 		}},
 		{"Throttle.Key", "GET", func(tr *Transport, slow func()) {
 			tr.Throttle = &throttle.Throttle{Key: func(r *http.Request) string { slow(); return r.URL.Host }}
