@@ -228,9 +228,10 @@ func nothingBefore(waited time.Duration, callersTemplate, hooks bool) bool {
 
 // hooksBeforeFirst reports whether the caller's code that judges or names
 // a request runs before an operation's first attempt: Idempotent, or the
-// Throttle's Key.
+// Key of the Throttle or of Hedging.
 func (t *Transport) hooksBeforeFirst() bool {
-	return t.Idempotent != nil || (t.Throttle != nil && t.Throttle.Key != nil)
+	return t.Idempotent != nil || (t.Throttle != nil && t.Throttle.Key != nil) ||
+		(t.Hedging != nil && t.Hedging.Key != nil)
 }
 
 // send sends the attempt through base under the smaller of

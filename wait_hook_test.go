@@ -384,6 +384,9 @@ func TestAttemptStartsAfterTheCallersCodeBeforeIt(t *testing.T) {
 			tr.Idempotent = func(r *http.Request) bool { slow(); return IsIdempotent(r) }
 			tr.Hedging = &Hedging{Delay: time.Hour}
 		}},
+		{"Hedging.Key", "GET", func(tr *Transport, slow func()) {
+			tr.Hedging = &Hedging{Delay: time.Hour, Key: func(r *http.Request) string { slow(); return r.URL.Host }}
+		}},
 		{"Throttle.Key", "GET", func(tr *Transport, slow func()) {
 			tr.Throttle = &throttle.Throttle{Key: func(r *http.Request) string { slow(); return r.URL.Host }}
 		}},
