@@ -345,14 +345,17 @@ func TestHedgeNeverForKeyedPostWithoutDeduplication(t *testing.T) {
 
 // TestHedgeFinishLosersDrainsThem: with FinishLosers, the loser runs on
 // after the winner, answers, and is drained and closed; RoundTrip does
-// not wait for it.
+// not wait for it. Transient judges each answer once: the winner's, and
+// the loser's when it comes.
 func TestHedgeFinishLosersDrainsThem(t *testing.T) {
 	fc := clockwork.NewFakeClock()
 	base := httptestutil.NewTransport(fc,
 		httptestutil.Step{Body: "late", Delay: 30 * ms},
 		httptestutil.Step{Body: "fast", Delay: 5 * ms},
 	)
-	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 2, Hedging: &Hedging{Delay: 10 * ms, FinishLosers: time.Second}}
+	var judged atomic.Int32
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 2, Hedging: &Hedging{Delay: 10 * ms, FinishLosers: time.Second},
+		Transient: func(resp *http.Response, err error) bool { judged.Add(1); return IsTransient(resp, err) }}
 	var o Outcome
 	ch := start(tr, newRequest(t, WithOutcome(context.Background(), &o), "GET", "https://api.example/items", nil))
 	advanceAt(t, fc, base, 1, 2, 10*ms)
@@ -376,6 +379,9 @@ func TestHedgeFinishLosersDrainsThem(t *testing.T) {
 	}
 	if o.LosersCanceled != 1 || o.Winner != 2 {
 		t.Errorf("outcome = %+v; want one loser, attempt 2 winning", o)
+	}
+	if n := judged.Load(); n != 2 {
+		t.Errorf("Transient called %d times; want 2: the winner's answer and the loser's", n)
 	}
 }
 
