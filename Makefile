@@ -297,10 +297,12 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzTransport$$' -fuzztime 30s .
 
 ## mutate: mutation testing of the root package (make mutate-root:
-## writes docs/mutation.txt; about 75 minutes on a busy 2-core machine) and
+## writes docs/mutation.txt; about an hour on a 2-core machine) and
 ## of the throttle package (make mutate-throttle: writes
-## docs/mutation-throttle.txt, about 10 minutes); not part of CI, which
-## vets its build. The mutation build tag leaves out the fault matrix, the
+## docs/mutation-throttle.txt, about 35 minutes); not part of CI, which
+## vets its build. gremlins reads the package's files as it goes: run it
+## in a checkout nothing edits until it ends (git worktree add), or the
+## mutants of a file changed meanwhile are placed by the old coverage. The mutation build tag leaves out the fault matrix, the
 ## load test and every test that waits real time (realTime in
 ## realtime_test.go): each mutant rebuilds and runs the suite, which then
 ## takes about a second instead of fifty. gremlins runs only the mutated
