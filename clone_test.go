@@ -1,6 +1,7 @@
 package httpretry
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"reflect"
@@ -96,5 +97,30 @@ func TestCloneSharesTheDefaults(t *testing.T) {
 	c.OnDone = func(*http.Request, Outcome) {}
 	if orig.OnDone != nil {
 		t.Error("setting the clone's OnDone changed the original's")
+	}
+}
+
+// TestCloneLearnsIntoTheOriginalsLatencies: a clone of a Transport that
+// learns latencies learns into the same set: the hedge delay of a host
+// only the clone sent to is the original's too.
+func TestCloneLearnsIntoTheOriginalsLatencies(t *testing.T) {
+	t.Parallel()
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	})
+	tr := &Transport{Base: base, Clock: clockwork.NewFakeClock(), Hedging: &Hedging{MinSamples: 10}}
+	if _, ok := tr.HedgeDelay("api.test"); ok {
+		t.Fatal("a hedge delay before any latency was learned")
+	}
+	c := tr.Clone()
+	for range 10 {
+		resp, err := c.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/items", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if d, ok := tr.HedgeDelay("api.test"); !ok || d != time.Millisecond {
+		t.Errorf("the original's hedge delay after 10 answers through its clone: %v, %v; want 1ms (the floor), true", d, ok)
 	}
 }

@@ -188,3 +188,22 @@ func TestShedderServesARetryWhenNothingIsInFlight(t *testing.T) {
 		}
 	}
 }
+
+// TestShedderCountsARequestInFlightOnlyUntilItIsServed: a request served
+// leaves the count of requests in flight: with Limit 1, requests one
+// after another are all served, however many, and none is shed.
+func TestShedderCountsARequestInFlightOnlyUntilItIsServed(t *testing.T) {
+	t.Parallel()
+	served := 0
+	s := &Shedder{Limit: 1, Next: http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ })}
+	for i := range 5 {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("request %d, one after another under Limit 1: status %d; want 200", i+1, rec.Code)
+		}
+	}
+	if first, retries := s.Shed(); served != 5 || first != 0 || retries != 0 {
+		t.Errorf("served %d, shed %d first attempts and %d retries; want 5 served, none shed", served, first, retries)
+	}
+}

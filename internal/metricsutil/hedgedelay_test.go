@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/httpretry/httpretry"
+	"github.com/jonboulle/clockwork"
 )
 
 func TestHedgeCounts(t *testing.T) {
@@ -118,7 +119,9 @@ func TestHedgeDelaysReadsAHostUnderItsCanonicalSpelling(t *testing.T) {
 	base := roundTripper(func(req *http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{}, Request: req}, nil
 	})
-	tr := &httpretry.Transport{Base: base, Hedging: &httpretry.Hedging{MinSamples: 10}}
+	// A fake clock that never moves: every latency learned is 0, so the
+	// delay is the least there is (MinDelay, 1ms) however busy the machine.
+	tr := &httpretry.Transport{Base: base, Clock: clockwork.NewFakeClock(), Hedging: &httpretry.Hedging{MinSamples: 10}}
 	h := NewHedgeDelays(0)
 	h.Watch(tr)
 	for range 10 {
