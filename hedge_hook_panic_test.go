@@ -173,18 +173,8 @@ func TestHedgeHookPanicClosesTheAnswerOfAnAttemptStillRunning(t *testing.T) {
 				panic("hook broke")
 			}
 		}}
-	got := make(chan any, 1)
-	go func() {
-		defer func() { got <- recover() }()
-		tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example/items", nil))
-	}()
-	select {
-	case p := <-got:
-		if p != "hook broke" {
-			t.Errorf("recovered %v; want the hook's panic", p)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("RoundTrip neither returned nor panicked")
+	if p := panicOf(t, tr, newRequest(t, context.Background(), "GET", "https://api.example/items", nil)); p != "hook broke" {
+		t.Errorf("recovered %v; want the hook's panic", p)
 	}
 	if !closed.Load() {
 		t.Error("the answer of the attempt still running when the hook panicked was not closed")

@@ -331,18 +331,8 @@ func TestHedgeHookPanicEndsEveryAttempt(t *testing.T) {
 	})
 	tr := &Transport{Base: base, MaxAttempts: 3, Hedging: &Hedging{Delay: 10 * time.Millisecond},
 		OnAttempt: func(*http.Request, Attempt) { panic("hook broke") }}
-	got := make(chan any, 1)
-	go func() {
-		defer func() { got <- recover() }()
-		tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example/items", nil))
-	}()
-	select {
-	case p := <-got:
-		if p != "hook broke" {
-			t.Errorf("recovered %v; want the hook's panic", p)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("RoundTrip neither returned nor panicked")
+	if p := panicOf(t, tr, newRequest(t, context.Background(), "GET", "https://api.example/items", nil)); p != "hook broke" {
+		t.Errorf("recovered %v; want the hook's panic", p)
 	}
 	select {
 	case <-ended:

@@ -753,11 +753,7 @@ func (h *hedged) log(op *operation, msg string, level slog.Level, number int) {
 	if op.t.Logger == nil {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 6)
-	attrs = append(attrs, slog.String("method", reqMethod(op.req)), slog.String("host", reqHost(op.req)))
-	if op.t.LogRoute != nil {
-		attrs = append(attrs, slog.String("route", op.t.LogRoute(op.req)))
-	}
+	attrs := requestAttrs(op, 6)
 	attrs = append(attrs, slog.Int("attempt", number), slog.Duration("delay", h.delay))
 	if op.hasDeadline {
 		attrs = append(attrs, slog.Duration("time_left", op.deadline.Sub(op.clock.Now())))

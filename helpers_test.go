@@ -379,3 +379,21 @@ func (c *closeCounter) Close() error {
 	c.closes.Add(1)
 	return c.ReadCloser.Close()
 }
+
+// panicOf runs tr.RoundTrip(req) and returns what it panicked with (nil
+// when it returned), failing the test when it does neither.
+func panicOf(t *testing.T, tr http.RoundTripper, req *http.Request) any {
+	t.Helper()
+	got := make(chan any, 1)
+	go func() {
+		defer func() { got <- recover() }()
+		tr.RoundTrip(req)
+	}()
+	select {
+	case p := <-got:
+		return p
+	case <-time.After(10 * time.Second):
+		t.Fatal("RoundTrip neither returned nor panicked")
+		return nil
+	}
+}

@@ -61,6 +61,17 @@ func (op *operation) report(a *attempt, o Outcome) {
 	}
 }
 
+// requestAttrs starts a log record's attributes, with room for n, with
+// what every record of op names: its method, host and LogRoute's route.
+func requestAttrs(op *operation, n int) []slog.Attr {
+	attrs := make([]slog.Attr, 0, n)
+	attrs = append(attrs, slog.String("method", reqMethod(op.req)), slog.String("host", reqHost(op.req)))
+	if op.t.LogRoute != nil {
+		attrs = append(attrs, slog.String("route", op.t.LogRoute(op.req)))
+	}
+	return attrs
+}
+
 // log writes one record about the attempt, when the Transport has a
 // Logger: a retry decided after it (reason "", with its wait), or the
 // stop that followed it. It carries the request's method, host and, when
@@ -72,11 +83,7 @@ func (a *attempt) log(op *operation, level slog.Level, msg string, wait time.Dur
 	if op.t.Logger == nil {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 9)
-	attrs = append(attrs, slog.String("method", reqMethod(op.req)), slog.String("host", reqHost(op.req)))
-	if op.t.LogRoute != nil {
-		attrs = append(attrs, slog.String("route", op.t.LogRoute(op.req)))
-	}
+	attrs := requestAttrs(op, 9)
 	attrs = append(attrs, slog.Int("attempt", a.number))
 	if a.err != nil {
 		attrs = append(attrs, slog.String("error", ErrorClass(a.err)))

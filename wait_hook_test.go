@@ -186,19 +186,7 @@ func TestOnWaitReportsAWaitThatTheTimeoutEnds(t *testing.T) {
 func TestOnWaitReportsAQuotaWaitBeforeTheFirstAttempt(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
-	var mu sync.Mutex
-	spent := true
-	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		h := http.Header{"Ratelimit": {`"default";r=5;t=2`}}
-		status := 200
-		if spent {
-			h = http.Header{"Ratelimit": {`"default";r=0;t=2`}}
-			status, spent = 429, false
-		}
-		return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: r}, nil
-	})
+	base := quotaSpentOnce(func() {})
 	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{WaitQuota: true}}
 	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
 	if err != nil || resp.StatusCode != 429 {
@@ -227,21 +215,7 @@ func TestOnWaitReportsAQuotaWaitBeforeTheFirstAttempt(t *testing.T) {
 func TestAttemptDurationLeavesOutTheQuotaWaitBeforeIt(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
-	var mu sync.Mutex
-	spent := true
-	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		h := http.Header{"Ratelimit": {`"default";r=5;t=2`}}
-		status := 200
-		if spent {
-			h = http.Header{"Ratelimit": {`"default";r=0;t=2`}}
-			status, spent = 429, false
-		} else {
-			fc.Advance(100 * time.Millisecond)
-		}
-		return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: r}, nil
-	})
+	base := quotaSpentOnce(func() { fc.Advance(100 * time.Millisecond) })
 	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{WaitQuota: true}}
 	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
 	if err != nil || resp.StatusCode != 429 {
@@ -441,5 +415,26 @@ func TestNothingBeforeAFirstAttemptThatStartsWithItsOperation(t *testing.T) {
 		if got := nothingBefore(c.waited, c.callersTemplate, c.hooks); got != c.want {
 			t.Errorf("nothingBefore(%v, %v, %v) = %v; want %v", c.waited, c.callersTemplate, c.hooks, got, c.want)
 		}
+	}
+}
+
+// quotaSpentOnce is a Base whose first answer is a 429 that spends the
+// destination's quota for 2s ("RateLimit: r=0;t=2"); every later one is a
+// 200 with quota left, answered after serve runs.
+func quotaSpentOnce(serve func()) roundTripFunc {
+	var mu sync.Mutex
+	spent := true
+	return func(r *http.Request) (*http.Response, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		h := http.Header{"Ratelimit": {`"default";r=5;t=2`}}
+		status := 200
+		if spent {
+			h = http.Header{"Ratelimit": {`"default";r=0;t=2`}}
+			status, spent = 429, false
+		} else {
+			serve()
+		}
+		return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: r}, nil
 	}
 }
