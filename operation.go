@@ -16,7 +16,9 @@ import (
 // This file holds the operation and its loop: prepare the operation,
 // then send an attempt, decide with the pure rules of decide.go, and apply
 // the decision (a fresh body, a budget token, the drain, the wait) until a
-// decision stops.
+// decision stops. A first attempt that needs nothing prepared is sent
+// before all that (direct.go): the loop takes its answer over when it is
+// not final.
 
 // operation is the state of one RoundTrip: its deadline, its body, its
 // waits, its counts and what it reports. It lives on RoundTrip's stack;
@@ -106,40 +108,68 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 	if req == nil {
 		return nil, errors.New("httpretry: nil Request")
 	}
+	base := t.base()
+	ctx := req.Context()
+	owned := retriesOwned(ctx)
+	var first firstAnswer
+	if t.direct() && sendsDirect(req, ctx, base, !owned && t.maxAttempts() > 1) {
+		if !owned {
+			t.budgetFor(req).Deposit()
+		}
+		resp, err := base.RoundTrip(req)
+		resp, err = normalize(base, req, resp, err)
+		if err == nil && !IsTransient(resp, nil) {
+			return resp, nil
+		}
+		first = firstAnswer{sent: true, resp: resp, err: err}
+	}
+	return operate(t, req, base, owned, &first)
+}
+
+// operate runs the operation of req: its first attempt, unless it was
+// sent directly (first), then its loop.
+func operate(t *Transport, req *http.Request, base http.RoundTripper, outerOwns bool, first *firstAnswer) (*http.Response, error) {
 	var op operation // filled field by field: a composite literal would be built in a copy
 	var a attempt    // the sequential operation's attempt, reused for each
 	op.t, op.req, op.tmpl = t, req, req
-	op.base, op.clock, op.policy = t.base(), t.clock(), t.policy()
+	op.base, op.clock, op.policy = base, t.clock(), t.policy()
 	// What the operation still holds of the request body is closed when
 	// RoundTrip returns, on every path, panics included.
 	defer op.body.close(op.req, &a)
 	defer a.abandon(&op)
-	if err := op.begin(); err != nil {
+	// begin neither fails nor calls the caller's code for a request sent
+	// directly: it has no body to read, no Throttle or hook to ask.
+	if err := op.begin(outerOwns, first.sent); err != nil {
 		return op.fail(&a, err)
 	}
 	if op.h != nil {
 		return op.h.run(&op)
 	}
-	for {
+	if first.sent {
+		a.adopt(&op, first)
+	} else {
 		op.open(&a, false)
 		a.send(&op, op.base)
+	}
+	for {
 		r, stop := op.ended(&a)
 		if resp, err, end := op.conclude(&a, &r, stop); end {
 			return resp, err
 		}
+		op.open(&a, false)
+		a.send(&op, op.base)
 	}
 }
 
 // begin settles the operation's deadline, context and request template,
-// and deposits into the budget. An error ends the operation before any
-// attempt.
-func (op *operation) begin() error {
+// and deposits into the budget, unless the first attempt, sent directly,
+// did (deposited). An error ends the operation before any attempt.
+func (op *operation) begin(outerOwns, deposited bool) error {
 	op.budget = op.t.budgetFor(op.req)
 	op.callerCtx = op.req.Context()
 	op.ctx = op.callerCtx
 	op.out = outcomeFrom(op.callerCtx)
 	op.body.owned = hasBody(op.req)
-	outerOwns := retriesOwned(op.callerCtx)
 	if outerOwns {
 		// An outer layer owns retries, their deadline and their budget.
 		op.policy.maxAttempts = 1
@@ -162,7 +192,7 @@ func (op *operation) begin() error {
 		return err
 	}
 	op.setHedging(outerOwns)
-	if !outerOwns {
+	if !outerOwns && !deposited {
 		op.budget.Deposit()
 	}
 	return nil

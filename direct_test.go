@@ -1,0 +1,241 @@
+package httpretry
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/httpretry/httpretry/internal/tried"
+	"github.com/jonboulle/clockwork"
+)
+
+// TestDirectIsEverySettingThatLeavesTheFirstAttemptAsItIs: each field of
+// Transport, set, either leaves the first attempt as it is (it acts only
+// on retries, waits or the budget) or makes the Transport prepare it. A
+// field added to Transport must be sorted here.
+func TestDirectIsEverySettingThatLeavesTheFirstAttemptAsItIs(t *testing.T) {
+	t.Parallel()
+	leaves := map[string]bool{
+		"Base": true, "MaxAttempts": true, "MinAttemptTime": true, "BaseDelay": true,
+		"MaxDelay": true, "MaxRetryAfter": true, "BufferRequest": true,
+		"NewIdempotencyKey": true, "Budget": true, "BudgetPerHost": true, "Jitter": true,
+		"Clock": true, "Logger": true, "LogRoute": true, "DialTrace": true, "OnWait": true,
+	}
+	prepares := map[string]bool{
+		"Timeout": true, "AttemptTimeout": true, "BufferResponse": true, "IdleTimeout": true,
+		"Transient": true, "Idempotent": true, "OnAttempt": true, "OnAttemptStart": true,
+		"OnDone": true, "Propagate": true, "Hedging": true, "LearnAttemptTimeout": true,
+		"Throttle": true,
+	}
+	if !(&Transport{}).direct() {
+		t.Fatal("the zero Transport is not direct")
+	}
+	typ := reflect.TypeFor[Transport]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		var tr Transport
+		setNonZero(t, reflect.ValueOf(&tr).Elem().Field(i))
+		got := tr.direct()
+		switch {
+		case leaves[f.Name]:
+			if !got {
+				t.Errorf("%s set: direct() = false; it does not act on the first attempt", f.Name)
+			}
+		case prepares[f.Name]:
+			if got {
+				t.Errorf("%s set: direct() = true; it acts on the first attempt", f.Name)
+			}
+		default:
+			t.Errorf("field %s is not sorted: does it act on the first attempt?", f.Name)
+		}
+	}
+}
+
+// setNonZero sets v, a field of Transport, to a value that is not its
+// zero value.
+func setNonZero(t *testing.T, v reflect.Value) {
+	t.Helper()
+	switch v.Kind() {
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int64:
+		v.SetInt(int64(time.Second))
+	case reflect.Func:
+		v.Set(reflect.MakeFunc(v.Type(), func([]reflect.Value) []reflect.Value { panic("not called") }))
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+	case reflect.Interface:
+		switch v.Type() {
+		case reflect.TypeFor[http.RoundTripper]():
+			v.Set(reflect.ValueOf(newStaticBase()))
+		case reflect.TypeFor[Budget]():
+			v.Set(reflect.ValueOf(NewTokenBucket(1, 1)))
+		case reflect.TypeFor[clockwork.Clock]():
+			v.Set(reflect.ValueOf(clockwork.NewFakeClock()))
+		default:
+			t.Fatalf("no value for %v", v.Type())
+		}
+	default:
+		t.Fatalf("no value for %v", v.Type())
+	}
+}
+
+// TestSendsDirectOnlyARequestThatNeedsNothingPrepared: a request is sent
+// as it is only when nothing of the operation must be around its first
+// attempt: no body, safe to repeat, no deadline, no Outcome, no tried
+// set, and a Base that needs no ownership mark when retries may follow.
+func TestSendsDirectOnlyARequestThatNeedsNothingPrepared(t *testing.T) {
+	t.Parallel()
+	deadline, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	httpT, other := http.RoundTripper(&http.Transport{}), http.RoundTripper(newStaticBase())
+	cases := []struct {
+		name    string
+		method  string
+		body    io.Reader
+		header  string
+		ctx     context.Context
+		base    http.RoundTripper
+		retries bool
+		want    bool
+	}{
+		{"GET to an http.Transport", "GET", nil, "", context.Background(), httpT, true, true},
+		{"PUT without a body", "PUT", nil, "", context.Background(), httpT, true, true},
+		{"PUT with a body", "PUT", strings.NewReader("x"), "", context.Background(), httpT, true, false},
+		{"POST", "POST", nil, "", context.Background(), httpT, true, false},
+		{"POST with an idempotency key", "POST", nil, IdempotencyKeyHeader, context.Background(), httpT, true, true},
+		{"POST marked idempotent", "POST", nil, "", WithIdempotent(context.Background()), httpT, true, true},
+		{"a caller's deadline", "GET", nil, "", deadline, httpT, true, false},
+		{"an Outcome asked for", "GET", nil, "", WithOutcome(context.Background(), new(Outcome)), httpT, true, false},
+		{"an outer operation's tried set", "GET", nil, "", tried.With(context.Background()), httpT, true, false},
+		{"another Base, retries may follow", "GET", nil, "", context.Background(), other, true, false},
+		{"another Base, one attempt", "GET", nil, "", context.Background(), other, false, true},
+	}
+	for _, c := range cases {
+		req, err := http.NewRequestWithContext(c.ctx, c.method, "http://api.test/", c.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.header != "" {
+			req.Header.Set(c.header, "k1")
+		}
+		if got := sendsDirect(req, c.ctx, c.base, c.retries); got != c.want {
+			t.Errorf("%s: sendsDirect = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// countBudget counts the calls of a Budget and always grants a retry.
+type countBudget struct{ deposits, withdrawals, refunds atomic.Int64 }
+
+func (b *countBudget) Deposit()                      { b.deposits.Add(1) }
+func (b *countBudget) Withdraw(context.Context) bool { b.withdrawals.Add(1); return true }
+func (b *countBudget) Refund()                       { b.refunds.Add(1) }
+
+// TestDirectFirstAttemptIsTheOperationsFirst: a first attempt sent as it
+// is counts as the operation's first: an answer Transient calls final is
+// returned as Base gave it; a transient one or an error is retried by the
+// loop as attempt 1 of MaxAttempts; the budget gets one deposit per
+// operation either way, and none under an outer layer that owns retries.
+func TestDirectFirstAttemptIsTheOperationsFirst(t *testing.T) {
+	t.Parallel()
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	cases := []struct {
+		name         string
+		answers      []int // 0 for the refused dial
+		owned        bool
+		wantCalls    int
+		wantStatus   int
+		wantDeposit  int64
+		wantWithdraw int64
+	}{
+		{"final 200", []int{200}, false, 1, 200, 1, 0},
+		{"final 404", []int{404}, false, 1, 404, 1, 0},
+		{"503, then 200", []int{503, 200}, false, 2, 200, 1, 1},
+		{"refused, then 200", []int{0, 200}, false, 2, 200, 1, 1},
+		{"503 three times", []int{503, 503, 503}, false, 3, 503, 1, 2},
+		{"503 under an owner", []int{503, 200}, true, 1, 503, 0, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var calls atomic.Int64
+			base := &http.Transport{}
+			base.RegisterProtocol("mem", roundTripFunc(func(req *http.Request) (*http.Response, error) {
+				n := calls.Add(1)
+				status := c.answers[min(int(n), len(c.answers))-1]
+				if status == 0 {
+					return nil, refused
+				}
+				return &http.Response{StatusCode: status, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok")), Request: req}, nil
+			}))
+			budget := &countBudget{}
+			var waits atomic.Int64
+			tr := &Transport{Base: base, Budget: budget, MaxAttempts: 3, BaseDelay: time.Nanosecond, MaxDelay: time.Nanosecond,
+				Logger: slog.New(slog.DiscardHandler), OnWait: func(*http.Request, Wait) { waits.Add(1) }}
+			if !tr.direct() {
+				t.Fatal("the Transport is not direct")
+			}
+			ctx := context.Background()
+			if c.owned {
+				ctx = withRetriesOwned(ctx)
+			}
+			req, _ := http.NewRequestWithContext(ctx, "GET", "mem://api.test/", nil)
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatalf("RoundTrip: %v", err)
+			}
+			defer resp.Body.Close()
+			if b, _ := io.ReadAll(resp.Body); resp.StatusCode != c.wantStatus || string(b) != "ok" {
+				t.Errorf("answer %d %q, want %d \"ok\"", resp.StatusCode, b, c.wantStatus)
+			}
+			if got := calls.Load(); got != int64(c.wantCalls) {
+				t.Errorf("Base called %d times, want %d", got, c.wantCalls)
+			}
+			if got := waits.Load(); got != int64(c.wantCalls-1) {
+				t.Errorf("OnWait called %d times, want %d", got, c.wantCalls-1)
+			}
+			if d, w := budget.deposits.Load(), budget.withdrawals.Load(); d != c.wantDeposit || w != c.wantWithdraw {
+				t.Errorf("budget: %d deposits, %d withdrawals; want %d, %d", d, w, c.wantDeposit, c.wantWithdraw)
+			}
+		})
+	}
+}
+
+// TestDirectFirstErrorIsReportedAsTheLoopsWouldBe: a first attempt sent
+// as it is that fails, when no retry may follow, ends the operation with
+// the *Error the loop gives: attempts_exhausted, one attempt, the dial's
+// error in the chain, the outcome known (a refused dial sent nothing).
+func TestDirectFirstErrorIsReportedAsTheLoopsWouldBe(t *testing.T) {
+	t.Parallel()
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	base := &http.Transport{}
+	var calls atomic.Int64
+	base.RegisterProtocol("mem", roundTripFunc(func(*http.Request) (*http.Response, error) {
+		calls.Add(1)
+		return nil, refused
+	}))
+	tr := &Transport{Base: base, MaxAttempts: 1}
+	req, _ := http.NewRequest("GET", "mem://api.test/", nil)
+	resp, err := tr.RoundTrip(req)
+	var e *Error
+	if resp != nil || !errors.As(err, &e) {
+		t.Fatalf("RoundTrip = %v, %v; want an *Error", resp, err)
+	}
+	if e.Outcome.Reason != AttemptsExhausted || e.Outcome.Attempts != 1 || e.Outcome.Unknown ||
+		!errors.Is(err, syscall.ECONNREFUSED) || calls.Load() != 1 {
+		t.Errorf("outcome %+v after %d calls; want attempts_exhausted after 1, known, with the dial's error", e.Outcome, calls.Load())
+	}
+}
