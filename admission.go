@@ -49,18 +49,26 @@ func (ad *admission) take(th *throttle.Throttle, req *http.Request, clock clockw
 // MinAttemptTime before the deadline, and is then asked again, held
 // again while the next reset (or, during a paced release, the next
 // turn) fits; the wait ends, refused, with the operation's context or
-// the request's Cancel channel.
-func (op *operation) throttle() error {
-	if op.t.Throttle == nil {
+// the request's Cancel channel. The destination's state is looked up
+// once per operation: a first attempt sent directly looked it up, and,
+// sent, was admitted as an idle destination's.
+func (op *operation) throttle(first *firstAttempt) error {
+	th := op.t.Throttle
+	if th == nil {
 		return nil
 	}
-	return op.admitFirst(op.t.Throttle)
+	op.adm.dest = first.dest
+	if op.adm.dest == nil {
+		op.adm.dest = th.Dest(op.req)
+	}
+	if first.sent {
+		return nil
+	}
+	return op.admitFirst(th)
 }
 
-// admitFirst is throttle's work when a Throttle is set, apart so that
-// throttle inlines.
+// admitFirst is throttle's work for a first attempt not sent yet.
 func (op *operation) admitFirst(th *throttle.Throttle) error {
-	op.adm.dest = th.Dest(op.req)
 	if op.adm.dest.Idle() || done(op.callerCtx) {
 		// A caller that already left (an errgroup whose sibling failed)
 		// takes nothing from the quota: its attempt is never sent.
@@ -190,7 +198,8 @@ func (op *operation) recordAt(a *attempt, own bool) {
 	if own && err != nil && neverSent(op.req, err) {
 		op.adm.ticket.Refund()
 	}
-	r := answer(throttle.Result{Sent: a.lastStart}, resp, err, op.clock)
+	r := throttle.Result{Sent: a.lastStart}
+	answer(&r, resp, err, op.clock)
 	if err != nil {
 		ended := op.callerEnded()
 		var callerErr error
@@ -201,7 +210,7 @@ func (op *operation) recordAt(a *attempt, own bool) {
 			r.Unheard, r.Overload = unheard, overload
 		}
 	}
-	op.t.Throttle.Record(op.adm.dest, r, op.clock)
+	op.t.Throttle.Record(op.adm.dest, &r, op.clock)
 }
 
 // cutBy says how an attempt that ended in err counts for the Throttle
@@ -238,17 +247,17 @@ func (op *operation) stalledFor(sent time.Time) bool {
 // answer completes r with what resp or err says of the server: the
 // response's status, header and request, the pause a 429's or a 403's
 // Retry-After (or x-amz-retry-after) asks for, read on clock, and whether
-// it signalled overload.
-func answer(r throttle.Result, resp *http.Response, err error, clock clockwork.Clock) throttle.Result {
+// it signalled overload. It fills r in place: a Result built in one place
+// and copied at once costs more than the rules.
+func answer(r *throttle.Result, resp *http.Response, err error, clock clockwork.Clock) {
 	r.Overload = overloadSignal(resp, err)
 	if resp == nil {
-		return r
+		return
 	}
 	r.Status, r.Header, r.Request = resp.StatusCode, resp.Header, resp.Request
 	if pausingStatus(resp.StatusCode) {
 		r.RetryAfter, r.HasRetryAfter = ParseRetryAfter(resp.Header, clock.Now())
 	}
-	return r
 }
 
 // pausingStatus reports whether a response's status is one whose
@@ -272,7 +281,7 @@ func (op *operation) recordLoser(a *attempt, lostToSignal bool) {
 		return
 	}
 	r := throttle.Result{Sent: a.lastStart, Unheard: a.unsent, Canceled: !a.unsent, Overload: lostToSignal}
-	op.t.Throttle.Record(op.adm.dest, r, op.clock)
+	op.t.Throttle.Record(op.adm.dest, &r, op.clock)
 }
 
 // canceledLoser reports whether a hedged attempt that lost, ending in

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/httpretry/httpretry/internal/tried"
+	"github.com/httpretry/httpretry/throttle"
 )
 
 // This file holds the first attempt of an operation that needs nothing
@@ -14,13 +15,13 @@ import (
 // over as its first attempt's, as if it had sent it.
 
 // direct reports whether t leaves the first attempt of its operations as
-// it is: no Throttle, Hedging or learned limit, no time limit,
-// Propagate, or hook that sees an attempt or judges a request or an
-// answer, no response read into memory. Nothing then needs the clock, a
-// derived context or a copy of the request, unless the request does
-// (sendsDirect).
+// it is: no Hedging or learned limit, no time limit, Propagate, or hook
+// that sees an attempt or judges a request or an answer, no response read
+// into memory. Nothing then needs the clock, a derived context or a copy
+// of the request, unless the request does (sendsDirect), or a Throttle
+// whose destination is not idle does (first.send).
 func (t *Transport) direct() bool {
-	return t.Hedging == nil && t.Throttle == nil && t.LearnAttemptTimeout == nil &&
+	return t.Hedging == nil && t.LearnAttemptTimeout == nil &&
 		t.Timeout <= 0 && t.AttemptTimeout <= 0 && t.IdleTimeout <= 0 && !t.Propagate &&
 		t.OnAttemptStart == nil && t.OnAttempt == nil && t.OnDone == nil &&
 		t.Transient == nil && t.Idempotent == nil && t.BufferResponse <= 0
@@ -45,18 +46,51 @@ func sendsDirect(req *http.Request, ctx context.Context, base http.RoundTripper,
 	return plain || !retries
 }
 
-// firstAnswer is what the first attempt, sent directly, produced: normalised
-// (exactly one of resp and err is set, a resp has a Body), or nothing
-// when it was not sent.
-type firstAnswer struct {
+// firstAttempt is what an operation's first attempt, sent directly,
+// produced (normalised: exactly one of resp and err is set, a resp has a
+// Body), and the destination's state in the Throttle, when one is set,
+// looked up once for the operation.
+type firstAttempt struct {
 	sent bool
 	resp *http.Response
 	err  error
+	dest *throttle.Dest
+}
+
+// send sends req to base as the operation's first attempt, unless the
+// Throttle's state of its destination is not idle: admitting it then
+// takes the operation's loop. It deposits into the budget first, unless
+// an outer layer owns retries (owned). It returns the answer, and true,
+// when Transient calls it final, after telling the Throttle how it went;
+// otherwise the loop takes it over (adopt).
+func (f *firstAttempt) send(t *Transport, req *http.Request, base http.RoundTripper, owned bool) (*http.Response, bool) {
+	th := t.Throttle
+	if th != nil {
+		if f.dest = th.Dest(req); !f.dest.Idle() {
+			return nil, false
+		}
+	}
+	if !owned {
+		t.budgetFor(req).Deposit()
+	}
+	resp, err := base.RoundTrip(req)
+	resp, err = normalize(base, req, resp, err)
+	if err == nil && !IsTransient(resp, nil) {
+		if th != nil {
+			var r throttle.Result
+			clock := t.clock()
+			answer(&r, resp, nil, clock)
+			th.Record(f.dest, &r, clock)
+		}
+		return resp, true
+	}
+	f.sent, f.resp, f.err = true, resp, err
+	return nil, false
 }
 
 // adopt makes a, the operation's attempt, the first attempt that was
 // sent directly and answered first: as open and send would have left it.
-func (a *attempt) adopt(op *operation, first *firstAnswer) {
+func (a *attempt) adopt(op *operation, first *firstAttempt) {
 	op.attempts = 1
 	*a = attempt{number: 1, req: op.req}
 	op.unsent = holdsNothing

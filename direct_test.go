@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/httpretry/httpretry/internal/tried"
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -29,12 +30,14 @@ func TestDirectIsEverySettingThatLeavesTheFirstAttemptAsItIs(t *testing.T) {
 		"MaxDelay": true, "MaxRetryAfter": true, "BufferRequest": true,
 		"NewIdempotencyKey": true, "Budget": true, "BudgetPerHost": true, "Jitter": true,
 		"Clock": true, "Logger": true, "LogRoute": true, "DialTrace": true, "OnWait": true,
+		// Its destination's state is looked up for each request: only
+		// one that is not idle takes the operation's admission.
+		"Throttle": true,
 	}
 	prepares := map[string]bool{
 		"Timeout": true, "AttemptTimeout": true, "BufferResponse": true, "IdleTimeout": true,
 		"Transient": true, "Idempotent": true, "OnAttempt": true, "OnAttemptStart": true,
 		"OnDone": true, "Propagate": true, "Hedging": true, "LearnAttemptTimeout": true,
-		"Throttle": true,
 	}
 	if !(&Transport{}).direct() {
 		t.Fatal("the zero Transport is not direct")
@@ -237,5 +240,85 @@ func TestDirectFirstErrorIsReportedAsTheLoopsWouldBe(t *testing.T) {
 	if e.Outcome.Reason != AttemptsExhausted || e.Outcome.Attempts != 1 || e.Outcome.Unknown ||
 		!errors.Is(err, syscall.ECONNREFUSED) || calls.Load() != 1 {
 		t.Errorf("outcome %+v after %d calls; want attempts_exhausted after 1, known, with the dial's error", e.Outcome, calls.Load())
+	}
+}
+
+// memBase returns an *http.Transport that answers "mem://" URLs with the
+// statuses of answers in turn (the last one from then on), counting the
+// requests it answered.
+func memBase(calls *atomic.Int64, answers ...int) *http.Transport {
+	base := &http.Transport{}
+	base.RegisterProtocol("mem", roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		n := calls.Add(1)
+		status := answers[min(int(n), len(answers))-1]
+		return &http.Response{StatusCode: status, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+	}))
+	return base
+}
+
+// TestDirectThrottleKeyRunsOncePerOperation: with a Throttle, a first
+// attempt sent directly looks its destination up once, and the loop that
+// takes a transient answer over uses that destination: Throttle.Key runs
+// once per operation, however many attempts follow.
+func TestDirectThrottleKeyRunsOncePerOperation(t *testing.T) {
+	t.Parallel()
+	var calls, keys atomic.Int64
+	th := &throttle.Throttle{Key: func(*http.Request) string { keys.Add(1); return "api" }}
+	tr := &Transport{Base: memBase(&calls, 503, 503, 200), Throttle: th, MaxAttempts: 3,
+		BaseDelay: time.Nanosecond, MaxDelay: time.Nanosecond}
+	req, _ := http.NewRequest("GET", "mem://api.test/", nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("RoundTrip = %v, %v; want the third attempt's 200", resp, err)
+	}
+	resp.Body.Close()
+	if calls.Load() != 3 || keys.Load() != 1 {
+		t.Errorf("%d attempts, Throttle.Key called %d times; want 3 attempts, 1 call", calls.Load(), keys.Load())
+	}
+}
+
+// TestDirectThrottleCountsEveryAnswer: a Throttle counts the answers of
+// first attempts sent directly as it counts the loop's: 200 final answers
+// are 200 requests and 200 accepts; then 503s, each a request and no
+// accept, make the destination refuse, and a refused operation sends
+// nothing.
+func TestDirectThrottleCountsEveryAnswer(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	status := atomic.Int64{}
+	status.Store(200)
+	base := &http.Transport{}
+	base.RegisterProtocol("mem", roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		calls.Add(1)
+		return &http.Response{StatusCode: int(status.Load()), Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+	}))
+	th := drawing(&throttle.Throttle{Window: time.Hour, MinRate: -1}, func() float64 { return 0 })
+	tr := &Transport{Base: base, Throttle: th, MaxAttempts: 1}
+	send := func() error {
+		req, _ := http.NewRequest("GET", "mem://api.test/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	for range 200 {
+		if err := send(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status.Store(503)
+	var refused int
+	for range 2000 {
+		if errors.Is(send(), throttle.ErrThrottled) {
+			refused++
+		}
+	}
+	requests, accepts := throttleCounts(th, "api.test")
+	if refused == 0 || calls.Load() != int64(2200-refused) {
+		t.Errorf("%d refused, %d sent of 2,200; want some refused, and none of them sent", refused, calls.Load())
+	}
+	if accepts != 200 || requests <= 200 {
+		t.Errorf("counted %v requests, %v accepts; want the 200 answered 200 as accepts, and the 503s as requests", requests, accepts)
 	}
 }

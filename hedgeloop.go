@@ -87,7 +87,7 @@ func (op *operation) setHedging(outerOwns bool) {
 // apart so that setHedging inlines.
 func (op *operation) settleHedging(outerOwns bool) {
 	t := op.t
-	op.dist = t.latencies().Lookup(t.latencyKey(op.req))
+	op.dist = t.latencyDist(op.req)
 	h := t.Hedging
 	if h == nil || outerOwns || op.policy.maxAttempts < 2 {
 		return

@@ -199,6 +199,16 @@ func (t *Transport) latencyKey(req *http.Request) string {
 	return desttable.HostKey(req)
 }
 
+// latencyDist returns the latencies of req's key, as latencyKey names
+// it: a host's spelling seen before finds them without canonicalising
+// the host again.
+func (t *Transport) latencyDist(req *http.Request) *latency.Dist {
+	if h := t.Hedging; h != nil && h.Key != nil {
+		return t.latencies().Lookup(t.latencyKey(req))
+	}
+	return t.latencies().LookupHost(req)
+}
+
 // latencies returns t's latency set, created on first use, or nil when t
 // records no latencies.
 func (t *Transport) latencies() *latency.Set {

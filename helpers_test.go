@@ -331,7 +331,7 @@ func throttleAt(th *throttle.Throttle, req *http.Request, fc clockwork.Clock, n 
 	}
 	d := th.Dest(req)
 	for range n {
-		th.Record(d, r, fc)
+		th.Record(d, &r, fc)
 	}
 }
 

@@ -111,24 +111,18 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 	base := t.base()
 	ctx := req.Context()
 	owned := retriesOwned(ctx)
-	var first firstAnswer
+	var first firstAttempt
 	if t.direct() && sendsDirect(req, ctx, base, !owned && t.maxAttempts() > 1) {
-		if !owned {
-			t.budgetFor(req).Deposit()
-		}
-		resp, err := base.RoundTrip(req)
-		resp, err = normalize(base, req, resp, err)
-		if err == nil && !IsTransient(resp, nil) {
+		if resp, final := first.send(t, req, base, owned); final {
 			return resp, nil
 		}
-		first = firstAnswer{sent: true, resp: resp, err: err}
 	}
 	return operate(t, req, base, owned, &first)
 }
 
 // operate runs the operation of req: its first attempt, unless it was
 // sent directly (first), then its loop.
-func operate(t *Transport, req *http.Request, base http.RoundTripper, outerOwns bool, first *firstAnswer) (*http.Response, error) {
+func operate(t *Transport, req *http.Request, base http.RoundTripper, outerOwns bool, first *firstAttempt) (*http.Response, error) {
 	var op operation // filled field by field: a composite literal would be built in a copy
 	var a attempt    // the sequential operation's attempt, reused for each
 	op.t, op.req, op.tmpl = t, req, req
@@ -139,7 +133,7 @@ func operate(t *Transport, req *http.Request, base http.RoundTripper, outerOwns 
 	defer a.abandon(&op)
 	// begin neither fails nor calls the caller's code for a request sent
 	// directly: it has no body to read, no Throttle or hook to ask.
-	if err := op.begin(outerOwns, first.sent); err != nil {
+	if err := op.begin(outerOwns, first); err != nil {
 		return op.fail(&a, err)
 	}
 	if op.h != nil {
@@ -162,9 +156,10 @@ func operate(t *Transport, req *http.Request, base http.RoundTripper, outerOwns 
 }
 
 // begin settles the operation's deadline, context and request template,
-// and deposits into the budget, unless the first attempt, sent directly,
-// did (deposited). An error ends the operation before any attempt.
-func (op *operation) begin(outerOwns, deposited bool) error {
+// admits it in the Throttle and deposits into the budget, unless its first
+// attempt was sent directly (first), which did both. An error ends the
+// operation before any attempt.
+func (op *operation) begin(outerOwns bool, first *firstAttempt) error {
 	op.budget = op.t.budgetFor(op.req)
 	op.callerCtx = op.req.Context()
 	op.ctx = op.callerCtx
@@ -178,7 +173,7 @@ func (op *operation) begin(outerOwns, deposited bool) error {
 	// From here the first attempt's request from the quota, once taken,
 	// is the operation's to give back (OnWait may run before it is sent).
 	op.unsent = holdsTicket
-	if err := op.throttle(); err != nil {
+	if err := op.throttle(first); err != nil {
 		return err
 	}
 	if !outerOwns && op.policy.maxAttempts > 1 && op.t.marksOwnership(op.base) {
@@ -192,7 +187,7 @@ func (op *operation) begin(outerOwns, deposited bool) error {
 		return err
 	}
 	op.setHedging(outerOwns)
-	if !outerOwns && !deposited {
+	if !outerOwns && !first.sent {
 		op.budget.Deposit()
 	}
 	return nil

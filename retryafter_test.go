@@ -318,7 +318,8 @@ func TestThrottlePausesForTheDelayTheRetriesWait(t *testing.T) {
 		h := http.Header{}
 		h.Set(tc.header, tc.value)
 		resp := &http.Response{StatusCode: http.StatusTooManyRequests, Header: h}
-		r := answer(throttle.Result{}, resp, nil, clock)
+		var r throttle.Result
+		answer(&r, resp, nil, clock)
 		want, wantOK := ParseRetryAfter(h, now)
 		if r.RetryAfter != want || r.HasRetryAfter != wantOK {
 			t.Errorf("%s (%s: %s): the throttle pauses %v (%v), the retries wait %v (%v); want the same", tc.name, tc.header, tc.value, r.RetryAfter, r.HasRetryAfter, want, wantOK)

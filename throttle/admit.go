@@ -81,6 +81,9 @@ var credentialSeed = maphash.MakeSeed()
 // false when it carries neither. The name never holds the secret, and
 // is not kept beyond the process.
 func credentialKey(h http.Header) (string, bool) {
+	if len(h) == 0 {
+		return "", false // a request's header as http.NewRequest makes it
+	}
 	auth, apiKey := h["Authorization"], h["X-Api-Key"]
 	if len(auth) == 0 && len(apiKey) == 0 {
 		return "", false
@@ -235,7 +238,8 @@ func (th *Throttle) QuotaReleased(d *Dest) <-chan struct{} {
 
 // Result is how an attempt went, for Record. The caller decides what
 // counts as overload (httpretry: a 429, 503 or 529; a proxy's 502 or 504;
-// Envoy's x-envoy-overloaded or x-envoy-ratelimited; a 5xx saying
+// an error response with Envoy's x-envoy-overloaded or
+// x-envoy-ratelimited; a 5xx saying
 // "X-Should-Retry: false"; an attempt timeout, or a caller's deadline
 // that expired while the server was silent after MinAttemptTime; a
 // refused connection) and reads a 429's Retry-After, so that the
@@ -286,8 +290,11 @@ const pendingFold = 64
 // signalled no overload, from a cold destination whose quota does not
 // want it read (a destination that sent no rate-limit fields for a
 // while), is only counted, without a clock reading but every
-// pendingFold, and sampled when the count is folded.
-func (th *Throttle) Record(d *Dest, r Result, clock Clock) {
+// pendingFold, and sampled when the count is folded. Record only reads
+// r: it is a pointer because the success path is a few atomic operations,
+// and a Result copied as an argument right after it was built costs more
+// than they do.
+func (th *Throttle) Record(d *Dest, r *Result, clock Clock) {
 	clock = orSystem(clock)
 	if r.Status == 0 {
 		// Its count in flight ends: later answers are taken at their
@@ -313,7 +320,7 @@ func (th *Throttle) Record(d *Dest, r Result, clock Clock) {
 		}
 		return
 	}
-	th.recordSlow(d, &r, clock)
+	th.recordSlow(d, r, clock)
 }
 
 // recordSlow is Record for any other result.

@@ -41,7 +41,7 @@ func TestRecordCanceledEndsItsQuotaCountInFlight(t *testing.T) {
 	th := &Throttle{}
 	req := httptest.NewRequest("GET", "http://api.test/", nil)
 	d := th.Dest(req)
-	th.Record(d, quotaAnswer("50"), fc)
+	th.Record(d, new(quotaAnswer("50")), fc)
 	slot := heldSlot(t, d)
 	for range 2 {
 		if _, _, ok := th.TakeQuota(d, req, fc); !ok {
@@ -53,11 +53,11 @@ func TestRecordCanceledEndsItsQuotaCountInFlight(t *testing.T) {
 	}
 	answered := quotaAnswer("48")
 	answered.Sent = fc.Now()
-	th.Record(d, answered, fc)
+	th.Record(d, &answered, fc)
 	if n := slot.inflight.Load(); n != 1 {
 		t.Fatalf("%d in flight after one answer; want 1", n)
 	}
-	th.Record(d, Result{Canceled: true, Sent: fc.Now()}, fc)
+	th.Record(d, &Result{Canceled: true, Sent: fc.Now()}, fc)
 	if n := slot.inflight.Load(); n != 0 {
 		t.Errorf("%d in flight after the loser was recorded as canceled; want 0", n)
 	}
@@ -72,7 +72,7 @@ func TestTicketRefundGivesBackOnce(t *testing.T) {
 	th := &Throttle{}
 	req := httptest.NewRequest("GET", "http://api.test/", nil)
 	d := th.Dest(req)
-	th.Record(d, quotaAnswer("5"), fc)
+	th.Record(d, new(quotaAnswer("5")), fc)
 	slot := heldSlot(t, d)
 	ticket, _, ok := th.TakeQuota(d, req, fc)
 	if !ok || slot.left.Load() != 4 {
@@ -116,9 +116,9 @@ func TestRecordCountsByWhatTheServerSaid(t *testing.T) {
 			th := &Throttle{}
 			req := httptest.NewRequest("GET", "http://api.test/", nil)
 			d := th.Dest(req)
-			th.Record(d, Result{Status: 503, Overload: true}, fc) // hot from now
+			th.Record(d, &Result{Status: 503, Overload: true}, fc) // hot from now
 			req0, acc0 := th.counts("api.test")
-			th.Record(d, tt.r, fc)
+			th.Record(d, &tt.r, fc)
 			req1, acc1 := th.counts("api.test")
 			if req1-req0 != tt.wantReq || acc1-acc0 != tt.wantAcc {
 				t.Errorf("counted %v requests, %v accepts; want %v, %v", req1-req0, acc1-acc0, tt.wantReq, tt.wantAcc)
@@ -139,7 +139,7 @@ func TestAdmitIdleDestinationReadsNoClock(t *testing.T) {
 	if _, _, err := th.Admit(d, req, c); err != nil || c.reads != 0 {
 		t.Fatalf("idle: err %v, %d clock reads; want nil, 0", err, c.reads)
 	}
-	th.Record(d, Result{Status: 503, Overload: true}, c)
+	th.Record(d, &Result{Status: 503, Overload: true}, c)
 	c.reads = 0
 	if _, _, err := th.Admit(d, req, c); err != nil || c.reads == 0 {
 		t.Errorf("hot: err %v, %d clock reads; want nil and the clock read", err, c.reads)

@@ -32,7 +32,7 @@ func TestQuotaIsKeptPerCredentialAndItsNameHoldsNoSecret(t *testing.T) {
 	answer := func(r *http.Request, remaining string) {
 		h := reset.Clone()
 		h.Set("X-Ratelimit-Remaining", remaining)
-		th.Record(th.Dest(r), Result{Status: 200, Header: h, Request: r, Sent: now}, fixedClock(now))
+		th.Record(th.Dest(r), &Result{Status: 200, Header: h, Request: r, Sent: now}, fixedClock(now))
 	}
 	answer(alice, "0")
 	answer(bob, "4997")

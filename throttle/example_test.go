@@ -73,13 +73,13 @@ func ExampleThrottle_withoutTransport() {
 		}
 		resp, err := srv.Client().Do(req)
 		if err != nil {
-			th.Record(d, throttle.Result{Overload: true}, clock)
+			th.Record(d, &throttle.Result{Overload: true}, clock)
 			continue
 		}
 		resp.Body.Close()
 		sent++
 		overloaded := resp.StatusCode == http.StatusServiceUnavailable
-		th.Record(d, throttle.Result{Status: resp.StatusCode, Header: resp.Header, Overload: overloaded}, clock)
+		th.Record(d, &throttle.Result{Status: resp.StatusCode, Header: resp.Header, Overload: overloaded}, clock)
 	}
 	fmt.Println("sent at least 3:", sent >= 3, "most refused:", refused > 50)
 	// Output: sent at least 3: true most refused: true

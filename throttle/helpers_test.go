@@ -22,7 +22,7 @@ func (th *Throttle) admit(d *Dest, clock Clock) (time.Time, error) {
 // with overload as httpretry's Transport decides it for the statuses
 // and errors these tests use: a 429, 503 or 529, or any error.
 func (th *Throttle) record(d *Dest, resp *http.Response, err error, sent time.Time, clock Clock) {
-	th.Record(d, resultOf(resp, err, sent, orSystem(clock).Now()), clock)
+	th.Record(d, new(resultOf(resp, err, sent, orSystem(clock).Now())), clock)
 }
 
 // resultOf describes resp or err as the Transport would at now, a 429's

@@ -28,8 +28,9 @@ func callResources(th *Throttle, clock Clock, calls []resourceCall) []error {
 		d := th.Dest(req)
 		_, _, errs[i] = th.Admit(d, req, clock)
 		if c.status != 0 && errs[i] == nil {
-			th.Record(d, Result{Status: c.status, Header: c.h, Request: req, Sent: clock.Now(),
+			th.Record(d, &Result{Status: c.status, Header: c.h, Request: req, Sent: clock.Now(),
 				Overload: c.status == http.StatusTooManyRequests}, clock)
+
 		}
 	}
 	return errs

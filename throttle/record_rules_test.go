@@ -21,13 +21,13 @@ func TestThrottleAnAttemptWithoutAnswerSignallingOverloadMakesAColdDestinationHo
 	th := &Throttle{}
 	d := th.dests.Get("k", 0, newDest)
 	for range 50 {
-		th.Record(d, Result{Status: http.StatusOK, Header: http.Header{}, Sent: fc.Now()}, fc)
+		th.Record(d, &Result{Status: http.StatusOK, Header: http.Header{}, Sent: fc.Now()}, fc)
 		fc.Advance(10 * time.Millisecond)
 	}
 	if d.hot.Load() || d.quota.wants(http.StatusOK) {
 		t.Fatalf("after 50 accepts without rate-limit fields: hot %v, responses read %v; want cold, not read", d.hot.Load(), d.quota.wants(http.StatusOK))
 	}
-	th.Record(d, Result{Overload: true, Sent: fc.Now()}, fc)
+	th.Record(d, &Result{Overload: true, Sent: fc.Now()}, fc)
 	if !d.hot.Load() {
 		t.Fatal("after an attempt without an answer that signalled overload: cold; want hot")
 	}
@@ -48,13 +48,13 @@ func TestThrottleAnAnswerBelow429SignallingOverloadMakesAColdDestinationHot(t *t
 	th := &Throttle{}
 	d := th.dests.Get("k", 0, newDest)
 	for range 50 {
-		th.Record(d, Result{Status: http.StatusOK, Header: http.Header{}, Sent: fc.Now()}, fc)
+		th.Record(d, &Result{Status: http.StatusOK, Header: http.Header{}, Sent: fc.Now()}, fc)
 		fc.Advance(10 * time.Millisecond)
 	}
 	if d.hot.Load() || d.quota.wants(http.StatusNotFound) {
 		t.Fatalf("after 50 accepts without rate-limit fields: hot %v, responses read %v; want cold, not read", d.hot.Load(), d.quota.wants(http.StatusNotFound))
 	}
-	th.Record(d, Result{Status: http.StatusNotFound, Header: http.Header{"X-Envoy-Overloaded": {"true"}}, Overload: true, Sent: fc.Now()}, fc)
+	th.Record(d, &Result{Status: http.StatusNotFound, Header: http.Header{"X-Envoy-Overloaded": {"true"}}, Overload: true, Sent: fc.Now()}, fc)
 	if !d.hot.Load() {
 		t.Fatal("after a 404 that signalled overload: cold; want hot")
 	}
@@ -75,7 +75,7 @@ func TestQuotaKnownOnceAResponseAnnouncesOne(t *testing.T) {
 	if d.QuotaKnown() {
 		t.Fatal("before any response: QuotaKnown; want not")
 	}
-	th.Record(d, Result{Status: http.StatusOK, Sent: fc.Now(), Header: http.Header{"Ratelimit": {`"default";r=5;t=10`}}}, fc)
+	th.Record(d, &Result{Status: http.StatusOK, Sent: fc.Now(), Header: http.Header{"Ratelimit": {`"default";r=5;t=10`}}}, fc)
 	if !d.QuotaKnown() {
 		t.Fatal("after a response announcing 5 left for 10s: not QuotaKnown; want known")
 	}
@@ -95,16 +95,16 @@ func TestQuotaColdDestinationIsSampledOnlyAtAFold(t *testing.T) {
 	plain := Result{Status: http.StatusOK, Header: http.Header{}}
 	fields := Result{Status: http.StatusOK, Header: http.Header{"X-Ratelimit-Remaining": {"50"}}}
 	for range pendingFold {
-		th.Record(d, plain, fc)
+		th.Record(d, &plain, fc)
 	}
-	th.Record(d, fields, fc)
+	th.Record(d, &fields, fc)
 	if d.quota.wants(http.StatusOK) {
 		t.Fatal("a response with fields between folds: read again at once; want at the next fold")
 	}
 	for range pendingFold - 2 {
-		th.Record(d, plain, fc)
+		th.Record(d, &plain, fc)
 	}
-	th.Record(d, fields, fc)
+	th.Record(d, &fields, fc)
 	if !d.quota.wants(http.StatusOK) {
 		t.Error("a response with fields at the fold: not read again; want read")
 	}

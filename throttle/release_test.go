@@ -38,7 +38,7 @@ func TestPauseEndReleasesHeldOperationsOneAtATime(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodGet, "https://api.example.test/", nil)
 	d := th.Dest(req)
 	for range perWindow + 1 { // window 0 spent, and its 429
-		th.Record(d, serve(), fc)
+		th.Record(d, new(serve()), fc)
 	}
 	// Each round, every operation held asks; those admitted are sent at
 	// once and answered; a round with none admitted waits for the
@@ -71,7 +71,7 @@ func TestPauseEndReleasesHeldOperationsOneAtATime(t *testing.T) {
 			if r.Status == 200 {
 				held--
 			}
-			th.Record(d, r, fc)
+			th.Record(d, &r, fc)
 		}
 		if turn != nil {
 			select {

@@ -65,7 +65,7 @@ func TestQuotaEveryResetFieldIsOneRuleBoundedByRetryAfter(t *testing.T) {
 			h.Set("Date", date.Format(http.TimeFormat))
 			r := Result{Status: tt.status, Header: h, Request: req, Sent: now, Overload: tt.status == 429}
 			r.RetryAfter, r.HasRetryAfter = tt.ra, tt.ra > 0
-			th.Record(d, r, fixedClock(now))
+			th.Record(d, &r, fixedClock(now))
 			reset, spent := d.quota.spent(now)
 			if !spent {
 				t.Fatalf("after the answer: not spent; want spent for %v", tt.want)

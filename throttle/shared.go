@@ -68,8 +68,12 @@ func (d *Dest) link(key string, s Shared) {
 // fleetHot reports whether d is shared and hot in the fleet.
 func (d *Dest) fleetHot() bool {
 	f := d.fleet.Load()
-	return f != nil && f.shared.Hot(f.key)
+	return f != nil && f.hot()
 }
+
+// hot reports whether the fleet holds the link's key hot, apart so that
+// fleetHot inlines: most destinations are not shared.
+func (f *fleetLink) hot() bool { return f.shared.Hot(f.key) }
 
 // hotFor reports whether d is hot here or in the fleet: its decisions
 // then read the clock and the counts, and its results are counted in its

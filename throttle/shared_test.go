@@ -104,13 +104,13 @@ func TestSharedFleetAcceptsLetAProcessAdmitAgain(t *testing.T) {
 	th := &Throttle{draws: func() float64 { return 0 }, Shared: f}
 	d := th.Dest(req)
 	for range 5 {
-		th.Record(d, Result{Status: http.StatusServiceUnavailable, Overload: true}, fc)
+		th.Record(d, &Result{Status: http.StatusServiceUnavailable, Overload: true}, fc)
 	}
 	for i := range 20 {
 		if _, _, err := th.Admit(d, req, fc); err != nil {
 			t.Fatalf("Admit %d = %v; want nil: the fleet accepts what it is sent", i, err)
 		}
-		th.Record(d, Result{Status: http.StatusOK}, fc)
+		th.Record(d, &Result{Status: http.StatusOK}, fc)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -134,7 +134,7 @@ func TestSharedColdFleetCostsNoCountsAndNoClock(t *testing.T) {
 		if _, _, err := th.Admit(d, req, panicClock{}); err != nil {
 			t.Fatalf("Admit %d = %v; want nil", i, err)
 		}
-		th.Record(d, Result{Status: http.StatusOK}, firstReadOnly())
+		th.Record(d, &Result{Status: http.StatusOK}, firstReadOnly())
 	}
 	if len(f.added) != 0 {
 		t.Errorf("added to the fleet %v while cold everywhere; want nothing", f.added)
@@ -183,10 +183,10 @@ func TestSharedOutageStartHandsTheFleetOnlyTheNewestAccepts(t *testing.T) {
 	th := &Throttle{Shared: f}
 	d := th.Dest(req)
 	for range 40 {
-		th.Record(d, Result{Status: http.StatusOK}, fc)
+		th.Record(d, &Result{Status: http.StatusOK}, fc)
 	}
 	fc.Advance(2 * time.Second)
-	th.Record(d, Result{Status: http.StatusServiceUnavailable, Overload: true}, fc)
+	th.Record(d, &Result{Status: http.StatusServiceUnavailable, Overload: true}, fc)
 	// 40 accepts over 2s: 12 fall in the 600ms window, 1.2 a bucket.
 	got := f.added["api.example"]
 	if math.Abs(got[0]-2.2) > 1e-9 || math.Abs(got[1]-1.2) > 1e-9 {

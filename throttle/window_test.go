@@ -93,12 +93,12 @@ func TestThrottleColdAcceptsAreFoldedAtThe64th(t *testing.T) {
 	th := &Throttle{}
 	d := th.dests.Get("k", 0, newDest)
 	for range pendingFold - 1 {
-		th.Record(d, Result{Status: http.StatusOK, Header: http.Header{}}, fc)
+		th.Record(d, &Result{Status: http.StatusOK, Header: http.Header{}}, fc)
 	}
 	if req, _ := th.counts("k"); req != 0 {
 		t.Fatalf("after %d accepts: the window holds %v requests; want 0, not folded yet", pendingFold-1, req)
 	}
-	th.Record(d, Result{Status: http.StatusOK, Header: http.Header{}}, fc)
+	th.Record(d, &Result{Status: http.StatusOK, Header: http.Header{}}, fc)
 	if req, acc := th.counts("k"); req != pendingFold || acc != pendingFold {
 		t.Errorf("after %d accepts: the window holds %v requests, %v accepts; want %d of each", pendingFold, req, acc, pendingFold)
 	}
@@ -113,12 +113,12 @@ func TestThrottleMinRateCountsOverTheWindow(t *testing.T) {
 	th := &Throttle{MinRate: 100, draws: func() float64 { return 0 }}
 	d := th.dests.Get("k", 0, newDest)
 	for range 59 {
-		th.Record(d, Result{Status: http.StatusServiceUnavailable, Header: http.Header{}, Overload: true}, fc)
+		th.Record(d, &Result{Status: http.StatusServiceUnavailable, Header: http.Header{}, Overload: true}, fc)
 	}
 	if err := th.AdmitRetry(d, fc); err != nil {
 		t.Fatalf("after 59 failures: %v; want admitted, fewer than 60 requests", err)
 	}
-	th.Record(d, Result{Status: http.StatusServiceUnavailable, Header: http.Header{}, Overload: true}, fc)
+	th.Record(d, &Result{Status: http.StatusServiceUnavailable, Header: http.Header{}, Overload: true}, fc)
 	if err := th.AdmitRetry(d, fc); err == nil {
 		t.Error("after 60 failures: admitted; want refused")
 	}

@@ -59,7 +59,7 @@ func (p *fleetProcess) record(host string, n int, overload bool) {
 		if overload {
 			st = http.StatusServiceUnavailable
 		}
-		p.th.Record(d, throttle.Result{Status: st, Overload: overload}, nil)
+		p.th.Record(d, &throttle.Result{Status: st, Overload: overload}, nil)
 	}
 }
 
@@ -292,7 +292,7 @@ func TestThrottleStateKeysWithBracesAndManyDestinationsStayBounded(t *testing.T)
 	eventually(t, "B refuses the braced key on A's counts", func() bool {
 		d := ta.Dest(get("x"))
 		for range 20 {
-			ta.Record(d, throttle.Result{Status: http.StatusServiceUnavailable, Overload: true}, nil)
+			ta.Record(d, &throttle.Result{Status: http.StatusServiceUnavailable, Overload: true}, nil)
 		}
 		req := get("x")
 		_, _, err := tb.Admit(tb.Dest(req), req, nil)

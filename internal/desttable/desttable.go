@@ -95,6 +95,13 @@ func (d *Table[T]) GetHost(req *http.Request, max int, init func(*T)) *T {
 		// No host name is this long: its spelling is not remembered.
 		return d.Get(CanonicalHost(scheme, host), max, init)
 	}
+	if s := d.spellings.last.Load(); s != nil && s.key.host == host && s.key.scheme == scheme && !s.gone.Load() {
+		// The spelling looked up last, compared as strings: the
+		// generic lookup compares keys through their type.
+		if e := s.touch().val.Load(); e != nil && !e.gone.Load() {
+			return &e.touch().val
+		}
+	}
 	sp := spelling{scheme: scheme, host: host}
 	if s := d.spellings.lookup(sp); s != nil {
 		if e := s.val.Load(); e != nil && !e.gone.Load() {

@@ -310,3 +310,25 @@ func TestTableFindNeitherAddsNorMarks(t *testing.T) {
 		t.Error("a, only found since it was added, is still held; want it evicted")
 	}
 }
+
+// TestTableGetHostLastSpellingOfAnEvictedKeyFindsAFreshState: the
+// spelling looked up last is found again by comparing it alone; once its
+// destination was evicted (by a key added by name), that spelling finds a
+// fresh state, never the evicted one.
+func TestTableGetHostLastSpellingOfAnEvictedKeyFindsAFreshState(t *testing.T) {
+	var d Table[int]
+	a, _ := http.NewRequest("GET", "http://a.test/", nil)
+	first := d.GetHost(a, 1, nil)
+	if again := d.GetHost(a, 1, nil); again != first {
+		t.Fatal("a.test looked up twice: two states")
+	}
+	*first = 7
+	d.Get("b.test", 1, nil) // a.test is evicted: the table holds one key
+	if _, held := d.keys.m.Load("a.test"); held {
+		t.Fatal("a.test still held in a table of one after b.test")
+	}
+	fresh := d.GetHost(a, 1, nil)
+	if fresh == first || *fresh != 0 {
+		t.Errorf("a.test after its eviction: the evicted state (%d); want a fresh one", *fresh)
+	}
+}

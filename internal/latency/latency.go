@@ -9,6 +9,7 @@ package latency
 
 import (
 	"math"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -76,6 +77,13 @@ func New(cfg Config) *Set {
 // the set is full) when key is new.
 func (s *Set) Lookup(key string) *Dist {
 	return s.keys.Get(key, s.cfg.MaxKeys, s.init)
+}
+
+// LookupHost returns the distribution of req's host, keyed as
+// desttable.HostKey names it, as Lookup does: a spelling of the host seen
+// before finds it without canonicalising the host again.
+func (s *Set) LookupHost(req *http.Request) *Dist {
+	return s.keys.GetHost(req, s.cfg.MaxKeys, s.init)
 }
 
 // Find returns key's distribution, or nil when key holds none. It adds no

@@ -3,9 +3,12 @@ package latency
 import (
 	"fmt"
 	"math"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/httpretry/httpretry/internal/desttable"
 )
 
 const ms = time.Millisecond
@@ -190,5 +193,20 @@ func TestLearnedLimit(t *testing.T) {
 				t.Errorf("learnedLimit = %v; want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestLookupHostIsLookupOfTheHostKey: a request's host finds the
+// latencies kept under its canonical key, whatever its spelling.
+func TestLookupHostIsLookupOfTheHostKey(t *testing.T) {
+	s := New(Config{MaxKeys: 4})
+	for _, u := range []string{"http://API.test:80/x", "http://api.test/y", "HTTP://api.test./"} {
+		req, _ := http.NewRequest("GET", u, nil)
+		if got, want := s.LookupHost(req), s.Lookup(desttable.HostKey(req)); got != want {
+			t.Errorf("%s: LookupHost and Lookup(HostKey) differ", u)
+		}
+	}
+	if s.Len() != 1 {
+		t.Errorf("%d keys held for three spellings of one host; want 1", s.Len())
 	}
 }

@@ -16,12 +16,15 @@ const statusOverloaded = 529
 // 503 or 529; a 502 or 504, a proxy's word that the server behind it
 // refused the connection or did not answer in time (unless the answer
 // says "X-Should-Retry: true": the server's own word that the failure is
-// passing, not load); a response with Envoy's x-envoy-overloaded or
-// x-envoy-ratelimited (its local overload and rate-limit answers); or
+// passing, not load); an error response (4xx, 5xx) with Envoy's
+// x-envoy-overloaded or x-envoy-ratelimited (its local overload and
+// rate-limit answers); or
 // any other 5xx whose server said "X-Should-Retry: false" (it is too busy
 // to be asked again soon). Everything else, a 4xx included, is an accept.
 func Response(resp *http.Response) bool {
 	switch s := resp.StatusCode; {
+	case s < 400:
+		return false // served
 	case s == http.StatusTooManyRequests, s == http.StatusServiceUnavailable, s == statusOverloaded:
 		return true
 	case len(resp.Header["X-Envoy-Overloaded"]) > 0, len(resp.Header["X-Envoy-Ratelimited"]) > 0:
