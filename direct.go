@@ -3,7 +3,9 @@ package httpretry
 import (
 	"context"
 	"net/http"
+	"time"
 
+	"github.com/httpretry/httpretry/internal/latency"
 	"github.com/httpretry/httpretry/internal/tried"
 	"github.com/httpretry/httpretry/throttle"
 )
@@ -15,13 +17,14 @@ import (
 // over as its first attempt's, as if it had sent it.
 
 // direct reports whether t leaves the first attempt of its operations as
-// it is: no Hedging or learned limit, no time limit, Propagate, or hook
+// it is: no learned limit, no time limit, Propagate, or hook
 // that sees an attempt or judges a request or an answer, no response read
 // into memory. Nothing then needs the clock, a derived context or a copy
 // of the request, unless the request does (sendsDirect), or a Throttle
-// whose destination is not idle does (first.send).
+// whose destination is not idle does (firstAttempt.admit). With Hedging,
+// the first attempt has a context of its own (firstAttempt.sendHedged).
 func (t *Transport) direct() bool {
-	return t.Hedging == nil && t.LearnAttemptTimeout == nil &&
+	return t.LearnAttemptTimeout == nil &&
 		t.Timeout <= 0 && t.AttemptTimeout <= 0 && t.IdleTimeout <= 0 && !t.Propagate &&
 		t.OnAttemptStart == nil && t.OnAttempt == nil && t.OnDone == nil &&
 		t.Transient == nil && t.Idempotent == nil && t.BufferResponse <= 0
@@ -48,27 +51,51 @@ func sendsDirect(req *http.Request, ctx context.Context, base http.RoundTripper,
 
 // firstAttempt is what an operation's first attempt, sent directly,
 // produced (normalised: exactly one of resp and err is set, a resp has a
-// Body), and the destination's state in the Throttle, when one is set,
-// looked up once for the operation.
+// Body) and how long it took, and what was looked up for it once for the
+// operation: the destination's state in the Throttle, when one is set,
+// and, with Hedging (hedging), the latencies and the hedging state.
 type firstAttempt struct {
-	sent bool
-	resp *http.Response
-	err  error
-	dest *throttle.Dest
+	sent    bool
+	resp    *http.Response
+	err     error
+	elapsed time.Duration
+	dest    *throttle.Dest
+	hedging bool
+	dist    *latency.Dist
+	h       *hedged
 }
 
-// send sends req to base as the operation's first attempt, unless the
-// Throttle's state of its destination is not idle: admitting it then
-// takes the operation's loop. It deposits into the budget first, unless
+// admit looks the destination of req up in t's Throttle, if any, and
+// reports whether the first attempt may be sent directly: only to an idle
+// destination; admitting it to another takes the operation's loop.
+func (f *firstAttempt) admit(t *Transport, req *http.Request) bool {
+	if t.Throttle == nil {
+		return true
+	}
+	f.dest = t.Throttle.Dest(req)
+	return f.dest.Idle()
+}
+
+// record tells t's Throttle, if any, how the first attempt, sent at sent
+// and answered resp, went.
+func (f *firstAttempt) record(t *Transport, resp *http.Response, sent time.Time) {
+	if t.Throttle == nil {
+		return
+	}
+	r := throttle.Result{Sent: sent}
+	clock := t.clock()
+	answer(&r, resp, nil, clock)
+	t.Throttle.Record(f.dest, &r, clock)
+}
+
+// send sends req to base as the operation's first attempt, when the
+// Throttle admits it directly. It deposits into the budget first, unless
 // an outer layer owns retries (owned). It returns the answer, and true,
 // when Transient calls it final, after telling the Throttle how it went;
 // otherwise the loop takes it over (adopt).
 func (f *firstAttempt) send(t *Transport, req *http.Request, base http.RoundTripper, owned bool) (*http.Response, bool) {
-	th := t.Throttle
-	if th != nil {
-		if f.dest = th.Dest(req); !f.dest.Idle() {
-			return nil, false
-		}
+	if !f.admit(t, req) {
+		return nil, false
 	}
 	if !owned {
 		t.budgetFor(req).Deposit()
@@ -76,16 +103,144 @@ func (f *firstAttempt) send(t *Transport, req *http.Request, base http.RoundTrip
 	resp, err := base.RoundTrip(req)
 	resp, err = normalize(base, req, resp, err)
 	if err == nil && !IsTransient(resp, nil) {
-		if th != nil {
-			var r throttle.Result
-			clock := t.clock()
-			answer(&r, resp, nil, clock)
-			th.Record(f.dest, &r, clock)
-		}
+		f.record(t, resp, time.Time{})
 		return resp, true
 	}
 	f.sent, f.resp, f.err = true, resp, err
 	return nil, false
+}
+
+// leavesFirstDirect reports whether the first attempt of a hedged
+// operation may be sent directly: its losers are not left to finish (the
+// first attempt then runs on a goroutine of its own), and a hedge's Base
+// is an *http.Transport, which needs neither the context that marks
+// retries as owned nor a tried set.
+func (h *Hedging) leavesFirstDirect() bool {
+	if h.FinishLosers > 0 {
+		return false
+	}
+	_, plain := h.Base.(*http.Transport)
+	return plain || h.Base == nil
+}
+
+// sendHedged sends req to base as the first attempt of a hedged
+// operation, when it may be sent directly (an outer layer that owns
+// retries, owned, leaves nothing to hedge): on its own context, on the
+// caller's goroutine, with the hedge timer armed. An answer before the
+// hedge delay that Transient calls final is returned with true, its
+// latency learned and the Throttle told; another goes to the loop (run).
+// When the hedge fires first, the timer's goroutine sets the operation
+// up and runs the loop (fired), and this goroutine hands the attempt over
+// once it ends and returns the loop's verdict, with true.
+func (f *firstAttempt) sendHedged(t *Transport, req *http.Request, base http.RoundTripper, owned bool) (*http.Response, error, bool) {
+	hg := t.Hedging
+	if owned || t.maxAttempts() < 2 || !hg.leavesFirstDirect() || !f.admit(t, req) {
+		return nil, nil, false
+	}
+	f.hedging, f.dist = true, t.latencyDist(req)
+	delay, ok := hg.plan(f.dist, req, true, bodyNone)
+	if !ok {
+		return nil, nil, false
+	}
+	t.budgetFor(req).Deposit()
+	h := newHedged(hg, delay)
+	f.h = h
+	clock := t.clock()
+	start := clock.Now()
+	c := newLazyCancelCtx(req.Context())
+	a := &h.first
+	a.number, a.req, a.lastStart, a.cancelAttempt = 1, req.WithContext(c), start, c
+	h.direct = directStart{t: t, req: req, base: base, dest: f.dest, dist: f.dist, start: start}
+	h.launched = start
+	h.flight = append(h.inFlight[:0], a)
+	h.ready.Add(1)
+	h.armFire(t, clock)
+	resp, err := a.roundTrip(base)
+	if !h.fire.Stop() {
+		resp, err := h.handOver(resp, err)
+		return resp, err, true
+	}
+	if p := a.panicked; p != nil {
+		a.end()
+		h.recycle()
+		panic(p.v)
+	}
+	resp, err = normalize(base, a.req, resp, err)
+	elapsed := clock.Since(start)
+	if err != nil || IsTransient(resp, nil) {
+		f.sent, f.resp, f.err, f.elapsed = true, resp, err, elapsed
+		return nil, nil, false
+	}
+	a.status = resp.StatusCode
+	a.lastElapsed = elapsed
+	a.learn(f.dist)
+	f.record(t, resp, start)
+	wrapBody(resp, c, nil, nil)
+	h.recycleUnfired()
+	return resp, nil, true
+}
+
+// recycleUnfired returns h to hedgedPool after an operation whose first
+// attempt, sent directly, ended it before the hedge fired: as recycle
+// does, but clearing only what sendHedged set (the rest was never
+// written), which costs less than clearing the whole state.
+func (h *hedged) recycleUnfired() {
+	h.first, h.direct, h.launched = attempt{}, directStart{}, time.Time{}
+	h.flight, h.inFlight[0] = nil, nil
+	h.delay, h.finishLosers = 0, 0
+	h.ready.Done() // the timer that would have waited for it was stopped
+	hedgedPool.Put(h)
+}
+
+// roundTrip sends the attempt's request through base, keeping a panic of
+// Base in a.panicked, as a hedged attempt's goroutine does.
+func (a *attempt) roundTrip(base http.RoundTripper) (resp *http.Response, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			a.panicked = &panicValue{p}
+		}
+	}()
+	return base.RoundTrip(a.req)
+}
+
+// setUp sets the operation up, on the goroutine of the timer that fired
+// the hedge, while its first attempt, sent directly, runs: as RoundTrip
+// would have before sending it (which deposited into the budget, and
+// looked the Throttle's destination and the latencies up), with that
+// attempt in flight.
+func (h *hedged) setUp() {
+	d := &h.direct
+	op := &h.op
+	op.t, op.req, op.tmpl = d.t, d.req, d.req
+	op.base, op.clock, op.policy = d.base, d.t.clock(), d.t.policy()
+	first := firstAttempt{sent: true, dest: d.dest, hedging: true, dist: d.dist, h: h}
+	// begin neither fails nor calls the caller's code for a request
+	// sent directly: it has no body to read, no Throttle or hook to ask.
+	_ = op.begin(false, &first)
+	op.attempts, op.unsent, op.start = 1, holdsNothing, d.start
+	h.settle0()
+}
+
+// handOver hands the first attempt, sent directly, to the loop the
+// hedge's timer started once the timer's goroutine set the operation up,
+// with what Base answered (resp, err) or its panic, and returns the
+// loop's verdict, or raises its panic after giving back what the
+// operation held for an attempt not sent.
+func (h *hedged) handOver(resp *http.Response, err error) (*http.Response, error) {
+	h.ready.Wait()
+	a, op := &h.first, &h.op
+	if a.panicked == nil {
+		resp, err = normalize(op.base, a.req, resp, err)
+		a.resp, a.err = a.complete(&h.settled, a.req, resp, err)
+		a.lastElapsed = op.clock.Since(a.lastStart)
+	}
+	h.results <- a
+	v := <-h.verdict
+	if v.panicked != nil {
+		op.unsent.giveBack(op.budget, &op.adm.ticket)
+		panic(v.panicked.v)
+	}
+	return v.resp, v.err
 }
 
 // adopt makes a, the operation's attempt, the first attempt that was

@@ -33,11 +33,14 @@ func TestDirectIsEverySettingThatLeavesTheFirstAttemptAsItIs(t *testing.T) {
 		// Its destination's state is looked up for each request: only
 		// one that is not idle takes the operation's admission.
 		"Throttle": true,
+		// The first attempt gets a context of its own and the hedge
+		// timer, on the caller's goroutine (firstAttempt.sendHedged).
+		"Hedging": true,
 	}
 	prepares := map[string]bool{
 		"Timeout": true, "AttemptTimeout": true, "BufferResponse": true, "IdleTimeout": true,
 		"Transient": true, "Idempotent": true, "OnAttempt": true, "OnAttemptStart": true,
-		"OnDone": true, "Propagate": true, "Hedging": true, "LearnAttemptTimeout": true,
+		"OnDone": true, "Propagate": true, "LearnAttemptTimeout": true,
 	}
 	if !(&Transport{}).direct() {
 		t.Fatal("the zero Transport is not direct")
@@ -321,4 +324,203 @@ func TestDirectThrottleCountsEveryAnswer(t *testing.T) {
 	if accepts != 200 || requests <= 200 {
 		t.Errorf("counted %v requests, %v accepts; want the 200 answered 200 as accepts, and the 503s as requests", requests, accepts)
 	}
+}
+
+// hedgedMem returns a Transport hedging after delay over an
+// *http.Transport that answers "mem://" URLs with answer, called with
+// the attempt's number (1 for the first request Base sees).
+func hedgedMem(delay time.Duration, answer func(n int64, req *http.Request) (*http.Response, error)) (*Transport, *atomic.Int64) {
+	var calls atomic.Int64
+	base := &http.Transport{}
+	base.RegisterProtocol("mem", roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return answer(calls.Add(1), req)
+	}))
+	return &Transport{Base: base, Hedging: &Hedging{Delay: delay}, MaxAttempts: 3,
+		BaseDelay: time.Nanosecond, MaxDelay: time.Nanosecond}, &calls
+}
+
+func memAnswer(req *http.Request, status int, body string) *http.Response {
+	return &http.Response{StatusCode: status, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(body)), Request: req}
+}
+
+// TestDirectHedgedTransientFirstAnswerGoesToTheLoop: a hedged
+// operation's first attempt, sent directly, whose answer comes before the
+// hedge delay and is not final, is the loop's first attempt: the retry
+// follows after the budget's withdrawal, no hedge is sent, and the 503
+// teaches no latency.
+func TestDirectHedgedTransientFirstAnswerGoesToTheLoop(t *testing.T) {
+	t.Parallel()
+	tr, calls := hedgedMem(time.Hour, func(n int64, req *http.Request) (*http.Response, error) {
+		if n == 2 {
+			return memAnswer(req, 503, "busy"), nil
+		}
+		return memAnswer(req, 200, "ok"), nil
+	})
+	budget := &countBudget{}
+	tr.Budget = budget
+	req, _ := http.NewRequest("GET", "mem://api.test/", nil)
+	for op := 1; op <= 2; op++ {
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("operation %d: %v", op, err)
+		}
+		if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 || string(b) != "ok" {
+			t.Errorf("operation %d: answer %d %q, want 200 \"ok\"", op, resp.StatusCode, b)
+		}
+		resp.Body.Close()
+	}
+	if calls.Load() != 3 {
+		t.Errorf("Base called %d times, want 3: a 200, then a 503 and its retry, no hedge", calls.Load())
+	}
+	if d, w := budget.deposits.Load(), budget.withdrawals.Load(); d != 2 || w != 1 {
+		t.Errorf("budget: %d deposits, %d withdrawals; want 2 (one per operation), 1 (the retry)", d, w)
+	}
+	d := tr.latencies().LookupHost(req)
+	if _, two := d.HedgeDelay(2, 0); !two {
+		t.Error("fewer than 2 latencies learned from two 200s")
+	}
+	if _, three := d.HedgeDelay(3, 0); three {
+		t.Error("3 latencies learned; want 2, the two 200s (a 503 is none)")
+	}
+}
+
+// TestDirectHedgedBasePanicBeforeTheDelayEndsTheAttempt: a Base that
+// panics on a hedged operation's first attempt, before the hedge delay,
+// has its panic raised by RoundTrip, with the attempt's context ended and
+// no hedge sent.
+func TestDirectHedgedBasePanicBeforeTheDelayEndsTheAttempt(t *testing.T) {
+	t.Parallel()
+	var ctx context.Context
+	tr, calls := hedgedMem(time.Hour, func(_ int64, req *http.Request) (*http.Response, error) {
+		ctx = req.Context()
+		panic("base broke")
+	})
+	req, _ := http.NewRequest("GET", "mem://api.test/", nil)
+	if p := panicOf(t, tr, req); p != "base broke" {
+		t.Fatalf("RoundTrip raised %v; want Base's panic", p)
+	}
+	if calls.Load() != 1 || ctx.Err() == nil {
+		t.Errorf("%d calls, the attempt's context ended: %v; want 1 call, an ended context", calls.Load(), ctx.Err())
+	}
+}
+
+// TestDirectHedgedBasePanicAfterTheHedgeFiredEndsTheHedge: when the hedge
+// fires while the first attempt, sent directly, is still in Base, and
+// Base then panics on it, RoundTrip raises the panic after the hedge is
+// canceled and its answer closed.
+func TestDirectHedgedBasePanicAfterTheHedgeFiredEndsTheHedge(t *testing.T) {
+	t.Parallel()
+	hedgeSent := make(chan struct{})
+	var hedgeBody atomic.Bool
+	tr, calls := hedgedMem(time.Millisecond, func(n int64, req *http.Request) (*http.Response, error) {
+		if n == 1 {
+			<-hedgeSent
+			panic("first broke")
+		}
+		close(hedgeSent)
+		<-req.Context().Done() // the hedge runs until it is canceled
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Request: req,
+			Body: &closeMark{closed: &hedgeBody}}, nil
+	})
+	req, _ := http.NewRequest("GET", "mem://api.test/", nil)
+	if p := panicOf(t, tr, req); p != "first broke" {
+		t.Fatalf("RoundTrip raised %v; want the first attempt's panic", p)
+	}
+	if calls.Load() != 2 || !hedgeBody.Load() {
+		t.Errorf("%d calls, hedge's body closed: %v; want 2 calls, the hedge's answer closed", calls.Load(), hedgeBody.Load())
+	}
+}
+
+// TestDirectHedgedLoopPanicAfterTheHedgeFiredEndsBothAttempts: a hook
+// that panics on the loop the hedge's timer started (a Logger's handler,
+// when the hedge is logged) is raised by RoundTrip once both attempts,
+// the first one sent directly included, are ended.
+func TestDirectHedgedLoopPanicAfterTheHedgeFiredEndsBothAttempts(t *testing.T) {
+	t.Parallel()
+	var ended atomic.Int64
+	tr, calls := hedgedMem(time.Millisecond, func(_ int64, req *http.Request) (*http.Response, error) {
+		<-req.Context().Done()
+		ended.Add(1)
+		return nil, req.Context().Err()
+	})
+	tr.Logger = slog.New(panickingHandler{})
+	req, _ := http.NewRequest("GET", "mem://api.test/", nil)
+	if p := panicOf(t, tr, req); p != "handler broke" {
+		t.Fatalf("RoundTrip raised %v; want the Logger's panic", p)
+	}
+	if calls.Load() != 2 || ended.Load() != 2 {
+		t.Errorf("%d attempts sent, %d ended; want both ended before RoundTrip raised", calls.Load(), ended.Load())
+	}
+}
+
+// panickingHandler is a slog.Handler that panics on every record.
+type panickingHandler struct{ slog.Handler }
+
+func (panickingHandler) Enabled(context.Context, slog.Level) bool  { return true }
+func (panickingHandler) Handle(context.Context, slog.Record) error { panic("handler broke") }
+
+// closeMark is an empty response body that marks when it is closed.
+type closeMark struct{ closed *atomic.Bool }
+
+func (closeMark) Read([]byte) (int, error) { return 0, io.EOF }
+func (c *closeMark) Close() error          { c.closed.Store(true); return nil }
+
+// TestDirectHedgedWithoutADelayYetLearnsOnce: an operation that Hedging
+// does not hedge yet (a learned delay without enough samples) is sent by
+// the loop, which learns its latency; Hedging.Key names its request once.
+func TestDirectHedgedWithoutADelayYetLearnsOnce(t *testing.T) {
+	t.Parallel()
+	tr, calls := hedgedMem(0, func(_ int64, req *http.Request) (*http.Response, error) {
+		return memAnswer(req, 200, "ok"), nil
+	})
+	var keys atomic.Int64
+	tr.Hedging.MinSamples = 2
+	tr.Hedging.Key = func(*http.Request) string { keys.Add(1); return "books" }
+	req, _ := http.NewRequest("GET", "mem://api.test/", nil)
+	for op := 1; op <= 2; op++ {
+		if _, hedged := tr.HedgeDelay("books"); hedged {
+			t.Fatalf("before operation %d: hedged with %d samples, want MinSamples 2 first", op, op-1)
+		}
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if _, hedged := tr.HedgeDelay("books"); !hedged {
+		t.Error("after two answers: not hedged; want each operation's latency learned")
+	}
+	if calls.Load() != 2 || keys.Load() != 2 {
+		t.Errorf("%d attempts, Hedging.Key called %d times; want 2 and 2 (once per operation)", calls.Load(), keys.Load())
+	}
+}
+
+// TestDirectHedgedStateGoesBackToThePoolAsNew: the hedging state of an
+// operation whose first attempt, sent directly, answered before the hedge
+// delay goes back to the pool as a new one but for its stopped timer.
+func TestDirectHedgedStateGoesBackToThePoolAsNew(t *testing.T) {
+	tr, _ := hedgedMem(time.Hour, func(_ int64, req *http.Request) (*http.Response, error) {
+		return memAnswer(req, 200, "ok"), nil
+	})
+	req, _ := http.NewRequest("GET", "mem://api.test/", nil)
+	for try := 0; try < 100; try++ {
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		h := hedgedPool.Get().(*hedged)
+		if !h.realFire {
+			continue // not the one the operation used: the pool dropped it
+		}
+		kept := map[string]bool{"fire": true, "realFire": true, "fireFn": true}
+		v := reflect.ValueOf(h).Elem()
+		for i := range v.NumField() {
+			if name := v.Type().Field(i).Name; !kept[name] && !v.Field(i).IsZero() {
+				t.Errorf("the state back in the pool is not as new: %s is %+v", name, v.Field(i))
+			}
+		}
+		return
+	}
+	t.Fatal("the pool never gave back a state an operation used")
 }

@@ -119,7 +119,7 @@ func TestHedgeDelayIsTheQuantileMaxExtraLoadLeaves(t *testing.T) {
 	tr := &Transport{MaxAttempts: 2, Hedging: &Hedging{MinSamples: 10, MaxExtraLoad: 0.1, MinDelay: time.Millisecond}}
 	d := tr.latencies().Lookup("api.test:443")
 	for i := range 100 {
-		d.Record(time.Duration(i+1)*time.Millisecond, false)
+		d.Record(time.Duration(i+1)*time.Millisecond, false, time.Time{})
 	}
 	delay, ok := tr.HedgeDelay("api.test:443")
 	if !ok || delay < 85*time.Millisecond || delay > 95*time.Millisecond {

@@ -421,7 +421,7 @@ func TestLearnedAttemptTimeoutCutsSlowAttempt(t *testing.T) {
 	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, LearnAttemptTimeout: &LearnedTimeout{}}
 	d := tr.latencies().Lookup("api.example")
 	for range defaultLearnedMinSamples {
-		d.Record(100*ms, false)
+		d.Record(100*ms, false, time.Time{})
 	}
 	var o Outcome
 	ch := start(tr, newRequest(t, WithOutcome(context.Background(), &o), "GET", "https://api.example/items", nil))
@@ -590,7 +590,7 @@ func TestLearnedAttemptTimeoutWithinAttemptTimeout(t *testing.T) {
 				LearnAttemptTimeout: &LearnedTimeout{}}
 			d := tr.latencies().Lookup("api.example")
 			for range defaultLearnedMinSamples {
-				d.Record(100*ms, false)
+				d.Record(100*ms, false, time.Time{})
 			}
 			var o Outcome
 			ch := start(tr, newRequest(t, WithOutcome(context.Background(), &o), "GET", "https://api.example/items", nil))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/httpretry/httpretry/internal/latency"
+	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -73,11 +74,31 @@ type hedged struct {
 	// the winner said of the server, until letLosersFinish collects them.
 	finishing []*attempt
 	signalled bool
+	// direct is what the timer's goroutine needs to set the operation
+	// up when the hedge fires while a first attempt sent directly (see
+	// firstAttempt.sendHedged) runs: the operation is not set up yet.
+	direct directStart
+}
+
+// directStart is what an operation whose first attempt was sent directly
+// is set up from (see hedged.setUp).
+type directStart struct {
+	t     *Transport
+	req   *http.Request
+	base  http.RoundTripper
+	dest  *throttle.Dest
+	dist  *latency.Dist
+	start time.Time // when the first attempt was sent
 }
 
 // setHedging settles whether the operation learns latencies and whether it
-// is hedged, after its request template is settled.
-func (op *operation) setHedging(outerOwns bool) {
+// is hedged, after its request template is settled, unless its first
+// attempt, sent directly, settled both (first).
+func (op *operation) setHedging(outerOwns bool, first *firstAttempt) {
+	if first.hedging {
+		op.dist, op.h = first.dist, first.h
+		return
+	}
 	if op.t.learns() {
 		op.settleHedging(outerOwns)
 	}
@@ -88,35 +109,46 @@ func (op *operation) setHedging(outerOwns bool) {
 func (op *operation) settleHedging(outerOwns bool) {
 	t := op.t
 	op.dist = t.latencyDist(op.req)
-	h := t.Hedging
-	if h == nil || outerOwns || op.policy.maxAttempts < 2 {
+	if t.Hedging == nil || outerOwns || op.policy.maxAttempts < 2 {
 		return
 	}
-	byMethod := idempotentUnkeyed(op.tmpl)
-	keyed := !byMethod && hasIdempotencyKey(op.tmpl.Header) // only asked when it decides
-	safe := hedgeSafe(op.idempotent, keyed, byMethod, h.Deduplicates, op.body.kind == bodyNone || op.body.kind == bodyGetBody)
-	if !safe {
-		return
+	if delay, ok := t.Hedging.plan(op.dist, op.tmpl, op.idempotent, op.body.kind); ok {
+		op.h = newHedged(t.Hedging, delay)
 	}
-	op.dist.DepositExtra(hedgeHeadroom * h.maxExtraLoad())
-	delay, ok := h.Delay, h.Delay > 0
-	if !ok {
-		delay, ok = op.dist.HedgeDelay(h.minSamples(), h.minDelay())
+}
+
+// plan says whether an operation of req, with the latencies dist, is
+// hedged, and after what delay: only a request safe to send twice at once
+// (see hedgeSafe) with a body that can be made again, which deposits into
+// the extra-load cap, and once a delay is known (fixed, or learned from
+// enough samples).
+func (h *Hedging) plan(dist *latency.Dist, req *http.Request, idempotent bool, body bodyKind) (time.Duration, bool) {
+	byMethod := idempotentUnkeyed(req)
+	keyed := !byMethod && hasIdempotencyKey(req.Header) // only asked when it decides
+	if !hedgeSafe(idempotent, keyed, byMethod, h.Deduplicates, body == bodyNone || body == bodyGetBody) {
+		return 0, false
 	}
-	if ok {
-		op.h = hedgedPool.Get().(*hedged)
-		op.h.delay, op.h.finishLosers = delay, h.FinishLosers
+	dist.DepositExtra(hedgeHeadroom * h.maxExtraLoad())
+	if h.Delay > 0 {
+		return h.Delay, true
 	}
+	return dist.HedgeDelay(h.minSamples(), h.minDelay())
+}
+
+// newHedged returns the hedging state of an operation, from hedgedPool.
+func newHedged(hg *Hedging, delay time.Duration) *hedged {
+	h := hedgedPool.Get().(*hedged)
+	if h.fireFn == nil {
+		h.fireFn = h.fired // bound once, kept by recycle
+	}
+	h.delay, h.finishLosers = delay, hg.FinishLosers
+	return h
 }
 
 // hedgedPool keeps the hedging states of operations that ended after one
 // attempt, sent before the hedge fired: nothing refers to them then (see
 // hedged.run), and their timer, stopped, is armed again for the next.
-var hedgedPool = sync.Pool{New: func() any {
-	h := new(hedged)
-	h.fireFn = h.fired
-	return h
-}}
+var hedgedPool = sync.Pool{New: func() any { return new(hedged) }}
 
 // recycle returns h to hedgedPool, as new but for its stopped timer.
 func (h *hedged) recycle() {
@@ -128,13 +160,13 @@ func (h *hedged) recycle() {
 // armFire arms the timer of the hedge delay, the first time on the
 // operation's clock; a timer of the real clock is kept with the state and
 // set again, one of a clock the caller gave is made anew.
-func (h *hedged) armFire(op *operation) {
-	if h.realFire && op.t.Clock == nil {
+func (h *hedged) armFire(t *Transport, clock clockwork.Clock) {
+	if h.realFire && t.Clock == nil {
 		h.fire.Reset(h.delay)
 		return
 	}
-	h.fire = op.clock.AfterFunc(h.delay, h.fireFn)
-	h.realFire = op.t.Clock == nil
+	h.fire = clock.AfterFunc(h.delay, h.fireFn)
+	h.realFire = t.Clock == nil
 }
 
 // run runs a hedged operation to its end, on a copy of the operation
@@ -151,7 +183,7 @@ func (h *hedged) armFire(op *operation) {
 // attempt, hands it to the loop, and waits for the loop's verdict. With
 // FinishLosers the first attempt may outlive RoundTrip: it is sent on a
 // goroutine of its own, as every other attempt.
-func (h *hedged) run(op *operation) (resp *http.Response, err error) {
+func (h *hedged) run(op *operation, first *firstAttempt) (resp *http.Response, err error) {
 	h.op = *op
 	reuse := false
 	defer func() {
@@ -161,10 +193,19 @@ func (h *hedged) run(op *operation) (resp *http.Response, err error) {
 		}
 	}()
 	o := &h.op
+	h.settle0()
+	if first.sent {
+		// Sent directly, it answered before the hedge delay, an answer
+		// that is not final: the loop takes it over.
+		a := &h.first
+		o.attempts, o.unsent, o.start = 1, holdsNothing, a.lastStart
+		a.resp, a.err = a.complete(&h.settled, a.req, first.resp, first.err)
+		a.lastElapsed = first.elapsed
+		resp, err = h.loop(o, a, false)
+		reuse = o.attempts == 1
+		return resp, err
+	}
 	h.flight = h.inFlight[:0]
-	s := &h.settled
-	s.t, s.req, s.clock, s.callerCtx = o.t, o.req, o.clock, o.callerCtx
-	s.timed, s.idempotent, s.dist, s.adm.dest, s.body.kind = o.timed, o.idempotent, o.dist, o.adm.dest, o.body.kind
 	if h.keepsLosers() {
 		return h.loop(o, nil, true)
 	}
@@ -173,8 +214,8 @@ func (h *hedged) run(op *operation) (resp *http.Response, err error) {
 	h.launched = a.lastStart
 	h.flight = append(h.flight, a)
 	h.ready.Add(1)
-	h.armFire(o)
-	a.sendRecovering(s, o.base)
+	h.armFire(o.t, o.clock)
+	a.sendRecovering(&h.settled, o.base)
 	if h.fire.Stop() {
 		// The first attempt ended before the hedge delay: the
 		// operation goes on here, and no hedge fired. If it ends with
@@ -195,6 +236,14 @@ func (h *hedged) run(op *operation) (resp *http.Response, err error) {
 	return v.resp, v.err
 }
 
+// settle0 copies into h.settled the part of the operation settled before
+// its first attempt that the attempts' goroutines read.
+func (h *hedged) settle0() {
+	o, s := &h.op, &h.settled
+	s.t, s.req, s.clock, s.callerCtx = o.t, o.req, o.clock, o.callerCtx
+	s.timed, s.idempotent, s.dist, s.adm.dest, s.body.kind = o.timed, o.idempotent, o.dist, o.adm.dest, o.body.kind
+}
+
 // verdict is what the loop, run on the goroutine of the timer that fired
 // the hedge, hands back to the caller's goroutine: an answer, or the panic
 // to raise there.
@@ -211,6 +260,9 @@ type verdict struct {
 // once it ends, and runs the loop, which sends the hedge at once; the
 // loop's answer, or its panic, goes back to the caller's goroutine.
 func (h *hedged) fired() {
+	if h.direct.t != nil {
+		h.setUp()
+	}
 	h.results = make(chan *attempt, h.op.policy.maxAttempts)
 	h.verdict = make(chan verdict, 1)
 	h.ready.Done()
@@ -727,7 +779,7 @@ func (a *attempt) learnLost(t *Transport, dist *latency.Dist) {
 	}
 	cut := errors.Is(a.err, context.Canceled) || errors.Is(a.err, ErrAttemptTimeout)
 	if record, censored := latencySample(goodAnswer(a.status, a.transient), cut); record {
-		dist.Record(a.lastElapsed, censored)
+		dist.Record(a.lastElapsed, censored, a.lastStart.Add(a.lastElapsed))
 	}
 }
 
@@ -743,7 +795,7 @@ func (a *attempt) learn(dist *latency.Dist) {
 // learn inlines.
 func (a *attempt) learnInto(dist *latency.Dist) {
 	if record, censored := latencySample(goodAnswer(a.status, a.transient), errors.Is(a.err, ErrAttemptTimeout)); record {
-		dist.Record(a.lastElapsed, censored)
+		dist.Record(a.lastElapsed, censored, a.lastStart.Add(a.lastElapsed))
 	}
 }
 

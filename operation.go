@@ -113,8 +113,12 @@ func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
 	owned := retriesOwned(ctx)
 	var first firstAttempt
 	if t.direct() && sendsDirect(req, ctx, base, !owned && t.maxAttempts() > 1) {
-		if resp, final := first.send(t, req, base, owned); final {
-			return resp, nil
+		if t.Hedging == nil {
+			if resp, final := first.send(t, req, base, owned); final {
+				return resp, nil
+			}
+		} else if resp, err, end := first.sendHedged(t, req, base, owned); end {
+			return resp, err
 		}
 	}
 	return operate(t, req, base, owned, &first)
@@ -137,7 +141,7 @@ func operate(t *Transport, req *http.Request, base http.RoundTripper, outerOwns 
 		return op.fail(&a, err)
 	}
 	if op.h != nil {
-		return op.h.run(&op)
+		return op.h.run(&op, first)
 	}
 	if first.sent {
 		a.adopt(&op, first)
@@ -186,7 +190,7 @@ func (op *operation) begin(outerOwns bool, first *firstAttempt) error {
 		op.adm.ticket.Refund()
 		return err
 	}
-	op.setHedging(outerOwns)
+	op.setHedging(outerOwns, first)
 	if !outerOwns && !first.sent {
 		op.budget.Deposit()
 	}
@@ -590,14 +594,20 @@ func (a *attempt) abandon(op *operation) {
 	if op.cancel != nil {
 		op.cancel()
 	}
-	switch op.unsent {
-	case holdsToken:
-		op.budget.Refund()
-		op.adm.ticket.Refund()
-	case holdsTicket:
-		op.adm.ticket.Refund()
-	}
+	op.unsent.giveBack(op.budget, &op.adm.ticket)
 	panic(p)
+}
+
+// giveBack gives back what was taken for an attempt not sent: the budget
+// token of a retry, and the request taken from the quota (ticket).
+func (u holding) giveBack(budget Budget, ticket *throttle.Ticket) {
+	switch u {
+	case holdsToken:
+		budget.Refund()
+		ticket.Refund()
+	case holdsTicket:
+		ticket.Refund()
+	}
 }
 
 // gather describes attempt a, which just ended, in r for the pure rules,

@@ -94,22 +94,25 @@ func (s *Set) Find(key string) *Dist { return s.keys.Find(key) }
 func (s *Set) Len() int { return s.keys.Len() }
 
 // Dist is one key's recent latencies and what is derived from them.
-// Recording takes its lock; reading the derived delay and limit does not.
+// Recording takes no lock, but for the computation it is due for (see
+// recomputeDue); reading the derived delay and limit takes none.
 type Dist struct {
-	set       *Set
-	mu        sync.Mutex // protects ring, n, next and fresh
-	computing sync.Mutex // protects sorted; held while the quantiles are computed
-	ring      [Window]uint64
-	sorted    [Window]uint64
-	n         int // samples held, at most Window
-	next      int // where the next sample goes in ring
-	fresh     int // samples recorded since the quantiles were last computed
+	set      *Set
+	recorded atomic.Int64 // samples ever recorded: the next goes to ring[recorded%Window]
+	checked  atomic.Int64 // recorded when the quantiles were last computed, or found not due
+	ring     [Window]atomic.Uint64
 
-	held    atomic.Int64 // n, for readers without the lock
+	computing  sync.Mutex // protects sorted and computedAt; held while the quantiles are computed
+	sorted     [Window]uint64
+	computedAt time.Time // the end time of the sample that last had the quantiles computed
+
 	hedgeAt atomic.Int64 // the hedge quantile, in nanoseconds
 	limitAt atomic.Int64 // the learned attempt limit, in nanoseconds; 0 for none
 	extra   atomic.Int64 // extra-load tokens, in tokenUnit; starts full
 }
+
+// held is the number of samples held, at most Window.
+func (d *Dist) held() int64 { return min(d.recorded.Load(), Window) }
 
 // sample encodes a latency for sorting: the duration in the high bits, and
 // the lowest bit set when the latency is censored (the attempt was ended
@@ -124,29 +127,36 @@ func sample(d time.Duration, censored bool) uint64 {
 	return s
 }
 
-// Record adds a latency and, every so often, recomputes the quantiles:
-// after every sample while few are held, then after every n/16 (128 once
-// the window is full), so that the cost of sorting, about 50µs for a full
-// window, is spread over the samples. The sort runs outside the lock
-// that recording takes, and is skipped when another is under way.
-func (d *Dist) Record(lat time.Duration, censored bool) {
-	d.mu.Lock()
-	d.ring[d.next] = sample(lat, censored)
-	d.next = (d.next + 1) % Window
-	d.n = min(d.n+1, Window)
-	d.held.Store(int64(d.n))
-	d.fresh++
+// Record adds a latency, of an attempt that ended at end, and, every so
+// often, recomputes the quantiles (see recomputeDue): the cost of sorting,
+// about 50µs for a full window, is spread over the samples. Only the
+// computation takes a lock, and is skipped when another is under way; a
+// sample recorded while the window is copied for it may be missed by it.
+func (d *Dist) Record(lat time.Duration, censored bool, end time.Time) {
+	i := d.recorded.Add(1)
+	d.ring[(i-1)%Window].Store(sample(lat, censored))
 	cfg := &d.set.cfg
-	due := d.fresh >= max(1, d.n/16) && (cfg.HedgeQuantile > 0 || cfg.Learn != nil)
-	if !due || !d.computing.TryLock() {
-		d.mu.Unlock()
+	n := min(i, Window)
+	if (cfg.HedgeQuantile <= 0 && cfg.Learn == nil) || i-d.checked.Load() < max(1, n/16) {
+		return // what every sample but one in n/16 costs: no lock
+	}
+	if !d.computing.TryLock() {
 		return
 	}
-	d.fresh = 0
-	sorted := d.sorted[:d.n]
-	copy(sorted, d.ring[:d.n])
-	d.mu.Unlock()
 	defer d.computing.Unlock()
+	fresh := i - d.checked.Load()
+	if !recomputeDue(int(n), int(fresh), end.Sub(d.computedAt)) {
+		if fresh >= max(1, n/16) {
+			d.checked.Store(i) // too soon: asked again after n/16 more
+		}
+		return
+	}
+	d.checked.Store(i)
+	d.computedAt = end
+	sorted := d.sorted[:n]
+	for j := range sorted {
+		sorted[j] = d.ring[j].Load()
+	}
 	slices.Sort(sorted)
 	if cfg.HedgeQuantile > 0 {
 		d.hedgeAt.Store(int64(kmQuantile(sorted, cfg.HedgeQuantile)))
@@ -154,6 +164,24 @@ func (d *Dist) Record(lat time.Duration, censored bool) {
 	if l := cfg.Learn; l != nil {
 		d.limitAt.Store(int64(learnedLimit(l, kmQuantile(sorted, l.Quantile))))
 	}
+}
+
+// RecomputeEvery is the least time between two computations of a full
+// window's quantiles: a client that sends thousands of requests a second
+// to one key sorts its window ten times a second, not after every
+// Window/16 of them.
+const RecomputeEvery = 100 * time.Millisecond
+
+// recomputeDue reports whether the quantiles of n samples held are
+// recomputed after fresh samples recorded since they last were, since
+// when the samples' end times tell that sinceLast passed: after every
+// sample while few are held, then after every n/16 (128 once the window is
+// full), and, once it is full, no sooner than RecomputeEvery.
+func recomputeDue(n, fresh int, sinceLast time.Duration) bool {
+	if fresh < max(1, n/16) {
+		return false
+	}
+	return n < Window || sinceLast >= RecomputeEvery
 }
 
 // kmQuantile returns the smallest latency at which the Kaplan–Meier
@@ -200,7 +228,7 @@ func learnedLimit(l *Learn, q time.Duration) time.Duration {
 // HedgeDelay is the adaptive hedge delay, no less than floor, and whether
 // at least minSamples latencies are held to use it.
 func (d *Dist) HedgeDelay(minSamples int, floor time.Duration) (time.Duration, bool) {
-	if d.held.Load() < int64(minSamples) {
+	if d.held() < int64(minSamples) {
 		return 0, false
 	}
 	return max(time.Duration(d.hedgeAt.Load()), floor), true
@@ -209,7 +237,7 @@ func (d *Dist) HedgeDelay(minSamples int, floor time.Duration) (time.Duration, b
 // AttemptLimit is the learned attempt limit, 0 when none is learned yet:
 // fewer than minSamples latencies are held.
 func (d *Dist) AttemptLimit(minSamples int) time.Duration {
-	if d.held.Load() < int64(minSamples) {
+	if d.held() < int64(minSamples) {
 		return 0
 	}
 	return time.Duration(d.limitAt.Load())

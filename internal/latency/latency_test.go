@@ -76,14 +76,17 @@ func TestKMQuantile(t *testing.T) {
 func TestLatencyWindowForgetsOldSamples(t *testing.T) {
 	t.Parallel()
 	d := hedgeSet().Lookup("k")
+	end := time.Time{}
 	for range Window {
-		d.Record(5*ms, false)
+		end = end.Add(ms)
+		d.Record(5*ms, false, end)
 	}
 	if got, _ := d.HedgeDelay(100, ms); got != 5*ms {
 		t.Fatalf("delay = %v; want 5ms", got)
 	}
 	for range Window {
-		d.Record(50*ms, false)
+		end = end.Add(ms)
+		d.Record(50*ms, false, end)
 	}
 	if got, _ := d.HedgeDelay(100, ms); got != 50*ms {
 		t.Errorf("delay after the shift = %v; want 50ms", got)
@@ -97,12 +100,12 @@ func TestLatencyHedgeDelayWaitsForMinSamplesAndKeepsItsFloor(t *testing.T) {
 	t.Parallel()
 	d := hedgeSet().Lookup("k")
 	for range 99 {
-		d.Record(100*time.Microsecond, false)
+		d.Record(100*time.Microsecond, false, time.Time{})
 	}
 	if got, ok := d.HedgeDelay(100, ms); ok || got != 0 {
 		t.Fatalf("after 99 latencies: %v, %v; want 0, false", got, ok)
 	}
-	d.Record(100*time.Microsecond, false)
+	d.Record(100*time.Microsecond, false, time.Time{})
 	if got, ok := d.HedgeDelay(100, ms); !ok || got != ms {
 		t.Errorf("after 100 latencies of 100µs: %v, %v; want the 1ms floor, true", got, ok)
 	}
@@ -115,9 +118,9 @@ func TestLatencyKeysEvictedByCLOCK(t *testing.T) {
 	t.Parallel()
 	s := New(Config{HedgeQuantile: 0.98, MaxKeys: 2, Burst: 10})
 	hot := s.Lookup("hot")
-	hot.Record(5*ms, false)
+	hot.Record(5*ms, false, time.Time{})
 	for i := range 20 {
-		s.Lookup(fmt.Sprint("k", i)).Record(ms, false)
+		s.Lookup(fmt.Sprint("k", i)).Record(ms, false, time.Time{})
 		if s.Lookup("hot") != hot {
 			t.Fatalf("after %d other keys, hot was evicted", i+1)
 		}
@@ -128,7 +131,7 @@ func TestLatencyKeysEvictedByCLOCK(t *testing.T) {
 	if s.Find("k0") != nil {
 		t.Error("k0, not looked up since it was added, is still held")
 	}
-	if got := hot.held.Load(); got != 1 {
+	if got := hot.held(); got != 1 {
 		t.Errorf("hot holds %d latencies; want its own 1", got)
 	}
 	for i := range 100 {
@@ -208,5 +211,65 @@ func TestLookupHostIsLookupOfTheHostKey(t *testing.T) {
 	}
 	if s.Len() != 1 {
 		t.Errorf("%d keys held for three spellings of one host; want 1", s.Len())
+	}
+}
+
+// TestRecomputeDue: the quantiles are recomputed after every sample while
+// fewer than 16 are held, after every n/16 until the window is full, then
+// after every 128 but no sooner than RecomputeEvery after the last time.
+func TestRecomputeDue(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		n, fresh  int
+		sinceLast time.Duration
+		want      bool
+	}{
+		{1, 1, 0, true},
+		{15, 1, 0, true},
+		{32, 1, 0, false},
+		{32, 2, 0, true},
+		{Window - 1, (Window-1)/16 - 1, time.Hour, false},
+		{Window - 1, (Window - 1) / 16, 0, true},
+		{Window, 127, time.Hour, false},
+		{Window, 128, RecomputeEvery - 1, false},
+		{Window, 128, RecomputeEvery, true},
+		{Window, Window, RecomputeEvery - 1, false},
+		{Window, 128, -time.Second, false},
+	}
+	for _, c := range cases {
+		if got := recomputeDue(c.n, c.fresh, c.sinceLast); got != c.want {
+			t.Errorf("recomputeDue(%d held, %d fresh, %v since) = %v; want %v", c.n, c.fresh, c.sinceLast, got, c.want)
+		}
+	}
+}
+
+// TestLatencyFullWindowFollowsAShiftAtAnyRate: a full window whose
+// latencies shift from 5ms to 50ms for a window's worth of samples and
+// RecomputeEvery follows the shift, whether the samples come at a
+// thousand a second (recomputed after every 128) or at a million
+// (recomputed every RecomputeEvery of the samples' end times); at a
+// million a second it is not recomputed within RecomputeEvery.
+func TestLatencyFullWindowFollowsAShiftAtAnyRate(t *testing.T) {
+	t.Parallel()
+	for _, step := range []time.Duration{ms, time.Microsecond} {
+		d := hedgeSet().Lookup("k")
+		end := time.Time{}
+		record := func(lat time.Duration, n int) {
+			for range n {
+				end = end.Add(step)
+				d.Record(lat, false, end)
+			}
+		}
+		record(5*ms, 2*Window)
+		if step == time.Microsecond {
+			record(50*ms, Window)
+			if got, _ := d.HedgeDelay(100, ms); got != 5*ms {
+				t.Errorf("a sample every µs: delay %v after %v of new samples; want 5ms until RecomputeEvery", got, Window*step)
+			}
+		}
+		record(50*ms, Window+int(RecomputeEvery/step))
+		if got, _ := d.HedgeDelay(100, ms); got != 50*ms {
+			t.Errorf("a sample every %v: delay after the shift = %v; want 50ms", step, got)
+		}
 	}
 }
