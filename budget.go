@@ -19,12 +19,15 @@ type Budget interface {
 	// attempt. It must not block.
 	Deposit()
 	// Withdraw is called once per retry, after every other check allowed
-	// it and before its wait. It may consult a shared store; it must
-	// return by ctx's deadline, which is the operation's. false stops the
-	// operation with [BudgetExhausted].
+	// it and before its wait, and once per hedge, before it is sent. It
+	// may consult a shared store; it must return by ctx's deadline, which
+	// is the operation's. false stops the operation with
+	// [BudgetExhausted], or, for a hedge, ends hedging for the operation.
 	Withdraw(ctx context.Context) bool
-	// Refund gives back a token withdrawn for a retry that was then never
-	// sent: its wait was cut short, or it left too little time.
+	// Refund gives back a token withdrawn for a retry or a hedge that was
+	// then never sent: the wait was cut short or left too little time, the
+	// quota was spent when the wait ended, no body could be made for it,
+	// the Throttle refused the hedge, or a hook panicked before it left.
 	Refund()
 }
 

@@ -10,14 +10,16 @@ import (
 // what wait). It reads no clock, calls no budget and touches no body, so
 // its table tests are the specification of the stop order, StopReasons.
 // The loop in operation.go gathers the facts (asking GetBody for the next
-// body among them) and applies the effects around it, as rate.Limiter
-// separates reserveN from Wait. The Throttle's draw and the budget's
+// body among them) and applies the effects around it. The Throttle's draw and the budget's
 // token are effects: the loop asks for them once next allowed the retry
 // without them, the token last, and hands next their answers as facts.
 //
 // Where each StopReason is decided:
 //
 //	before the first attempt  refusedBefore  canceled, throttled, deadline_exhausted, final
+//	a first attempt sent      IsTransient    final (eligible's rule for a response that is
+//	directly (direct.go)                     not transient, asked before the operation exists;
+//	                                         any other answer goes to next)
 //	after an attempt          next           all ten, in this order:
 //	                            eligible       canceled, final, attempts_exhausted,
 //	                                           not_idempotent, body_not_rewindable
@@ -349,11 +351,13 @@ func hedgeStops(f hedgeFacts) bool {
 }
 
 // mayStartHedge reports whether another attempt may be sent beside those
-// in flight: fewer than MaxAttempts started, no hedge refused yet (a
-// refusal stops hedging, never the attempts running), and at least
+// in flight: fewer than MaxAttempts started, hedging not stopped (stopped
+// says the budget or the Throttle refused a hedge, no body could be made,
+// or the operation's context ended; the extra-load cap's refusal does not
+// stop it), never ending the attempts running, and at least
 // MinAttemptTime left before the deadline when there is one.
-func mayStartHedge(p policy, started int, refused bool, left time.Duration, bounded bool) bool {
-	return started < p.maxAttempts && !refused && (!bounded || left >= p.minAttemptTime)
+func mayStartHedge(p policy, started int, stopped bool, left time.Duration, bounded bool) bool {
+	return started < p.maxAttempts && !stopped && (!bounded || left >= p.minAttemptTime)
 }
 
 // hedgeSafe reports whether concurrent copies of a request may be sent.

@@ -12,17 +12,23 @@ import (
 
 // This file holds the first attempt of an operation that needs nothing
 // around it: the caller's request itself, sent to Base on the caller's
-// goroutine. When Transient calls its answer final, RoundTrip returns it
-// at once; otherwise the operation's loop (operation.go) takes the answer
+// goroutine. When IsTransient calls its answer final (a Transient hook
+// keeps the first attempt in the loop), RoundTrip returns it at once; otherwise the operation's loop (operation.go) takes the answer
 // over as its first attempt's, as if it had sent it.
 
 // direct reports whether t leaves the first attempt of its operations as
-// it is: no learned limit, no time limit, Propagate, or hook
-// that sees an attempt or judges a request or an answer, no response read
-// into memory. Nothing then needs the clock, a derived context or a copy
-// of the request, unless the request does (sendsDirect), or a Throttle
-// whose destination is not idle does (firstAttempt.admit). With Hedging,
-// the first attempt has a context of its own (firstAttempt.sendHedged).
+// it is. None of these is set: a learned attempt limit, a time limit
+// (Timeout, AttemptTimeout, IdleTimeout), Propagate, BufferResponse, or a
+// hook that sees an attempt (OnAttemptStart, OnAttempt, OnDone) or judges
+// a request or an answer (Idempotent, Transient). Nothing then needs the
+// clock, a derived context or a copy of the request, unless the request
+// does (sendsDirect), or a Throttle whose destination is not idle does
+// (firstAttempt.admit). The Key hooks of the Throttle and of Hedging,
+// which name a destination, run once per operation either way. With
+// Hedging, the first attempt gets a context of its own and the hedge
+// timer (firstAttempt.sendHedged). The test
+// TestDirectIsEverySettingThatLeavesTheFirstAttemptAsItIs sorts every
+// field of Transport.
 func (t *Transport) direct() bool {
 	return t.LearnAttemptTimeout == nil &&
 		t.Timeout <= 0 && t.AttemptTimeout <= 0 && t.IdleTimeout <= 0 && !t.Propagate &&
@@ -35,9 +41,8 @@ func (t *Transport) direct() bool {
 // to track or rewind, it is safe to repeat (no connection trace must
 // prove it unsent), nothing asks for clock readings (a deadline) or an
 // Outcome, no tried set of an outer operation waits for its address, and,
-// when the operation may retry (retries), Base is an *http.Transport: any
-// other Base needs the context that marks retries as owned, or a tried
-// set of its own.
+// when the operation may retry (retries), Base needs neither the context
+// that marks retries as owned nor a tried set of its own (plainBase).
 func sendsDirect(req *http.Request, ctx context.Context, base http.RoundTripper, retries bool) bool {
 	if hasBody(req) || !IsIdempotent(req) || outcomeFrom(ctx) != nil || tried.From(ctx) != nil {
 		return false
@@ -45,24 +50,31 @@ func sendsDirect(req *http.Request, ctx context.Context, base http.RoundTripper,
 	if _, ok := ctx.Deadline(); ok {
 		return false
 	}
-	_, plain := base.(*http.Transport)
-	return plain || !retries
+	return !retries || plainBase(base)
+}
+
+// plainBase reports whether the attempts of an operation that may send
+// more than one through rt need neither the context that marks retries
+// as owned (marksOwnership) nor a tried set (tried.Wants).
+func plainBase(rt http.RoundTripper) bool {
+	return !marksOwnership(rt) && !tried.Wants(rt)
 }
 
 // firstAttempt is what an operation's first attempt, sent directly,
 // produced (normalised: exactly one of resp and err is set, a resp has a
 // Body) and how long it took, and what was looked up for it once for the
 // operation: the destination's state in the Throttle, when one is set,
-// and, with Hedging (hedging), the latencies and the hedging state.
+// and, with Hedging (hedgingSettled), the latencies and the hedging
+// state, nil when the operation is not hedged.
 type firstAttempt struct {
-	sent    bool
-	resp    *http.Response
-	err     error
-	elapsed time.Duration
-	dest    *throttle.Dest
-	hedging bool
-	dist    *latency.Dist
-	h       *hedged
+	sent           bool
+	resp           *http.Response
+	err            error
+	elapsed        time.Duration
+	dest           *throttle.Dest
+	hedgingSettled bool
+	dist           *latency.Dist
+	h              *hedged
 }
 
 // admit looks the destination of req up in t's Throttle, if any, and
@@ -91,7 +103,7 @@ func (f *firstAttempt) record(t *Transport, resp *http.Response, sent time.Time)
 // send sends req to base as the operation's first attempt, when the
 // Throttle admits it directly. It deposits into the budget first, unless
 // an outer layer owns retries (owned). It returns the answer, and true,
-// when Transient calls it final, after telling the Throttle how it went;
+// when IsTransient calls it final, after telling the Throttle how it went;
 // otherwise the loop takes it over (adopt).
 func (f *firstAttempt) send(t *Transport, req *http.Request, base http.RoundTripper, owned bool) (*http.Response, bool) {
 	if !f.admit(t, req) {
@@ -112,22 +124,17 @@ func (f *firstAttempt) send(t *Transport, req *http.Request, base http.RoundTrip
 
 // leavesFirstDirect reports whether the first attempt of a hedged
 // operation may be sent directly: its losers are not left to finish (the
-// first attempt then runs on a goroutine of its own), and a hedge's Base
-// is an *http.Transport, which needs neither the context that marks
-// retries as owned nor a tried set.
+// first attempt then runs on a goroutine of its own), and a hedge's own
+// Base, if any, is plain (plainBase).
 func (h *Hedging) leavesFirstDirect() bool {
-	if h.FinishLosers > 0 {
-		return false
-	}
-	_, plain := h.Base.(*http.Transport)
-	return plain || h.Base == nil
+	return h.FinishLosers <= 0 && (h.Base == nil || plainBase(h.Base))
 }
 
 // sendHedged sends req to base as the first attempt of a hedged
 // operation, when it may be sent directly (an outer layer that owns
 // retries, owned, leaves nothing to hedge): on its own context, on the
 // caller's goroutine, with the hedge timer armed. An answer before the
-// hedge delay that Transient calls final is returned with true, its
+// hedge delay that IsTransient calls final is returned with true, its
 // latency learned and the Throttle told; another goes to the loop (run).
 // When the hedge fires first, the timer's goroutine sets the operation
 // up and runs the loop (fired), and this goroutine hands the attempt over
@@ -137,7 +144,7 @@ func (f *firstAttempt) sendHedged(t *Transport, req *http.Request, base http.Rou
 	if owned || t.maxAttempts() < 2 || !hg.leavesFirstDirect() || !f.admit(t, req) {
 		return nil, nil, false
 	}
-	f.hedging, f.dist = true, t.latencyDist(req)
+	f.hedgingSettled, f.dist = true, t.latencyDist(req)
 	delay, ok := hg.plan(f.dist, req, true, bodyNone)
 	if !ok {
 		return nil, nil, false
@@ -150,7 +157,7 @@ func (f *firstAttempt) sendHedged(t *Transport, req *http.Request, base http.Rou
 	c := newLazyCancelCtx(req.Context())
 	a := &h.first
 	a.number, a.req, a.lastStart, a.cancelAttempt = 1, req.WithContext(c), start, c
-	h.direct = directStart{t: t, req: req, base: base, dest: f.dest, dist: f.dist, start: start}
+	h.deferred = deferredSetUp{t: t, req: req, base: base, dest: f.dest, dist: f.dist, start: start}
 	h.launched = start
 	h.flight = append(h.inFlight[:0], a)
 	h.ready.Add(1)
@@ -185,10 +192,10 @@ func (f *firstAttempt) sendHedged(t *Transport, req *http.Request, base http.Rou
 // does, but clearing only what sendHedged set (the rest was never
 // written), which costs less than clearing the whole state.
 func (h *hedged) recycleUnfired() {
-	h.first, h.direct, h.launched = attempt{}, directStart{}, time.Time{}
+	h.first, h.deferred, h.launched = attempt{}, deferredSetUp{}, time.Time{}
 	h.flight, h.inFlight[0] = nil, nil
 	h.delay, h.finishLosers = 0, 0
-	h.ready.Done() // the timer that would have waited for it was stopped
+	h.ready.Done() // as the timer's goroutine would have, had the timer fired
 	hedgedPool.Put(h)
 }
 
@@ -209,16 +216,16 @@ func (a *attempt) roundTrip(base http.RoundTripper) (resp *http.Response, err er
 // looked the Throttle's destination and the latencies up), with that
 // attempt in flight.
 func (h *hedged) setUp() {
-	d := &h.direct
+	d := &h.deferred
 	op := &h.op
 	op.t, op.req, op.tmpl = d.t, d.req, d.req
 	op.base, op.clock, op.policy = d.base, d.t.clock(), d.t.policy()
-	first := firstAttempt{sent: true, dest: d.dest, hedging: true, dist: d.dist, h: h}
+	first := firstAttempt{sent: true, dest: d.dest, hedgingSettled: true, dist: d.dist, h: h}
 	// begin neither fails nor calls the caller's code for a request
 	// sent directly: it has no body to read, no Throttle or hook to ask.
 	_ = op.begin(false, &first)
 	op.attempts, op.unsent, op.start = 1, holdsNothing, d.start
-	h.settle0()
+	h.shareSettled()
 }
 
 // handOver hands the first attempt, sent directly, to the loop the
@@ -237,7 +244,7 @@ func (h *hedged) handOver(resp *http.Response, err error) (*http.Response, error
 	h.results <- a
 	v := <-h.verdict
 	if v.panicked != nil {
-		op.unsent.giveBack(op.budget, &op.adm.ticket)
+		op.unsent.giveBack(op.budget, &op.adm.ticket, op.dist)
 		panic(v.panicked.v)
 	}
 	return v.resp, v.err

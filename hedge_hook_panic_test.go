@@ -108,7 +108,8 @@ func TestHedgeHookPanicClosesTheWinnersResponse(t *testing.T) {
 // hangs until it is canceled, the first attempt reaches the server, the hedge delay passes on a fake clock, the budget grants
 // the hedge its token, and OnAttemptStart panics for the hedge before it
 // is sent. RoundTrip raises the panic once the first attempt has ended;
-// the hedge was never sent, so its token is refunded.
+// the hedge was never sent, so its budget token and its extra-load token
+// are given back: the cap is as full as before.
 func TestHedgeHookPanicGivesBackTheTokenOfAnUnsentHedge(t *testing.T) {
 	t.Parallel()
 	var hits atomic.Int32
@@ -145,6 +146,9 @@ func TestHedgeHookPanicGivesBackTheTokenOfAnUnsentHedge(t *testing.T) {
 	}
 	if n := hits.Load(); n != 1 {
 		t.Errorf("%d requests reached the server; want the first only", n)
+	}
+	if got := tr.latencies().LookupHost(req).ExtraTokens(); got != hedgeBurst {
+		t.Errorf("%v extra-load tokens after the unsent hedge; want the cap full again (%d)", got, hedgeBurst)
 	}
 }
 

@@ -74,15 +74,15 @@ type hedged struct {
 	// the winner said of the server, until letLosersFinish collects them.
 	finishing []*attempt
 	signalled bool
-	// direct is what the timer's goroutine needs to set the operation
+	// deferred is what the timer's goroutine needs to set the operation
 	// up when the hedge fires while a first attempt sent directly (see
 	// firstAttempt.sendHedged) runs: the operation is not set up yet.
-	direct directStart
+	deferred deferredSetUp
 }
 
-// directStart is what an operation whose first attempt was sent directly
+// deferredSetUp is what an operation whose first attempt was sent directly
 // is set up from (see hedged.setUp).
-type directStart struct {
+type deferredSetUp struct {
 	t     *Transport
 	req   *http.Request
 	base  http.RoundTripper
@@ -95,7 +95,7 @@ type directStart struct {
 // is hedged, after its request template is settled, unless its first
 // attempt, sent directly, settled both (first).
 func (op *operation) setHedging(outerOwns bool, first *firstAttempt) {
-	if first.hedging {
+	if first.hedgingSettled {
 		op.dist, op.h = first.dist, first.h
 		return
 	}
@@ -178,8 +178,9 @@ func (h *hedged) armFire(t *Transport, clock clockwork.Clock) {
 // The first attempt is sent on the caller's goroutine, with a timer armed
 // for the hedge delay: an operation whose first attempt answers before
 // it costs no goroutine and no channel. When the timer fires first (see
-// fired), the timer's goroutine sends the hedge and runs the loop from
-// then on, while the caller's goroutine waits in Base for the first
+// fired), the timer's goroutine starts the hedge (each attempt but the
+// first is sent on a goroutine of its own) and runs the loop from then
+// on, while the caller's goroutine waits in Base for the first
 // attempt, hands it to the loop, and waits for the loop's verdict. With
 // FinishLosers the first attempt may outlive RoundTrip: it is sent on a
 // goroutine of its own, as every other attempt.
@@ -193,7 +194,7 @@ func (h *hedged) run(op *operation, first *firstAttempt) (resp *http.Response, e
 		}
 	}()
 	o := &h.op
-	h.settle0()
+	h.shareSettled()
 	if first.sent {
 		// Sent directly, it answered before the hedge delay, an answer
 		// that is not final: the loop takes it over.
@@ -236,9 +237,9 @@ func (h *hedged) run(op *operation, first *firstAttempt) (resp *http.Response, e
 	return v.resp, v.err
 }
 
-// settle0 copies into h.settled the part of the operation settled before
+// shareSettled copies into h.settled the part of the operation settled before
 // its first attempt that the attempts' goroutines read.
-func (h *hedged) settle0() {
+func (h *hedged) shareSettled() {
 	o, s := &h.op, &h.settled
 	s.t, s.req, s.clock, s.callerCtx = o.t, o.req, o.clock, o.callerCtx
 	s.timed, s.idempotent, s.dist, s.adm.dest, s.body.kind = o.timed, o.idempotent, o.dist, o.adm.dest, o.body.kind
@@ -260,7 +261,7 @@ type verdict struct {
 // once it ends, and runs the loop, which sends the hedge at once; the
 // loop's answer, or its panic, goes back to the caller's goroutine.
 func (h *hedged) fired() {
-	if h.direct.t != nil {
+	if h.deferred.t != nil {
 		h.setUp()
 	}
 	h.results = make(chan *attempt, h.op.policy.maxAttempts)
@@ -587,13 +588,11 @@ func (h *hedged) hedgeNow(op *operation) {
 		return
 	}
 	h.capped = false
-	op.unsent = holdsToken
+	op.unsent = holdsHedge
 	if !h.launch(op, true) {
-		op.unsent = holdsNothing
 		// No body for it: as good as refused.
-		op.budget.Refund()
-		op.dist.RefundExtra()
-		op.adm.ticket.Refund()
+		op.unsent.giveBack(op.budget, &op.adm.ticket, op.dist)
+		op.unsent = holdsNothing
 		h.noMoreHedges = true
 		return
 	}
@@ -820,11 +819,7 @@ func (a *attempt) logPanic(op *operation) {
 	if op.t.Logger == nil {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 4)
-	attrs = append(attrs, slog.String("method", reqMethod(op.req)), slog.String("host", reqHost(op.req)))
-	if op.t.LogRoute != nil {
-		attrs = append(attrs, slog.String("route", op.t.LogRoute(op.req)))
-	}
+	attrs := requestAttrs(op, 5)
 	attrs = append(attrs, slog.Int("attempt", a.number), slog.String("panic_type", fmt.Sprintf("%T", a.panicked.v)))
 	op.t.Logger.LogAttrs(context.Background(), slog.LevelError, "httpretry: loser panicked after return", attrs...)
 }

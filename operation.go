@@ -21,13 +21,14 @@ import (
 // not final.
 
 // operation is the state of one RoundTrip: its deadline, its body, its
-// waits, its counts and what it reports. It lives on RoundTrip's stack;
-// nothing per-operation is kept on the Transport. As grpc-go's
-// clientStream and its csAttempt, it works on each attempt through a
-// *attempt with methods of its own (send, complete, report), handed to
-// the steps that read it: the sequential operation's one attempt, which
-// lives on RoundTrip's stack beside it and is reused for each, or one of
-// a hedged operation's attempts in flight (hedged.flight). The attempt is
+// waits, its counts and what it reports. It lives on RoundTrip's stack
+// (a hedged operation's is moved into its hedging state, hedged.op, which
+// the goroutines of its attempts and timer reach); nothing per-operation
+// is kept on the Transport. It works on each attempt through a *attempt
+// with methods of its own (send, complete, report), handed to the steps
+// that read it: the sequential operation's one attempt, which lives on
+// RoundTrip's stack beside it and is reused for each, or one of a hedged
+// operation's attempts in flight (hedged.flight). The attempt is
 // not a field: Go's escape analysis does not tell one field of the
 // operation from another, and a stack attempt stored in it would move to
 // the heap, an allocation on the success path. Its size is held by
@@ -77,6 +78,7 @@ const (
 	holdsNothing holding = iota
 	holdsTicket          // the request taken from the destination's quota, if any (adm.ticket)
 	holdsToken           // that, and the budget token of a retry
+	holdsHedge           // that, and the extra-load token of a hedge
 )
 
 // attempt is the state of one attempt: its context and what releases it,
@@ -135,8 +137,6 @@ func operate(t *Transport, req *http.Request, base http.RoundTripper, outerOwns 
 	// RoundTrip returns, on every path, panics included.
 	defer op.body.close(op.req, &a)
 	defer a.abandon(&op)
-	// begin neither fails nor calls the caller's code for a request sent
-	// directly: it has no body to read, no Throttle or hook to ask.
 	if err := op.begin(outerOwns, first); err != nil {
 		return op.fail(&a, err)
 	}
@@ -485,7 +485,9 @@ func (a *attempt) discard() {
 	a.end()
 }
 
-// ended is the one path after an attempt ends, sequential or hedged:
+// ended is the one path after an attempt of an operation ends, sequential
+// or hedged (a first attempt sent directly whose answer is final ends
+// before there is an operation: see direct.go):
 // Transient is asked of its result, once; the Throttle is told how it
 // went, and the latency learned; and the facts of the attempt the pure
 // rules need without the clock are gathered, once, with what eligible
@@ -561,7 +563,9 @@ func (op *operation) decide(a *attempt, r *facts) decision {
 	}
 	// The verdicts with an effect, each asked only when every rule before
 	// it allowed the retry: the Throttle's draw, then the budget's token,
-	// last, so that a token is withdrawn only for a retry that is sent.
+	// last, so that a token is withdrawn only for a retry every rule
+	// allows now (one that then does not start after its wait gives it
+	// back).
 	r.throttled = !op.adm.mayRetry(op.t.Throttle, op.clock)
 	if !r.throttled {
 		r.noToken = !op.budget.Withdraw(op.ctx)
@@ -594,14 +598,19 @@ func (a *attempt) abandon(op *operation) {
 	if op.cancel != nil {
 		op.cancel()
 	}
-	op.unsent.giveBack(op.budget, &op.adm.ticket)
+	op.unsent.giveBack(op.budget, &op.adm.ticket, op.dist)
 	panic(p)
 }
 
-// giveBack gives back what was taken for an attempt not sent: the budget
-// token of a retry, and the request taken from the quota (ticket).
-func (u holding) giveBack(budget Budget, ticket *throttle.Ticket) {
+// giveBack gives back what was taken for an attempt not sent: the
+// extra-load token of a hedge (from dist), the budget token of a retry or
+// a hedge, and the request taken from the quota (ticket).
+func (u holding) giveBack(budget Budget, ticket *throttle.Ticket, dist *latency.Dist) {
 	switch u {
+	case holdsHedge:
+		dist.RefundExtra()
+		budget.Refund()
+		ticket.Refund()
 	case holdsToken:
 		budget.Refund()
 		ticket.Refund()

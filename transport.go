@@ -61,9 +61,9 @@ const (
 // the caller's request, which they must not modify. The hooks of one
 // operation are never called concurrently, and have returned when
 // RoundTrip returns. They run on the goroutine of RoundTrip, except in a
-// hedged operation whose hedge timer fired: the timer's goroutine sends
-// the hedge and runs the operation from then on, the hedge's
-// OnAttemptStart included, while RoundTrip's goroutine waits for it. With
+// hedged operation whose hedge timer fired: the timer's goroutine starts
+// the hedge (sent on a goroutine of its own) and runs the operation from
+// then on, the hedge's OnAttemptStart included, while RoundTrip's goroutine waits for it. With
 // Hedging.FinishLosers, Transient judges a loser that answered after
 // RoundTrip returned, on a goroutine of its own. Logger gets the records
 // its field lists, and LogRoute is called once per record. A hook that

@@ -271,5 +271,8 @@ func (d *Dist) WithdrawExtra() bool {
 	}
 }
 
+// ExtraTokens is the number of extra-load tokens held now, for tests.
+func (d *Dist) ExtraTokens() float64 { return float64(d.extra.Load()) / tokenUnit }
+
 // RefundExtra gives back a token for a hedge that was then not sent.
 func (d *Dist) RefundExtra() { d.DepositExtra(1) }
