@@ -91,6 +91,7 @@ type Hedging struct {
 	// Key names the latency distribution of a request, for the adaptive
 	// delay and the learned attempt limit: a bounded name, never a path with
 	// identifiers. If nil, the request's host in its canonical spelling.
+	// It is called once per operation.
 	Key func(req *http.Request) string
 
 	// MaxKeys bounds the keys that keep latencies (about 32 KiB each); past

@@ -119,7 +119,8 @@ type Throttle struct {
 	// the request URL's host in one canonical spelling (lower-case,
 	// without a trailing dot or the scheme's default port, an IP address
 	// as net/netip writes it), so that every spelling of a host is one
-	// destination.
+	// destination. It is called once per call of Dest (httpretry calls
+	// Dest once per operation).
 	Key func(req *http.Request) string
 
 	// MaxKeys bounds the destinations held; past it, one not used lately
