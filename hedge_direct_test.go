@@ -26,31 +26,7 @@ import (
 func TestDirectHedgedAnswersAreWholeUnderConcurrentTightHedges(t *testing.T) {
 	for _, h2 := range []bool{false, true} {
 		t.Run(fmt.Sprintf("http2=%v", h2), func(t *testing.T) {
-			var mu sync.Mutex
-			seen := map[string]int{}
-			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				id := r.URL.Query().Get("op")
-				mu.Lock()
-				seen[id]++
-				n := seen[id]
-				mu.Unlock()
-				if n == 1 && strings.HasSuffix(id, "3") {
-					w.WriteHeader(http.StatusServiceUnavailable)
-					return
-				}
-				if n == 1 && strings.HasSuffix(id, "7") {
-					select {
-					case <-r.Context().Done():
-						return
-					case <-time.After(20 * time.Millisecond):
-					}
-				}
-				if strings.HasSuffix(id, "5") {
-					w.WriteHeader(http.StatusNoContent)
-					return
-				}
-				io.WriteString(w, strings.Repeat(id+";", 512))
-			}))
+			srv := httptest.NewUnstartedServer(tightHedgeServer())
 			srv.EnableHTTP2 = h2
 			srv.StartTLS()
 			defer srv.Close()
@@ -64,10 +40,9 @@ func TestDirectHedgedAnswersAreWholeUnderConcurrentTightHedges(t *testing.T) {
 			for g := range 8 {
 				wg.Go(func() {
 					for i := range 40 {
-						id := fmt.Sprintf("%d-%d", g, i)
-						method := "GET"
+						id, method := fmt.Sprintf("%d-%d", g, i), http.MethodGet
 						if i%4 == 1 {
-							method = "HEAD"
+							method = http.MethodHead
 						}
 						req, _ := http.NewRequest(method, srv.URL+"/?op="+id, nil)
 						resp, err := tr.RoundTrip(req)
@@ -77,15 +52,9 @@ func TestDirectHedgedAnswersAreWholeUnderConcurrentTightHedges(t *testing.T) {
 						}
 						b, err := io.ReadAll(resp.Body)
 						resp.Body.Close()
-						want, status := strings.Repeat(id+";", 512), 200
-						if method == "HEAD" {
-							want = ""
-						}
-						if strings.HasSuffix(id, "5") {
-							want, status = "", 204
-						}
-						if err != nil || resp.StatusCode != status || string(b) != want {
-							t.Errorf("op %s: %d, %d bytes, %v; want 200 and its own body", id, resp.StatusCode, len(b), err)
+						status, body := tightHedgeAnswer(id, method)
+						if err != nil || resp.StatusCode != status || string(b) != body {
+							t.Errorf("op %s: %d, %d bytes, %v; want %d and its own body", id, resp.StatusCode, len(b), err, status)
 						}
 					}
 				})
@@ -93,4 +62,47 @@ func TestDirectHedgedAnswersAreWholeUnderConcurrentTightHedges(t *testing.T) {
 			wg.Wait()
 		})
 	}
+}
+
+// tightHedgeServer answers the operation named by the "op" query
+// parameter: its first copy with a 503 when the name ends in 3, slowly
+// (20ms, or until canceled) when it ends in 7; then as tightHedgeAnswer
+// says.
+func tightHedgeServer() http.Handler {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("op")
+		mu.Lock()
+		seen[id]++
+		n := seen[id]
+		mu.Unlock()
+		switch {
+		case n == 1 && strings.HasSuffix(id, "3"):
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		case n == 1 && strings.HasSuffix(id, "7"):
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		status, body := tightHedgeAnswer(id, http.MethodGet)
+		w.WriteHeader(status)
+		io.WriteString(w, body)
+	})
+}
+
+// tightHedgeAnswer is the answer an operation named id gets in the end:
+// a 204 when the name ends in 5, else a 200 with a body of its own (none
+// for a HEAD).
+func tightHedgeAnswer(id, method string) (int, string) {
+	if strings.HasSuffix(id, "5") {
+		return http.StatusNoContent, ""
+	}
+	if method == http.MethodHead {
+		return http.StatusOK, ""
+	}
+	return http.StatusOK, strings.Repeat(id+";", 512)
 }
