@@ -100,7 +100,9 @@ type Dist struct {
 	set      *Set
 	recorded atomic.Int64 // samples ever recorded: the next goes to ring[recorded%Window]
 	checked  atomic.Int64 // recorded when the quantiles were last computed, or found not due
-	ring     [Window]atomic.Uint64
+	// ring holds the samples, each as slot says: 0 is a slot no Record
+	// has written yet.
+	ring [Window]atomic.Uint64
 
 	computing  sync.Mutex // protects sorted and computedAt; held while the quantiles are computed
 	sorted     [Window]uint64
@@ -120,21 +122,31 @@ func (d *Dist) held() int64 { return min(d.recorded.Load(), Window) }
 // an answer comes before a censored sample of the same duration, as the
 // Kaplan–Meier estimate needs.
 func sample(d time.Duration, censored bool) uint64 {
-	s := uint64(max(d, 0)) << 1
+	s := uint64(min(max(d, 0), maxSample)) << 1
 	if censored {
 		s |= 1
 	}
 	return s
 }
 
+// maxSample is the longest latency a sample holds, 146 years: one more
+// bit and a sample would fill its slot's 64 (see slot).
+const maxSample = time.Duration(1<<62 - 1)
+
+// slot is how sample s is held in the ring: one more than s, so that a
+// slot taken by a Record that has not written it yet (0) is told from a
+// sample of no time at all.
+func slot(s uint64) uint64 { return s + 1 }
+
 // Record adds a latency, of an attempt that ended at end, and, every so
 // often, recomputes the quantiles (see recomputeDue): the cost of sorting,
 // about 50µs for a full window, is spread over the samples. Only the
 // computation takes a lock, and is skipped when another is under way; a
-// sample recorded while the window is copied for it may be missed by it.
+// sample recorded while the window is copied for it may be missed by it,
+// and a slot taken but not written yet is left out.
 func (d *Dist) Record(lat time.Duration, censored bool, end time.Time) {
 	i := d.recorded.Add(1)
-	d.ring[(i-1)%Window].Store(sample(lat, censored))
+	d.ring[(i-1)%Window].Store(slot(sample(lat, censored)))
 	cfg := &d.set.cfg
 	n := min(i, Window)
 	if (cfg.HedgeQuantile <= 0 && cfg.Learn == nil) || i-d.checked.Load() < max(1, n/16) {
@@ -153,9 +165,13 @@ func (d *Dist) Record(lat time.Duration, censored bool, end time.Time) {
 	}
 	d.checked.Store(i)
 	d.computedAt = end
-	sorted := d.sorted[:n]
-	for j := range sorted {
-		sorted[j] = d.ring[j].Load()
+	sorted := d.sorted[:0]
+	for j := range n {
+		// A slot another Record took and has not written yet holds
+		// no sample: it is left out, not counted as no time at all.
+		if v := d.ring[j].Load(); v != 0 {
+			sorted = append(sorted, v-1)
+		}
 	}
 	slices.Sort(sorted)
 	if cfg.HedgeQuantile > 0 {

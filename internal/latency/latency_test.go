@@ -273,3 +273,20 @@ func TestLatencyFullWindowFollowsAShiftAtAnyRate(t *testing.T) {
 		}
 	}
 }
+
+// TestLatencySlotNotWrittenYetIsNoSample: Record takes a sample's slot
+// before it writes the sample in it, and takes no lock: a Record on
+// another goroutine that computes the quantiles in between leaves that
+// slot out, rather than count it as an answer of no time at all, which
+// would pull the hedge delay down.
+func TestLatencySlotNotWrittenYetIsNoSample(t *testing.T) {
+	t.Parallel()
+	d := New(Config{HedgeQuantile: 0.25, MaxKeys: 1, Burst: 1}).Lookup("k")
+	d.recorded.Add(1) // a Record that took the first slot and has not written it yet
+	for range 3 {
+		d.Record(10*ms, false, time.Time{})
+	}
+	if got, _ := d.HedgeDelay(1, 0); got != 10*ms {
+		t.Errorf("hedge delay %v after three answers of 10ms; want 10ms, the slot not written left out", got)
+	}
+}
