@@ -108,7 +108,7 @@ type Dist struct {
 	sorted     [Window]uint64
 	computedAt time.Time // the end time of the sample that last had the quantiles computed
 
-	hedgeAt atomic.Int64 // the hedge quantile, in nanoseconds
+	hedgeAt atomic.Int64 // the hedge quantile, in nanoseconds, plus one: 0 until it is first computed
 	limitAt atomic.Int64 // the learned attempt limit, in nanoseconds; 0 for none
 	extra   atomic.Int64 // extra-load tokens, in tokenUnit; starts full
 }
@@ -175,7 +175,7 @@ func (d *Dist) Record(lat time.Duration, censored bool, end time.Time) {
 	}
 	slices.Sort(sorted)
 	if cfg.HedgeQuantile > 0 {
-		d.hedgeAt.Store(int64(kmQuantile(sorted, cfg.HedgeQuantile)))
+		d.hedgeAt.Store(int64(kmQuantile(sorted, cfg.HedgeQuantile)) + 1)
 	}
 	if l := cfg.Learn; l != nil {
 		d.limitAt.Store(int64(learnedLimit(l, kmQuantile(sorted, l.Quantile))))
@@ -247,7 +247,12 @@ func (d *Dist) HedgeDelay(minSamples int, floor time.Duration) (time.Duration, b
 	if d.held() < int64(minSamples) {
 		return 0, false
 	}
-	return max(time.Duration(d.hedgeAt.Load()), floor), true
+	at := d.hedgeAt.Load()
+	if at == 0 {
+		// Slots taken, not written yet: no quantile was computed.
+		return 0, false
+	}
+	return max(time.Duration(at-1), floor), true
 }
 
 // AttemptLimit is the learned attempt limit, 0 when none is learned yet:

@@ -290,3 +290,20 @@ func TestLatencySlotNotWrittenYetIsNoSample(t *testing.T) {
 		t.Errorf("hedge delay %v after three answers of 10ms; want 10ms, the slot not written left out", got)
 	}
 }
+
+// TestLatencyNoHedgeDelayBeforeAQuantileIsComputed: samples whose slots
+// are taken but not written yet count toward minSamples, but until a
+// quantile was computed from written ones there is no delay to hedge at:
+// not the floor.
+func TestLatencyNoHedgeDelayBeforeAQuantileIsComputed(t *testing.T) {
+	t.Parallel()
+	d := New(Config{HedgeQuantile: 0.5, MaxKeys: 1, Burst: 1}).Lookup("k")
+	d.recorded.Add(2) // two Records that took their slots and have not written them yet
+	if got, ok := d.HedgeDelay(2, ms); ok {
+		t.Errorf("HedgeDelay = %v, true before any quantile was computed; want none", got)
+	}
+	d.Record(0, false, time.Time{}) // an answer of no measurable time is a quantile of 0
+	if got, ok := d.HedgeDelay(2, ms); !ok || got != ms {
+		t.Errorf("HedgeDelay = %v, %v after a quantile of 0; want the 1ms floor, true", got, ok)
+	}
+}
