@@ -292,6 +292,9 @@ func (d *Dist) WithdrawExtra() bool {
 	}
 }
 
+// Held is the number of latencies held now, at most Window, for tests.
+func (d *Dist) Held() int64 { return d.held() }
+
 // ExtraTokens is the number of extra-load tokens held now, for tests.
 func (d *Dist) ExtraTokens() float64 { return float64(d.extra.Load()) / tokenUnit }
 
