@@ -418,6 +418,7 @@ func TestDirectHedgedBasePanicAfterTheHedgeFiredEndsTheHedge(t *testing.T) {
 		return &http.Response{StatusCode: 200, Header: http.Header{}, Request: req,
 			Body: &closeMark{closed: &hedgeBody}}, nil
 	})
+	tr.MaxAttempts = 2 // the first and one hedge: no second hedge while the first hangs
 	req, _ := http.NewRequest("GET", "mem://api.test/", nil)
 	if p := panicOf(t, tr, req); p != "first broke" {
 		t.Fatalf("RoundTrip raised %v; want the first attempt's panic", p)
@@ -440,6 +441,7 @@ func TestDirectHedgedLoopPanicAfterTheHedgeFiredEndsBothAttempts(t *testing.T) {
 		return nil, req.Context().Err()
 	})
 	tr.Logger = slog.New(panickingHandler{})
+	tr.MaxAttempts = 2
 	req, _ := http.NewRequest("GET", "mem://api.test/", nil)
 	if p := panicOf(t, tr, req); p != "handler broke" {
 		t.Fatalf("RoundTrip raised %v; want the Logger's panic", p)
