@@ -44,13 +44,14 @@ func (t *Transport) direct() bool {
 // when the operation may retry (retries), Base needs neither the context
 // that marks retries as owned nor a tried set of its own (plainBase).
 func sendsDirect(req *http.Request, ctx context.Context, base http.RoundTripper, retries bool) bool {
-	if hasBody(req) || !IsIdempotent(req) || outcomeFrom(ctx) != nil || tried.From(ctx) != nil {
+	if (retries && !plainBase(base)) || hasBody(req) || !IsIdempotent(req) {
 		return false
 	}
-	if _, ok := ctx.Deadline(); ok {
+	if outcomeFrom(ctx) != nil || tried.From(ctx) != nil {
 		return false
 	}
-	return !retries || plainBase(base)
+	_, ok := ctx.Deadline()
+	return !ok
 }
 
 // plainBase reports whether the attempts of an operation that may send
