@@ -158,10 +158,12 @@ func (c agreeCase) request() *http.Request {
 	case "nobody":
 		req.Body = http.NoBody
 	case "cancel":
+		//lint:ignore SA1019 the deprecated channel must be honoured on both paths
 		req.Cancel = make(chan struct{})
 	case "closedcancel":
 		ch := make(chan struct{})
 		close(ch)
+		//lint:ignore SA1019 the deprecated channel must be honoured on both paths
 		req.Cancel = ch
 	case "canceledctx":
 		ctx, cancel := context.WithCancelCause(context.Background())
@@ -175,6 +177,7 @@ func (c agreeCase) request() *http.Request {
 
 // describeRequest describes what of req RoundTrip must leave as it is.
 func describeRequest(req *http.Request) string {
+	//lint:ignore SA1019 the deprecated channel is part of the request left as it is
 	return fmt.Sprintf("%s %v %v %p %p %p", req.Method, req.URL, req.Header, req.Body, req.Cancel, req.Response)
 }
 
