@@ -299,7 +299,7 @@ fuzz:
 ## mutate: mutation testing of the root package (make mutate-root:
 ## writes docs/mutation.txt; about an hour on a 2-core machine) and
 ## of the throttle package (make mutate-throttle: writes
-## docs/mutation-throttle.txt, about 35 minutes); not part of CI, which
+## docs/mutation-throttle.txt, 16 to 35 minutes); not part of CI, which
 ## vets its build. gremlins reads the package's files as it goes: run it
 ## in a checkout nothing edits until it ends (git worktree add), or the
 ## mutants of a file changed meanwhile are placed by the old coverage. The mutation build tag leaves out the fault matrix, the
