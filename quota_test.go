@@ -89,19 +89,7 @@ func TestQuotaAtMostOne429PerWindow(t *testing.T) {
 func TestQuotaWait(t *testing.T) {
 	t.Parallel()
 	fc := clockwork.NewFakeClock()
-	spent := true
-	var mu sync.Mutex
-	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		h := http.Header{"Ratelimit": {`"default";r=5;t=2`}}
-		status := 200
-		if spent {
-			h = http.Header{"Ratelimit": {`"default";r=0;t=2`}}
-			status, spent = 429, false
-		}
-		return &http.Response{StatusCode: status, Header: h, Body: http.NoBody, Request: r}, nil
-	})
+	base := quotaSpentOnce(func() {})
 	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, Throttle: &throttle.Throttle{WaitQuota: true}}
 	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
 	if err != nil || resp.StatusCode != 429 {
