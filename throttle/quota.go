@@ -156,6 +156,12 @@ func (q *quotaState) spentNamed(name string, now time.Time) (reset time.Time, sp
 // sent.
 func (q *quotaState) refund() {
 	q.released(1, false)
+	q.giveBack()
+}
+
+// giveBack gives back to the quotas held a request counted for an
+// attempt that is not sent.
+func (q *quotaState) giveBack() {
 	drawn := q.drawn()
 	for i := range q.slots {
 		if s := &q.slots[i]; drawn&(1<<i) != 0 {
@@ -206,9 +212,16 @@ func (q *quotaState) check(now time.Time, take bool, req *http.Request) (time.Ti
 		if !ok || !take || !q.releasing.Load() {
 			return reset, ok, counted
 		}
-		// A spent window ended with this look (see current): the
-		// operation admitted is the release's first.
-		_, took := q.releaseOne(true)
+		// A spent window ended with this look (see current), or with
+		// another caller's at the same instant: the release lets one
+		// operation go, and holds the others.
+		mine, took := q.releaseOne(true)
+		if !mine {
+			if counted {
+				q.giveBack()
+			}
+			return now, false, false
+		}
 		return reset, ok, counted || took
 	}
 	ok, took := q.releaseOne(take)
@@ -608,16 +621,17 @@ func (r *release) stop() {
 }
 
 // endPause ends the pause that lasted until p, once, and starts a
-// release.
+// release. The release starts before the pause is seen gone: a caller
+// that finds no pause then finds the release, and neither admits itself
+// nor takes the destination for idle.
 func (q *quotaState) endPause(p int64) {
-	if !q.paused.CompareAndSwap(p, 0) {
-		return
-	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.paused.Load() == 0 {
-		q.startRelease()
+	if q.paused.Load() != p {
+		return
 	}
+	q.startRelease()
+	q.paused.Store(0)
 }
 
 // releaseOne asks whether an operation may go during a release: ok when

@@ -2,6 +2,8 @@ package throttle
 
 import (
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,5 +92,50 @@ func TestPauseEndReleasesHeldOperationsOneAtATime(t *testing.T) {
 	}
 	if held != 0 || total > 5 {
 		t.Errorf("%d operations left, %d 429s in all (%v); want 0 left and at most 5, one per window", held, total, tooMany)
+	}
+}
+
+// TestPauseEndLetsOneOfTheOperationsAskingAtOnceGo: a 429 with
+// Retry-After: 1 and no rate-limit fields spends the destination's quota
+// for a second (nothing else held) or pauses it (a named quota held);
+// at the second's end 16 operations ask at the same instant, on 16
+// goroutines. Exactly one is admitted, the others held for its answer,
+// however the scheduler interleaves the first look that finds the second
+// over with the others: a release starts before any of them can see the
+// quota open, and no operation is admitted past the release's turn.
+// Repeated 300 times, as the interleaving is the scheduler's.
+func TestPauseEndLetsOneOfTheOperationsAskingAtOnceGo(t *testing.T) {
+	t.Parallel()
+	const asking = 16
+	tooMany := http.Header{"Retry-After": {"1"}}
+	for _, held := range []http.Header{nil, githubQuota("core", "4999", time.Hour)} {
+		for round := range 300 {
+			fc := clockwork.NewFakeClockAt(ruleDate)
+			th := &Throttle{draws: func() float64 { return 1 }, MinRate: -1}
+			if held != nil {
+				ask(th, fc, http.MethodGet, "/", http.StatusOK, held)
+			}
+			ask(th, fc, http.MethodGet, "/", http.StatusTooManyRequests, tooMany)
+			fc.Advance(time.Second)
+			req := ruleRequest("/")
+			d := th.Dest(req)
+			var admitted atomic.Int32
+			var wg sync.WaitGroup
+			gate := make(chan struct{})
+			for range asking {
+				wg.Go(func() {
+					<-gate
+					if _, _, err := th.Admit(d, req, fc); err == nil {
+						admitted.Add(1)
+					}
+				})
+			}
+			close(gate)
+			wg.Wait()
+			if n := admitted.Load(); n != 1 || d.Idle() {
+				t.Fatalf("quota held before the 429 %v, round %d: %d of %d operations admitted at the second's end, destination idle %v; want 1, not idle",
+					held, round, n, asking, d.Idle())
+			}
+		}
 	}
 }
