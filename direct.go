@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/httpretry/httpretry/internal/latency"
+	"github.com/httpretry/httpretry/internal/overload"
 	"github.com/httpretry/httpretry/internal/tried"
 	"github.com/httpretry/httpretry/throttle"
 )
@@ -90,14 +91,21 @@ func (f *firstAttempt) admit(t *Transport, req *http.Request) bool {
 }
 
 // record tells t's Throttle, if any, how the first attempt, sent at sent
-// and answered resp, went.
+// and answered resp, went: a served answer (overload.Served) through the
+// Throttle's success path when it takes it, without a Result.
 func (f *firstAttempt) record(t *Transport, resp *http.Response, sent time.Time) {
 	if t.Throttle == nil {
 		return
 	}
+	var clock throttle.Clock // nil: the system clock
+	if t.Clock != nil {
+		clock = t.Clock
+	}
+	if overload.Served(resp.StatusCode) && t.Throttle.Served(f.dest, resp.StatusCode, resp.Header, clock) {
+		return
+	}
 	r := throttle.Result{Sent: sent}
-	clock := t.clock()
-	answer(&r, resp, nil, clock)
+	answer(&r, resp, nil, t.clock())
 	t.Throttle.Record(f.dest, &r, clock)
 }
 

@@ -314,13 +314,27 @@ func (th *Throttle) Record(d *Dest, r *Result, clock Clock) {
 		th.accept(d, clock)
 		return
 	}
-	if r.Status != 0 && !r.Overload && !r.HasRetryAfter && !th.hotFor(d) && !d.quota.wants(r.Status) {
-		if th.count(d, clock) {
-			d.quota.sample(r.Header)
-		}
+	if r.Status != 0 && !r.Overload && !r.HasRetryAfter && th.Served(d, r.Status, r.Header, clock) {
 		return
 	}
 	th.recordSlow(d, r, clock)
+}
+
+// Served is Record's success path: it counts an answer of status, with
+// header h, that signalled no overload and asked for no pause, when
+// that is all Record would do with it (d is cold, and its quota does not
+// want the answer read), and reports whether it did. Otherwise it does
+// nothing and reports false: the caller then records the answer. A
+// caller that knows an answer is served (a 2xx, say) may ask Served
+// first and build a Result only when it refuses.
+func (th *Throttle) Served(d *Dest, status int, h http.Header, clock Clock) bool {
+	if th.hotFor(d) || d.quota.wants(status) {
+		return false
+	}
+	if th.count(d, orSystem(clock)) {
+		d.quota.sample(h)
+	}
+	return true
 }
 
 // recordSlow is Record for any other result.

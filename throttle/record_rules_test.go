@@ -109,3 +109,50 @@ func TestQuotaColdDestinationIsSampledOnlyAtAFold(t *testing.T) {
 		t.Error("a response with fields at the fold: not read again; want read")
 	}
 }
+
+// TestServedTakesOnlyTheAnswersRecordWouldOnlyCount: Served counts a
+// served answer, as Record would, only on a cold destination that reads
+// no more of its answers' headers (16 answers without rate-limit fields
+// in a row); on a destination still read, on a hot one, and for a 429,
+// it does nothing and refuses, and Record then takes the answer. Served
+// and Record count a served answer alike.
+func TestServedTakesOnlyTheAnswersRecordWouldOnlyCount(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	plain := http.Header{"Content-Type": {"application/json"}}
+	tests := []struct {
+		name    string
+		prepare func(th *Throttle, d *Dest)
+		status  int
+		want    bool
+	}{
+		{"cold, read no more", func(*Throttle, *Dest) {}, 200, true},
+		{"a redirect, cold, read no more", func(*Throttle, *Dest) {}, 302, true},
+		{"still read: fewer than 16 answers without fields", func(_ *Throttle, d *Dest) { d.quota.misses.Store(quotaMisses - 1) }, 200, false},
+		{"hot", func(_ *Throttle, d *Dest) { d.hot.Store(true) }, 200, false},
+		{"a 429", func(*Throttle, *Dest) {}, 429, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			th := &Throttle{draws: func() float64 { return 1 }}
+			d := th.Dest(ruleRequest("/"))
+			d.quota.misses.Store(quotaMisses)
+			tt.prepare(th, d)
+			before := d.pending.Load()
+			if got := th.Served(d, tt.status, plain, fc); got != tt.want {
+				t.Fatalf("Served = %v; want %v", got, tt.want)
+			}
+			counted := d.pending.Load() - before
+			if want := map[bool]int64{true: 1}[tt.want]; counted != want {
+				t.Errorf("Served counted %d accepts pending; want %d", counted, want)
+			}
+			if !tt.want {
+				return
+			}
+			th.Record(d, &Result{Status: tt.status, Header: plain}, fc)
+			if n := d.pending.Load() - before; n != 2 {
+				t.Errorf("Served then Record of the same answer: %d pending; want 2", n)
+			}
+		})
+	}
+}

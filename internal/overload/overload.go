@@ -23,8 +23,8 @@ const statusOverloaded = 529
 // to be asked again soon). Everything else, a 4xx included, is an accept.
 func Response(resp *http.Response) bool {
 	switch s := resp.StatusCode; {
-	case s < 400:
-		return false // served
+	case Served(s):
+		return false
 	case s == http.StatusTooManyRequests, s == http.StatusServiceUnavailable, s == statusOverloaded:
 		return true
 	case len(resp.Header["X-Envoy-Overloaded"]) > 0, len(resp.Header["X-Envoy-Ratelimited"]) > 0:
@@ -42,3 +42,7 @@ func shouldRetryIs(h http.Header, word string) bool {
 	v, ok := h["X-Should-Retry"]
 	return ok && len(v) > 0 && strings.EqualFold(strings.TrimSpace(v[0]), word)
 }
+
+// Served reports whether a response of status was served: a 1xx, 2xx or
+// 3xx, which signals no overload whatever its header says.
+func Served(status int) bool { return status < 400 }

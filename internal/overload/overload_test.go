@@ -27,3 +27,18 @@ func TestResponseSignalsOverload(t *testing.T) {
 		}
 	}
 }
+
+// TestServedStatusesSignalNoOverload: a 1xx, 2xx or 3xx is served and
+// signals no overload whatever its header carries (Envoy's overload
+// headers, "X-Should-Retry: false"); a 400 is no longer served.
+func TestServedStatusesSignalNoOverload(t *testing.T) {
+	h := http.Header{"X-Envoy-Overloaded": {"true"}, "X-Envoy-Ratelimited": {"true"}, "X-Should-Retry": {"false"}}
+	for st := 100; st < 400; st++ {
+		if !Served(st) || Response(&http.Response{StatusCode: st, Header: h}) {
+			t.Errorf("status %d: served %v, overload %v; want served, no overload", st, Served(st), Response(&http.Response{StatusCode: st, Header: h}))
+		}
+	}
+	if Served(400) {
+		t.Error("status 400: served; want not")
+	}
+}
