@@ -201,12 +201,14 @@ func (b *onceBody) closeLocked() {
 
 // end marks the operation over. last is the tracker of the last attempt
 // that was sent, or nil when none was: the body is closed now unless that
-// attempt's Base still owns it.
+// attempt's Base still owns it. A body sealed for a retry that then was
+// not sent belongs to no attempt: its Base can no longer read it, and its
+// Close, before or after, closes nothing.
 func (b *onceBody) end(last *readTracker) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.ended = true
-	if last == nil || last.closedUnread {
+	if last == nil || last.closedUnread || last.state.Load() == trackerSealed {
 		b.closeLocked()
 	}
 }

@@ -327,3 +327,36 @@ func TestCallerBodyClosedExactlyOnceWhenTheDeadlineIsSpentOnALoopbackServer(t *t
 		})
 	}
 }
+
+// TestCallerBodyClosedWhenBaseClosesItAfterTheRetryWasRefused: a PUT
+// whose body cannot be rewound (no GetBody, no length) is answered 503
+// with Retry-After: 60 by a Base that did not read the body and closes
+// it only after RoundTrip returned, as the RoundTripper contract allows.
+// The retry, planned past the operation's 1-second Timeout, is refused
+// after the body was set aside for it: no attempt will send it again,
+// so Base's late Close closes the caller's body, exactly once.
+func TestCallerBodyClosedWhenBaseClosesItAfterTheRetryWasRefused(t *testing.T) {
+	t.Parallel()
+	body := &closeCountingBody{r: strings.NewReader("payload")}
+	var held io.Closer
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		held = r.Body
+		return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{"Retry-After": {"60"}},
+			Body: http.NoBody, Request: r}, nil
+	})
+	tr := &Transport{Base: base, Timeout: time.Second, MaxAttempts: 3}
+	req := newRequest(t, context.Background(), http.MethodPut, "http://api.test/doc", body)
+	req.ContentLength = -1
+	resp, err := tr.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("RoundTrip: %v, %v; want the 503", resp, err)
+	}
+	resp.Body.Close()
+	if held == nil {
+		t.Fatal("Base got no body")
+	}
+	held.Close()
+	if n := body.closes.Load(); n != 1 {
+		t.Errorf("caller's body closed %d times after Base's late Close; want 1", n)
+	}
+}
