@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // streamForever answers with a chunk every 10ms until the client leaves.
@@ -485,5 +487,26 @@ func TestHedgeHookPanicWhileSettlingLosersEndsTheRest(t *testing.T) {
 	}
 	if n := hung.Load(); n != 2 {
 		t.Errorf("%d of the 2 hanging attempts ended when RoundTrip panicked; want both", n)
+	}
+}
+
+// TestHedgeLoserLeftToFinishJudgesAStallByTheOperationsMinAttemptTime:
+// the attempts left to finish read the part of the operation settled
+// before its first attempt; whether a loser cut by the caller's deadline
+// had the server silent for MinAttemptTime (an overload signal) is
+// judged by the operation's own MinAttemptTime there too: sent 1 second
+// ago under a MinAttemptTime of 1 minute, it was no stall.
+func TestHedgeLoserLeftToFinishJudgesAStallByTheOperationsMinAttemptTime(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	h := &hedged{}
+	h.op = operation{t: &Transport{}, clock: fc, policy: policy{maxAttempts: 3, minAttemptTime: time.Minute, maxRetryAfter: time.Hour}}
+	h.shareSettled()
+	sent := fc.Now().Add(-time.Second)
+	if got, want := h.settled.stalledFor(sent), h.op.stalledFor(sent); got != want || got {
+		t.Errorf("settled part: stalled %v; the operation: %v; want both false", got, want)
+	}
+	if h.settled.policy != h.op.policy {
+		t.Errorf("settled policy %+v; want the operation's %+v", h.settled.policy, h.op.policy)
 	}
 }

@@ -241,7 +241,7 @@ func (h *hedged) run(op *operation, first *firstAttempt) (resp *http.Response, e
 // its first attempt that the attempts' goroutines read.
 func (h *hedged) shareSettled() {
 	o, s := &h.op, &h.settled
-	s.t, s.req, s.clock, s.callerCtx = o.t, o.req, o.clock, o.callerCtx
+	s.t, s.req, s.clock, s.callerCtx, s.policy = o.t, o.req, o.clock, o.callerCtx, o.policy
 	s.timed, s.idempotent, s.dist, s.adm.dest, s.body.kind = o.timed, o.idempotent, o.dist, o.adm.dest, o.body.kind
 }
 
