@@ -30,9 +30,8 @@ import (
 //
 // A hedged operation adds the pure rules of its own at the end of the
 // file (afterAttempt, hedgeStops, …): when another attempt is sent or the
-// operation waits; it stops with next's reasons, and with
-// body_not_rewindable when the retry next allowed finds no body to send
-// at its launch (hedged.attemptEnded).
+// operation waits; it stops with next's reasons alone (a hedge that finds
+// no body to send is not sent, and stops nothing).
 
 // policy is the part of a Transport's settings the decision reads, with
 // zero values resolved to their defaults.

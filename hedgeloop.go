@@ -387,9 +387,10 @@ func (h *hedged) endFlightOnPanic() {
 
 // launch starts an attempt on its own goroutine. A hedge goes to
 // Hedging.Base when set. It reports false when no body could be made for
-// it.
+// a hedge; the first attempt sends the template's, and a retry the one
+// decide made for it.
 func (h *hedged) launch(op *operation, hedge bool) bool {
-	if op.attempts > 0 && op.body.kind == bodyGetBody && op.body.next == nil && !op.body.fresh(op.tmpl) {
+	if hedge && op.body.kind == bodyGetBody && op.body.next == nil && !op.body.fresh(op.tmpl) {
 		return false
 	}
 	a := new(attempt)
@@ -455,10 +456,7 @@ func (h *hedged) attemptEnded(op *operation, a *attempt) (resp *http.Response, e
 		if resp, err, end := op.conclude(a, &r, stop); end {
 			return resp, err, true
 		}
-		if !h.launch(op, false) {
-			resp, err := op.finish(a, nil, BodyNotRewindable)
-			return resp, err, true
-		}
+		h.launch(op, false)
 		h.arm(op, h.delay)
 	}
 	return nil, nil, false
