@@ -13,9 +13,11 @@ import (
 
 // This file holds the first attempt of an operation that needs nothing
 // around it: the caller's request itself, sent to Base on the caller's
-// goroutine. When IsTransient calls its answer final (a Transient hook
-// keeps the first attempt in the loop), RoundTrip returns it at once; otherwise the operation's loop (operation.go) takes the answer
-// over as its first attempt's, as if it had sent it.
+// goroutine, only when the Transport sets no hook or limit that must see
+// it (Transport.direct). When IsTransient calls its answer final,
+// RoundTrip returns it at once; otherwise the operation's loop
+// (operation.go) takes the answer over as its first attempt's, as if it
+// had sent it.
 
 // direct reports whether t leaves the first attempt of its operations as
 // it is. None of these is set: a learned attempt limit, a time limit

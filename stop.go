@@ -4,11 +4,14 @@ package httpretry
 // a small fixed set of snake_case words, safe to use as a metric label.
 type StopReason string
 
-// The reasons an operation stops, in the order the Transport checks them
-// ([StopReasons]; docs/rules.md, "Stop reasons", says when each holds).
-// [Throttled] is asked before the first attempt, and before a retry just
-// ahead of the budget; the others after each attempt. During a wait an
-// allowed retry can still stop with [Canceled] or [DeadlineExhausted].
+// The reasons an operation stops ([StopReasons]; docs/rules.md, "Stop
+// reasons", says when each holds). Before the first attempt, [Throttled]
+// is asked first. After an attempt, the others are checked in the order
+// listed, and [Throttled] (the Throttle's draw) just ahead of
+// [BudgetExhausted], the budget's token last. During the wait before a
+// retry, an allowed retry can still stop with [Canceled],
+// [DeadlineExhausted], or [Throttled] when the quota is found spent as
+// the wait ends.
 const (
 	// Throttled: the [throttle.Throttle] refused the next attempt; before
 	// the first, the error matches [throttle.ErrThrottled].
@@ -39,9 +42,9 @@ const (
 	BudgetExhausted StopReason = "budget_exhausted"
 )
 
-// StopReasons returns every [StopReason], in the order the Transport
-// checks them: metric adapters register their label values from it, and
-// the "Stop reasons" table of docs/rules.md is tested against it.
+// StopReasons returns every [StopReason], in the order listed above:
+// metric adapters register their label values from it, and the "Stop
+// reasons" table of docs/rules.md is tested against it.
 func StopReasons() []StopReason {
 	return []StopReason{
 		Throttled, Canceled, Final, AttemptsExhausted, NotIdempotent, BodyNotRewindable,

@@ -57,15 +57,18 @@ const (
 // two retries. Only one layer should retry a given call; if Base (or the
 // service behind it) retries too, the attempts multiply.
 //
-// The hooks (OnAttemptStart, OnAttempt, OnWait, OnDone, Transient) get
-// the caller's request, which they must not modify. The hooks of one
-// operation are never called concurrently, and have returned when
-// RoundTrip returns. They run on the goroutine of RoundTrip, except in a
-// hedged operation whose hedge timer fired: the timer's goroutine starts
-// the hedge (sent on a goroutine of its own) and runs the operation from
-// then on, the hedge's OnAttemptStart included, while RoundTrip's goroutine waits for it. With
-// Hedging.FinishLosers, Transient judges a loser that answered after
-// RoundTrip returned, on a goroutine of its own. Logger gets the records
+// The hooks that see a request (OnAttemptStart, OnAttempt, OnWait,
+// OnDone) get the caller's, which they must not modify; Transient gets
+// an attempt's response or error. The hooks of one operation are never
+// called concurrently. They run on the goroutine of RoundTrip, except in
+// a hedged operation whose hedge timer fired: the timer's goroutine
+// starts the hedge (sent on a goroutine of its own) and runs the
+// operation from then on, the hedge's OnAttemptStart included, while
+// RoundTrip's goroutine waits for it. They have returned when RoundTrip
+// returns, except with Hedging.FinishLosers: a loser left to finish is
+// reported to OnAttempt (Canceled set) when the operation ends, and
+// Transient judges one that answered after RoundTrip returned, on a
+// goroutine of its own. Logger gets the records
 // its field lists, and LogRoute is called once per record. A hook that
 // panics ends the operation as a return would (every response it holds
 // closed, every attempt ended, what was taken for an attempt not yet sent
@@ -184,7 +187,9 @@ type Transport struct {
 	LogRoute func(req *http.Request) string
 
 	// OnAttempt, if set, is called once per attempt, after it ends, with
-	// Wait set when another attempt follows.
+	// Wait set when another attempt follows; a hedged loser left to finish
+	// (Hedging.FinishLosers) is reported when the operation ends, with
+	// Canceled set, while it still runs.
 	OnAttempt func(req *http.Request, a Attempt)
 
 	// OnAttemptStart, if set, is called just before each attempt is sent,

@@ -132,9 +132,9 @@ func (r *Response) Size() int64 {
 //
 // Reserve(key, fingerprint, lockTTL) looks the key up and, in one atomic
 // step:
-//   - no record (never used, released, or its TTL has passed): creates a reservation that holds fingerprint and a new
-//     token, locked until now+lockTTL, and returns StateReserved with the
-//     token;
+//   - no record (never used, released, or its TTL has passed): creates a
+//     reservation that holds fingerprint and a new token, locked until
+//     now+lockTTL, and returns StateReserved with the token;
 //   - a record whose fingerprint differs from fingerprint: StateMismatch,
 //     whatever its state (a key belongs to the first payload that used it);
 //   - a reservation whose lock has not expired: StateInProgress;

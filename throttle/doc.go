@@ -19,5 +19,7 @@
 //	if err != nil {
 //		ticket.Refund() // when the request is known not to have been sent
 //	}
-//	th.Record(d, &throttle.Result{Status: status(resp), Header: header(resp), Overload: overloaded(resp, err)}, nil)
+//	th.Record(d, &throttle.Result{
+//		Status: status(resp), Header: header(resp), Overload: overloaded(resp, err),
+//	}, nil)
 package throttle

@@ -873,8 +873,8 @@ const quotaLeftPause = time.Minute
 
 // quotaAnnounced decides what a response says of its quota, given its
 // rate-limit headers (rl, the zero RateLimit when they announce none),
-// its status and, on a 429, its Retry-After (ra, when hasRA). A response below 429 announces a quota
-// when its headers give a reset. A 429 spends the quota: until the
+// its status and, on a 429, its Retry-After (ra, when hasRA). A response
+// below 429 announces a quota when its headers give a reset. A 429 spends the quota: until the
 // headers' reset when they say none remains, else for the Retry-After
 // the server asked (a 429 with quota left, or with a reset that cannot
 // be read, is a pause, not the quota's end), else until the headers'

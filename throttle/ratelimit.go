@@ -81,8 +81,9 @@ const (
 // GitHub, Okta and Discord send Unix times) is a Unix time, turned into
 // a delay against the response's Date header when valid, else against
 // now; a time in the past gives a reset of 0. (A 429's Retry-After then
-// bounds a spent quota's reset: see Throttle.) The separate fields' numbers may carry a decimal fraction (Reddit's
-// "598.0", Discord's "64.57"): counts are rounded down.
+// bounds a spent quota's reset: see Throttle.) The separate fields'
+// numbers may carry a decimal fraction (Reddit's "598.0", Discord's
+// "64.57"): counts are rounded down.
 //
 // Numbers are non-negative decimal numbers of at most 15 digits before
 // any fraction (the RateLimit field's, integers); a sign or anything else
