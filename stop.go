@@ -5,13 +5,10 @@ package httpretry
 type StopReason string
 
 // The reasons an operation stops ([StopReasons]; docs/rules.md, "Stop
-// reasons", says when each holds). Before the first attempt, [Throttled]
-// is asked first. After an attempt, the others are checked in the order
-// listed, and [Throttled] (the Throttle's draw) just ahead of
-// [BudgetExhausted], the budget's token last. During the wait before a
-// retry, an allowed retry can still stop with [Canceled],
-// [DeadlineExhausted], or [Throttled] when the quota is found spent as
-// the wait ends.
+// reasons", says when each holds). [Throttled] is asked before the first
+// attempt; after an attempt, the others in the order listed, with the
+// Throttle's draw just ahead of the budget's token. A wait can still end
+// in [Canceled], [DeadlineExhausted], or [Throttled] (a spent quota).
 const (
 	// Throttled: the [throttle.Throttle] refused the next attempt; before
 	// the first, the error matches [throttle.ErrThrottled].

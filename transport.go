@@ -65,10 +65,8 @@ const (
 // starts the hedge (sent on a goroutine of its own) and runs the
 // operation from then on, the hedge's OnAttemptStart included, while
 // RoundTrip's goroutine waits for it. They have returned when RoundTrip
-// returns, except with Hedging.FinishLosers: a loser left to finish is
-// reported to OnAttempt (Canceled set) when the operation ends, and
-// Transient judges one that answered after RoundTrip returned, on a
-// goroutine of its own. Logger gets the records
+// returns, but with Hedging.FinishLosers Transient judges a loser that
+// answered later, on a goroutine of its own. Logger gets the records
 // its field lists, and LogRoute is called once per record. A hook that
 // panics ends the operation as a return would (every response it holds
 // closed, every attempt ended, what was taken for an attempt not yet sent
@@ -187,9 +185,8 @@ type Transport struct {
 	LogRoute func(req *http.Request) string
 
 	// OnAttempt, if set, is called once per attempt, after it ends, with
-	// Wait set when another attempt follows; a hedged loser left to finish
-	// (Hedging.FinishLosers) is reported when the operation ends, with
-	// Canceled set, while it still runs.
+	// Wait set when another attempt follows; a loser left to finish
+	// (Hedging.FinishLosers) is reported, Canceled, as the operation ends.
 	OnAttempt func(req *http.Request, a Attempt)
 
 	// OnAttemptStart, if set, is called just before each attempt is sent,
