@@ -164,14 +164,13 @@ func (f *firstAttempt) sendHedged(t *Transport, req *http.Request, base http.Rou
 	h := newHedged(hg, delay)
 	f.h = h
 	clock := t.clock()
-	start := clock.Now()
+	start := t.startClock(clock)
 	c := newLazyCancelCtx(req.Context())
 	a := &h.first
 	a.number, a.req, a.lastStart, a.cancelAttempt = 1, req.WithContext(c), start, c
-	h.deferred = deferredSetUp{t: t, req: req, base: base, dest: f.dest, dist: f.dist, start: start}
+	h.deferred = deferredSetUp{t: t, req: req, base: base, dest: f.dest, dist: f.dist}
 	h.launched = start
 	h.flight = append(h.inFlight[:0], a)
-	h.ready.Add(1)
 	h.armFire(t, clock)
 	resp, err := a.roundTrip(base)
 	if !h.fire.Stop() {
@@ -192,7 +191,7 @@ func (f *firstAttempt) sendHedged(t *Transport, req *http.Request, base http.Rou
 	a.status = resp.StatusCode
 	a.lastElapsed = elapsed
 	a.learn(f.dist)
-	f.record(t, resp, start)
+	f.record(t, resp, time.Time{}) // no quota was known: nothing needs the start's wall time
 	wrapBody(resp, c, nil, nil)
 	h.recycleUnfired()
 	return resp, nil, true
@@ -206,7 +205,6 @@ func (h *hedged) recycleUnfired() {
 	h.first, h.deferred, h.launched = attempt{}, deferredSetUp{}, time.Time{}
 	h.flight, h.inFlight[0] = nil, nil
 	h.delay, h.finishLosers = 0, 0
-	h.ready.Done() // as the timer's goroutine would have, had the timer fired
 	hedgedPool.Put(h)
 }
 
@@ -235,7 +233,7 @@ func (h *hedged) setUp() {
 	// begin neither fails nor calls the caller's code for a request
 	// sent directly: it has no body to read, no Throttle or hook to ask.
 	_ = op.begin(false, &first)
-	op.attempts, op.unsent, op.start = 1, holdsNothing, d.start
+	op.attempts, op.unsent, op.start = 1, holdsNothing, h.first.lastStart
 	h.shareSettled()
 }
 
@@ -245,7 +243,7 @@ func (h *hedged) setUp() {
 // loop's verdict, or raises its panic after giving back what the
 // operation held for an attempt not sent.
 func (h *hedged) handOver(resp *http.Response, err error) (*http.Response, error) {
-	h.ready.Wait()
+	<-h.ready
 	a, op := &h.first, &h.op
 	if a.panicked == nil {
 		resp, err = normalize(op.base, a.req, resp, err)

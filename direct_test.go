@@ -495,7 +495,8 @@ func TestDirectHedgedWithoutADelayYetLearnsOnce(t *testing.T) {
 
 // TestDirectHedgedStateGoesBackToThePoolAsNew: the hedging state of an
 // operation whose first attempt, sent directly, answered before the hedge
-// delay goes back to the pool as a new one but for its stopped timer.
+// delay goes back to the pool as a new one but for its stopped timer and
+// its ready channel, empty.
 func TestDirectHedgedStateGoesBackToThePoolAsNew(t *testing.T) {
 	tr, _ := hedgedMem(time.Hour, func(_ int64, req *http.Request) (*http.Response, error) {
 		return memAnswer(req, 200, "ok"), nil
@@ -511,7 +512,10 @@ func TestDirectHedgedStateGoesBackToThePoolAsNew(t *testing.T) {
 		if !h.realFire {
 			continue // not the one the operation used: the pool dropped it
 		}
-		kept := map[string]bool{"fire": true, "realFire": true, "fireFn": true}
+		if len(h.ready) != 0 {
+			t.Errorf("the state back in the pool holds %d values in ready; want none", len(h.ready))
+		}
+		kept := map[string]bool{"fire": true, "realFire": true, "fireFn": true, "ready": true}
 		v := reflect.ValueOf(h).Elem()
 		for i := range v.NumField() {
 			if name := v.Type().Field(i).Name; !kept[name] && !v.Field(i).IsZero() {

@@ -65,10 +65,12 @@ type hedged struct {
 	fireFn   func()
 	// op is the operation itself, moved here from RoundTrip's stack.
 	op operation
-	// ready is done once the timer that fired has made the channels the
-	// caller's goroutine hands the first attempt over on, and waits for
-	// the verdict on.
-	ready   sync.WaitGroup
+	// ready gets a value once the timer that fired has made the channels
+	// the caller's goroutine hands the first attempt over on, and waits
+	// for the verdict on: only a caller whose fire.Stop failed waits for
+	// it, so an operation the hedge never fired for touches it not. It is
+	// made once, with the state, and kept by recycle.
+	ready   chan struct{}
 	verdict chan verdict
 	// finishing are the losers settle left to finish, and signalled what
 	// the winner said of the server, until letLosersFinish collects them.
@@ -83,12 +85,11 @@ type hedged struct {
 // deferredSetUp is what an operation whose first attempt was sent directly
 // is set up from (see hedged.setUp).
 type deferredSetUp struct {
-	t     *Transport
-	req   *http.Request
-	base  http.RoundTripper
-	dest  *throttle.Dest
-	dist  *latency.Dist
-	start time.Time // when the first attempt was sent
+	t    *Transport
+	req  *http.Request
+	base http.RoundTripper
+	dest *throttle.Dest
+	dist *latency.Dist
 }
 
 // setHedging settles whether the operation learns latencies and whether it
@@ -140,6 +141,7 @@ func newHedged(hg *Hedging, delay time.Duration) *hedged {
 	h := hedgedPool.Get().(*hedged)
 	if h.fireFn == nil {
 		h.fireFn = h.fired // bound once, kept by recycle
+		h.ready = make(chan struct{}, 1)
 	}
 	h.delay, h.finishLosers = delay, hg.FinishLosers
 	return h
@@ -152,8 +154,8 @@ var hedgedPool = sync.Pool{New: func() any { return new(hedged) }}
 
 // recycle returns h to hedgedPool, as new but for its stopped timer.
 func (h *hedged) recycle() {
-	fire, realFire, fireFn := h.fire, h.realFire, h.fireFn
-	*h = hedged{fire: fire, realFire: realFire, fireFn: fireFn}
+	fire, realFire, fireFn, ready := h.fire, h.realFire, h.fireFn, h.ready
+	*h = hedged{fire: fire, realFire: realFire, fireFn: fireFn, ready: ready}
 	hedgedPool.Put(h)
 }
 
@@ -214,7 +216,6 @@ func (h *hedged) run(op *operation, first *firstAttempt) (resp *http.Response, e
 	o.open(a, false)
 	h.launched = a.lastStart
 	h.flight = append(h.flight, a)
-	h.ready.Add(1)
 	h.armFire(o.t, o.clock)
 	a.sendRecovering(&h.settled, o.base)
 	if h.fire.Stop() {
@@ -228,7 +229,7 @@ func (h *hedged) run(op *operation, first *firstAttempt) (resp *http.Response, e
 		return resp, err
 	}
 	// The hedge fired: the loop runs on the timer's goroutine.
-	h.ready.Wait()
+	<-h.ready
 	h.results <- a
 	v := <-h.verdict
 	if v.panicked != nil {
@@ -266,7 +267,7 @@ func (h *hedged) fired() {
 	}
 	h.results = make(chan *attempt, h.op.policy.maxAttempts)
 	h.verdict = make(chan verdict, 1)
-	h.ready.Done()
+	h.ready <- struct{}{}
 	defer func() {
 		if p := recover(); p != nil {
 			h.verdict <- verdict{panicked: &panicValue{p}}
@@ -776,7 +777,7 @@ func (a *attempt) learnLost(t *Transport, dist *latency.Dist) {
 	}
 	cut := errors.Is(a.err, context.Canceled) || errors.Is(a.err, ErrAttemptTimeout)
 	if record, censored := latencySample(goodAnswer(a.status, a.transient), cut); record {
-		dist.Record(a.lastElapsed, censored, a.lastStart.Add(a.lastElapsed))
+		dist.Record(a.lastElapsed, censored, a.lastStart)
 	}
 }
 
@@ -792,7 +793,7 @@ func (a *attempt) learn(dist *latency.Dist) {
 // learn inlines.
 func (a *attempt) learnInto(dist *latency.Dist) {
 	if record, censored := latencySample(goodAnswer(a.status, a.transient), errors.Is(a.err, ErrAttemptTimeout)); record {
-		dist.Record(a.lastElapsed, censored, a.lastStart.Add(a.lastElapsed))
+		dist.Record(a.lastElapsed, censored, a.lastStart)
 	}
 }
 

@@ -257,6 +257,28 @@ type monotonicSince struct{ clockwork.Clock }
 
 func (monotonicSince) Since(t time.Time) time.Duration { return time.Since(t) }
 
+// processStart anchors monotonicNow.
+var processStart = time.Now()
+
+// monotonicNow returns the time now read from the monotonic clock alone,
+// as processStart plus the monotonic time since: half the cost of
+// time.Now on such a machine. Its wall reading drifts from the system's
+// when the system clock is stepped, so it serves only durations and
+// comparisons with times that carry a monotonic reading too (which
+// compare by that), never a time read from a header.
+func monotonicNow() time.Time { return processStart.Add(time.Since(processStart)) }
+
+// startClock returns the time an attempt that needs no wall reading (the
+// hedged first attempt sent directly: its start serves its latency and
+// the hedge's delay) starts at: on the monotonic clock alone when t has
+// no Clock of its own.
+func (t *Transport) startClock(clock clockwork.Clock) time.Time {
+	if t.Clock == nil {
+		return monotonicNow()
+	}
+	return clock.Now()
+}
+
 func (t *Transport) base() http.RoundTripper {
 	if t.Base != nil {
 		return t.Base

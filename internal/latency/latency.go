@@ -138,13 +138,15 @@ const maxSample = time.Duration(1<<62 - 1)
 // sample of no time at all.
 func slot(s uint64) uint64 { return s + 1 }
 
-// Record adds a latency, of an attempt that ended at end, and, every so
-// often, recomputes the quantiles (see recomputeDue): the cost of sorting,
-// about 50µs for a full window, is spread over the samples. Only the
+// Record adds a latency, of an attempt that started at start (and ended
+// lat later, a time computed only when a computation is considered),
+// and, every so often, recomputes the quantiles (see recomputeDue): the
+// cost of sorting, about 50µs for a full window, is spread over the
+// samples. Only the
 // computation takes a lock, and is skipped when another is under way; a
 // sample recorded while the window is copied for it may be missed by it,
 // and a slot taken but not written yet is left out.
-func (d *Dist) Record(lat time.Duration, censored bool, end time.Time) {
+func (d *Dist) Record(lat time.Duration, censored bool, start time.Time) {
 	i := d.recorded.Add(1)
 	d.ring[(i-1)%Window].Store(slot(sample(lat, censored)))
 	cfg := &d.set.cfg
@@ -157,6 +159,7 @@ func (d *Dist) Record(lat time.Duration, censored bool, end time.Time) {
 	}
 	defer d.computing.Unlock()
 	fresh := i - d.checked.Load()
+	end := start.Add(lat)
 	if !recomputeDue(int(n), int(fresh), end.Sub(d.computedAt)) {
 		if fresh >= max(1, n/16) {
 			d.checked.Store(i) // too soon: asked again after n/16 more

@@ -76,17 +76,17 @@ func TestKMQuantile(t *testing.T) {
 func TestLatencyWindowForgetsOldSamples(t *testing.T) {
 	t.Parallel()
 	d := hedgeSet().Lookup("k")
-	end := time.Time{}
+	start := time.Time{}
 	for range Window {
-		end = end.Add(ms)
-		d.Record(5*ms, false, end)
+		start = start.Add(ms)
+		d.Record(5*ms, false, start)
 	}
 	if got, _ := d.HedgeDelay(100, ms); got != 5*ms {
 		t.Fatalf("delay = %v; want 5ms", got)
 	}
 	for range Window {
-		end = end.Add(ms)
-		d.Record(50*ms, false, end)
+		start = start.Add(ms)
+		d.Record(50*ms, false, start)
 	}
 	if got, _ := d.HedgeDelay(100, ms); got != 50*ms {
 		t.Errorf("delay after the shift = %v; want 50ms", got)
