@@ -67,25 +67,29 @@ func TestHedgedRetryHookPanicKeepsTheCounts(t *testing.T) {
 				fc := clockwork.NewFakeClock()
 				tr := &Transport{Base: base, Budget: b, MaxAttempts: 3, Clock: fc,
 					Hedging: &Hedging{Delay: 5 * time.Millisecond, MaxExtraLoad: 1}}
-				done := make(chan struct{})
-				defer close(done)
+				ctx, stop := context.WithCancel(context.Background())
+				defer stop()
 				go func() {
 					// The hedge fires once the first attempt reached the
 					// server; the wait for the retry passes once both
-					// answered.
+					// answered and the retry waits.
 					select {
 					case <-arrived:
-					case <-done:
+					case <-ctx.Done():
 						return
 					}
 					advance(t, fc, 1, 5*time.Millisecond)
-					for {
+					for base.resps.Load() < 2 {
 						select {
-						case <-done:
+						case <-ctx.Done():
 							return
 						case <-time.After(time.Millisecond):
-							fc.Advance(100 * time.Millisecond)
 						}
+					}
+					// The loop's hedge timer, set for the Retry-After, and
+					// the retry's wait.
+					if fc.BlockUntilContext(ctx, 2) == nil {
+						fc.Advance(10 * time.Second) // past the Retry-After and any backoff
 					}
 				}()
 				c.set(tr)
