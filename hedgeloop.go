@@ -627,7 +627,7 @@ func (h *hedged) withdraw(op *operation) int {
 	if !op.dist.WithdrawExtra() {
 		return hedgeCapped
 	}
-	if !op.withdrawAfterExtra() {
+	if !h.withdrawAfterExtra(op) {
 		return hedgeOverBudget
 	}
 	if _, ok := op.adm.take(op.t.Throttle, op.req, op.clock); !ok {
@@ -642,7 +642,7 @@ func (h *hedged) withdraw(op *operation) int {
 // withdrawAfterExtra takes a hedge's token from the budget once its
 // extra-load token is taken, and gives the extra-load token back when the
 // budget refuses, or when it panics: the hedge is then never sent.
-func (op *operation) withdrawAfterExtra() (ok bool) {
+func (h *hedged) withdrawAfterExtra(op *operation) (ok bool) {
 	defer func() {
 		if !ok {
 			op.dist.RefundExtra()
