@@ -79,12 +79,15 @@ func (q *quotaLoopback) refusals() map[int64]int {
 // TestWaitQuotaHoldersSeeAtMostOneRefusalPerWindowOverLoopback: 20
 // operations with WaitQuota share a Transport against a loopback server
 // that admits 5 requests a second, over HTTP/1.1 and HTTP/2 (TLS), with
-// a 429 and a whole-second Retry-After only, or with GitHub's
-// X-RateLimit-* fields on every answer (and a 403 or a 429 once the
-// quota is spent). Once the first refusal paused the destination (or
-// the fields said the quota is spent), the held operations are let go
-// at most a window's quota at a time: every operation gets an answer,
-// and the server sees at most one refusal per window.
+// a 429 and a whole-second Retry-After only. Once the first refusal
+// paused the destination, the held operations are let go one at a time,
+// each as the answer before arrives: every operation gets an answer, and
+// the server sees at most one refusal per window, however slowly the
+// machine runs (a refusal pauses the destination past its window's end).
+// (With GitHub's X-RateLimit-* fields the client sends a renewed
+// window's quota at once, and a request sent at the end of one window
+// may reach the server in the next: the server's count by arrival then
+// depends on the machine's speed, so no such case is held here.)
 func TestWaitQuotaHoldersSeeAtMostOneRefusalPerWindowOverLoopback(t *testing.T) {
 	realTime(t)
 	t.Parallel()
@@ -96,8 +99,6 @@ func TestWaitQuotaHoldersSeeAtMostOneRefusalPerWindowOverLoopback(t *testing.T) 
 	}{
 		{"HTTP/1.1 Retry-After", false, false, http.StatusTooManyRequests},
 		{"HTTP/2 Retry-After", true, false, http.StatusTooManyRequests},
-		{"HTTP/1.1 GitHub 403", false, true, http.StatusForbidden},
-		{"HTTP/2 GitHub 429", true, true, http.StatusTooManyRequests},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
