@@ -626,8 +626,7 @@ func (h *hedged) withdraw(op *operation) int {
 	if !op.dist.WithdrawExtra() {
 		return hedgeCapped
 	}
-	if !op.budget.Withdraw(op.ctx) {
-		op.dist.RefundExtra()
+	if !h.withdrawAfterExtra(op) {
 		return hedgeOverBudget
 	}
 	if _, ok := op.adm.take(op.t.Throttle, op.req, op.clock); !ok {
@@ -637,6 +636,18 @@ func (h *hedged) withdraw(op *operation) int {
 		return hedgeThrottled
 	}
 	return hedgeGranted
+}
+
+// withdrawAfterExtra takes a hedge's token from the budget once its
+// extra-load token is taken, and gives the extra-load token back when the
+// budget refuses, or when it panics: the hedge is then never sent.
+func (h *hedged) withdrawAfterExtra(op *operation) (ok bool) {
+	defer func() {
+		if !ok {
+			op.dist.RefundExtra()
+		}
+	}()
+	return op.budget.Withdraw(op.ctx)
 }
 
 // mayHedge applies the rule of mayStartHedge to the operation now. An

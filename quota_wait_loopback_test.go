@@ -1,0 +1,137 @@
+package httpretry
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/httpretry/httpretry/throttle"
+)
+
+// quotaLoopback is a loopback server (HTTP/1.1, or HTTP/2 over TLS) that
+// admits perWindow requests in each 1-second window of the wall clock's
+// whole seconds and answers the next with status over. With github set,
+// every answer carries GitHub's X-RateLimit-* fields (Limit, Remaining,
+// Used, Reset in epoch seconds, Resource); else a refused one carries
+// only a Retry-After in whole seconds to the window's end. It counts the
+// refusals per window.
+type quotaLoopback struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	used    map[int64]int
+	tooMany map[int64]int
+}
+
+func newQuotaLoopback(t *testing.T, h2, github bool, perWindow, over int) *quotaLoopback {
+	t.Helper()
+	q := &quotaLoopback{used: map[int64]int{}, tooMany: map[int64]int{}}
+	q.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now()
+		sec := now.Unix()
+		q.mu.Lock()
+		q.used[sec]++
+		used := q.used[sec]
+		refused := used > perWindow
+		if refused {
+			q.tooMany[sec]++
+		}
+		q.mu.Unlock()
+		if github {
+			h := w.Header()
+			h.Set("X-RateLimit-Limit", strconv.Itoa(perWindow))
+			h.Set("X-RateLimit-Remaining", strconv.Itoa(max(perWindow-used, 0)))
+			h.Set("X-RateLimit-Used", strconv.Itoa(min(used, perWindow)))
+			h.Set("X-RateLimit-Reset", strconv.FormatInt(sec+1, 10))
+			h.Set("X-RateLimit-Resource", "core")
+		}
+		if refused {
+			if !github {
+				w.Header().Set("Retry-After", "1")
+			}
+			w.WriteHeader(over)
+		}
+	}))
+	q.srv.EnableHTTP2 = h2
+	if h2 {
+		q.srv.StartTLS()
+	} else {
+		q.srv.Start()
+	}
+	t.Cleanup(q.srv.Close)
+	return q
+}
+
+// refusals returns the refusals per window.
+func (q *quotaLoopback) refusals() map[int64]int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	m := make(map[int64]int, len(q.tooMany))
+	for k, v := range q.tooMany {
+		m[k] = v
+	}
+	return m
+}
+
+// TestWaitQuotaHoldersSeeAtMostOneRefusalPerWindowOverLoopback: 20
+// operations with WaitQuota share a Transport against a loopback server
+// that admits 5 requests a second, over HTTP/1.1 and HTTP/2 (TLS), with
+// a 429 and a whole-second Retry-After only. Once the first refusal
+// paused the destination, the held operations are let go one at a time,
+// each as the answer before arrives: every operation gets an answer, and
+// the server sees at most one refusal per window, however slowly the
+// machine runs (a refusal pauses the destination past its window's end).
+// (With GitHub's X-RateLimit-* fields the client sends a renewed
+// window's quota at once, and a request sent at the end of one window
+// may reach the server in the next: the server's count by arrival then
+// depends on the machine's speed, so no such case is held here.)
+func TestWaitQuotaHoldersSeeAtMostOneRefusalPerWindowOverLoopback(t *testing.T) {
+	realTime(t)
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		h2     bool
+		github bool
+		over   int
+	}{
+		{"HTTP/1.1 Retry-After", false, false, http.StatusTooManyRequests},
+		{"HTTP/2 Retry-After", true, false, http.StatusTooManyRequests},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			const perWindow, ops = 5, 20
+			q := newQuotaLoopback(t, c.h2, c.github, perWindow, c.over)
+			tr := &Transport{Base: q.srv.Client().Transport, MaxAttempts: 1, MaxRetryAfter: time.Minute,
+				Throttle: drawing(&throttle.Throttle{WaitQuota: true, MinRate: -1}, func() float64 { return 1 })}
+			client := &http.Client{Transport: tr}
+			get := func() int {
+				req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, q.srv.URL+"/", nil)
+				resp, err := client.Do(req)
+				if err != nil {
+					t.Errorf("held operation: %v; want an answer", err)
+					return 0
+				}
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			// Spend a window: up to its refusal, or, with the fields, up
+			// to the answer that says nothing is left.
+			for i := 0; i < 2*perWindow && get() == http.StatusOK; i++ {
+			}
+			before := q.refusals()
+			var wg sync.WaitGroup
+			for range ops {
+				wg.Go(func() { get() })
+			}
+			wg.Wait()
+			for w, n := range q.refusals() {
+				if n-before[w] > 1 {
+					t.Errorf("window %d: %d refusals after the pause (before it: %d); want at most 1", w, n-before[w], before[w])
+				}
+			}
+		})
+	}
+}
