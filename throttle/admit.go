@@ -129,16 +129,20 @@ func (d *Dest) Idle() bool {
 // attempt, for [Result.Sent].
 func (d *Dest) QuotaKnown() bool { return d.quota.until.Load() != 0 }
 
-// Ticket is a request an attempt took from its destination's quota, to
-// be given back with Refund when the attempt is then not sent. The zero
-// Ticket took nothing. Refund one Ticket once: its copies would each give
-// the request back.
-type Ticket struct{ q *quotaState }
+// Ticket is what an attempt took from its destination's quota (a
+// request, and during a release its turn), to be given back with Refund
+// when the attempt is then not sent. The zero Ticket took nothing.
+// Refund one Ticket once: its copies would each give the request back.
+type Ticket struct {
+	q  *quotaState
+	tk taken
+}
 
-// Refund gives back the request t took, once: later calls do nothing.
+// Refund gives back what t took, once: later calls do nothing. A turn of
+// a release that has ended since is not given back to the next.
 func (t *Ticket) Refund() {
 	if t.q != nil {
-		t.q.refund()
+		t.q.refund(t.tk)
 		t.q = nil
 	}
 }
@@ -159,13 +163,13 @@ func (th *Throttle) Admit(d *Dest, req *http.Request, clock Clock) (Ticket, time
 	var t Ticket
 	if !th.IgnoreQuota && d.quota.until.Load() != 0 {
 		now := clock.Now()
-		reset, ok, counted := d.quota.take(now, req)
+		reset, ok, tk := d.quota.take(now, req)
 		d.refusing(!ok, now)
 		if !ok {
 			return Ticket{}, reset, ErrQuotaExhausted
 		}
-		if counted {
-			t.q = &d.quota
+		if tk != (taken{}) {
+			t = Ticket{q: &d.quota, tk: tk}
 		}
 	}
 	if !th.hotFor(d) {
@@ -218,10 +222,10 @@ func (th *Throttle) TakeQuota(d *Dest, req *http.Request, clock Clock) (Ticket, 
 		return Ticket{}, time.Time{}, true
 	}
 	now := orSystem(clock).Now()
-	reset, ok, counted := d.quota.take(now, req)
+	reset, ok, tk := d.quota.take(now, req)
 	d.refusing(!ok, now)
-	if counted {
-		return Ticket{q: &d.quota}, reset, ok
+	if tk != (taken{}) {
+		return Ticket{q: &d.quota, tk: tk}, reset, ok
 	}
 	return Ticket{}, reset, ok
 }
@@ -301,7 +305,7 @@ func (th *Throttle) Record(d *Dest, r *Result, clock Clock) {
 		// word again. During a release, the next operation held goes
 		// in its place.
 		d.quota.unanswered()
-		d.quota.released(1, false)
+		d.quota.released(false)
 	}
 	if r.Unheard {
 		return

@@ -82,7 +82,10 @@ type quotaState struct {
 	slots  [maxQuotaNames]quotaSlot
 	routes *quotaRouteTable // made once several groups are held; see rememberRoute
 	rel    release
-	levels *apfLevels // made at the first answer naming a priority level
+	// releases counts the releases started, numbering them (see
+	// release.gen).
+	releases uint64
+	levels   *apfLevels // made at the first answer naming a priority level
 }
 
 // quotaSlot is one quota of a destination.
@@ -111,11 +114,20 @@ func (q *quotaState) admit(now time.Time) (time.Time, bool) {
 	return reset, ok
 }
 
+// taken is what a look at the quota took for an attempt, to be given
+// back with refund if the attempt is then not sent: a request from each
+// quota held (counted), and the turn of a release (turn: the release's
+// generation, 0 for none).
+type taken struct {
+	counted bool
+	turn    uint64
+}
+
 // take is admit for an attempt of req about to be sent, reporting too
 // whether a request was counted, to be given back if the attempt is then
 // not sent (see refund). With several groups held, req's route may say
 // which it draws from (see quotaRouteTable); req may be nil.
-func (q *quotaState) take(now time.Time, req *http.Request) (reset time.Time, ok, counted bool) {
+func (q *quotaState) take(now time.Time, req *http.Request) (reset time.Time, ok bool, tk taken) {
 	return q.check(now, true, req)
 }
 
@@ -152,11 +164,16 @@ func (q *quotaState) spentNamed(name string, now time.Time) (reset time.Time, sp
 	return instant(opens), opens != 0, true
 }
 
-// refund gives back a request counted for an attempt that was then not
-// sent.
-func (q *quotaState) refund() {
-	q.released(1, false)
-	q.giveBack()
+// refund gives back what tk took for an attempt that was then not sent:
+// the release's turn, if the release it took it from is still under way,
+// and the requests counted.
+func (q *quotaState) refund(tk taken) {
+	if tk.turn != 0 {
+		q.returnTurn(tk.turn)
+	}
+	if tk.counted {
+		q.giveBack()
+	}
 }
 
 // giveBack gives back to the quotas held a request counted for an
@@ -197,42 +214,44 @@ func (q *quotaState) drawn() uint32 {
 }
 
 // check is admit, which takes a request when take is set, and spent; it
-// reports whether a request was counted. req, when not nil, is the
-// request to admit.
-func (q *quotaState) check(now time.Time, take bool, req *http.Request) (time.Time, bool, bool) {
+// reports what it took. req, when not nil, is the request to admit.
+func (q *quotaState) check(now time.Time, take bool, req *http.Request) (time.Time, bool, taken) {
 	u := q.until.Load()
 	if u == 0 {
-		return time.Time{}, true, false
+		return time.Time{}, true, taken{}
 	}
 	if at := q.pausedUntil(now, req); at != 0 {
-		return instant(at), false, false
+		return instant(at), false, taken{}
 	}
 	if !q.releasing.Load() {
 		reset, ok, counted := q.checkHeld(u, now, take, req)
 		if !ok || !take || !q.releasing.Load() {
-			return reset, ok, counted
+			return reset, ok, taken{counted: counted}
 		}
 		// A spent window ended with this look (see current), or with
 		// another caller's at the same instant: the release lets one
 		// operation go, and holds the others.
-		mine, took := q.releaseOne(true)
+		mine, turn := q.releaseOne(true)
 		if !mine {
 			if counted {
 				q.giveBack()
 			}
-			return now, false, false
+			return now, false, taken{}
 		}
-		return reset, ok, counted || took
+		return reset, ok, taken{counted: counted, turn: turn}
 	}
-	ok, took := q.releaseOne(take)
+	ok, turn := q.releaseOne(take)
 	if !ok {
-		return now, false, false
+		return now, false, taken{}
 	}
 	reset, ok, counted := q.checkHeld(u, now, take, req)
-	if took && !ok {
-		q.released(1, false)
+	if !ok {
+		if turn != 0 {
+			q.returnTurn(turn)
+		}
+		return reset, false, taken{counted: counted}
 	}
-	return reset, ok, counted || (took && ok)
+	return reset, ok, taken{counted: counted, turn: turn}
 }
 
 // pausedUntil returns when a request of req (nil when not known) may go
@@ -599,7 +618,9 @@ const releaseAnswers = 10
 // quota ends the release, the quota's count pacing from there; so do
 // releaseAnswers answers in a row without a 429. q.mu protects it.
 type release struct {
+	gen     uint64        // this release's number among the destination's, from 1
 	tokens  int           // operations that may be sent now
+	out     int           // turns taken and not yet given back (by an answer, an attempt without one, or a refund)
 	answers int           // answers without a 429 since the release began
 	wake    chan struct{} // closed at the next answer, for the operations held
 }
@@ -608,7 +629,8 @@ type release struct {
 // held.
 func (q *quotaState) startRelease() {
 	q.rel.stop()
-	q.rel = release{tokens: 1, wake: make(chan struct{})}
+	q.releases++
+	q.rel = release{gen: q.releases, tokens: 1, wake: make(chan struct{})}
 	q.releasing.Store(true)
 }
 
@@ -635,38 +657,40 @@ func (q *quotaState) endPause(p int64) {
 }
 
 // releaseOne asks whether an operation may go during a release: ok when
-// one may (or the release has ended), took when take is set and it took
-// the release's turn, to be given back with released if not sent.
-func (q *quotaState) releaseOne(take bool) (ok, took bool) {
+// one may (or the release has ended); turn, when take is set and it took
+// the release's turn, the release's generation, for returnTurn if the
+// attempt is then not sent.
+func (q *quotaState) releaseOne(take bool) (ok bool, turn uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !q.releasing.Load() {
-		return true, false
+		return true, 0
 	}
 	if q.rel.tokens <= 0 {
-		return false, false
+		return false, 0
 	}
 	if take {
 		q.rel.tokens--
-		return true, true
+		q.rel.out++
+		return true, q.rel.gen
 	}
-	return true, false
+	return true, 0
 }
 
-// released lets n more operations go during a release, waking those
-// held: an answer arrived (answered, not a 429), or an attempt ended
-// without one or was not sent. releaseAnswers answers end the release.
-func (q *quotaState) released(n int, answered bool) {
+// released gives back, during a release, the turn of an attempt that
+// ended: an answer arrived (answered, not a 429), or the attempt ended
+// without one. releaseAnswers answers end the release.
+func (q *quotaState) released(answered bool) {
 	if !q.releasing.Load() {
 		return
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.releasedLocked(n, answered)
+	q.releasedLocked(answered)
 }
 
 // releasedLocked is released with q.mu held.
-func (q *quotaState) releasedLocked(n int, answered bool) {
+func (q *quotaState) releasedLocked(answered bool) {
 	if !q.releasing.Load() {
 		return
 	}
@@ -677,7 +701,30 @@ func (q *quotaState) releasedLocked(n int, answered bool) {
 		q.endRelease()
 		return
 	}
-	q.rel.tokens += n
+	q.giveTurnLocked()
+}
+
+// returnTurn gives back the turn an attempt that was not sent took of
+// release gen, if that release is still under way.
+func (q *quotaState) returnTurn(gen uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.releasing.Load() && q.rel.gen == gen {
+		q.giveTurnLocked()
+	}
+}
+
+// giveTurnLocked lets the next operation held go, waking those held,
+// for a turn given back: a release gives back no more turns than were
+// taken, so an attempt whose end is told twice (its request refunded,
+// then its missing answer recorded) lets one operation go, not two.
+// q.mu must be held.
+func (q *quotaState) giveTurnLocked() {
+	if q.rel.out <= 0 {
+		return
+	}
+	q.rel.out--
+	q.rel.tokens++
 	close(q.rel.wake)
 	q.rel.wake = make(chan struct{})
 }
@@ -692,7 +739,7 @@ func (q *quotaState) answered(announced bool, st int) {
 		return
 	}
 	if st != http.StatusTooManyRequests {
-		q.releasedLocked(1, true)
+		q.releasedLocked(true)
 	}
 }
 

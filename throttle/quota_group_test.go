@@ -62,7 +62,7 @@ func TestQuotaGroupTakesFromEach(t *testing.T) {
 	if want := now.Add(100 * time.Second); ok || !reset.Equal(want) {
 		t.Errorf("day spent: admit = %v, %v; want refused until %v", reset, ok, want)
 	}
-	q.refund()
+	q.refund(taken{counted: true})
 	if _, ok := q.admit(now); !ok {
 		t.Error("after a refund: refused; want admitted")
 	}

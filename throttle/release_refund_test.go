@@ -1,0 +1,76 @@
+package throttle
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// TestReleaseIgnoresTheRefundOfARequestTakenBeforeIt: an operation takes
+// a request from GitHub's core quota; a 429 with Retry-After and no
+// rate-limit fields (a secondary rate limit) then pauses the
+// destination, and the pause ends: the release lets one operation go,
+// which takes its turn. The first operation's attempt is not sent after
+// all (a refused dial), and its ticket is refunded: that request never
+// took a turn of the release, so the release still lets no second
+// operation go before an answer arrives.
+func TestReleaseIgnoresTheRefundOfARequestTakenBeforeIt(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	th := &Throttle{draws: func() float64 { return 1 }, MinRate: -1, MaxReject: 0.01}
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example.test/", nil)
+	d := th.Dest(req)
+	th.Record(d, &Result{Status: 200, Sent: fc.Now(), Header: http.Header{
+		"X-Ratelimit-Limit": {"5000"}, "X-Ratelimit-Remaining": {"4000"}, "X-Ratelimit-Used": {"1000"},
+		"X-Ratelimit-Reset": {"4102444800"}, "X-Ratelimit-Resource": {"core"}}}, fc)
+	early, _, err := th.Admit(d, req, fc)
+	if err != nil || early.q == nil {
+		t.Fatalf("an operation under a known quota: %v, ticket %v; want admitted, a request counted", err, early)
+	}
+	th.Record(d, &Result{Status: 429, Sent: fc.Now(), Header: http.Header{}, Overload: true,
+		RetryAfter: time.Second, HasRetryAfter: true}, fc)
+	if _, _, err := th.Admit(d, req, fc); err != ErrQuotaExhausted {
+		t.Fatalf("an operation during the pause: %v; want held (ErrQuotaExhausted)", err)
+	}
+	fc.Advance(time.Second)
+	if _, _, err := th.Admit(d, req, fc); err != nil {
+		t.Fatalf("the first operation at the pause's end: %v; want let go", err)
+	}
+	if _, _, err := th.Admit(d, req, fc); err != ErrQuotaExhausted {
+		t.Fatalf("a second operation before any answer of the release: %v; want held (ErrQuotaExhausted)", err)
+	}
+	early.Refund()
+	if _, _, err := th.Admit(d, req, fc); err != ErrQuotaExhausted {
+		t.Errorf("a second operation after the refund of a request taken before the release: %v; want held (ErrQuotaExhausted)", err)
+	}
+}
+
+// TestReleaseLetsOneGoForAnAttemptRefusedBeforeItWasSent: during a
+// release, the operation let go takes the turn, and its attempt is
+// refused before it reaches the server (a refused dial): the caller
+// refunds its ticket and records the result, which has no response.
+// The turn it gave back lets exactly one operation go, not two.
+func TestReleaseLetsOneGoForAnAttemptRefusedBeforeItWasSent(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	th := &Throttle{draws: func() float64 { return 1 }, MinRate: -1, MaxReject: 0.01}
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example.test/", nil)
+	d := th.Dest(req)
+	th.Record(d, &Result{Status: 429, Sent: fc.Now(), Header: http.Header{}, Overload: true,
+		RetryAfter: time.Second, HasRetryAfter: true}, fc)
+	fc.Advance(time.Second)
+	first, _, err := th.Admit(d, req, fc)
+	if err != nil {
+		t.Fatalf("the first operation at the pause's end: %v; want let go", err)
+	}
+	first.Refund()
+	th.Record(d, &Result{Status: 0, Sent: fc.Now()}, fc)
+	if _, _, err := th.Admit(d, req, fc); err != nil {
+		t.Fatalf("the next operation after the refused attempt: %v; want let go", err)
+	}
+	if _, _, err := th.Admit(d, req, fc); err != ErrQuotaExhausted {
+		t.Errorf("a third operation before any answer of the release: %v; want held (ErrQuotaExhausted)", err)
+	}
+}
