@@ -185,20 +185,20 @@ func mayWaitFor(p policy, deadline time.Time, hasDeadline bool, reset, now time.
 // back the request it took from the quota: the server never counted it.
 func (op *operation) record(a *attempt) {
 	if op.adm.dest != nil {
-		op.recordAt(a, true)
+		op.recordInThrottle(a, true)
 	}
 }
 
-// recordAt is record's work when a Throttle is set, apart so that record
+// recordInThrottle is record's work when a Throttle is set, apart so that record
 // inlines; own says the attempt ended on its own, not as a loser, so that
 // the ticket a refund gives back, the one the operation last took, is
 // its own.
-func (op *operation) recordAt(a *attempt, own bool) {
+func (op *operation) recordInThrottle(a *attempt, own bool) {
 	resp, err := a.resp, a.err
 	if own && err != nil && neverSent(op.req, err) {
 		op.adm.ticket.Refund()
 	}
-	r := throttle.Result{Sent: a.lastStart}
+	r := throttle.Result{Sent: a.start}
 	answer(&r, resp, err, op.clock)
 	if err != nil {
 		ended := op.callerEnded()
@@ -206,7 +206,7 @@ func (op *operation) recordAt(a *attempt, own bool) {
 		if ended {
 			callerErr = op.callerErr()
 		}
-		if unheard, overload, ok := cutBy(err, callerErr, ended && op.stalledFor(a.lastStart)); ok {
+		if unheard, overload, ok := cutBy(err, callerErr, ended && op.stalledFor(a.start)); ok {
 			r.Unheard, r.Overload = unheard, overload
 		}
 	}
@@ -277,10 +277,10 @@ func (op *operation) recordLoser(a *attempt, lostToSignal bool) {
 		return
 	}
 	if !canceledLoser(a.err, op.callerEnded()) {
-		op.recordAt(a, false)
+		op.recordInThrottle(a, false)
 		return
 	}
-	r := throttle.Result{Sent: a.lastStart, Unheard: a.unsent, Canceled: !a.unsent, Overload: lostToSignal}
+	r := throttle.Result{Sent: a.start, Unheard: a.unsent, Canceled: !a.unsent, Overload: lostToSignal}
 	op.t.Throttle.Record(op.adm.dest, &r, op.clock)
 }
 

@@ -26,7 +26,7 @@ import (
 // a request or an answer (Idempotent, Transient). Nothing then needs the
 // clock, a derived context or a copy of the request, unless the request
 // does (sendsDirect), or a Throttle whose destination is not idle does
-// (firstAttempt.admit). The Key hooks of the Throttle and of Hedging,
+// (firstAttempt.idleDest). The Key hooks of the Throttle and of Hedging,
 // which name a destination, run once per operation either way. With
 // Hedging, the first attempt gets a context of its own and the hedge
 // timer (firstAttempt.sendHedged). The test
@@ -81,10 +81,10 @@ type firstAttempt struct {
 	h              *hedged
 }
 
-// admit looks the destination of req up in t's Throttle, if any, and
+// idleDest looks the destination of req up in t's Throttle, if any, and
 // reports whether the first attempt may be sent directly: only to an idle
 // destination; admitting it to another takes the operation's loop.
-func (f *firstAttempt) admit(t *Transport, req *http.Request) bool {
+func (f *firstAttempt) idleDest(t *Transport, req *http.Request) bool {
 	if t.Throttle == nil {
 		return true
 	}
@@ -117,7 +117,7 @@ func (f *firstAttempt) record(t *Transport, resp *http.Response, sent time.Time)
 // when IsTransient calls it final, after telling the Throttle how it went;
 // otherwise the loop takes it over (adopt).
 func (f *firstAttempt) send(t *Transport, req *http.Request, base http.RoundTripper, owned bool) (*http.Response, bool) {
-	if !f.admit(t, req) {
+	if !f.idleDest(t, req) {
 		return nil, false
 	}
 	if !owned {
@@ -152,7 +152,7 @@ func (h *Hedging) leavesFirstDirect() bool {
 // once it ends and returns the loop's verdict, with true.
 func (f *firstAttempt) sendHedged(t *Transport, req *http.Request, base http.RoundTripper, owned bool) (*http.Response, error, bool) {
 	hg := t.Hedging
-	if owned || t.maxAttempts() < 2 || !hg.leavesFirstDirect() || !f.admit(t, req) {
+	if owned || t.maxAttempts() < 2 || !hg.leavesFirstDirect() || !f.idleDest(t, req) {
 		return nil, nil, false
 	}
 	f.hedgingSettled, f.dist = true, t.latencyDist(req)
@@ -167,7 +167,7 @@ func (f *firstAttempt) sendHedged(t *Transport, req *http.Request, base http.Rou
 	start := t.startClock(clock)
 	c := newLazyCancelCtx(req.Context())
 	a := &h.first
-	a.number, a.req, a.lastStart, a.cancelAttempt = 1, req.WithContext(c), start, c
+	a.number, a.req, a.start, a.cancelAttempt = 1, req.WithContext(c), start, c
 	h.deferred = deferredSetUp{t: t, req: req, base: base, dest: f.dest, dist: f.dist}
 	h.launched = start
 	h.flight = append(h.inFlight[:0], a)
@@ -189,7 +189,7 @@ func (f *firstAttempt) sendHedged(t *Transport, req *http.Request, base http.Rou
 		return nil, nil, false
 	}
 	a.status = resp.StatusCode
-	a.lastElapsed = elapsed
+	a.elapsed = elapsed
 	a.learn(f.dist)
 	f.record(t, resp, time.Time{}) // no quota was known: nothing needs the start's wall time
 	wrapBody(resp, c, nil, nil)
@@ -233,7 +233,7 @@ func (h *hedged) setUp() {
 	// begin neither fails nor calls the caller's code for a request
 	// sent directly: it has no body to read, no Throttle or hook to ask.
 	_ = op.begin(false, &first)
-	op.attempts, op.unsent, op.start = 1, holdsNothing, h.first.lastStart
+	op.attempts, op.unsent, op.start = 1, holdsNothing, h.first.start
 	h.shareSettled()
 }
 
@@ -248,7 +248,7 @@ func (h *hedged) handOver(resp *http.Response, err error) (*http.Response, error
 	if a.panicked == nil {
 		resp, err = normalize(op.base, a.req, resp, err)
 		a.resp, a.err = a.complete(&h.settled, a.req, resp, err)
-		a.lastElapsed = op.clock.Since(a.lastStart)
+		a.elapsed = op.clock.Since(a.start)
 	}
 	h.results <- a
 	v := <-h.verdict

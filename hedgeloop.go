@@ -201,9 +201,9 @@ func (h *hedged) run(op *operation, first *firstAttempt) (resp *http.Response, e
 		// Sent directly, it answered before the hedge delay, an answer
 		// that is not final: the loop takes it over.
 		a := &h.first
-		o.attempts, o.unsent, o.start = 1, holdsNothing, a.lastStart
+		o.attempts, o.unsent, o.start = 1, holdsNothing, a.start
 		a.resp, a.err = a.complete(&h.settled, a.req, first.resp, first.err)
-		a.lastElapsed = first.elapsed
+		a.elapsed = first.elapsed
 		resp, err = h.loop(o, a, false)
 		reuse = o.attempts == 1
 		return resp, err
@@ -214,7 +214,7 @@ func (h *hedged) run(op *operation, first *firstAttempt) (resp *http.Response, e
 	}
 	a := &h.first
 	o.open(a, false)
-	h.launched = a.lastStart
+	h.launched = a.start
 	h.flight = append(h.flight, a)
 	h.armFire(o.t, o.clock)
 	a.sendRecovering(&h.settled, o.base)
@@ -377,7 +377,7 @@ func (h *hedged) endFlightOnPanic() {
 	for range h.flight {
 		a := <-h.results
 		if a.panicked == nil {
-			releaseLoser(a)
+			a.discard()
 		} else {
 			a.end()
 		}
@@ -389,14 +389,14 @@ func (h *hedged) endFlightOnPanic() {
 // launch starts an attempt on its own goroutine. A hedge goes to
 // Hedging.Base when set. It reports false when no body could be made for
 // a hedge; the first attempt sends the template's, and a retry the one
-// decide made for it.
+// decideRetry made for it.
 func (h *hedged) launch(op *operation, hedge bool) bool {
 	if hedge && op.body.kind == bodyGetBody && op.body.next == nil && !op.body.fresh(op.tmpl) {
 		return false
 	}
 	a := new(attempt)
 	op.open(a, hedge)
-	h.launched = a.lastStart
+	h.launched = a.start
 	base := op.base
 	if hedge {
 		h.hedges++
@@ -427,10 +427,10 @@ func (a *attempt) run(op *operation, base http.RoundTripper, done chan<- *attemp
 }
 
 // attemptEnded handles an attempt that ended, on the one path every attempt
-// takes (operation.ended): it wins, it leaves the others running (and
+// takes (operation.assess): it wins, it leaves the others running (and
 // may start the next at once), or, when it was the last in flight, the
 // operation goes on as a sequential one does, with a retry after a wait
-// (operation.conclude). end says the operation is over, with resp and
+// (operation.stopOrWait). end says the operation is over, with resp and
 // err.
 func (h *hedged) attemptEnded(op *operation, a *attempt) (resp *http.Response, err error, end bool) {
 	h.remove(a)
@@ -441,7 +441,7 @@ func (h *hedged) attemptEnded(op *operation, a *attempt) (resp *http.Response, e
 		panic(a.panicked.v)
 	}
 	defer a.releaseOnPanic()
-	r, stop := op.ended(a)
+	r, stop := op.assess(a)
 	f := hedgeFacts{stop: stop, inFlight: len(h.flight), inProgress: inProgressConflict(a.resp),
 		mayStart: h.mayHedge(op), hedgeError: a.hedge && a.err != nil}
 	h.noMoreHedges = h.noMoreHedges || hedgeStops(f)
@@ -454,7 +454,7 @@ func (h *hedged) attemptEnded(op *operation, a *attempt) (resp *http.Response, e
 	case hedgeKeep:
 		h.setAside(op, a)
 	case hedgeRetry:
-		if resp, err, end := op.conclude(a, &r, stop); end {
+		if resp, err, end := op.stopOrWait(a, &r, stop); end {
 			return resp, err, true
 		}
 		h.launch(op, false)
@@ -505,7 +505,7 @@ func (h *hedged) win(op *operation, a *attempt, stop StopReason) (*http.Response
 	if p := h.settle(op, a, stop != Canceled); p != nil {
 		// A loser panicked: raised as if it had ended first, and the
 		// winner's answer goes unread.
-		releaseLoser(a)
+		a.discard()
 		a.resp = nil // closed: nothing is left of it to close
 		panic(p.v)
 	}
@@ -701,8 +701,8 @@ func (h *hedged) settle(op *operation, w *attempt, lost bool) *panicValue {
 		for _, a := range h.flight {
 			// Only what was settled before its goroutine started: the
 			// rest of a is still being written.
-			lost := &attempt{number: a.number, hedge: a.hedge, lastStart: a.lastStart,
-				lastElapsed: op.clock.Since(a.lastStart), canceled: true}
+			lost := &attempt{number: a.number, hedge: a.hedge, start: a.start,
+				elapsed: op.clock.Since(a.start), canceled: true}
 			lost.report(op, decision{})
 		}
 		h.finishing, h.signalled = h.flight, signalled
@@ -739,7 +739,7 @@ func (h *hedged) settleLoser(op *operation, a *attempt, signalled, lost bool) {
 	}
 	op.recordLoser(a, signalled)
 	a.report(op, decision{})
-	releaseLoser(a)
+	a.discard()
 }
 
 // collectLosers waits for losers left to finish, for at most grace, then
@@ -764,16 +764,12 @@ func collectLosers(op *operation, losers []*attempt, results <-chan *attempt, gr
 		a.err = asLost(a.err)
 		a.learnLost(op.t, op.dist)
 		op.recordLoser(a, signalled)
-		releaseLoser(a)
+		a.discard()
 		if a.trace != nil {
 			a.trace.release()
 		}
 	}
 }
-
-// releaseLoser drains and closes a loser's response and releases its
-// context.
-func releaseLoser(a *attempt) { a.discard() }
 
 // learnLost records the latency of an attempt that lost, as the rule of
 // latencySample says: a good answer it had first, or at least the time it
@@ -788,7 +784,7 @@ func (a *attempt) learnLost(t *Transport, dist *latency.Dist) {
 	}
 	cut := errors.Is(a.err, context.Canceled) || errors.Is(a.err, ErrAttemptTimeout)
 	if record, censored := latencySample(goodAnswer(a.status, a.transient), cut); record {
-		dist.Record(a.lastElapsed, censored, a.lastStart)
+		dist.Record(a.elapsed, censored, a.start)
 	}
 }
 
@@ -804,7 +800,7 @@ func (a *attempt) learn(dist *latency.Dist) {
 // learn inlines.
 func (a *attempt) learnInto(dist *latency.Dist) {
 	if record, censored := latencySample(goodAnswer(a.status, a.transient), errors.Is(a.err, ErrAttemptTimeout)); record {
-		dist.Record(a.lastElapsed, censored, a.lastStart)
+		dist.Record(a.elapsed, censored, a.start)
 	}
 }
 

@@ -28,7 +28,7 @@ func (a *attempt) reportTo(op *operation, d decision) {
 		Canceled:   a.canceled,
 		Status:     a.status,
 		Err:        a.err,
-		Duration:   a.lastElapsed,
+		Duration:   a.elapsed,
 		Wait:       d.wait,
 		RetryAfter: d.retryAfter,
 	}

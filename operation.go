@@ -90,8 +90,8 @@ type attempt struct {
 	hedge         bool          // sent while an earlier attempt was still running
 	req           *http.Request // the request sent, the attempt's own copy
 	resp          *http.Response
-	lastStart     time.Time     // when it was sent
-	lastElapsed   time.Duration // how long it took
+	start         time.Time     // when it was sent
+	elapsed       time.Duration // how long it took
 	status        int           // its status, 0 if it ended in an error
 	err           error         // its error
 	unsent        bool          // it provably never left the client
@@ -150,8 +150,8 @@ func operate(t *Transport, req *http.Request, base http.RoundTripper, outerOwns 
 		a.send(&op, op.base)
 	}
 	for {
-		r, stop := op.ended(&a)
-		if resp, err, end := op.conclude(&a, &r, stop); end {
+		r, stop := op.assess(&a)
+		if resp, err, end := op.stopOrWait(&a, &r, stop); end {
 			return resp, err
 		}
 		op.open(&a, false)
@@ -226,7 +226,7 @@ func (op *operation) open(a *attempt, hedge bool) {
 	op.attempts++
 	*a = attempt{number: op.attempts, hedge: hedge}
 	if op.timed {
-		a.lastStart = op.attemptStart()
+		a.start = op.attemptStart()
 	}
 	if op.t.OnAttemptStart != nil {
 		op.t.OnAttemptStart(op.req, op.attempts)
@@ -283,7 +283,7 @@ func (a *attempt) send(op *operation, base http.RoundTripper) {
 	resp, err = normalize(base, a.req, resp, err)
 	a.resp, a.err = a.complete(op, a.req, resp, err)
 	if op.timed {
-		a.lastElapsed = op.clock.Since(a.lastStart)
+		a.elapsed = op.clock.Since(a.start)
 	}
 }
 
@@ -300,7 +300,7 @@ func (op *operation) attemptRequest(a *attempt) *http.Request {
 		req = req.WithContext(ctx)
 	}
 	if t.Propagate {
-		propagate(req, op.attempts, limit.Sub(a.lastStart), bounded)
+		propagate(req, op.attempts, limit.Sub(a.start), bounded)
 		if bounded {
 			a.trace.propagateAt(req.Header, limit, op.clock)
 		}
@@ -322,7 +322,7 @@ func (op *operation) attemptContext(a *attempt) (ctx context.Context, derived bo
 		// ends the operation's context: its own limit is the deadline.
 		ctx = context.WithoutCancel(ctx)
 	}
-	if d, ok := op.attemptLimit(a.lastStart); ok {
+	if d, ok := op.attemptLimit(a.start); ok {
 		var cancel context.CancelFunc
 		ctx, cancel = t.withDeadline(op.clock, ctx, d)
 		a.cancelAttempt = cancelFunc(cancel)
@@ -485,14 +485,14 @@ func (a *attempt) discard() {
 	a.end()
 }
 
-// ended is the one path after an attempt of an operation ends, sequential
+// assess is the one path after an attempt of an operation ends, sequential
 // or hedged (a first attempt sent directly whose answer is final ends
 // before there is an operation: see direct.go):
 // Transient is asked of its result, once; the Throttle is told how it
 // went, and the latency learned; and the facts of the attempt the pure
 // rules need without the clock are gathered, once, with what eligible
 // says of them.
-func (op *operation) ended(a *attempt) (r facts, stop StopReason) {
+func (op *operation) assess(a *attempt) (r facts, stop StopReason) {
 	a.transient = op.t.transient(a.resp, a.err)
 	op.record(a)
 	a.learn(op.dist)
@@ -500,15 +500,15 @@ func (op *operation) ended(a *attempt) (r facts, stop StopReason) {
 	return r, eligible(&op.policy, &r)
 }
 
-// conclude goes on after attempt a, whose facts are gathered (stop is
+// stopOrWait goes on after attempt a, whose facts are gathered (stop is
 // what eligible said of them), when no other attempt is in flight: it
 // decides, reports the attempt, and either ends the operation, returning
 // end and its answer, or discards the attempt's answer and waits for the
 // next attempt.
-func (op *operation) conclude(a *attempt, r *facts, stop StopReason) (resp *http.Response, err error, end bool) {
+func (op *operation) stopOrWait(a *attempt, r *facts, stop StopReason) (resp *http.Response, err error, end bool) {
 	d := stopWith(stop)
 	if stop == "" {
-		d = op.decide(a, r)
+		d = op.decideRetry(a, r)
 	}
 	a.report(op, d)
 	if d.stop != "" {
@@ -527,12 +527,12 @@ func (op *operation) conclude(a *attempt, r *facts, stop StopReason) (resp *http
 	return nil, nil, false
 }
 
-// decide completes the facts about attempt a, which just ended and which
+// decideRetry completes the facts about attempt a, which just ended and which
 // eligible allowed to be retried, and lets the pure rules of next decide
 // every stop reason; the Throttle's draw and the budget's token, effects,
 // are asked for only when next allowed the retry without them, the token
 // last, and next decides again with them.
-func (op *operation) decide(a *attempt, r *facts) decision {
+func (op *operation) decideRetry(a *attempt, r *facts) decision {
 	// Every rule up to body_not_rewindable allowed a retry. That rule's
 	// last fact is whether GetBody gives a fresh body; then the rules
 	// that need the clock plan the wait, with the time as it is after
@@ -620,7 +620,7 @@ func (u holding) giveBack(budget Budget, ticket *throttle.Ticket, dist *latency.
 }
 
 // gather describes attempt a, which just ended, in r for the pure rules,
-// without the facts that need the clock or GetBody: decide adds those
+// without the facts that need the clock or GetBody: decideRetry adds those
 // only for a failure that may be retried.
 func (op *operation) gather(r *facts, a *attempt) {
 	r.attempts = op.attempts
