@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,4 +106,53 @@ func tightHedgeAnswer(id, method string) (int, string) {
 		return http.StatusOK, ""
 	}
 	return http.StatusOK, strings.Repeat(id+";", 512)
+}
+
+// TestHedgeFinishLosersSendsTheFirstAttemptOnAGoroutineOfItsOwn: with
+// FinishLosers and nothing else set, over an *http.Transport, the first
+// attempt may outlive RoundTrip, so it is not sent on the caller's
+// goroutine: when it hangs and the hedge answers 200, RoundTrip returns
+// the hedge's answer while the first attempt is still in Base; once that
+// one answers, its response is drained and closed.
+func TestHedgeFinishLosersSendsTheFirstAttemptOnAGoroutineOfItsOwn(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	firstBody := &closeCountingBody{r: strings.NewReader("late")}
+	var calls atomic.Int64
+	base := &http.Transport{}
+	base.RegisterProtocol("mem", roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if calls.Add(1) == 1 {
+			<-release
+			return &http.Response{StatusCode: 200, Header: http.Header{}, Body: firstBody, Request: req}, nil
+		}
+		return memAnswer(req, 200, "fast"), nil
+	}))
+	tr := &Transport{Base: base, MaxAttempts: 2, Hedging: &Hedging{Delay: time.Millisecond, FinishLosers: time.Minute}}
+	req, _ := http.NewRequest(http.MethodGet, "mem://api.test/", nil)
+	done := make(chan result, 1)
+	go func() {
+		resp, err := tr.RoundTrip(req)
+		done <- result{resp, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(hangGuardBody):
+		close(release)
+		t.Fatalf("RoundTrip still waiting %v for a first attempt left to finish", hangGuardBody)
+	}
+	if r.err != nil {
+		close(release)
+		t.Fatal(r.err)
+	}
+	if got := readBody(t, r.resp); got != "fast" {
+		t.Errorf("body %q; want the hedge's", got)
+	}
+	close(release)
+	for end := time.Now().Add(hangGuardBody); firstBody.closes.Load() == 0; {
+		if time.Now().After(end) {
+			t.Fatal("the first attempt's answer, after the operation, was not closed")
+		}
+		time.Sleep(time.Millisecond) // a poll, not a timing assumption
+	}
 }
