@@ -110,3 +110,48 @@ func TestHedgeOwnCertificateErrorLeavesTheFirstAttemptRunning(t *testing.T) {
 		t.Errorf("body %q, winner %d, %d hedges; want the first attempt's answer after a hedge", got, o.Winner, o.Hedges)
 	}
 }
+
+// TestHedgeBaseThatRetriesMakesOneAttemptPerHedgeWhenTheFirstIsSentDirectly:
+// as TestHedgeBaseThatRetriesMakesOneAttemptPerHedge, with nothing set
+// that keeps the first attempt from being sent directly (no hook, no
+// Outcome asked for): the hedge, through a retrying Transport under
+// Hedging.Base, is still sent once. The first attempt answers only once
+// the hedge's Transport returned.
+func TestHedgeBaseThatRetriesMakesOneAttemptPerHedgeWhenTheFirstIsSentDirectly(t *testing.T) {
+	t.Parallel()
+	hedgeDone := make(chan struct{})
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) == 1 {
+			<-hedgeDone
+			w.Write([]byte("slow"))
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	plain := srv.Client().Transport.(*http.Transport)
+	hedgePool := plain.Clone()
+	defer hedgePool.CloseIdleConnections()
+	var sent atomic.Int32
+	inner := &Transport{Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		sent.Add(1)
+		return hedgePool.RoundTrip(r)
+	}), BaseDelay: time.Millisecond}
+	var once sync.Once
+	hedges := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		defer once.Do(func() { close(hedgeDone) })
+		return inner.RoundTrip(r)
+	})
+	tr := &Transport{Base: plain, MaxAttempts: 2, Hedging: &Hedging{Delay: time.Millisecond, Base: hedges}}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", srv.URL, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readBody(t, resp); got != "slow" {
+		t.Fatalf("body %q; want the first attempt's", got)
+	}
+	if n := sent.Load(); n != 1 {
+		t.Errorf("the hedge's Transport sent %d requests for one hedge; want 1 (retries at one layer)", n)
+	}
+}
