@@ -172,7 +172,7 @@ func (f *firstAttempt) sendHedged(t *Transport, req *http.Request, base http.Rou
 	h.launched = start
 	h.flight = append(h.inFlight[:0], a)
 	h.armFire(t, clock)
-	resp, err := a.roundTrip(base)
+	resp, err := a.callBase(base)
 	if !h.fire.Stop() {
 		resp, err := h.handOver(resp, err)
 		return resp, err, true
@@ -208,9 +208,9 @@ func (h *hedged) recycleUnfired() {
 	hedgedPool.Put(h)
 }
 
-// roundTrip sends the attempt's request through base, keeping a panic of
+// callBase sends the attempt's request through base, keeping a panic of
 // Base in a.panicked, as a hedged attempt's goroutine does.
-func (a *attempt) roundTrip(base http.RoundTripper) (resp *http.Response, err error) {
+func (a *attempt) callBase(base http.RoundTripper) (resp *http.Response, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			a.panicked = &panicValue{p}
