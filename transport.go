@@ -261,8 +261,8 @@ func (monotonicSince) Since(t time.Time) time.Duration { return time.Since(t) }
 var processStart = time.Now()
 
 // monotonicNow returns the time now read from the monotonic clock alone,
-// as processStart plus the monotonic time since: half the cost of
-// time.Now on such a machine. Its wall reading drifts from the system's
+// as processStart plus the monotonic time since: it reads no wall
+// clock, which time.Now does. Its wall reading drifts from the system's
 // when the system clock is stepped, so it serves only durations and
 // comparisons with times that carry a monotonic reading too (which
 // compare by that), never a time read from a header.
