@@ -493,6 +493,43 @@ func TestDirectHedgedWithoutADelayYetLearnsOnce(t *testing.T) {
 	}
 }
 
+// TestHedgedStateOfAOneAttemptOperationGoesBackToThePool: the hedging
+// state of an operation that ended with its one attempt, before the hedge
+// fired, goes back to the pool from the operation's loop too: whether the
+// first attempt went through the loop (an OnAttempt hook is set) and
+// answered 200, or was sent directly and answered a 503 the budget
+// refused to retry. (An operation that made more attempts keeps its
+// state: their goroutines may still refer to it.)
+func TestHedgedStateOfAOneAttemptOperationGoesBackToThePool(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		status int
+		set    func(tr *Transport)
+	}{
+		{"through the loop, 200", 200, func(tr *Transport) { tr.OnAttempt = func(*http.Request, Attempt) {} }},
+		{"sent directly, a 503 not retried", 503, func(tr *Transport) { tr.Budget = &refusingBudget{} }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr, _ := hedgedMem(time.Hour, func(_ int64, req *http.Request) (*http.Response, error) {
+				return memAnswer(req, c.status, "ok"), nil
+			})
+			c.set(tr)
+			req, _ := http.NewRequest("GET", "mem://api.test/", nil)
+			for try := 0; try < 100; try++ {
+				resp, err := tr.RoundTrip(req)
+				if err != nil || resp.StatusCode != c.status {
+					t.Fatalf("RoundTrip: %v, %v; want %d", resp, err, c.status)
+				}
+				resp.Body.Close()
+				if h := hedgedPool.Get().(*hedged); h.realFire {
+					return // the state an operation used, back in the pool
+				}
+			}
+			t.Fatal("the pool never gave back a state an operation used")
+		})
+	}
+}
+
 // TestDirectHedgedStateGoesBackToThePoolAsNew: the hedging state of an
 // operation whose first attempt, sent directly, answered before the hedge
 // delay goes back to the pool as a new one but for its stopped timer and
