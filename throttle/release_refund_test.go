@@ -74,3 +74,30 @@ func TestReleaseLetsOneGoForAnAttemptRefusedBeforeItWasSent(t *testing.T) {
 		t.Errorf("a third operation before any answer of the release: %v; want held (ErrQuotaExhausted)", err)
 	}
 }
+
+// TestReleaseTurnRefundedLetsTheNextGo: during a release, the operation
+// let go takes the turn, and its attempt is then not sent at all (the
+// Throttle's draw refused it, a hook panicked): refunding its ticket
+// gives the turn back, and the next operation held is let go, with no
+// answer and no result recorded.
+func TestReleaseTurnRefundedLetsTheNextGo(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	th := &Throttle{draws: func() float64 { return 1 }, MinRate: -1, MaxReject: 0.01}
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example.test/", nil)
+	d := th.Dest(req)
+	th.Record(d, &Result{Status: 429, Sent: fc.Now(), Header: http.Header{}, Overload: true,
+		RetryAfter: time.Second, HasRetryAfter: true}, fc)
+	fc.Advance(time.Second)
+	first, _, err := th.Admit(d, req, fc)
+	if err != nil {
+		t.Fatalf("the first operation at the pause's end: %v; want let go", err)
+	}
+	if _, _, err := th.Admit(d, req, fc); err != ErrQuotaExhausted {
+		t.Fatalf("a second operation while the first holds the turn: %v; want held (ErrQuotaExhausted)", err)
+	}
+	first.Refund()
+	if _, _, err := th.Admit(d, req, fc); err != nil {
+		t.Errorf("the next operation after the turn was refunded: %v; want let go", err)
+	}
+}
