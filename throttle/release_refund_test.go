@@ -101,3 +101,27 @@ func TestReleaseTurnRefundedLetsTheNextGo(t *testing.T) {
 		t.Errorf("the next operation after the turn was refunded: %v; want let go", err)
 	}
 }
+
+// TestReleaseTurnOfARequestItsQuotaRefusesIsGivenBack: GitHub's core
+// quota is spent until its reset an hour away; a 429 naming no quota
+// then pauses the destination for a second. When the pause ends, the
+// release's turn goes to an operation that core still refuses: it is
+// refused until core's reset, and the turn is given back, so the next
+// operation is told the same reset, not held for an answer that will
+// never come.
+func TestReleaseTurnOfARequestItsQuotaRefusesIsGivenBack(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClockAt(ruleDate)
+	th := &Throttle{draws: func() float64 { return 1 }, MinRate: -1}
+	req := ruleRequest("/repos/a/b")
+	d := th.Dest(req)
+	th.record(d, &http.Response{StatusCode: 200, Header: githubQuota("core", "0", time.Hour), Request: req}, nil, fc.Now(), fc)
+	th.record(d, &http.Response{StatusCode: 429, Header: http.Header{"Retry-After": {"1"}}, Request: req}, nil, fc.Now(), fc)
+	fc.Advance(time.Second)
+	want := ruleDate.Add(time.Hour)
+	for i := range 2 {
+		if _, reset, err := th.Admit(d, req, fc); err != ErrQuotaExhausted || !reset.Equal(want) {
+			t.Errorf("operation %d after the pause: %v until %v; want ErrQuotaExhausted until core's reset %v", i+1, err, reset, want)
+		}
+	}
+}
