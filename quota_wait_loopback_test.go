@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -14,11 +13,8 @@ import (
 
 // quotaLoopback is a loopback server (HTTP/1.1, or HTTP/2 over TLS) that
 // admits perWindow requests in each 1-second window of the wall clock's
-// whole seconds and answers the next with status over. With github set,
-// every answer carries GitHub's X-RateLimit-* fields (Limit, Remaining,
-// Used, Reset in epoch seconds, Resource); else a refused one carries
-// only a Retry-After in whole seconds to the window's end. It counts the
-// refusals per window.
+// whole seconds and answers the next with a 429 that carries only a
+// Retry-After of 1 second. It counts the refusals per window.
 type quotaLoopback struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
@@ -26,7 +22,7 @@ type quotaLoopback struct {
 	tooMany map[int64]int
 }
 
-func newQuotaLoopback(t *testing.T, h2, github bool, perWindow, over int) *quotaLoopback {
+func newQuotaLoopback(t *testing.T, h2 bool, perWindow int) *quotaLoopback {
 	t.Helper()
 	q := &quotaLoopback{used: map[int64]int{}, tooMany: map[int64]int{}}
 	q.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -34,25 +30,14 @@ func newQuotaLoopback(t *testing.T, h2, github bool, perWindow, over int) *quota
 		sec := now.Unix()
 		q.mu.Lock()
 		q.used[sec]++
-		used := q.used[sec]
-		refused := used > perWindow
+		refused := q.used[sec] > perWindow
 		if refused {
 			q.tooMany[sec]++
 		}
 		q.mu.Unlock()
-		if github {
-			h := w.Header()
-			h.Set("X-RateLimit-Limit", strconv.Itoa(perWindow))
-			h.Set("X-RateLimit-Remaining", strconv.Itoa(max(perWindow-used, 0)))
-			h.Set("X-RateLimit-Used", strconv.Itoa(min(used, perWindow)))
-			h.Set("X-RateLimit-Reset", strconv.FormatInt(sec+1, 10))
-			h.Set("X-RateLimit-Resource", "core")
-		}
 		if refused {
-			if !github {
-				w.Header().Set("Retry-After", "1")
-			}
-			w.WriteHeader(over)
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
 		}
 	}))
 	q.srv.EnableHTTP2 = h2
@@ -92,18 +77,16 @@ func TestWaitQuotaHoldersSeeAtMostOneRefusalPerWindowOverLoopback(t *testing.T) 
 	realTime(t)
 	t.Parallel()
 	for _, c := range []struct {
-		name   string
-		h2     bool
-		github bool
-		over   int
+		name string
+		h2   bool
 	}{
-		{"HTTP/1.1 Retry-After", false, false, http.StatusTooManyRequests},
-		{"HTTP/2 Retry-After", true, false, http.StatusTooManyRequests},
+		{"HTTP/1.1 Retry-After", false},
+		{"HTTP/2 Retry-After", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			const perWindow, ops = 5, 20
-			q := newQuotaLoopback(t, c.h2, c.github, perWindow, c.over)
+			q := newQuotaLoopback(t, c.h2, perWindow)
 			tr := &Transport{Base: q.srv.Client().Transport, MaxAttempts: 1, MaxRetryAfter: time.Minute,
 				Throttle: drawing(&throttle.Throttle{WaitQuota: true, MinRate: -1}, func() float64 { return 1 })}
 			client := &http.Client{Transport: tr}
@@ -117,8 +100,7 @@ func TestWaitQuotaHoldersSeeAtMostOneRefusalPerWindowOverLoopback(t *testing.T) 
 				resp.Body.Close()
 				return resp.StatusCode
 			}
-			// Spend a window: up to its refusal, or, with the fields, up
-			// to the answer that says nothing is left.
+			// Spend a window, up to its refusal: the pause.
 			for i := 0; i < 2*perWindow && get() == http.StatusOK; i++ {
 			}
 			before := q.refusals()
