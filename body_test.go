@@ -574,3 +574,37 @@ func TestCallerBodyClosedOnce(t *testing.T) {
 		t.Errorf("base saw %d requests; want none", base.Hits())
 	}
 }
+
+// TestRetryOfARequestWithGetBodySendsTheWholeBodyAgain: a PUT made by
+// http.NewRequest (which sets GetBody) is answered 503 by a Base that
+// read its body: the retry carries the whole body again, from GetBody,
+// not the body the first attempt read (over net/http's Transport, which
+// rewinds a body through GetBody itself when a write finds it short, the
+// server alone would not tell).
+func TestRetryOfARequestWithGetBodySendsTheWholeBodyAgain(t *testing.T) {
+	t.Parallel()
+	var got []string
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		got = append(got, string(b))
+		status := http.StatusOK
+		if len(got) == 1 {
+			status = http.StatusServiceUnavailable
+		}
+		return &http.Response{StatusCode: status, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	})
+	tr := &Transport{Base: base, BaseDelay: time.Nanosecond, MaxDelay: time.Nanosecond}
+	req, err := http.NewRequest(http.MethodPut, "http://api.test/doc", strings.NewReader("payload"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(got) != 2 || got[0] != "payload" || got[1] != "payload" {
+		t.Errorf("status %d, bodies Base read %q; want 200 and the whole body twice", resp.StatusCode, got)
+	}
+}
