@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,10 +101,14 @@ func TestWaitQuotaHoldersSeeAtMostOneRefusalPerWindowOverLoopback(t *testing.T) 
 				resp.Body.Close()
 				return resp.StatusCode
 			}
-			// Spend a window, up to its refusal: the pause. However
-			// slowly the requests go, one window ends in a refusal once
-			// 5 land in it; until then there is no pause to hold for.
-			for get() != http.StatusTooManyRequests && !t.Failed() {
+			// Spend a window, up to its refusal: the pause. Bursts of
+			// 10 at once, so that 6 land in one window however slowly
+			// the machine runs; until a refusal there is no pause to
+			// hold for.
+			for burst := 0; !spend(get, 2*perWindow); burst++ {
+				if burst == 20 || t.Failed() {
+					t.Fatalf("no refusal after %d bursts of %d: no pause to hold operations for", burst+1, 2*perWindow)
+				}
 			}
 			before := q.refusals()
 			var wg sync.WaitGroup
@@ -118,4 +123,20 @@ func TestWaitQuotaHoldersSeeAtMostOneRefusalPerWindowOverLoopback(t *testing.T) 
 			}
 		})
 	}
+}
+
+// spend sends n requests at once through get and reports whether one of
+// them was refused with a 429.
+func spend(get func() int, n int) bool {
+	var refused atomic.Bool
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			if get() == http.StatusTooManyRequests {
+				refused.Store(true)
+			}
+		})
+	}
+	wg.Wait()
+	return refused.Load()
 }
