@@ -3,8 +3,6 @@ package httpretry
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,19 +21,7 @@ func TestHedgeBudgetPanicGivesBackTheExtraLoadToken(t *testing.T) {
 	for _, h2 := range []bool{false, true} {
 		t.Run(map[bool]string{false: "http1", true: "http2"}[h2], func(t *testing.T) {
 			t.Parallel()
-			var hits atomic.Int32
-			first := make(chan struct{})
-			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if hits.Add(1) == 1 {
-					close(first)
-				}
-				<-r.Context().Done()
-			}))
-			srv.EnableHTTP2 = h2
-			srv.StartTLS()
-			defer srv.Close()
-			inner := srv.Client().Transport.(*http.Transport)
-			defer inner.CloseIdleConnections()
+			srv, inner, hits, first := hangingTLSServer(t, h2)
 			fc := clockwork.NewFakeClock()
 			tr := &Transport{Base: inner, Budget: failingBudget{where: "withdraw"}, MaxAttempts: 3, Clock: fc,
 				Hedging: &Hedging{Delay: 5 * time.Millisecond}}

@@ -112,19 +112,7 @@ func TestHedgeHookPanicClosesTheWinnersResponse(t *testing.T) {
 // are given back: the cap is as full as before.
 func TestHedgeHookPanicGivesBackTheTokenOfAnUnsentHedge(t *testing.T) {
 	t.Parallel()
-	var hits atomic.Int32
-	first := make(chan struct{})
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if hits.Add(1) == 1 {
-			close(first)
-		}
-		<-r.Context().Done()
-	}))
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	defer srv.Close()
-	inner := srv.Client().Transport.(*http.Transport)
-	defer inner.CloseIdleConnections()
+	srv, inner, hits, first := hangingTLSServer(t, true)
 	b := &countingBudget{}
 	fc := clockwork.NewFakeClock()
 	tr := &Transport{Base: inner, Budget: b, MaxAttempts: 3, Clock: fc, Hedging: &Hedging{Delay: 5 * time.Millisecond},
@@ -194,4 +182,28 @@ type closeFlag struct {
 func (b *closeFlag) Close() error {
 	b.closed.Store(true)
 	return b.ReadCloser.Close()
+}
+
+// hangingTLSServer starts a TLS loopback server (HTTP/2 when h2) that
+// answers no request until its client leaves, and returns it, a client
+// Transport for it, the count of requests it got, and a channel closed
+// when the first arrived. Both close when the test ends.
+func hangingTLSServer(t *testing.T, h2 bool) (*httptest.Server, *http.Transport, *atomic.Int32, <-chan struct{}) {
+	t.Helper()
+	hits := new(atomic.Int32)
+	first := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) == 1 {
+			close(first)
+		}
+		<-r.Context().Done()
+	}))
+	srv.EnableHTTP2 = h2
+	srv.StartTLS()
+	inner := srv.Client().Transport.(*http.Transport)
+	t.Cleanup(func() {
+		inner.CloseIdleConnections()
+		srv.Close()
+	})
+	return srv, inner, hits, first
 }
