@@ -54,13 +54,7 @@ func TestReleaseIgnoresTheRefundOfARequestTakenBeforeIt(t *testing.T) {
 // The turn it gave back lets exactly one operation go, not two.
 func TestReleaseLetsOneGoForAnAttemptRefusedBeforeItWasSent(t *testing.T) {
 	t.Parallel()
-	fc := clockwork.NewFakeClock()
-	th := &Throttle{draws: func() float64 { return 1 }, MinRate: -1, MaxReject: 0.01}
-	req, _ := http.NewRequest(http.MethodGet, "https://api.example.test/", nil)
-	d := th.Dest(req)
-	th.Record(d, &Result{Status: 429, Sent: fc.Now(), Header: http.Header{}, Overload: true,
-		RetryAfter: time.Second, HasRetryAfter: true}, fc)
-	fc.Advance(time.Second)
+	th, d, req, fc := pauseJustEnded()
 	first, _, err := th.Admit(d, req, fc)
 	if err != nil {
 		t.Fatalf("the first operation at the pause's end: %v; want let go", err)
@@ -82,13 +76,7 @@ func TestReleaseLetsOneGoForAnAttemptRefusedBeforeItWasSent(t *testing.T) {
 // answer and no result recorded.
 func TestReleaseTurnRefundedLetsTheNextGo(t *testing.T) {
 	t.Parallel()
-	fc := clockwork.NewFakeClock()
-	th := &Throttle{draws: func() float64 { return 1 }, MinRate: -1, MaxReject: 0.01}
-	req, _ := http.NewRequest(http.MethodGet, "https://api.example.test/", nil)
-	d := th.Dest(req)
-	th.Record(d, &Result{Status: 429, Sent: fc.Now(), Header: http.Header{}, Overload: true,
-		RetryAfter: time.Second, HasRetryAfter: true}, fc)
-	fc.Advance(time.Second)
+	th, d, req, fc := pauseJustEnded()
 	first, _, err := th.Admit(d, req, fc)
 	if err != nil {
 		t.Fatalf("the first operation at the pause's end: %v; want let go", err)
@@ -124,4 +112,18 @@ func TestReleaseTurnOfARequestItsQuotaRefusesIsGivenBack(t *testing.T) {
 			t.Errorf("operation %d after the pause: %v until %v; want ErrQuotaExhausted until core's reset %v", i+1, err, reset, want)
 		}
 	}
+}
+
+// pauseJustEnded returns a throttle whose destination a 429 with
+// Retry-After: 1 and no rate-limit fields paused, a request to it, and a
+// fake clock at the pause's end: the next look starts a release.
+func pauseJustEnded() (*Throttle, *Dest, *http.Request, *clockwork.FakeClock) {
+	fc := clockwork.NewFakeClock()
+	th := &Throttle{draws: func() float64 { return 1 }, MinRate: -1, MaxReject: 0.01}
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example.test/", nil)
+	d := th.Dest(req)
+	th.Record(d, &Result{Status: 429, Sent: fc.Now(), Header: http.Header{}, Overload: true,
+		RetryAfter: time.Second, HasRetryAfter: true}, fc)
+	fc.Advance(time.Second)
+	return th, d, req, fc
 }
