@@ -531,7 +531,11 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 	if st == http.StatusTooManyRequests && pausesDestination(&set, q.namesHeld(names[:0])) {
 		if a, ok := quotaAnnounced(set.rl[0], st, ra, hasRA); ok {
 			q.pause(stamp(now.Add(a.rl.Reset)), now)
+			return
 		}
+		// A 429 that names no time to pause for pauses nothing.
+		q.unanswered()
+		q.answered(false, st)
 		return
 	}
 	var group uint32
@@ -614,7 +618,9 @@ const releaseAnswers = 10
 // after it: one at a time, each as the answer of the one before arrives,
 // so that the callers held do not all reach the server at the instant
 // the pause ends before any answer says what it admits. A 429 among the
-// answers pauses the destination again; an answer that announces a
+// answers pauses the destination again (one that names no time to pause
+// for lets the next go, as an attempt without an answer does); an
+// answer that announces a
 // quota ends the release, the quota's count pacing from there; so do
 // releaseAnswers answers in a row without a 429. q.mu protects it.
 type release struct {
@@ -731,16 +737,16 @@ func (q *quotaState) giveTurnLocked() {
 
 // answered counts an answer of status st for a release: one that
 // announced a quota (announced) ends it, the quota's count pacing from
-// there; one that is not a 429 lets the next operation go. q.mu must be
-// held.
+// there; any other lets the next operation go. A 429 that got here
+// paused nothing (it named no time to pause for): it gives its turn back
+// as an attempt without an answer does, and is not one of the answers
+// that end the release. q.mu must be held.
 func (q *quotaState) answered(announced bool, st int) {
 	if announced && q.releasing.Load() {
 		q.endRelease()
 		return
 	}
-	if st != http.StatusTooManyRequests {
-		q.releasedLocked(true)
-	}
+	q.releasedLocked(st != http.StatusTooManyRequests)
 }
 
 // endRelease ends a release: every operation held may ask again, and

@@ -127,3 +127,49 @@ func pauseJustEnded() (*Throttle, *Dest, *http.Request, *clockwork.FakeClock) {
 	fc.Advance(time.Second)
 	return th, d, req, fc
 }
+
+// TestReleaseTurnOfABare429IsGivenBack: during a release, the operation
+// let go takes the turn and is answered 429 with no Retry-After and no
+// rate-limit fields (a proxy's bare refusal). That 429 names no time to
+// pause for, so it pauses nothing; its turn is given back, and the next
+// operation held is let go, one at a time as before, not held for an
+// answer that will never come. Such 429s are not answers that end the
+// release: after releaseAnswers of them it still lets one go at a time.
+func TestReleaseTurnOfABare429IsGivenBack(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"no quota known", "a named quota known"} {
+		t.Run(name, func(t *testing.T) {
+			th, d, req, fc := pauseJustEnded()
+			if name == "a named quota known" {
+				th, d, req, fc = namedQuotaPauseJustEnded()
+			}
+			for i := range releaseAnswers + 2 {
+				if _, _, err := th.Admit(d, req, fc); err != nil {
+					t.Fatalf("operation %d after %d bare 429s: %v; want let go", i+1, i, err)
+				}
+				if _, _, err := th.Admit(d, req, fc); err != ErrQuotaExhausted {
+					t.Fatalf("another operation while operation %d holds the turn: %v; want held (ErrQuotaExhausted)", i+1, err)
+				}
+				th.Record(d, &Result{Status: 429, Sent: fc.Now(), Header: http.Header{}, Overload: true}, fc)
+			}
+		})
+	}
+}
+
+// namedQuotaPauseJustEnded is pauseJustEnded for a destination that
+// announced GitHub's core quota (4,000 left of 5,000) before a 429 with
+// Retry-After: 1 and no rate-limit fields (a secondary rate limit)
+// paused it.
+func namedQuotaPauseJustEnded() (*Throttle, *Dest, *http.Request, *clockwork.FakeClock) {
+	fc := clockwork.NewFakeClock()
+	th := &Throttle{draws: func() float64 { return 1 }, MinRate: -1, MaxReject: 0.01}
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example.test/", nil)
+	d := th.Dest(req)
+	th.Record(d, &Result{Status: 200, Sent: fc.Now(), Header: http.Header{
+		"X-Ratelimit-Limit": {"5000"}, "X-Ratelimit-Remaining": {"4000"}, "X-Ratelimit-Used": {"1000"},
+		"X-Ratelimit-Reset": {"4102444800"}, "X-Ratelimit-Resource": {"core"}}}, fc)
+	th.Record(d, &Result{Status: 429, Sent: fc.Now(), Header: http.Header{}, Overload: true,
+		RetryAfter: time.Second, HasRetryAfter: true}, fc)
+	fc.Advance(time.Second)
+	return th, d, req, fc
+}
