@@ -62,7 +62,10 @@ func TestWaitQuotaHoldersAreReleasedOneAtATimeAfterAPause(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	for get() != http.StatusTooManyRequests { // spend a window, up to its 429: the pause
+	for i := 0; get() != http.StatusTooManyRequests; i++ { // spend a window, up to its 429: the pause
+		if t.Failed() || i == 10000 {
+			t.Fatalf("no 429 in %d requests: no window admitted 5 and then refused one", i+1)
+		}
 	}
 	mu.Lock()
 	before := 0
@@ -165,5 +168,57 @@ func TestWaitQuotaReleasesTheNextHeldOperationOnlyOnAnAnswer(t *testing.T) {
 	slices.Sort(waited)
 	if want := []time.Duration{time.Second, 1300 * time.Millisecond}; !slices.Equal(waited, want) {
 		t.Errorf("OnWait reported waits %v; want %v: the pause, and the pause and the answer", waited, want)
+	}
+}
+
+// TestWaitQuotaHoldersAreNotLeftWaitingByABare429: on a fake clock, a
+// 429 with Retry-After: 1 pauses the destination, and three operations
+// with WaitQuota are held for it. When it ends, the one let go is
+// answered 429 with no Retry-After and no rate-limit fields: that names
+// no time to pause for, so the next held operation goes, then the last,
+// one at a time. Every held operation returns (one 429, two 200s) and
+// Base is called once per operation.
+func TestWaitQuotaHoldersAreNotLeftWaitingByABare429(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClock()
+	var calls atomic.Int32
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		h := http.Header{}
+		st := http.StatusOK
+		switch calls.Add(1) {
+		case 1:
+			st, h = http.StatusTooManyRequests, http.Header{"Retry-After": {"1"}}
+		case 2:
+			st = http.StatusTooManyRequests
+		}
+		return &http.Response{StatusCode: st, Header: h, Body: http.NoBody, Request: r}, nil
+	})
+	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 1, MaxRetryAfter: time.Minute,
+		Throttle: drawing(&throttle.Throttle{WaitQuota: true, MinRate: -1}, func() float64 { return 1 })}
+	r := <-start(tr, newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+	if r.err != nil || r.resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("first operation: %v; want its 429", r.err)
+	}
+	r.resp.Body.Close()
+	var held []<-chan result
+	for range 3 {
+		held = append(held, start(tr, newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil)))
+	}
+	advance(t, fc, 3, time.Second)
+	statuses := map[int]int{}
+	for _, ch := range held {
+		r := await(t, ch)
+		if r.err != nil {
+			t.Errorf("held operation: %v; want an answer", r.err)
+			continue
+		}
+		statuses[r.resp.StatusCode]++
+		r.resp.Body.Close()
+	}
+	if statuses[http.StatusOK] != 2 || statuses[http.StatusTooManyRequests] != 1 {
+		t.Errorf("held operations answered %v; want one 429 and two 200s", statuses)
+	}
+	if n := calls.Load(); n != 4 {
+		t.Errorf("Base called %d times; want 4, once per operation", n)
 	}
 }
