@@ -48,6 +48,11 @@ func (th *Throttle) Dest(req *http.Request) *Dest {
 	if th.Shared != nil {
 		return th.sharedDest(req).credential(req)
 	}
+	if th.Key == nil {
+		if d := th.dests.LastHost(req); d != nil {
+			return d.credential(req)
+		}
+	}
 	th.dests.PinBy(&destPinned)
 	if th.Key == nil {
 		return th.dests.GetHost(req, th.MaxKeys, newDest).credential(req)
@@ -64,6 +69,14 @@ func newDest(d *Dest) { d.counts = &counts{} }
 // credential returns the state of req's credential at d: d itself for a
 // request without one.
 func (d *Dest) credential(req *http.Request) *Dest {
+	if len(req.Header) == 0 {
+		return d // a request's header as http.NewRequest makes it
+	}
+	return d.credentialOf(req)
+}
+
+// credentialOf is credential for a request with a header.
+func (d *Dest) credentialOf(req *http.Request) *Dest {
 	key, ok := credentialKey(req.Header)
 	if !ok {
 		return d

@@ -62,18 +62,24 @@ func (th *Throttle) shareKey(d *Dest) string {
 func (d *Dest) link(key string, s Shared) {
 	if d.fleet.Load() == nil {
 		d.fleet.CompareAndSwap(nil, &fleetLink{key: key, shared: s})
+		d.linked.Store(true)
 	}
 }
 
 // fleetHot reports whether d is shared and hot in the fleet.
 func (d *Dest) fleetHot() bool {
-	f := d.fleet.Load()
-	return f != nil && f.hot()
+	return d.linked.Load() && d.counts.linkHot()
 }
 
-// hot reports whether the fleet holds the link's key hot, apart so that
-// fleetHot inlines: most destinations are not shared.
-func (f *fleetLink) hot() bool { return f.shared.Hot(f.key) }
+// linkHot reports whether the fleet holds the key of c's link hot, apart
+// so that fleetHot inlines: most destinations are not shared. c must be
+// linked.
+//
+//go:noinline
+func (c *counts) linkHot() bool {
+	f := c.fleet.Load()
+	return f.shared.Hot(f.key)
+}
 
 // hotFor reports whether d is hot here or in the fleet: its decisions
 // then read the clock and the counts, and its results are counted in its

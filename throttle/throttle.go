@@ -239,6 +239,7 @@ type counts struct {
 	pending atomic.Int64              // accepted attempts not yet in w
 	first   atomic.Int64              // the stamp (see stamp) of the first accept counted in pending, 0 before
 	fleet   atomic.Pointer[fleetLink] // where the counts are shared; nil without a Shared
+	linked  atomic.Bool               // fleet is set
 
 	mu         sync.Mutex // protects the fields below
 	w          window
@@ -277,7 +278,16 @@ func (th *Throttle) refuse(s *Dest, clock Clock) error {
 // accepts into its window every pendingFold; it reports whether it
 // folded them.
 func (th *Throttle) count(s *Dest, clock Clock) bool {
-	n := s.pending.Add(1)
+	if n := s.pending.Add(1); n == 1 || n >= pendingFold {
+		return th.countEdge(s, n, clock)
+	}
+	return false
+}
+
+// countEdge is count for the first accept pending (n == 1), which stamps
+// when it came, and for the pendingFold-th, which folds them; apart so
+// that count inlines.
+func (th *Throttle) countEdge(s *Dest, n int64, clock Clock) bool {
 	if n == 1 && s.first.Load() == 0 {
 		s.first.CompareAndSwap(0, stamp(clock.Now()))
 	}

@@ -63,9 +63,15 @@ type Table[T any] struct {
 // the table's lock held, on values others may be using: it must only
 // read atomics.
 func (d *Table[T]) PinBy(pinned *func(*T) int64) {
-	if d.keys.pinned.Load() == nil {
-		d.keys.pinned.CompareAndSwap(nil, pinned)
+	if !d.keys.pinSet.Load() {
+		d.setPinned(pinned)
 	}
+}
+
+// setPinned is PinBy's first call, apart so that the others inline.
+func (d *Table[T]) setPinned(pinned *func(*T) int64) {
+	d.keys.pinned.CompareAndSwap(nil, pinned)
+	d.keys.pinSet.Store(true)
 }
 
 // spelling is a scheme and host as a request writes them.
@@ -90,17 +96,13 @@ func (d *Table[T]) entry(key string, max int, init func(*T)) *entry[string, T] {
 // spelling seen before finds its destination without canonicalising the
 // host again.
 func (d *Table[T]) GetHost(req *http.Request, max int, init func(*T)) *T {
+	if v := d.LastHost(req); v != nil {
+		return v
+	}
 	scheme, host := requestHost(req)
 	if len(scheme)+len(host) > MaxKeyLen {
 		// No host name is this long: its spelling is not remembered.
 		return d.Get(CanonicalHost(scheme, host), max, init)
-	}
-	if s := d.spellings.last.Load(); s != nil && s.key.host == host && s.key.scheme == scheme && !s.gone.Load() {
-		// The spelling looked up last, compared as strings: the
-		// generic lookup compares keys through their type.
-		if e := s.touch().val.Load(); e != nil && !e.gone.Load() {
-			return &e.touch().val
-		}
 	}
 	sp := spelling{scheme: scheme, host: host}
 	if s := d.spellings.lookup(sp); s != nil {
@@ -109,6 +111,24 @@ func (d *Table[T]) GetHost(req *http.Request, max int, init func(*T)) *T {
 		}
 	}
 	return d.addSpelling(sp, max, init)
+}
+
+// LastHost returns the state of req's host, marked used as GetHost marks
+// it, when req spells its host (scheme and host) as the spelling GetHost
+// found last does and that spelling's destination is still held; nil
+// otherwise. It is GetHost's common case, which an owner may try before
+// it sets the table up for a lookup (PinBy). The spellings are compared
+// as strings: the generic lookup compares keys through their type.
+func (d *Table[T]) LastHost(req *http.Request) *T {
+	scheme, host := requestHost(req)
+	s := d.spellings.last.Load()
+	if s == nil || s.key.host != host || s.key.scheme != scheme || s.gone.Load() {
+		return nil
+	}
+	if e := s.touch().val.Load(); e != nil && !e.gone.Load() {
+		return &e.touch().val
+	}
+	return nil
 }
 
 // addSpelling canonicalises a spelling not seen before, or whose
@@ -170,6 +190,7 @@ type table[K comparable, V any] struct {
 	last   atomic.Pointer[entry[K, V]]    // the entry looked up last
 	m      sync.Map                       // K -> *entry[K, V]
 	pinned atomic.Pointer[func(*V) int64] // when an entry was pinned, 0 if not; nil: none is
+	pinSet atomic.Bool                    // pinned was set
 
 	mu   sync.Mutex     // protects ring and hand, and every store to or delete from m
 	ring []*entry[K, V] // the entries held, in the order the hand meets them

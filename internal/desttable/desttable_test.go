@@ -332,3 +332,36 @@ func TestTableGetHostLastSpellingOfAnEvictedKeyFindsAFreshState(t *testing.T) {
 		t.Errorf("a.test after its eviction: the evicted state (%d); want a fresh one", *fresh)
 	}
 }
+
+// TestTableLastHostFindsOnlyTheSpellingFoundLast: LastHost finds nothing
+// in an empty table; after GetHost found a spelling, it finds that
+// spelling's state (and no other spelling's, even of the same host), and
+// nothing once the destination is evicted.
+func TestTableLastHostFindsOnlyTheSpellingFoundLast(t *testing.T) {
+	var d Table[int]
+	req := func(url string) *http.Request {
+		r, err := http.NewRequest("GET", url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	a, upper, other := req("http://a.test/x"), req("http://A.test/"), req("https://a.test/")
+	if got := d.LastHost(a); got != nil {
+		t.Fatal("an empty table: LastHost found a state")
+	}
+	first := d.GetHost(a, 2, nil)
+	d.GetHost(a, 2, nil) // found by its spelling: the spelling found last
+	if got := d.LastHost(req("http://a.test/y")); got != first {
+		t.Errorf("the spelling found last: LastHost found %p; want a.test's %p", got, first)
+	}
+	for _, r := range []*http.Request{upper, other} {
+		if got := d.LastHost(r); got != nil {
+			t.Errorf("%s: LastHost found a state; want nil, another spelling", r.URL)
+		}
+	}
+	d.Get("b.test", 1, nil) // a.test is evicted: the table holds one key
+	if got := d.LastHost(a); got != nil {
+		t.Error("a.test evicted: LastHost found its old state")
+	}
+}
