@@ -164,11 +164,11 @@ func (f *firstAttempt) sendHedged(t *Transport, req *http.Request, base http.Rou
 	h := newHedged(hg, delay)
 	f.h = h
 	clock := t.clock()
-	start := t.startClock(clock)
+	start, since := t.startClock(clock)
 	c := newLazyCancelCtx(req.Context())
 	a := &h.first
 	a.number, a.req, a.start, a.cancelAttempt = 1, req.WithContext(c), start, c
-	h.deferred = deferredSetUp{t: t, req: req, base: base, dest: f.dest, dist: f.dist}
+	h.deferred = deferredSetUp{t: t, req: req, base: base, dest: f.dest, dist: f.dist, since: since}
 	h.launched = start
 	h.flight = append(h.inFlight[:0], a)
 	h.armFire(t, clock)
@@ -183,14 +183,15 @@ func (f *firstAttempt) sendHedged(t *Transport, req *http.Request, base http.Rou
 		panic(p.v)
 	}
 	resp, err = normalize(base, a.req, resp, err)
-	elapsed := clock.Since(start)
+	elapsed := t.elapsedSince(clock, start, since)
 	if err != nil || IsTransient(resp, nil) {
+		h.started()
 		f.sent, f.resp, f.err, f.elapsed = true, resp, err, elapsed
 		return nil, nil, false
 	}
 	a.status = resp.StatusCode
 	a.elapsed = elapsed
-	a.learn(f.dist)
+	a.learn(f.dist) // a zero start: the latency ended now
 	f.record(t, resp, time.Time{}) // no quota was known: nothing needs the start's wall time
 	wrapBody(resp, c, nil, nil)
 	h.recycleUnfired()
@@ -233,8 +234,16 @@ func (h *hedged) setUp() {
 	// begin neither fails nor calls the caller's code for a request
 	// sent directly: it has no body to read, no Throttle or hook to ask.
 	_ = op.begin(false, &first)
+	h.started()
 	op.attempts, op.unsent, op.start = 1, holdsNothing, h.first.start
 	h.shareSettled()
+}
+
+// started gives the first attempt sent directly, and h.launched, its
+// start as a time, for the loop that takes it over (startAt).
+func (h *hedged) started() {
+	h.first.start = startAt(h.first.start, h.deferred.since)
+	h.launched = h.first.start
 }
 
 // handOver hands the first attempt, sent directly, to the loop the

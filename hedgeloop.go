@@ -90,6 +90,10 @@ type deferredSetUp struct {
 	base http.RoundTripper
 	dest *throttle.Dest
 	dist *latency.Dist
+	// since is when the first attempt started, on the system clock,
+	// as startClock read it; the attempt's start is then left zero
+	// until the loop needs it (started).
+	since time.Duration
 }
 
 // setHedging settles whether the operation learns latencies and whether it

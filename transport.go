@@ -257,26 +257,43 @@ type monotonicSince struct{ clockwork.Clock }
 
 func (monotonicSince) Since(t time.Time) time.Duration { return time.Since(t) }
 
-// processStart anchors monotonicNow.
+// processStart anchors the start of an attempt read from the monotonic
+// clock alone (startClock).
 var processStart = time.Now()
 
-// monotonicNow returns the time now read from the monotonic clock alone,
-// as processStart plus the monotonic time since: it reads no wall
-// clock, which time.Now does. Its wall reading drifts from the system's
-// when the system clock is stepped, so it serves only durations and
-// comparisons with times that carry a monotonic reading too (which
-// compare by that), never a time read from a header.
-func monotonicNow() time.Time { return processStart.Add(time.Since(processStart)) }
-
-// startClock returns the time an attempt that needs no wall reading (the
+// startClock reads when an attempt that needs no wall reading (the
 // hedged first attempt sent directly: its start serves its latency and
-// the hedge's delay) starts at: on the monotonic clock alone when t has
-// no Clock of its own.
-func (t *Transport) startClock(clock clockwork.Clock) time.Time {
+// the hedge's delay) starts: with t's own Clock, its time (start); on the
+// system clock, the monotonic time since processStart (since), start
+// left zero and made only when needed (startAt), since time.Now reads the
+// wall clock too and a time made from the offset costs more than the
+// reading.
+func (t *Transport) startClock(clock clockwork.Clock) (start time.Time, since time.Duration) {
 	if t.Clock == nil {
-		return monotonicNow()
+		return time.Time{}, time.Since(processStart)
 	}
-	return clock.Now()
+	return clock.Now(), 0
+}
+
+// startAt returns the start startClock read (start, since) as a time:
+// processStart plus since when start was left zero. Its wall reading
+// drifts from the system's when the system clock is stepped, so it serves
+// only durations and comparisons with times that carry a monotonic
+// reading too (which compare by that), never a time read from a header.
+func startAt(start time.Time, since time.Duration) time.Time {
+	if start.IsZero() {
+		return processStart.Add(since)
+	}
+	return start
+}
+
+// elapsedSince returns the time since the start startClock read (start,
+// since) on clock.
+func (t *Transport) elapsedSince(clock clockwork.Clock, start time.Time, since time.Duration) time.Duration {
+	if start.IsZero() {
+		return time.Since(processStart) - since
+	}
+	return clock.Since(start)
 }
 
 func (t *Transport) base() http.RoundTripper {

@@ -609,3 +609,34 @@ func TestBrokenBaseMore(t *testing.T) {
 		})
 	}
 }
+
+// TestStartClockReadsOnlyTheMonotonicClockOfTheSystem: without a Clock of
+// its own, a Transport reads an attempt's start as an offset from the
+// process's start, its time left zero and made from the offset when
+// needed; the time since it is measured from the same offset. With a
+// Clock, the start is the clock's time and the elapsed time the clock's.
+func TestStartClockReadsOnlyTheMonotonicClockOfTheSystem(t *testing.T) {
+	t.Parallel()
+	before := time.Now()
+	start, since := (&Transport{}).startClock(clockwork.NewRealClock())
+	if !start.IsZero() || since <= 0 {
+		t.Fatalf("system clock: start %v, offset %v; want a zero start and a positive offset", start, since)
+	}
+	at := startAt(start, since)
+	if at.Before(before) || !at.Equal(processStart.Add(since)) {
+		t.Errorf("startAt = %v; want processStart plus the offset, not before %v", at, before)
+	}
+	if el := (&Transport{}).elapsedSince(clockwork.NewRealClock(), start, since); el < 0 || el > time.Since(before) {
+		t.Errorf("elapsed since the start = %v; want between 0 and %v", el, time.Since(before))
+	}
+	fc := clockwork.NewFakeClock()
+	tr := &Transport{Clock: fc}
+	start, since = tr.startClock(fc)
+	if !start.Equal(fc.Now()) || since != 0 || !startAt(start, since).Equal(fc.Now()) {
+		t.Fatalf("own clock: start %v, offset %v; want the clock's %v and none", start, since, fc.Now())
+	}
+	fc.Advance(3 * time.Second)
+	if el := tr.elapsedSince(fc, start, since); el != 3*time.Second {
+		t.Errorf("own clock: elapsed %v; want 3s, the clock's", el)
+	}
+}

@@ -139,7 +139,8 @@ const maxSample = time.Duration(1<<62 - 1)
 func slot(s uint64) uint64 { return s + 1 }
 
 // Record adds a latency, of an attempt that started at start (and ended
-// lat later, a time computed only when a computation is considered),
+// lat later, a time computed only when a computation is considered; with
+// start zero, the attempt ended now, on the system clock),
 // and, every so often, recomputes the quantiles (see recomputeDue): the
 // cost of sorting, about 50µs for a full window, is spread over the
 // samples. Only the
@@ -160,6 +161,9 @@ func (d *Dist) Record(lat time.Duration, censored bool, start time.Time) {
 	defer d.computing.Unlock()
 	fresh := i - d.checked.Load()
 	end := start.Add(lat)
+	if start.IsZero() {
+		end = time.Now()
+	}
 	if !recomputeDue(int(n), int(fresh), end.Sub(d.computedAt)) {
 		if fresh >= max(1, n/16) {
 			d.checked.Store(i) // too soon: asked again after n/16 more

@@ -307,3 +307,27 @@ func TestLatencyNoHedgeDelayBeforeAQuantileIsComputed(t *testing.T) {
 		t.Errorf("HedgeDelay = %v, %v after a quantile of 0; want the 1ms floor, true", got, ok)
 	}
 }
+
+// TestLatencyRecordWithoutAStartEndedNow: a full window of 5ms latencies
+// that ended an hour ago, then a window of 50ms latencies recorded with
+// no start (the caller read only their duration): each of those ended
+// now, more than RecomputeEvery after the last computation, so the
+// quantiles are computed again and the delay follows them to 50ms.
+func TestLatencyRecordWithoutAStartEndedNow(t *testing.T) {
+	t.Parallel()
+	d := hedgeSet().Lookup("k")
+	start := time.Now().Add(-time.Hour)
+	for range Window {
+		start = start.Add(time.Microsecond)
+		d.Record(5*ms, false, start)
+	}
+	if got, _ := d.HedgeDelay(100, ms); got != 5*ms {
+		t.Fatalf("delay = %v; want 5ms", got)
+	}
+	for range Window {
+		d.Record(50*ms, false, time.Time{})
+	}
+	if got, _ := d.HedgeDelay(100, ms); got != 50*ms {
+		t.Errorf("delay after a window of 50ms latencies without a start = %v; want 50ms", got)
+	}
+}
