@@ -191,7 +191,7 @@ func (f *firstAttempt) sendHedged(t *Transport, req *http.Request, base http.Rou
 	}
 	a.status = resp.StatusCode
 	a.elapsed = elapsed
-	a.learn(f.dist) // a zero start: the latency ended now
+	a.learn(f.dist)                // a zero start: the latency ended now
 	f.record(t, resp, time.Time{}) // no quota was known: nothing needs the start's wall time
 	wrapBody(resp, c, nil, nil)
 	h.recycleUnfired()
