@@ -184,6 +184,7 @@ func mayWaitFor(p policy, deadline time.Time, hasDeadline bool, reset, now time.
 // attempt that provably never reached the server (a refused dial) gives
 // back the request it took from the quota: the server never counted it.
 func (op *operation) record(a *attempt) {
+	a.recorded = true
 	if op.adm.dest != nil {
 		op.recordInThrottle(a, true)
 	}
