@@ -693,7 +693,7 @@ func sleep(clock clockwork.Clock, ctx context.Context, cancel <-chan struct{}, d
 // afterWait gathers what the pure rules of resume need to say whether the
 // planned attempt may start now that the wait is over, and asks the
 // destination's quota for the retry (waited for once more with
-// WaitQuota) only once resume allowed the retry without it. a is the
+// WaitQuota, and for its turn during a paced release) only once resume allowed the retry without it. a is the
 // attempt before the wait.
 func (op *operation) afterWait(a *attempt) StopReason {
 	w := waitFacts{callerEnded: op.callerEnded(), bounded: op.hasDeadline}
