@@ -122,3 +122,73 @@ func TestReleaseTurnOfAnAttemptEndedByAPanicIsGivenBack(t *testing.T) {
 		})
 	}
 }
+
+// TestReleaseTurnPassesOnWhateverEndsTheAttempt: a 429 with Retry-After:
+// 1 pauses the destination, and one operation with WaitQuota is held for
+// it. When the pause ends it takes the release's turn and is sent, and
+// its attempt ends without a 200: its caller cancels it, AttemptTimeout
+// cuts it, or it is answered 503 and the Budget refuses the retry. Each
+// time the next operation held is sent and answered 200: the turn passes
+// on, and Base is called once per operation sent.
+func TestReleaseTurnPassesOnWhateverEndsTheAttempt(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"caller cancels the attempt", "AttemptTimeout", "Budget refuses the retry"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			answer := func(r *http.Request) (*http.Response, error) {
+				select {
+				case <-r.Context().Done(): // as net/http refuses a request whose context has ended
+					return nil, context.Canceled
+				default:
+				}
+				st := http.StatusOK
+				switch {
+				case r.Header.Get(boomHeader) == "":
+				case name == "Budget refuses the retry":
+					st = http.StatusServiceUnavailable
+				default:
+					<-r.Context().Done()
+					return nil, r.Context().Err()
+				}
+				return &http.Response{StatusCode: st, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+			}
+			rig := newReleaseTurnRig(t, answer, func(tr *Transport) {
+				switch name {
+				case "AttemptTimeout":
+					tr.AttemptTimeout = 100 * time.Millisecond
+				case "Budget refuses the retry":
+					tr.MaxAttempts, tr.Budget = 3, &refusingBudget{}
+				}
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			holder := newRequest(t, ctx, http.MethodGet, "http://api.test/", nil)
+			holder.Header.Set(boomHeader, "1")
+			first := start(rig.tr, holder)
+			advance(t, rig.fc, 1, time.Second) // the pause ends: the held operation takes the turn
+			for end := time.Now().Add(hangGuardBody); rig.calls.Load() < 2; {
+				if time.Now().After(end) {
+					t.Fatal("the held operation was not sent when the pause ended")
+				}
+				time.Sleep(100 * time.Microsecond) // a poll, not a timing assumption
+			}
+			switch name {
+			case "caller cancels the attempt":
+				cancel()
+			case "AttemptTimeout":
+				advance(t, rig.fc, 1, 100*time.Millisecond)
+			}
+			if r := await(t, first); r.err == nil {
+				r.resp.Body.Close()
+			}
+			r := await(t, start(rig.tr, newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil)))
+			if r.err != nil || r.resp.StatusCode != http.StatusOK {
+				t.Fatalf("the next operation held: %v; want its 200", r.err)
+			}
+			r.resp.Body.Close()
+			if n := rig.calls.Load(); n != 3 {
+				t.Errorf("Base called %d times; want 3: the pausing 429, the turn-holder, the next", n)
+			}
+		})
+	}
+}
