@@ -137,18 +137,26 @@ func (op *operation) waitForQuota(reset time.Time) (waited, slept bool) {
 
 // takeQuotaForRetry takes a request from the quota for a retry about to
 // be sent; with WaitQuota, a quota spent while the retry waited is waited
-// for once more, until its reset, when that fits.
+// for once more, until its reset, when that fits, and, during a paced
+// release, the retry waits for its turn however many holders go before
+// it: a turn taken by another holder ends no operation.
 func (op *operation) takeQuotaForRetry() bool {
 	th := op.t.Throttle
-	reset, ok := op.adm.take(th, op.req, op.clock)
-	if ok {
-		return true
+	resetWaited := false
+	for {
+		reset, ok := op.adm.take(th, op.req, op.clock)
+		if ok {
+			return true
+		}
+		turn := !reset.After(op.clock.Now()) // a release's turn, not a reset
+		if !turn && resetWaited {
+			return false
+		}
+		resetWaited = resetWaited || !turn
+		if waited, _ := op.waitForQuota(reset); !waited {
+			return false
+		}
 	}
-	if waited, _ := op.waitForQuota(reset); !waited {
-		return false
-	}
-	_, ok = op.adm.take(th, op.req, op.clock)
-	return ok
 }
 
 // quotaSpent reports when the destination's quota resets, and whether it
@@ -184,6 +192,7 @@ func mayWaitFor(p policy, deadline time.Time, hasDeadline bool, reset, now time.
 // attempt that provably never reached the server (a refused dial) gives
 // back the request it took from the quota: the server never counted it.
 func (op *operation) record(a *attempt) {
+	a.recorded = true
 	if op.adm.dest != nil {
 		op.recordInThrottle(a, true)
 	}

@@ -104,6 +104,7 @@ type attempt struct {
 	trace         *connTrace
 	tracker       *readTracker // its view of the operation's onceBody
 	panicked      *panicValue  // what Base panicked with, on a hedged attempt's goroutine
+	recorded      bool         // the Throttle was told how it went
 }
 
 func roundTrip(t *Transport, req *http.Request) (*http.Response, error) {
@@ -584,8 +585,10 @@ func (op *operation) decideRetry(a *attempt, r *facts) decision {
 // handler, Base) leaves of the operation, as a return would have, then
 // raises the panic again: the response of attempt a, which will not be
 // returned, is drained and closed, the attempt and the operation's context
-// are released, and what was taken for an attempt not sent yet (its
-// request from the quota, a retry's budget token) is given back.
+// are released, what was taken for an attempt not sent yet (its
+// request from the quota, a retry's budget token) is given back, and an
+// attempt sent whose end the Throttle was not told of (Base or Transient
+// panicked) is recorded as one that ended without an answer.
 func (a *attempt) abandon(op *operation) {
 	p := recover()
 	if p == nil {
@@ -599,6 +602,11 @@ func (a *attempt) abandon(op *operation) {
 		op.cancel()
 	}
 	op.unsent.giveBack(op.budget, &op.adm.ticket, op.dist)
+	if op.unsent == holdsNothing && a.number > 0 && !a.recorded && op.adm.dest != nil {
+		// Sent, and not recorded: the Throttle is told it ended without
+		// an answer, so that a release's turn it took passes on.
+		op.t.Throttle.Record(op.adm.dest, &throttle.Result{Sent: a.start, Unheard: true}, op.clock)
+	}
 	panic(p)
 }
 
@@ -685,7 +693,7 @@ func sleep(clock clockwork.Clock, ctx context.Context, cancel <-chan struct{}, d
 // afterWait gathers what the pure rules of resume need to say whether the
 // planned attempt may start now that the wait is over, and asks the
 // destination's quota for the retry (waited for once more with
-// WaitQuota) only once resume allowed the retry without it. a is the
+// WaitQuota, and for its turn during a paced release) only once resume allowed the retry without it. a is the
 // attempt before the wait.
 func (op *operation) afterWait(a *attempt) StopReason {
 	w := waitFacts{callerEnded: op.callerEnded(), bounded: op.hasDeadline}

@@ -41,6 +41,12 @@ type NginxConfig struct {
 	ReadTimeout time.Duration
 	// ConnectTimeout is nginx's proxy_connect_timeout. 0 means 1s.
 	ConnectTimeout time.Duration
+	// LimitReq is the rate of nginx's limit_req for every client
+	// together ("2r/s", "6r/m"), with no burst: a request over it is
+	// answered 429 by nginx itself, with no Retry-After and no
+	// rate-limit fields, and never reaches the backend. "" means no
+	// limit.
+	LimitReq string
 }
 
 // nginxProgram returns the path of the nginx program.
@@ -143,7 +149,13 @@ func nginxConf(dir string, port int, c NginxConfig) []byte {
 		fmt.Fprintf(&b, " %s_temp_path %s;\n", t, filepath.Join(dir, t))
 	}
 	fmt.Fprintf(&b, " upstream backend { server %s max_fails=0; keepalive 64; }\n", c.Upstream)
+	if c.LimitReq != "" {
+		fmt.Fprintf(&b, " limit_req_zone $server_port zone=all:1m rate=%s;\n limit_req_status 429;\n", c.LimitReq)
+	}
 	fmt.Fprintf(&b, " server {\n  listen 127.0.0.1:%d;\n  location / {\n", port)
+	if c.LimitReq != "" {
+		fmt.Fprintf(&b, "   limit_req zone=all;\n")
+	}
 	fmt.Fprintf(&b, "   proxy_pass http://backend;\n   proxy_http_version 1.1;\n   proxy_set_header Connection \"\";\n")
 	fmt.Fprintf(&b, "   proxy_next_upstream off;\n   proxy_read_timeout %dms;\n   proxy_connect_timeout %dms;\n",
 		read.Milliseconds(), connect.Milliseconds())

@@ -565,7 +565,9 @@ func (q *quotaState) observe(r *Result, now time.Time) {
 		// ends as for one that got no response.
 		q.unanswered()
 	}
-	q.answered(group != 0, st)
+	// A quota named apart paces its route alone: the release goes on
+	// for the others, and the answer counts as any other.
+	q.answered(group != 0 && !apart, st)
 	if named != 0 {
 		// The quotas named together are one group: any one of them
 		// names it.
@@ -620,9 +622,10 @@ const releaseAnswers = 10
 // the pause ends before any answer says what it admits. A 429 among the
 // answers pauses the destination again (one that names no time to pause
 // for lets the next go, as an attempt without an answer does); an
-// answer that announces a
-// quota ends the release, the quota's count pacing from there; so do
-// releaseAnswers answers in a row without a 429. q.mu protects it.
+// answer that announces a quota every request may draw from ends the
+// release, the quota's count pacing from there (one named apart paces
+// its route alone, see namedApart); so do releaseAnswers answers in a
+// row without a 429. q.mu protects it.
 type release struct {
 	gen     uint64        // this release's number among the destination's, from 1
 	tokens  int           // operations that may be sent now
