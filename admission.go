@@ -222,6 +222,17 @@ func (op *operation) recordInThrottle(a *attempt, own bool) {
 	op.t.Throttle.Record(op.adm.dest, &r, op.clock)
 }
 
+// recordUnheard tells the Throttle that attempt a, sent, ended without
+// an answer it was told of, unless it was told already: a panic (of Base,
+// or of a hook before the Throttle heard of the answer) ended the attempt
+// or its operation. A paced release's turn the attempt took passes on.
+func (a *attempt) recordUnheard(op *operation) {
+	if !a.recorded && op.adm.dest != nil {
+		a.recorded = true
+		op.t.Throttle.Record(op.adm.dest, &throttle.Result{Sent: a.start, Unheard: true}, op.clock)
+	}
+}
+
 // cutBy says how an attempt that ended in err counts for the Throttle
 // when something other than the server ended it; ok is false when err is
 // the server's to answer for (overloadSignal reads it). A layer below
@@ -282,6 +293,7 @@ func pausingStatus(status int) bool {
 // had its answer first counts as any attempt does; one never sent counts
 // for nothing.
 func (op *operation) recordLoser(a *attempt, lostToSignal bool) {
+	a.recorded = true
 	if op.adm.dest == nil {
 		return
 	}

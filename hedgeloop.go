@@ -366,8 +366,9 @@ func (a *attempt) sendRecovering(op *operation, base http.RoundTripper) {
 
 // endFlightOnPanic ends every attempt still in flight when a hook
 // (OnAttempt, Transient, Logger's handler) panics on the goroutine running
-// the loop, as a panicking Base does: each is canceled, waited for, and
-// its response drained and closed; then the panic goes on (to the
+// the loop, as a panicking Base does: each is canceled, waited for, told
+// to the Throttle as ended without an answer, and its response drained
+// and closed; then the panic goes on (to the
 // caller's goroutine, when the loop runs on the timer's).
 func (h *hedged) endFlightOnPanic() {
 	if len(h.flight) == 0 {
@@ -380,6 +381,7 @@ func (h *hedged) endFlightOnPanic() {
 	h.cancelFlight()
 	for range h.flight {
 		a := <-h.results
+		a.recordUnheard(&h.op)
 		if a.panicked == nil {
 			a.discard()
 		} else {
@@ -439,12 +441,13 @@ func (a *attempt) run(op *operation, base http.RoundTripper, done chan<- *attemp
 func (h *hedged) attemptEnded(op *operation, a *attempt) (resp *http.Response, err error, end bool) {
 	h.remove(a)
 	if a.panicked != nil {
+		a.recordUnheard(op)
 		a.end()
 		h.settle(op, a, true) // a loser's panic after this one is not raised: this one is
 		h.letLosersFinish()
 		panic(a.panicked.v)
 	}
-	defer a.releaseOnPanic()
+	defer a.releaseOnPanic(op)
 	r, stop := op.assess(a)
 	f := hedgeFacts{stop: stop, inFlight: len(h.flight), inProgress: inProgressConflict(a.resp),
 		mayStart: h.mayHedge(op), hedgeError: a.hedge && a.err != nil}
@@ -493,9 +496,11 @@ func (h *hedged) setAside(op *operation, a *attempt) {
 
 // releaseOnPanic drains and closes the response of attempt a, received
 // by the loop and not yet handed on, and releases the attempt, when a hook
-// panics on the caller's goroutine meanwhile; then the panic goes on.
-func (a *attempt) releaseOnPanic() {
+// panics on the caller's goroutine meanwhile, telling the Throttle of it
+// if the hook ran first; then the panic goes on.
+func (a *attempt) releaseOnPanic(op *operation) {
 	if p := recover(); p != nil {
+		a.recordUnheard(op)
 		a.discard()
 		panic(p)
 	}
@@ -722,6 +727,7 @@ func (h *hedged) settle(op *operation, w *attempt, lost bool) *panicValue {
 		h.remove(a)
 		if a.panicked != nil {
 			first = cmp.Or(first, a.panicked)
+			a.recordUnheard(op)
 			a.end()
 			continue
 		}
@@ -735,7 +741,7 @@ func (h *hedged) settle(op *operation, w *attempt, lost bool) *panicValue {
 // reported. One the caller ended teaches no latency, as in a sequential
 // operation.
 func (h *hedged) settleLoser(op *operation, a *attempt, signalled, lost bool) {
-	defer a.releaseOnPanic()
+	defer a.releaseOnPanic(op)
 	if lost {
 		a.err = asLost(a.err)
 		a.learnLost(op.t, op.dist)
@@ -762,6 +768,7 @@ func collectLosers(op *operation, losers []*attempt, results <-chan *attempt, gr
 		a := <-results
 		if a.panicked != nil {
 			a.logPanic(op)
+			a.recordUnheard(op)
 			a.end()
 			continue
 		}

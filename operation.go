@@ -602,10 +602,8 @@ func (a *attempt) abandon(op *operation) {
 		op.cancel()
 	}
 	op.unsent.giveBack(op.budget, &op.adm.ticket, op.dist)
-	if op.unsent == holdsNothing && a.number > 0 && !a.recorded && op.adm.dest != nil {
-		// Sent, and not recorded: the Throttle is told it ended without
-		// an answer, so that a release's turn it took passes on.
-		op.t.Throttle.Record(op.adm.dest, &throttle.Result{Sent: a.start, Unheard: true}, op.clock)
+	if op.unsent == holdsNothing && a.number > 0 {
+		a.recordUnheard(op) // sent: a hedged operation's attempts are the loop's
 	}
 	panic(p)
 }

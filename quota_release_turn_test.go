@@ -72,7 +72,8 @@ const boomHeader = "X-Boom"
 // told how the attempt went. RoundTrip raises the panic, and the turn
 // passes on as for an attempt that ended without an answer: an operation
 // held for the next turn is sent and answered, not left waiting for an
-// answer that will never be recorded. Base is called three times.
+// answer that will never be recorded. Base is called three times. The
+// same holds for a hedged operation, whose attempts its hedged loop ends.
 func TestReleaseTurnOfAnAttemptEndedByAPanicIsGivenBack(t *testing.T) {
 	t.Parallel()
 	ok := func(r *http.Request) (*http.Response, error) {
@@ -98,28 +99,47 @@ func TestReleaseTurnOfAnAttemptEndedByAPanicIsGivenBack(t *testing.T) {
 			return ok(r)
 		}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			rig := newReleaseTurnRig(t, tc.answer, tc.setup)
-			boom := newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil)
-			boom.Header.Set(boomHeader, "1")
-			_, panicked := startRecovering(rig.tr, boom)
-			advance(t, rig.fc, 1, time.Second) // the pause ends: the held operation takes the turn
-			select {
-			case <-panicked:
-			case <-time.After(hangGuardBody):
-				t.Fatal("RoundTrip of the panicking attempt did not panic")
-			}
-			next := start(rig.tr, newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
-			r := await(t, next)
-			if r.err != nil || r.resp.StatusCode != http.StatusOK {
-				t.Fatalf("operation after the panicked turn: %v; want its 200", r.err)
-			}
-			r.resp.Body.Close()
-			if n := rig.calls.Load(); n != 3 {
-				t.Errorf("Base called %d times; want 3", n)
-			}
-		})
+		for _, hedged := range []bool{false, true} {
+			t.Run(tc.name+map[bool]string{false: "", true: "/hedged"}[hedged], func(t *testing.T) {
+				t.Parallel()
+				setup := tc.setup
+				if hedged {
+					// No hedge is sent: the fake clock never reaches its
+					// delay. The Budget refuses the pausing 429's retry.
+					setup = func(tr *Transport) {
+						tr.MaxAttempts, tr.Hedging, tr.Budget = 2, &Hedging{Delay: time.Hour}, &refusingBudget{}
+						if tc.setup != nil {
+							tc.setup(tr)
+						}
+					}
+				}
+				releasePanicTurn(t, newReleaseTurnRig(t, tc.answer, setup))
+			})
+		}
+	}
+}
+
+// releasePanicTurn sends the operation whose attempt panics, held for the
+// release of rig's pause, then the next one, and checks that the next one
+// was answered and Base called three times.
+func releasePanicTurn(t *testing.T, rig *releaseTurnRig) {
+	t.Helper()
+	boom := newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil)
+	boom.Header.Set(boomHeader, "1")
+	_, panicked := startRecovering(rig.tr, boom)
+	advance(t, rig.fc, 1, time.Second) // the pause ends: the held operation takes the turn
+	select {
+	case <-panicked:
+	case <-time.After(hangGuardBody):
+		t.Fatal("RoundTrip of the panicking attempt did not panic")
+	}
+	r := await(t, start(rig.tr, newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil)))
+	if r.err != nil || r.resp.StatusCode != http.StatusOK {
+		t.Fatalf("operation after the panicked turn: %v; want its 200", r.err)
+	}
+	r.resp.Body.Close()
+	if n := rig.calls.Load(); n != 3 {
+		t.Errorf("Base called %d times; want 3", n)
 	}
 }
 
@@ -190,5 +210,76 @@ func TestReleaseTurnPassesOnWhateverEndsTheAttempt(t *testing.T) {
 				t.Errorf("Base called %d times; want 3: the pausing 429, the turn-holder, the next", n)
 			}
 		})
+	}
+}
+
+// TestReleaseTurnOfAHedgedPanicPassesOnOnce: a 429 with Retry-After: 1
+// pauses the destination; a hedged operation held for it takes the
+// release's turn when the pause ends, is sent, and, while two more
+// operations wait for the next turn, its Transient hook panics. The turn
+// passes on once, not twice: one of the two is sent and, while its
+// answer is awaited, the other is not; it is sent once the first is
+// answered. Base is called four times: the pausing 429, the panicking
+// attempt, the two held.
+func TestReleaseTurnOfAHedgedPanicPassesOnOnce(t *testing.T) {
+	t.Parallel()
+	hold, boomNow := make(chan struct{}), make(chan struct{})
+	answer := func(r *http.Request) (*http.Response, error) {
+		if r.Header.Get(boomHeader) == "" {
+			<-hold
+		}
+		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	}
+	rig := newReleaseTurnRig(t, answer, func(tr *Transport) {
+		tr.MaxAttempts, tr.Hedging, tr.Budget = 2, &Hedging{Delay: time.Hour}, &refusingBudget{}
+		tr.Transient = func(resp *http.Response, err error) bool {
+			if resp != nil && resp.Request.Header.Get(boomHeader) != "" {
+				<-boomNow
+				panic("hook broke")
+			}
+			return IsTransient(resp, err)
+		}
+	})
+	boom := newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil)
+	boom.Header.Set(boomHeader, "1")
+	_, panicked := startRecovering(rig.tr, boom)
+	advance(t, rig.fc, 1, time.Second) // the pause ends: the held operation takes the turn
+	waitCalls(t, &rig.calls, 2)
+	first := start(rig.tr, newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+	second := start(rig.tr, newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil))
+	time.Sleep(20 * time.Millisecond) // both wait for the turn (a slow machine can only make a wrong verdict pass)
+	close(boomNow)
+	select {
+	case <-panicked:
+	case <-time.After(hangGuardBody):
+		t.Fatal("RoundTrip of the panicking attempt did not panic")
+	}
+	waitCalls(t, &rig.calls, 3)
+	time.Sleep(50 * time.Millisecond) // a second turn passed on would send the other now
+	if n := rig.calls.Load(); n != 3 {
+		t.Fatalf("Base called %d times while the first held operation was answered; want 3: the turn passed on twice", n)
+	}
+	close(hold)
+	for _, ch := range []<-chan result{first, second} {
+		r := await(t, ch)
+		if r.err != nil || r.resp.StatusCode != http.StatusOK {
+			t.Fatalf("held operation: %v; want its 200", r.err)
+		}
+		r.resp.Body.Close()
+	}
+	if n := rig.calls.Load(); n != 4 {
+		t.Errorf("Base called %d times; want 4", n)
+	}
+}
+
+// waitCalls waits until calls reaches n, failing the test when it does
+// not within hangGuardBody.
+func waitCalls(t *testing.T, calls *atomic.Int32, n int32) {
+	t.Helper()
+	for end := time.Now().Add(hangGuardBody); calls.Load() < n; {
+		if time.Now().After(end) {
+			t.Fatalf("Base called %d times; want %d", calls.Load(), n)
+		}
+		time.Sleep(100 * time.Microsecond) // a poll, not a timing assumption
 	}
 }
