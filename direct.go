@@ -183,15 +183,16 @@ func (f *firstAttempt) sendHedged(t *Transport, req *http.Request, base http.Rou
 		panic(p.v)
 	}
 	resp, err = normalize(base, a.req, resp, err)
-	elapsed := t.elapsedSince(clock, start, since)
 	if err != nil || IsTransient(resp, nil) {
 		h.started()
-		f.sent, f.resp, f.err, f.elapsed = true, resp, err, elapsed
+		f.sent, f.resp, f.err, f.elapsed = true, resp, err, t.elapsedSince(clock, start, since)
 		return nil, nil, false
 	}
-	a.status = resp.StatusCode
-	a.elapsed = elapsed
-	a.learn(f.dist)                // a zero start: the latency ended now
+	if f.dist.Derives() {
+		// Its latency is measured only when it derives something.
+		a.status, a.elapsed = resp.StatusCode, t.elapsedSince(clock, start, since)
+		a.learn(f.dist) // a zero start: the latency ended now
+	}
 	f.record(t, resp, time.Time{}) // no quota was known: nothing needs the start's wall time
 	wrapBody(resp, c, nil, nil)
 	h.recycleUnfired()

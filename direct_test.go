@@ -347,19 +347,23 @@ func memAnswer(req *http.Request, status int, body string) *http.Response {
 // operation's first attempt, sent directly, whose answer comes before the
 // hedge delay and is not final, is the loop's first attempt: the retry
 // follows after the budget's withdrawal, no hedge is sent, and the 503
-// teaches no latency.
+// teaches no latency. The delay is adaptive (its floor an hour), so that
+// latencies are kept: the first operation, with none known, is not
+// hedged; the second's 200, sent directly, and the third's 503 then 200
+// follow, and the three 200s are the latencies learned.
 func TestDirectHedgedTransientFirstAnswerGoesToTheLoop(t *testing.T) {
 	t.Parallel()
-	tr, calls := hedgedMem(time.Hour, func(n int64, req *http.Request) (*http.Response, error) {
-		if n == 2 {
+	tr, calls := hedgedMem(0, func(n int64, req *http.Request) (*http.Response, error) {
+		if n == 3 {
 			return memAnswer(req, 503, "busy"), nil
 		}
 		return memAnswer(req, 200, "ok"), nil
 	})
+	tr.Hedging.MinSamples, tr.Hedging.MinDelay = 1, time.Hour
 	budget := &countBudget{}
 	tr.Budget = budget
 	req, _ := http.NewRequest("GET", "mem://api.test/", nil)
-	for op := 1; op <= 2; op++ {
+	for op := 1; op <= 3; op++ {
 		resp, err := tr.RoundTrip(req)
 		if err != nil {
 			t.Fatalf("operation %d: %v", op, err)
@@ -369,14 +373,41 @@ func TestDirectHedgedTransientFirstAnswerGoesToTheLoop(t *testing.T) {
 		}
 		resp.Body.Close()
 	}
+	if calls.Load() != 4 {
+		t.Errorf("Base called %d times, want 4: two 200s, then a 503 and its retry, no hedge", calls.Load())
+	}
+	if d, w := budget.deposits.Load(), budget.withdrawals.Load(); d != 3 || w != 1 {
+		t.Errorf("budget: %d deposits, %d withdrawals; want 3 (one per operation), 1 (the retry)", d, w)
+	}
+	if n := tr.latencies().LookupHost(req).Held(); n != 3 {
+		t.Errorf("%d latencies learned; want 3, the three 200s (a 503 is none)", n)
+	}
+}
+
+// TestFixedHedgeDelayKeepsNoLatencies: with a fixed hedge delay and no
+// LearnAttemptTimeout, latencies derive nothing, and none are kept, on
+// the direct path or the loop's.
+func TestFixedHedgeDelayKeepsNoLatencies(t *testing.T) {
+	t.Parallel()
+	tr, calls := hedgedMem(time.Hour, func(n int64, req *http.Request) (*http.Response, error) {
+		if n == 2 {
+			return memAnswer(req, 503, "busy"), nil
+		}
+		return memAnswer(req, 200, "ok"), nil
+	})
+	req, _ := http.NewRequest("GET", "mem://api.test/", nil)
+	for op := 1; op <= 2; op++ {
+		resp, err := tr.RoundTrip(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("operation %d: %v; want its 200", op, err)
+		}
+		resp.Body.Close()
+	}
 	if calls.Load() != 3 {
-		t.Errorf("Base called %d times, want 3: a 200, then a 503 and its retry, no hedge", calls.Load())
+		t.Errorf("Base called %d times, want 3", calls.Load())
 	}
-	if d, w := budget.deposits.Load(), budget.withdrawals.Load(); d != 2 || w != 1 {
-		t.Errorf("budget: %d deposits, %d withdrawals; want 2 (one per operation), 1 (the retry)", d, w)
-	}
-	if n := tr.latencies().LookupHost(req).Held(); n != 2 {
-		t.Errorf("%d latencies learned; want 2, the two 200s (a 503 is none)", n)
+	if n := tr.latencies().LookupHost(req).Held(); n != 0 {
+		t.Errorf("%d latencies kept; want none", n)
 	}
 }
 

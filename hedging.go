@@ -221,8 +221,9 @@ func (t *Transport) latencies() *latency.Set {
 	}
 	cfg := latency.Config{MaxKeys: t.Hedging.maxKeys(), Burst: hedgeBurst}
 	if t.Hedging != nil && t.Hedging.Delay <= 0 {
-		// A fixed Delay derives nothing from the latencies: the set
-		// keeps them for the extra-load cap and the learned limit.
+		// Only an adaptive Delay derives from the latencies: with a
+		// fixed one the set keeps the extra-load cap, and latencies
+		// only for a learned limit.
 		cfg.HedgeQuantile = 1 - t.Hedging.maxExtraLoad()
 	}
 	if l := t.LearnAttemptTimeout; l != nil {

@@ -138,6 +138,14 @@ const maxSample = time.Duration(1<<62 - 1)
 // sample of no time at all.
 func slot(s uint64) uint64 { return s + 1 }
 
+// Derives reports whether d's latencies derive anything: a hedge delay
+// or an attempt limit. Those of a Dist that derives nothing are not
+// kept, and its caller need not measure them.
+func (d *Dist) Derives() bool {
+	cfg := &d.set.cfg
+	return cfg.HedgeQuantile > 0 || cfg.Learn != nil
+}
+
 // Record adds a latency, of an attempt that started at start (and ended
 // lat later, a time computed only when a computation is considered; with
 // start zero, the attempt ended now, on the system clock),
@@ -148,11 +156,13 @@ func slot(s uint64) uint64 { return s + 1 }
 // sample recorded while the window is copied for it may be missed by it,
 // and a slot taken but not written yet is left out.
 func (d *Dist) Record(lat time.Duration, censored bool, start time.Time) {
+	if !d.Derives() {
+		return // kept for nothing
+	}
 	i := d.recorded.Add(1)
 	d.ring[(i-1)%Window].Store(slot(sample(lat, censored)))
-	cfg := &d.set.cfg
 	n := min(i, Window)
-	if (cfg.HedgeQuantile <= 0 && cfg.Learn == nil) || i-d.checked.Load() < max(1, n/16) {
+	if i-d.checked.Load() < max(1, n/16) {
 		return // what every sample but one in n/16 costs: no lock
 	}
 	if !d.computing.TryLock() {
@@ -181,6 +191,7 @@ func (d *Dist) Record(lat time.Duration, censored bool, start time.Time) {
 		}
 	}
 	slices.Sort(sorted)
+	cfg := &d.set.cfg
 	if cfg.HedgeQuantile > 0 {
 		d.hedgeAt.Store(int64(kmQuantile(sorted, cfg.HedgeQuantile)) + 1)
 	}

@@ -331,3 +331,30 @@ func TestLatencyRecordWithoutAStartEndedNow(t *testing.T) {
 		t.Errorf("delay after a window of 50ms latencies without a start = %v; want 50ms", got)
 	}
 }
+
+// TestDistThatDerivesNothingKeepsNoLatencies: a Dist with neither a hedge
+// quantile nor a learned limit says it derives nothing, and keeps none
+// of the latencies recorded; one with either keeps them.
+func TestDistThatDerivesNothingKeepsNoLatencies(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want int64
+	}{
+		{"nothing", Config{MaxKeys: 1}, 0},
+		{"hedge quantile", Config{HedgeQuantile: 0.98, MaxKeys: 1}, 3},
+		{"learned limit", Config{Learn: &Learn{Quantile: 0.99, Factor: 2}, MaxKeys: 1}, 3},
+	} {
+		d := New(tc.cfg).Lookup("k")
+		if got := d.Derives(); got != (tc.want > 0) {
+			t.Errorf("%s: Derives() = %v", tc.name, got)
+		}
+		for range 3 {
+			d.Record(time.Millisecond, false, time.Time{})
+		}
+		if got := d.Held(); got != tc.want {
+			t.Errorf("%s: %d latencies held after 3; want %d", tc.name, got, tc.want)
+		}
+	}
+}
