@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,23 @@ type lazyCancelCtx struct {
 
 func newLazyCancelCtx(parent context.Context) *lazyCancelCtx {
 	return &lazyCancelCtx{parent: parent}
+}
+
+// requestWithCtx is a request and the lazyCancelCtx it carries, allocated
+// together.
+type requestWithCtx struct {
+	req http.Request
+	ctx lazyCancelCtx
+}
+
+// withLazyCancel returns a copy of req carrying a lazyCancelCtx of its
+// context, and that context, in one allocation: req.WithContext inlines,
+// so that the copy it makes stays on the stack.
+func withLazyCancel(req *http.Request) (*http.Request, *lazyCancelCtx) {
+	rc := new(requestWithCtx)
+	rc.ctx.parent = req.Context()
+	rc.req = *req.WithContext(&rc.ctx)
+	return &rc.req, &rc.ctx
 }
 
 // loaded returns the derived context, or nil when none was derived yet.

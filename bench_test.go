@@ -154,12 +154,12 @@ func BenchmarkLoopback(b *testing.B) {
 
 // hedgeNotFiredAllocs is the most allocations a hedged operation whose
 // hedge never fires may make over the same operation unhedged, over an
-// in-memory Base: the first attempt's cancelable context, which holds
-// the returned body's wrapper that releases it (1), and the request copy
-// that carries it (1). No goroutine and no channel: the first attempt is
-// sent on the caller's goroutine; the hedging state and its timer come
-// from a pool (hedgedPool).
-const hedgeNotFiredAllocs = 2
+// in-memory Base: the first attempt's request copy, allocated with the
+// cancelable context it carries and the returned body's wrapper that
+// releases it (withLazyCancel). No goroutine and no channel: the first
+// attempt is sent on the caller's goroutine; the hedging state and its
+// timer come from a pool (hedgedPool).
+const hedgeNotFiredAllocs = 1
 
 // TestHedgeNotFiredAllocationsOverUnhedged: with Hedging on and an answer
 // long before the delay, an operation allocates at most

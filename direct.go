@@ -165,9 +165,9 @@ func (f *firstAttempt) sendHedged(t *Transport, req *http.Request, base http.Rou
 	f.h = h
 	clock := t.clock()
 	start, since := t.startClock(clock)
-	c := newLazyCancelCtx(req.Context())
+	sent, c := withLazyCancel(req)
 	a := &h.first
-	a.number, a.req, a.start, a.cancelAttempt = 1, req.WithContext(c), start, c
+	a.number, a.req, a.start, a.cancelAttempt = 1, sent, start, c
 	h.deferred = deferredSetUp{t: t, req: req, base: base, dest: f.dest, dist: f.dist, since: since}
 	h.launched = start
 	h.flight = append(h.inFlight[:0], a)
