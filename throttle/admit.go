@@ -246,7 +246,8 @@ func (th *Throttle) TakeQuota(d *Dest, req *http.Request, clock Clock) (Ticket, 
 // QuotaReleased returns, while the operations held for d's ended pause
 // are let go one at a time, a channel closed when the next may ask
 // again: at the next answer, or when an attempt ends without one. It
-// returns nil otherwise. An operation refused with [ErrQuotaExhausted]
+// returns nil when the caller may ask again at once: no release is under
+// way, or a turn is free (one given back since the caller was refused). An operation refused with [ErrQuotaExhausted]
 // and a reset already past waits for it before asking again; see
 // WaitQuota.
 func (th *Throttle) QuotaReleased(d *Dest) <-chan struct{} {

@@ -760,13 +760,19 @@ func (q *quotaState) endRelease() {
 }
 
 // releaseWait returns a channel closed at the next answer during a
-// release, nil outside one.
+// release; nil when the caller may ask again at once: outside a release,
+// or while a turn is free. A turn given back after the caller was refused
+// and before it asked for the channel is free now, and the channel it
+// closed is gone: waiting on the next one would miss it.
 func (q *quotaState) releaseWait() <-chan struct{} {
 	if !q.releasing.Load() {
 		return nil
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if !q.releasing.Load() || q.rel.tokens > 0 {
+		return nil
+	}
 	return q.rel.wake
 }
 

@@ -139,3 +139,36 @@ func TestPauseEndLetsOneOfTheOperationsAskingAtOnceGo(t *testing.T) {
 		}
 	}
 }
+
+// TestReleaseTurnGivenBackBeforeTheWaitIsNotMissed: during a release whose
+// turn is out, an operation is refused; before it asks QuotaReleased for
+// the channel to wait on, the turn's attempt ends without an answer and
+// gives the turn back. QuotaReleased then says to ask again at once
+// (nil), and the operation is admitted: it does not wait on a channel
+// that only the next turn given back would close.
+func TestReleaseTurnGivenBackBeforeTheWaitIsNotMissed(t *testing.T) {
+	t.Parallel()
+	fc := clockwork.NewFakeClockAt(ruleDate)
+	th := &Throttle{draws: func() float64 { return 1 }, MinRate: -1}
+	ask(th, fc, http.MethodGet, "/", http.StatusTooManyRequests, http.Header{"Retry-After": {"1"}})
+	fc.Advance(time.Second)
+	req := ruleRequest("/")
+	d := th.Dest(req)
+	if _, _, err := th.Admit(d, req, fc); err != nil {
+		t.Fatalf("the first operation after the pause: %v; want the release's turn", err)
+	}
+	if _, _, err := th.Admit(d, req, fc); err != ErrQuotaExhausted {
+		t.Fatalf("an operation while the turn is out: %v; want ErrQuotaExhausted", err)
+	}
+	th.Record(d, &Result{Sent: fc.Now(), Unheard: true}, fc) // the turn comes back
+	if turn := th.QuotaReleased(d); turn != nil {
+		select {
+		case <-turn:
+		default:
+			t.Fatal("a turn is free, and QuotaReleased gave a channel still open: the operation would wait for a turn nobody gives back")
+		}
+	}
+	if _, _, err := th.Admit(d, req, fc); err != nil {
+		t.Errorf("asking again: %v; want the turn given back", err)
+	}
+}
