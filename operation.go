@@ -688,19 +688,30 @@ func sleep(clock clockwork.Clock, ctx context.Context, cancel <-chan struct{}, d
 	return clock.Since(start), full
 }
 
+// waitFactsAt is what resume needs to know of an operation at now:
+// whether its caller ended it, and the time left before its deadline,
+// when it has one.
+func waitFactsAt(callerEnded bool, deadline time.Time, bounded bool, now func() time.Time) waitFacts {
+	w := waitFacts{callerEnded: callerEnded, bounded: bounded}
+	if bounded {
+		w.left = deadline.Sub(now())
+	}
+	return w
+}
+
 // afterWait gathers what the pure rules of resume need to say whether the
 // planned attempt may start now that the wait is over, and asks the
 // destination's quota for the retry (waited for once more with
 // WaitQuota, and for its turn during a paced release) only once resume allowed the retry without it. a is the
 // attempt before the wait.
 func (op *operation) afterWait(a *attempt) StopReason {
-	w := waitFacts{callerEnded: op.callerEnded(), bounded: op.hasDeadline}
-	if w.bounded {
-		w.left = op.deadline.Sub(op.clock.Now())
-	}
+	w := waitFactsAt(op.callerEnded(), op.deadline, op.hasDeadline, op.clock.Now)
 	reason := resume(op.policy, w)
-	if reason == "" && op.adm.dest != nil {
-		w.quotaSpent = !op.takeQuotaForRetry()
+	if reason == "" && op.adm.dest != nil && !op.takeQuotaForRetry() {
+		// The quota's wait may have ended with the caller or the
+		// deadline: the facts are gathered again after it.
+		w = waitFactsAt(op.callerEnded(), op.deadline, op.hasDeadline, op.clock.Now)
+		w.quotaSpent = true
 		reason = resume(op.policy, w)
 	}
 	switch reason {

@@ -2,6 +2,7 @@ package httpretry
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -281,5 +282,58 @@ func waitCalls(t *testing.T, calls *atomic.Int32, n int32) {
 			t.Fatalf("Base called %d times; want %d", calls.Load(), n)
 		}
 		time.Sleep(100 * time.Microsecond) // a poll, not a timing assumption
+	}
+}
+
+// TestRetryWaitingForAReleaseTurnEndsCanceledWhenItsCallerCancels: a 429
+// with Retry-After: 1 pauses the destination. When the pause ends an
+// operation with WaitQuota and 2 attempts takes the release's turn and
+// is answered with a bare 429; while its retry waits out its backoff,
+// another operation takes the turn its 429 gave back, and hangs. The
+// retry then waits for the next turn, and its caller cancels it: the
+// operation ends canceled, its error matches context.Canceled, as any
+// other wait its caller ends, not as a refusal of the Throttle.
+func TestRetryWaitingForAReleaseTurnEndsCanceledWhenItsCallerCancels(t *testing.T) {
+	t.Parallel()
+	hold := make(chan struct{})
+	answer := func(r *http.Request) (*http.Response, error) {
+		st := http.StatusTooManyRequests
+		if r.Header.Get(boomHeader) != "" {
+			<-hold
+			st = http.StatusOK
+		}
+		return &http.Response{StatusCode: st, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
+	}
+	rig := newReleaseTurnRig(t, answer, nil)
+	rig.tr.MaxAttempts, rig.tr.Jitter = 2, waits(time.Second) // the pausing 429 was not retried
+	var o Outcome
+	ctx, cancel := context.WithCancel(WithOutcome(context.Background(), &o))
+	defer cancel()
+	retrier := start(rig.tr, newRequest(t, ctx, http.MethodGet, "http://api.test/", nil))
+	advance(t, rig.fc, 1, time.Second) // the pause ends: the operation takes the turn, meets a 429
+	waitCalls(t, &rig.calls, 2)
+	holder := newRequest(t, context.Background(), http.MethodGet, "http://api.test/", nil)
+	holder.Header.Set(boomHeader, "1")
+	held := start(rig.tr, holder)
+	waitCalls(t, &rig.calls, 3)
+	advance(t, rig.fc, 1, time.Second) // the backoff ends: the retry waits for the turn
+	time.Sleep(20 * time.Millisecond)  // the retry waits for the turn (a slow machine can only make a wrong verdict pass)
+	cancel()
+	r := await(t, retrier)
+	if r.err == nil {
+		r.resp.Body.Close()
+		t.Fatal("the canceled retry returned a response")
+	}
+	if !errors.Is(r.err, context.Canceled) || o.Reason != Canceled {
+		t.Errorf("error %v, reason %q; want context.Canceled, canceled", r.err, o.Reason)
+	}
+	close(hold)
+	if r := await(t, held); r.err != nil {
+		t.Errorf("held operation: %v", r.err)
+	} else {
+		r.resp.Body.Close()
+	}
+	if n := rig.calls.Load(); n != 3 {
+		t.Errorf("Base called %d times; want 3: the pausing 429, the retrier's 429, the holder", n)
 	}
 }
