@@ -594,3 +594,35 @@ func TestDirectHedgedStateGoesBackToThePoolAsNew(t *testing.T) {
 	}
 	t.Fatal("the pool never gave back a state an operation used")
 }
+
+// TestFixedHedgeDelayWithALearnedLimitKeepsLatencies: with a fixed hedge
+// delay and LearnAttemptTimeout, the latencies derive the attempt limit:
+// every good answer's latency is kept, the first attempt's and a
+// retry's, and the hedge delay reported is the fixed one.
+func TestFixedHedgeDelayWithALearnedLimitKeepsLatencies(t *testing.T) {
+	t.Parallel()
+	tr, calls := hedgedMem(time.Hour, func(n int64, req *http.Request) (*http.Response, error) {
+		if n == 2 {
+			return memAnswer(req, 503, "busy"), nil
+		}
+		return memAnswer(req, 200, "ok"), nil
+	})
+	tr.LearnAttemptTimeout = &LearnedTimeout{}
+	req, _ := http.NewRequest("GET", "mem://api.test/", nil)
+	for op := 1; op <= 2; op++ {
+		resp, err := tr.RoundTrip(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("operation %d: %v; want its 200", op, err)
+		}
+		resp.Body.Close()
+	}
+	if calls.Load() != 3 {
+		t.Errorf("Base called %d times, want 3", calls.Load())
+	}
+	if n := tr.latencies().LookupHost(req).Held(); n != 2 {
+		t.Errorf("%d latencies kept; want 2, the 200s'", n)
+	}
+	if d, ok := tr.HedgeDelay("api.test"); !ok || d != time.Hour {
+		t.Errorf("HedgeDelay %v, %v; want the fixed 1h", d, ok)
+	}
+}
