@@ -395,17 +395,7 @@ func TestFixedHedgeDelayKeepsNoLatencies(t *testing.T) {
 		}
 		return memAnswer(req, 200, "ok"), nil
 	})
-	req, _ := http.NewRequest("GET", "mem://api.test/", nil)
-	for op := 1; op <= 2; op++ {
-		resp, err := tr.RoundTrip(req)
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("operation %d: %v; want its 200", op, err)
-		}
-		resp.Body.Close()
-	}
-	if calls.Load() != 3 {
-		t.Errorf("Base called %d times, want 3", calls.Load())
-	}
+	req := twoOperationsAnswered(t, tr, calls)
 	if n := tr.latencies().LookupHost(req).Held(); n != 0 {
 		t.Errorf("%d latencies kept; want none", n)
 	}
@@ -608,6 +598,21 @@ func TestFixedHedgeDelayWithALearnedLimitKeepsLatencies(t *testing.T) {
 		return memAnswer(req, 200, "ok"), nil
 	})
 	tr.LearnAttemptTimeout = &LearnedTimeout{}
+	req := twoOperationsAnswered(t, tr, calls)
+	if n := tr.latencies().LookupHost(req).Held(); n != 2 {
+		t.Errorf("%d latencies kept; want 2, the 200s'", n)
+	}
+	if d, ok := tr.HedgeDelay("api.test"); !ok || d != time.Hour {
+		t.Errorf("HedgeDelay %v, %v; want the fixed 1h", d, ok)
+	}
+}
+
+// twoOperationsAnswered sends two operations to mem://api.test/ through
+// tr, whose Base answers the second's first attempt 503 (counted in
+// calls), and checks that each ends with a 200 after three calls of
+// Base in all. It returns the request sent.
+func twoOperationsAnswered(t *testing.T, tr *Transport, calls *atomic.Int64) *http.Request {
+	t.Helper()
 	req, _ := http.NewRequest("GET", "mem://api.test/", nil)
 	for op := 1; op <= 2; op++ {
 		resp, err := tr.RoundTrip(req)
@@ -619,10 +624,5 @@ func TestFixedHedgeDelayWithALearnedLimitKeepsLatencies(t *testing.T) {
 	if calls.Load() != 3 {
 		t.Errorf("Base called %d times, want 3", calls.Load())
 	}
-	if n := tr.latencies().LookupHost(req).Held(); n != 2 {
-		t.Errorf("%d latencies kept; want 2, the 200s'", n)
-	}
-	if d, ok := tr.HedgeDelay("api.test"); !ok || d != time.Hour {
-		t.Errorf("HedgeDelay %v, %v; want the fixed 1h", d, ok)
-	}
+	return req
 }

@@ -4,15 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/httpretry/httpretry/httptestutil"
-	"github.com/httpretry/httpretry/throttle"
 )
 
 // slowLink is a Base that holds each request for lag before sending it
@@ -101,26 +96,10 @@ func TestHedgedHoldersBehindNginxLimitReqAreReleasedOneAtATime(t *testing.T) {
 // scenario for what breaks and a Hedging.
 func hedgedRelease(t *testing.T, breaks string, hedging func(http.RoundTripper) *Hedging) {
 	t.Helper()
-	var backendCalls atomic.Int32
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if backendCalls.Add(1) == 1 {
-			w.Header().Set("Retry-After", "1")
-			w.WriteHeader(http.StatusTooManyRequests)
-		}
-	}))
-	defer backend.Close()
-	ngx := startNginx(t, httptestutil.NginxConfig{Upstream: strings.TrimPrefix(backend.URL, "http://"), LimitReq: "6r/m"})
 	inner := &http.Transport{MaxIdleConnsPerHost: 64}
 	defer inner.CloseIdleConnections()
 	base := &inflightCounter{inner: &slowLink{inner: inner, lag: 3 * time.Millisecond, mode: breaks}}
-	th := drawing(&throttle.Throttle{WaitQuota: true, MinRate: -1}, func() float64 { return 1 })
-	pauser := &Transport{Base: base, MaxAttempts: 1, Throttle: th}
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, ngx.URL+"/", nil)
-	resp, err := pauser.RoundTrip(req)
-	if err != nil || resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" {
-		t.Fatalf("the backend's first answer through nginx: %v; want its 429 with Retry-After: 1", err)
-	}
-	resp.Body.Close()
+	ngx, th := pausedBehindNginx(t, base)
 	boomed := func(resp *http.Response) bool {
 		return resp != nil && resp.Request != nil && resp.Request.Header.Get(boomHeader) != ""
 	}

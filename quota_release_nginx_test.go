@@ -43,25 +43,9 @@ func (c *inflightCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestWaitQuotaHoldersBehindNginxLimitReqAreReleasedOneAtATime(t *testing.T) {
 	realTime(t)
 	t.Parallel()
-	var backendCalls atomic.Int32
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if backendCalls.Add(1) == 1 {
-			w.Header().Set("Retry-After", "1")
-			w.WriteHeader(http.StatusTooManyRequests)
-		}
-	}))
-	defer backend.Close()
-	ngx := startNginx(t, httptestutil.NginxConfig{Upstream: strings.TrimPrefix(backend.URL, "http://"), LimitReq: "6r/m"})
 	base := &inflightCounter{inner: &http.Transport{MaxIdleConnsPerHost: 64}}
 	defer base.inner.(*http.Transport).CloseIdleConnections()
-	th := drawing(&throttle.Throttle{WaitQuota: true, MinRate: -1}, func() float64 { return 1 })
-	pauser := &Transport{Base: base, MaxAttempts: 1, Throttle: th}
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, ngx.URL+"/", nil)
-	resp, err := pauser.RoundTrip(req)
-	if err != nil || resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" {
-		t.Fatalf("the backend's first answer through nginx: %v; want its 429 with Retry-After: 1", err)
-	}
-	resp.Body.Close()
+	ngx, th := pausedBehindNginx(t, base)
 	tr := &Transport{Base: base, MaxAttempts: 3, MaxRetryAfter: time.Minute, BaseDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond, Throttle: th}
 	const holders = 20
 	var wg sync.WaitGroup
@@ -101,4 +85,31 @@ func TestWaitQuotaHoldersBehindNginxLimitReqAreReleasedOneAtATime(t *testing.T) 
 	if int64(logged) != sent || sent > 1+3*holders || sent < 1+holders {
 		t.Errorf("nginx logged %d requests, the client sent %d; want the same, from %d to %d", logged, sent, 1+holders, 1+3*holders)
 	}
+}
+
+// pausedBehindNginx starts a backend behind a real nginx that limits
+// requests to 6 a minute (its 429s carry no Retry-After and no rate-limit
+// fields), and sends one request through base with a Throttle that waits
+// for quotas: the backend answers it 429 with Retry-After: 1, which pauses
+// the destination. It returns nginx and the Throttle, paused.
+func pausedBehindNginx(t *testing.T, base http.RoundTripper) (*httptestutil.Nginx, *throttle.Throttle) {
+	t.Helper()
+	var backendCalls atomic.Int32
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if backendCalls.Add(1) == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	t.Cleanup(backend.Close)
+	ngx := startNginx(t, httptestutil.NginxConfig{Upstream: strings.TrimPrefix(backend.URL, "http://"), LimitReq: "6r/m"})
+	th := drawing(&throttle.Throttle{WaitQuota: true, MinRate: -1}, func() float64 { return 1 })
+	pauser := &Transport{Base: base, MaxAttempts: 1, Throttle: th}
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, ngx.URL+"/", nil)
+	resp, err := pauser.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("the backend's first answer through nginx: %v; want its 429 with Retry-After: 1", err)
+	}
+	resp.Body.Close()
+	return ngx, th
 }
