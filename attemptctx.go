@@ -36,19 +36,25 @@ func (f cancelFunc) cancel() { f() }
 // context.Canceled once canceled.
 type lazyCancelCtx struct {
 	parent context.Context
-	// derived is context.WithCancel(parent), written once, under mu,
-	// before hasDerived is set: a reader that sees hasDerived may read
-	// it without the lock.
-	derived    context.Context
-	hasDerived atomic.Bool
-	// mu protects canceled, cancelDerived and the making of derived.
-	mu            sync.Mutex
-	canceled      bool
+	// state says whether the context was canceled before anything was
+	// derived (lazyCanceled) or derived was made (lazyDerived); derived
+	// and cancelDerived are written once, before state says lazyDerived:
+	// a reader that sees it may read them without the lock.
+	state         atomic.Uint32
+	derived       context.Context
 	cancelDerived context.CancelFunc
+	mu            sync.Mutex // held while derived is made
 	// body is the wrapper of the response body returned with this
 	// context's attempt (see wrapBody), allocated with it.
 	body cancelBody
 }
+
+// The states of a lazyCancelCtx.
+const (
+	lazyFresh    = iota // neither canceled nor derived
+	lazyCanceled        // canceled before anything was derived
+	lazyDerived         // derived made (canceled already if it was)
+)
 
 func newLazyCancelCtx(parent context.Context) *lazyCancelCtx {
 	return &lazyCancelCtx{parent: parent}
@@ -73,7 +79,7 @@ func withLazyCancel(req *http.Request) (*http.Request, *lazyCancelCtx) {
 
 // loaded returns the derived context, or nil when none was derived yet.
 func (c *lazyCancelCtx) loaded() context.Context {
-	if !c.hasDerived.Load() {
+	if c.state.Load() != lazyDerived {
 		return nil
 	}
 	return c.derived
@@ -91,11 +97,10 @@ func (c *lazyCancelCtx) derive() context.Context {
 		return d
 	}
 	d, cancel := context.WithCancel(c.parent)
-	if c.canceled {
+	c.derived, c.cancelDerived = d, cancel
+	if c.state.Swap(lazyDerived) == lazyCanceled {
 		cancel()
 	}
-	c.derived, c.cancelDerived = d, cancel
-	c.hasDerived.Store(true)
 	return d
 }
 
@@ -104,13 +109,10 @@ func (c *lazyCancelCtx) Deadline() (time.Time, bool) { return c.parent.Deadline(
 func (c *lazyCancelCtx) Done() <-chan struct{} { return c.derive().Done() }
 
 func (c *lazyCancelCtx) Err() error {
-	if d := c.loaded(); d != nil {
-		return d.Err()
-	}
-	c.mu.Lock()
-	canceled := c.canceled
-	c.mu.Unlock()
-	if canceled {
+	switch c.state.Load() {
+	case lazyDerived:
+		return c.derived.Err()
+	case lazyCanceled:
 		return context.Canceled
 	}
 	return c.parent.Err()
@@ -123,13 +125,13 @@ func (c *lazyCancelCtx) Value(key any) any {
 	return c.parent.Value(key)
 }
 
-// cancel ends c, and the context derived from it if any.
+// cancel ends c, and the context derived from it if any. Before anything
+// was derived, it takes no lock.
 func (c *lazyCancelCtx) cancel() {
-	c.mu.Lock()
-	c.canceled = true
-	cancel := c.cancelDerived
-	c.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if c.state.CompareAndSwap(lazyFresh, lazyCanceled) {
+		return
+	}
+	if c.state.Load() == lazyDerived {
+		c.cancelDerived()
 	}
 }

@@ -144,12 +144,13 @@ func (h *Hedging) leavesFirstDirect() bool {
 // sendHedged sends req to base as the first attempt of a hedged
 // operation, when it may be sent directly (an outer layer that owns
 // retries, owned, leaves nothing to hedge): on its own context, on the
-// caller's goroutine, with the hedge timer armed. An answer before the
+// caller's goroutine, with the hedge delay armed. An answer before the
 // hedge delay that IsTransient calls final is returned with true, its
 // latency learned and the Throttle told; another goes to the loop (run).
-// When the hedge fires first, the timer's goroutine sets the operation
-// up and runs the loop (fired), and this goroutine hands the attempt over
-// once it ends and returns the loop's verdict, with true.
+// When the hedge fires first, the goroutine the hedge delay rang on sets
+// the operation up and runs the loop (fired), and this goroutine hands
+// the attempt over once it ends and returns the loop's verdict, with
+// true.
 func (f *firstAttempt) sendHedged(t *Transport, req *http.Request, base http.RoundTripper, owned bool) (*http.Response, error, bool) {
 	hg := t.Hedging
 	if owned || t.maxAttempts() < 2 || !hg.leavesFirstDirect() || !f.idleDest(t, req) {
@@ -171,9 +172,9 @@ func (f *firstAttempt) sendHedged(t *Transport, req *http.Request, base http.Rou
 	h.deferred = deferredSetUp{t: t, req: req, base: base, dest: f.dest, dist: f.dist, since: since}
 	h.launched = start
 	h.flight = append(h.inFlight[:0], a)
-	h.armFire(t, clock)
+	h.armFire(t, clock, since)
 	resp, err := a.callBase(base)
-	if !h.fire.Stop() {
+	if !h.stopFire() {
 		resp, err := h.handOver(resp, err)
 		return resp, err, true
 	}
@@ -206,7 +207,7 @@ func (f *firstAttempt) sendHedged(t *Transport, req *http.Request, base http.Rou
 func (h *hedged) recycleUnfired() {
 	h.first, h.deferred, h.launched = attempt{}, deferredSetUp{}, time.Time{}
 	h.flight, h.inFlight[0] = nil, nil
-	h.delay, h.finishLosers = 0, 0
+	h.delay, h.finishLosers, h.fire = 0, 0, nil
 	hedgedPool.Put(h)
 }
 
@@ -221,8 +222,8 @@ func (a *attempt) callBase(base http.RoundTripper) (resp *http.Response, err err
 	return base.RoundTrip(a.req)
 }
 
-// setUp sets the operation up, on the goroutine of the timer that fired
-// the hedge, while its first attempt, sent directly, runs: as RoundTrip
+// setUp sets the operation up, on the goroutine the hedge delay rang on,
+// while its first attempt, sent directly, runs: as RoundTrip
 // would have before sending it (which deposited into the budget, and
 // looked the Throttle's destination and the latencies up), with that
 // attempt in flight.
@@ -248,7 +249,8 @@ func (h *hedged) started() {
 }
 
 // handOver hands the first attempt, sent directly, to the loop the
-// hedge's timer started once the timer's goroutine set the operation up,
+// hedge delay started once the goroutine it rang on set the operation
+// up,
 // with what Base answered (resp, err) or its panic, and returns the
 // loop's verdict, or raises its panic after giving back what the
 // operation held for an attempt not sent.

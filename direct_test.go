@@ -542,7 +542,7 @@ func TestHedgedStateOfAOneAttemptOperationGoesBackToThePool(t *testing.T) {
 					t.Fatalf("RoundTrip: %v, %v; want %d", resp, err, c.status)
 				}
 				resp.Body.Close()
-				if h := hedgedPool.Get().(*hedged); h.realFire {
+				if h := hedgedPool.Get().(*hedged); h.fireFn != nil {
 					return // the state an operation used, back in the pool
 				}
 			}
@@ -553,7 +553,7 @@ func TestHedgedStateOfAOneAttemptOperationGoesBackToThePool(t *testing.T) {
 
 // TestDirectHedgedStateGoesBackToThePoolAsNew: the hedging state of an
 // operation whose first attempt, sent directly, answered before the hedge
-// delay goes back to the pool as a new one but for its stopped timer and
+// delay goes back to the pool as a new one but for its alarm, stopped, and
 // its ready channel, empty.
 func TestDirectHedgedStateGoesBackToThePoolAsNew(t *testing.T) {
 	tr, _ := hedgedMem(time.Hour, func(_ int64, req *http.Request) (*http.Response, error) {
@@ -567,13 +567,13 @@ func TestDirectHedgedStateGoesBackToThePoolAsNew(t *testing.T) {
 		}
 		resp.Body.Close()
 		h := hedgedPool.Get().(*hedged)
-		if !h.realFire {
+		if h.fireFn == nil {
 			continue // not the one the operation used: the pool dropped it
 		}
 		if len(h.ready) != 0 {
 			t.Errorf("the state back in the pool holds %d values in ready; want none", len(h.ready))
 		}
-		kept := map[string]bool{"fire": true, "realFire": true, "fireFn": true, "ready": true}
+		kept := map[string]bool{"alarm": true, "fireFn": true, "ready": true}
 		v := reflect.ValueOf(h).Elem()
 		for i := range v.NumField() {
 			if name := v.Type().Field(i).Name; !kept[name] && !v.Field(i).IsZero() {
@@ -625,4 +625,39 @@ func twoOperationsAnswered(t *testing.T, tr *Transport, calls *atomic.Int64) *ht
 		t.Errorf("Base called %d times, want 3", calls.Load())
 	}
 	return req
+}
+
+// TestHedgeAlarmOfAnOperationAnsweredLeavesNoEntry: an operation whose
+// first attempt answers before the hedge delay stops its alarm, and the
+// next operation's arming drops it: a thousand operations one after the
+// other, with an hour's delay, leave at most one entry in hedgeAlarms (the
+// last one's, stopped), through the loop (a 503 retried) and sent
+// directly, and no hedge is sent.
+func TestHedgeAlarmOfAnOperationAnsweredLeavesNoEntry(t *testing.T) {
+	var refuse bool // the operation's first attempt is answered 503
+	tr, calls := hedgedMem(time.Hour, func(_ int64, req *http.Request) (*http.Response, error) {
+		if refuse {
+			refuse = false
+			return memAnswer(req, 503, "busy"), nil
+		}
+		return memAnswer(req, 200, "ok"), nil
+	})
+	var hedges int
+	tr.OnDone = func(_ *http.Request, o Outcome) { hedges += o.Hedges }
+	req, _ := http.NewRequest("GET", "mem://api.test/", nil)
+	before := hedgeAlarms.Len()
+	for i := range 1000 {
+		refuse = i%10 == 0
+		resp, err := tr.RoundTrip(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("operation %d: %v, %v; want 200", i, resp, err)
+		}
+		resp.Body.Close()
+	}
+	if n := hedgeAlarms.Len(); n > max(before, 1) {
+		t.Fatalf("%d entries in hedgeAlarms after 1000 operations answered (%d before); want at most %d", n, before, max(before, 1))
+	}
+	if hedges != 0 || calls.Load() != 1100 {
+		t.Fatalf("%d hedges, %d calls; want 0, 1100 (each tenth operation's 503 retried once)", hedges, calls.Load())
+	}
 }

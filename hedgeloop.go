@@ -10,15 +10,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/httpretry/httpretry/internal/alarm"
 	"github.com/httpretry/httpretry/internal/latency"
 	"github.com/httpretry/httpretry/throttle"
 	"github.com/jonboulle/clockwork"
 )
 
 // This file holds the loop of a hedged operation. The first attempt runs
-// on the caller's goroutine with a timer armed for the hedge delay; only
-// when the timer fires first does the operation use goroutines: the
-// timer's runs the loop, which sends each further attempt on a goroutine
+// on the caller's goroutine with an alarm armed for the hedge delay (see
+// armFire); only when it rings first does the operation use goroutines:
+// the one it rings on runs the loop, which sends each further attempt on a goroutine
 // of its own, waits for the first of an attempt ending or the hedge delay
 // passing, lets the pure rules of decide.go say what follows, and settles
 // the losers once one attempt wins.
@@ -53,32 +54,36 @@ type hedged struct {
 	// as many attempts as most operations allow, allocated with this.
 	first    attempt
 	inFlight [4]*attempt
-	// fire is the timer armed when the first attempt is sent on the
-	// caller's goroutine: the operation belongs to the timer's goroutine
-	// if it fires before the attempt ends. timer is the loop's, armed
-	// only once the loop has a hedge or a retry to time.
+	// alarm (on the system clock) or fire (on a clock the caller gave)
+	// is armed when the first attempt is sent on the caller's
+	// goroutine: the operation belongs to the goroutine fired runs on if
+	// it rings before the attempt ends. alarm is made once, with the
+	// state, and kept by recycle, so that an entry of an earlier arming
+	// left in hedgeAlarms is told from the current one. timer is the
+	// loop's, armed only once the loop has a hedge or a retry to time.
+	alarm *alarm.Alarm
 	fire  clockwork.Timer
 	timer clockwork.Timer
-	// realFire says fire is of the real clock, kept in hedgedPool with
-	// the state; fireFn is fired, bound to h once.
-	realFire bool
-	fireFn   func()
+	// fireFn is fired, bound to h once, with alarm.
+	fireFn func()
 	// op is the operation itself, moved here from RoundTrip's stack.
 	op operation
-	// ready gets a value once the timer that fired has made the channels
-	// the caller's goroutine hands the first attempt over on, and waits
-	// for the verdict on: only a caller whose fire.Stop failed waits for
-	// it, so an operation the hedge never fired for touches it not. It is
-	// made once, with the state, and kept by recycle.
+	// ready gets a value once the goroutine the hedge delay rang on has
+	// made the channels the caller's goroutine hands the first attempt
+	// over on, and waits for the verdict on: only a caller whose stopFire
+	// failed waits for it, so an operation the hedge never fired for
+	// touches it not. It is made once, with the state, and kept by
+	// recycle.
 	ready   chan struct{}
 	verdict chan verdict
 	// finishing are the losers settle left to finish, and signalled what
 	// the winner said of the server, until letLosersFinish collects them.
 	finishing []*attempt
 	signalled bool
-	// deferred is what the timer's goroutine needs to set the operation
-	// up when the hedge fires while a first attempt sent directly (see
-	// firstAttempt.sendHedged) runs: the operation is not set up yet.
+	// deferred is what the goroutine the hedge delay rang on needs to set
+	// the operation up when the hedge fires while a first attempt sent
+	// directly (see firstAttempt.sendHedged) runs: the operation is not
+	// set up yet.
 	deferred deferredSetUp
 }
 
@@ -146,6 +151,7 @@ func newHedged(hg *Hedging, delay time.Duration) *hedged {
 	if h.fireFn == nil {
 		h.fireFn = h.fired // bound once, kept by recycle
 		h.ready = make(chan struct{}, 1)
+		h.alarm = new(alarm.Alarm)
 	}
 	h.delay, h.finishLosers = delay, hg.FinishLosers
 	return h
@@ -153,26 +159,41 @@ func newHedged(hg *Hedging, delay time.Duration) *hedged {
 
 // hedgedPool keeps the hedging states of operations that ended after one
 // attempt, sent before the hedge fired: nothing refers to them then (see
-// hedged.run), and their timer, stopped, is armed again for the next.
+// hedged.run), and their alarm, stopped, is armed again for the next.
 var hedgedPool = sync.Pool{New: func() any { return new(hedged) }}
 
-// recycle returns h to hedgedPool, as new but for its stopped timer.
+// recycle returns h to hedgedPool, as new but for its alarm, stopped or
+// rung, and what is bound once.
 func (h *hedged) recycle() {
-	fire, realFire, fireFn, ready := h.fire, h.realFire, h.fireFn, h.ready
-	*h = hedged{fire: fire, realFire: realFire, fireFn: fireFn, ready: ready}
+	fireFn, ready := h.fireFn, h.ready
+	*h = hedged{fireFn: fireFn, ready: ready, alarm: h.alarm}
 	hedgedPool.Put(h)
 }
 
-// armFire arms the timer of the hedge delay, the first time on the
-// operation's clock; a timer of the real clock is kept with the state and
-// set again, one of a clock the caller gave is made anew.
-func (h *hedged) armFire(t *Transport, clock clockwork.Clock) {
-	if h.realFire && t.Clock == nil {
-		h.fire.Reset(h.delay)
+// hedgeAlarms rings the hedge delays of every Transport on the system
+// clock from one timer (see package alarm): an operation whose first
+// attempt answers before its hedge delay, as most do, arms and stops an
+// alarm, not a runtime timer of its own.
+var hedgeAlarms = alarm.Set{Since: func() time.Duration { return time.Since(processStart) }}
+
+// armFire arms the first attempt's hedge delay, from now, the time since
+// processStart the attempt started at: on the system clock, h's alarm in
+// hedgeAlarms; on a clock the caller gave, a timer of its own.
+func (h *hedged) armFire(t *Transport, clock clockwork.Clock, now time.Duration) {
+	if t.Clock == nil {
+		hedgeAlarms.Arm(h.alarm, now, h.delay, h.fireFn)
 		return
 	}
 	h.fire = clock.AfterFunc(h.delay, h.fireFn)
-	h.realFire = t.Clock == nil
+}
+
+// stopFire stops what armFire armed, and reports whether it did before
+// the hedge delay rang: false when fired runs, or is about to.
+func (h *hedged) stopFire() bool {
+	if h.fire != nil {
+		return h.fire.Stop()
+	}
+	return h.alarm.Stop()
 }
 
 // run runs a hedged operation to its end, on a copy of the operation
@@ -181,12 +202,12 @@ func (h *hedged) armFire(t *Transport, clock clockwork.Clock) {
 // hook's panic gives back (the token and the quota request of an attempt
 // not sent), go back to op when run returns.
 //
-// The first attempt is sent on the caller's goroutine, with a timer armed
-// for the hedge delay: an operation whose first attempt answers before
-// it costs no goroutine and no channel. When the timer fires first (see
-// fired), the timer's goroutine starts the hedge (each attempt but the
-// first is sent on a goroutine of its own) and runs the loop from then
-// on, while the caller's goroutine waits in Base for the first
+// The first attempt is sent on the caller's goroutine, with an alarm
+// armed for the hedge delay: an operation whose first attempt answers
+// before it costs no goroutine and no channel. When the hedge delay rings
+// first (see fired), the goroutine it rings on starts the hedge (each
+// attempt but the first is sent on a goroutine of its own) and runs the
+// loop from then on, while the caller's goroutine waits in Base for the first
 // attempt, hands it to the loop, and waits for the loop's verdict. With
 // FinishLosers the first attempt may outlive RoundTrip: it is sent on a
 // goroutine of its own, as every other attempt.
@@ -220,9 +241,9 @@ func (h *hedged) run(op *operation, first *firstAttempt) (resp *http.Response, e
 	o.open(a, false)
 	h.launched = a.start
 	h.flight = append(h.flight, a)
-	h.armFire(o.t, o.clock)
+	h.armFire(o.t, o.clock, sinceProcessStart(a.start))
 	a.sendRecovering(&h.settled, o.base)
-	if h.fire.Stop() {
+	if h.stopFire() {
 		// The first attempt ended before the hedge delay: the
 		// operation goes on here, and no hedge fired. If it ends with
 		// that attempt, no goroutine was started and nothing left
@@ -232,7 +253,7 @@ func (h *hedged) run(op *operation, first *firstAttempt) (resp *http.Response, e
 		reuse = o.attempts == 1
 		return resp, err
 	}
-	// The hedge fired: the loop runs on the timer's goroutine.
+	// The hedge fired: the loop runs on the goroutine it rang on.
 	<-h.ready
 	h.results <- a
 	v := <-h.verdict
@@ -250,8 +271,8 @@ func (h *hedged) shareSettled() {
 	s.timed, s.idempotent, s.dist, s.adm.dest, s.body.kind = o.timed, o.idempotent, o.dist, o.adm.dest, o.body.kind
 }
 
-// verdict is what the loop, run on the goroutine of the timer that fired
-// the hedge, hands back to the caller's goroutine: an answer, or the panic
+// verdict is what the loop, run on the goroutine the hedge delay rang on,
+// hands back to the caller's goroutine: an answer, or the panic
 // to raise there.
 type verdict struct {
 	resp     *http.Response
@@ -259,8 +280,8 @@ type verdict struct {
 	panicked *panicValue
 }
 
-// fired runs on the timer's goroutine when the hedge delay passed before
-// the first attempt ended (the timer could no longer be stopped): the
+// fired runs on the goroutine the hedge delay rang on, when it passed
+// before the first attempt ended (the alarm could no longer be stopped): the
 // operation is this goroutine's from then on. It makes the channels the
 // loop needs, lets the caller's goroutine hand the first attempt over
 // once it ends, and runs the loop, which sends the hedge at once; the
