@@ -189,10 +189,11 @@ func (f *firstAttempt) sendHedged(t *Transport, req *http.Request, base http.Rou
 		f.sent, f.resp, f.err, f.elapsed = true, resp, err, t.elapsedSince(clock, start, since)
 		return nil, nil, false
 	}
-	if f.dist.Derives() {
-		// Its latency is measured only when it derives something.
-		a.status, a.elapsed = resp.StatusCode, t.elapsedSince(clock, start, since)
-		a.learn(f.dist) // a zero start: the latency ended now
+	a.status = resp.StatusCode
+	if record, censored := a.sample(); record && f.dist.Times() {
+		// Its latency is measured only when it is recorded.
+		a.elapsed = t.elapsedSince(clock, start, since)
+		f.dist.Record(a.elapsed, censored, a.start) // a zero start: the latency ended now
 	}
 	f.record(t, resp, time.Time{}) // no quota was known: nothing needs the start's wall time
 	wrapBody(resp, c, nil, nil)

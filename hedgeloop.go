@@ -815,7 +815,7 @@ func (a *attempt) learnLost(t *Transport, dist *latency.Dist) {
 		a.transient = t.transient(a.resp, a.err)
 	}
 	cut := errors.Is(a.err, context.Canceled) || errors.Is(a.err, ErrAttemptTimeout)
-	if record, censored := latencySample(goodAnswer(a.status, a.transient), cut); record {
+	if record, censored := latencySample(goodAnswer(a.status, a.transient), cut); record && dist.Times() {
 		dist.Record(a.elapsed, censored, a.start)
 	}
 }
@@ -831,9 +831,16 @@ func (a *attempt) learn(dist *latency.Dist) {
 // learnInto is learn's work when latencies are learned, apart so that
 // learn inlines.
 func (a *attempt) learnInto(dist *latency.Dist) {
-	if record, censored := latencySample(goodAnswer(a.status, a.transient), errors.Is(a.err, ErrAttemptTimeout)); record {
+	if record, censored := a.sample(); record && dist.Times() {
 		dist.Record(a.elapsed, censored, a.start)
 	}
+}
+
+// sample says whether the latency of a, which ended on its own, judged
+// by Transient already, is a sample, and whether it is censored (see
+// latencySample).
+func (a *attempt) sample() (record, censored bool) {
+	return latencySample(goodAnswer(a.status, a.transient), errors.Is(a.err, ErrAttemptTimeout))
 }
 
 // log records a hedge sent or refused, naming the hedge's attempt number

@@ -104,9 +104,16 @@ type Dist struct {
 	// has written yet.
 	ring [Window]atomic.Uint64
 
-	computing  sync.Mutex // protects sorted and computedAt; held while the quantiles are computed
+	computing  sync.Mutex // protects sorted, computedAt and computedN; held while the quantiles are computed
 	sorted     [Window]uint64
 	computedAt time.Time // the end time of the sample that last had the quantiles computed
+	computedN  int64     // recorded then
+
+	// shift is the stride's log2: one attempt in 1<<shift offered to
+	// Times is timed (see strideShift); 0 while every one is. offered
+	// counts those offered while it is not 0.
+	shift   atomic.Int64
+	offered atomic.Int64
 
 	hedgeAt atomic.Int64 // the hedge quantile, in nanoseconds, plus one: 0 until it is first computed
 	limitAt atomic.Int64 // the learned attempt limit, in nanoseconds; 0 for none
@@ -146,6 +153,46 @@ func (d *Dist) Derives() bool {
 	return cfg.HedgeQuantile > 0 || cfg.Learn != nil
 }
 
+// Times reports whether an attempt about to end is timed and its latency
+// recorded: never when d derives nothing; else always, but while
+// attempts end faster than the window holds between two computations of
+// the quantiles, when one in the stride (see strideShift). A caller told
+// false need not read the clock for the attempt's end.
+func (d *Dist) Times() bool {
+	if !d.Derives() {
+		return false
+	}
+	sh := d.shift.Load()
+	return sh == 0 || d.offered.Add(1)&(1<<sh-1) == 0
+}
+
+// maxShift is the largest stride's log2: one attempt in 64 timed.
+const maxShift = 6
+
+// strideShift returns the log2 of the stride for attempts ending at the
+// rate of attempts in span: the least power of two s, at most
+// 1<<maxShift, such that fewer than 2 × Window attempts timed, one in s,
+// end in RecomputeEvery. Every latency timed then stays in the window
+// until the next computation (at most RecomputeEvery later once the
+// window is full) or the one after, where timing every attempt would
+// have the window overwrite most latencies before any computation read
+// them and hold only the last few milliseconds of a fast client's
+// traffic. The attempts timed are chosen by their count, not by their
+// latency: the sample stays unbiased. 0 (every attempt) while fewer than
+// Window latencies are held (held), none overwritten yet, and when span
+// is not positive.
+func strideShift(held, attempts int64, span time.Duration) int64 {
+	if held < Window || span <= 0 {
+		return 0
+	}
+	perComputation := float64(attempts) * float64(RecomputeEvery) / float64(span)
+	var sh int64
+	for sh < maxShift && perComputation >= float64(int64(2*Window)<<sh) {
+		sh++
+	}
+	return sh
+}
+
 // Record adds a latency, of an attempt that started at start (and ended
 // lat later, a time computed only when a computation is considered; with
 // start zero, the attempt ended now, on the system clock),
@@ -162,7 +209,7 @@ func (d *Dist) Record(lat time.Duration, censored bool, start time.Time) {
 	i := d.recorded.Add(1)
 	d.ring[(i-1)%Window].Store(slot(sample(lat, censored)))
 	n := min(i, Window)
-	if i-d.checked.Load() < max(1, n/16) {
+	if i-d.checked.Load() < max(1, n/16) && d.shift.Load() == 0 {
 		return // what every sample but one in n/16 costs: no lock
 	}
 	if !d.computing.TryLock() {
@@ -174,14 +221,22 @@ func (d *Dist) Record(lat time.Duration, censored bool, start time.Time) {
 	if start.IsZero() {
 		end = time.Now()
 	}
-	if !recomputeDue(int(n), int(fresh), end.Sub(d.computedAt)) {
+	sinceLast := end.Sub(d.computedAt)
+	// The attempts ended since the last computation, timed or not.
+	attempts := (i - d.computedN) << d.shift.Load()
+	if !recomputeDue(int(n), int(fresh), sinceLast) {
 		if fresh >= max(1, n/16) {
 			d.checked.Store(i) // too soon: asked again after n/16 more
+		} else if sinceLast >= RecomputeEvery {
+			// A stride set while attempts came fast follows their
+			// rate down without waiting for n/16 latencies.
+			d.shift.Store(strideShift(n, attempts, sinceLast))
 		}
 		return
 	}
 	d.checked.Store(i)
-	d.computedAt = end
+	d.shift.Store(strideShift(n, attempts, sinceLast))
+	d.computedAt, d.computedN = end, i
 	sorted := d.sorted[:0]
 	for j := range n {
 		// A slot another Record took and has not written yet holds

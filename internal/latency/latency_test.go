@@ -358,3 +358,81 @@ func TestDistThatDerivesNothingKeepsNoLatencies(t *testing.T) {
 		}
 	}
 }
+
+// strideShift times every attempt until the window is full, and while
+// fewer than 2 × Window would end between two computations; above, one in
+// the least power of two that brings them under, at most 1<<maxShift.
+func TestStrideShift(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name           string
+		held, attempts int64
+		span           time.Duration
+		want           int64
+	}{
+		{"window not full", Window - 1, 1e9, RecomputeEvery, 0},
+		{"no time passed", Window, 1e9, 0, 0},
+		{"just under 2 × Window per computation", Window, 2*Window - 1, RecomputeEvery, 0},
+		{"2 × Window per computation", Window, 2 * Window, RecomputeEvery, 1},
+		{"as fast, over twice the span", Window, 4 * Window, 2 * RecomputeEvery, 1},
+		{"just under 4 × Window", Window, 4*Window - 1, RecomputeEvery, 1},
+		{"4 × Window", Window, 4 * Window, RecomputeEvery, 2},
+		{"a million a second", Window, 1e6, time.Second, 5},
+		{"capped", Window, 1e12, time.Second, maxShift},
+	} {
+		if got := strideShift(c.held, c.attempts, c.span); got != c.want {
+			t.Errorf("%s: strideShift(%d, %d, %v) = %d; want %d", c.name, c.held, c.attempts, c.span, got, c.want)
+		}
+	}
+}
+
+// At a million attempts a second, once the window is full, one attempt in
+// 32 is timed, chosen by count: the window's 2048 latencies then span
+// about 65 ms of traffic, not the last 2. When attempts come ten a second
+// again, every one is timed once a timed one has seen RecomputeEvery
+// pass: within a stride of attempts.
+func TestTimesOneInTheStrideWhileAttemptsComeFast(t *testing.T) {
+	t.Parallel()
+	d := hedgeSet().Lookup("k")
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	attempt := func(gap time.Duration) bool {
+		now = now.Add(gap)
+		if !d.Times() {
+			return false
+		}
+		d.Record(ms, false, now.Add(-ms))
+		return true
+	}
+	for range 1_000_000 {
+		attempt(time.Microsecond)
+	}
+	if sh := d.shift.Load(); sh != 5 {
+		t.Fatalf("stride 1<<%d after a second at a million a second; want 1<<5", sh)
+	}
+	timed := 0
+	for range 32 * 100 {
+		if attempt(time.Microsecond) {
+			timed++
+		}
+	}
+	if timed != 100 {
+		t.Fatalf("%d of 3200 attempts timed; want 100, one in 32", timed)
+	}
+	for i := range 64 {
+		timed := attempt(100 * ms)
+		if i >= 32 && !timed {
+			t.Fatalf("attempt %d at ten a second not timed; want every one after the first stride", i)
+		}
+	}
+	if sh := d.shift.Load(); sh != 0 {
+		t.Fatalf("stride 1<<%d at ten a second; want every attempt", sh)
+	}
+}
+
+// A Dist that derives nothing times nothing.
+func TestTimesNothingForADistThatDerivesNothing(t *testing.T) {
+	t.Parallel()
+	if New(Config{MaxKeys: 1, Burst: 1}).Lookup("k").Times() {
+		t.Fatal("Times of a Dist that derives nothing = true")
+	}
+}
