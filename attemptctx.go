@@ -33,7 +33,8 @@ func (f cancelFunc) cancel() { f() }
 // derived, every method defers to it, so that a context derived from this
 // one (net/http derives one per request) is its child, with no goroutine
 // to watch it; before, Value and Deadline are the parent's, and Err says
-// context.Canceled once canceled.
+// context.Canceled once canceled (the parent's error if it ended first).
+// Err never changes once it is not nil.
 type lazyCancelCtx struct {
 	parent context.Context
 	// state says whether the context was canceled before anything was
@@ -85,23 +86,35 @@ func (c *lazyCancelCtx) loaded() context.Context {
 	return c.derived
 }
 
-// derive returns the derived context, deriving it (canceled already if c
-// was) the first time.
+// derive returns the derived context, deriving it the first time: a
+// child of the parent, or, when c was canceled first, a context canceled
+// already that holds the parent's values (context.WithoutCancel), whose
+// Err, like c's, says context.Canceled even if the parent ended since. It
+// is published only once it says what c said.
 func (c *lazyCancelCtx) derive() context.Context {
 	if d := c.loaded(); d != nil {
 		return d
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if d := c.loaded(); d != nil {
-		return d
+	for {
+		switch c.state.Load() {
+		case lazyDerived:
+			return c.derived
+		case lazyCanceled:
+			d, cancel := context.WithCancel(context.WithoutCancel(c.parent))
+			cancel()
+			c.derived, c.cancelDerived = d, cancel
+			c.state.Store(lazyDerived)
+			return d
+		}
+		d, cancel := context.WithCancel(c.parent)
+		c.derived, c.cancelDerived = d, cancel
+		if c.state.CompareAndSwap(lazyFresh, lazyDerived) {
+			return d
+		}
+		cancel() // canceled meanwhile: derived again, canceled
 	}
-	d, cancel := context.WithCancel(c.parent)
-	c.derived, c.cancelDerived = d, cancel
-	if c.state.Swap(lazyDerived) == lazyCanceled {
-		cancel()
-	}
-	return d
 }
 
 func (c *lazyCancelCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
@@ -118,17 +131,25 @@ func (c *lazyCancelCtx) Err() error {
 	return c.parent.Err()
 }
 
+// Value is the parent's value, but for a canceled context, which derives
+// one canceled already: context.Cause looks its cancellation up through
+// Value, and finds it there.
 func (c *lazyCancelCtx) Value(key any) any {
-	if d := c.loaded(); d != nil {
-		return d.Value(key)
+	switch c.state.Load() {
+	case lazyDerived:
+		return c.derived.Value(key)
+	case lazyCanceled:
+		return c.derive().Value(key)
 	}
 	return c.parent.Value(key)
 }
 
 // cancel ends c, and the context derived from it if any. Before anything
-// was derived, it takes no lock.
+// was derived it takes no lock; once the parent has ended, it changes
+// nothing c says (Err stays the parent's). A cancel racing the parent's
+// end may be taken for either, as two causes at once are.
 func (c *lazyCancelCtx) cancel() {
-	if c.state.CompareAndSwap(lazyFresh, lazyCanceled) {
+	if c.state.Load() == lazyFresh && c.parent.Err() == nil && c.state.CompareAndSwap(lazyFresh, lazyCanceled) {
 		return
 	}
 	if c.state.Load() == lazyDerived {

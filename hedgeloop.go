@@ -177,8 +177,9 @@ func (h *hedged) recycle() {
 var hedgeAlarms = alarm.Set{Since: func() time.Duration { return time.Since(processStart) }}
 
 // armFire arms the first attempt's hedge delay, from now, the time since
-// processStart the attempt started at: on the system clock, h's alarm in
-// hedgeAlarms; on a clock the caller gave, a timer of its own.
+// processStart read as the attempt is about to be sent: on the system
+// clock, h's alarm in hedgeAlarms; on a clock the caller gave, a timer of
+// its own, from that clock's now.
 func (h *hedged) armFire(t *Transport, clock clockwork.Clock, now time.Duration) {
 	if t.Clock == nil {
 		hedgeAlarms.Arm(h.alarm, now, h.delay, h.fireFn)
@@ -241,7 +242,9 @@ func (h *hedged) run(op *operation, first *firstAttempt) (resp *http.Response, e
 	o.open(a, false)
 	h.launched = a.start
 	h.flight = append(h.flight, a)
-	h.armFire(o.t, o.clock, sinceProcessStart(a.start))
+	// The delay counts from now, the first attempt about to be sent:
+	// a.start may be the operation's, read before OnAttemptStart ran.
+	h.armFire(o.t, o.clock, time.Since(processStart))
 	a.sendRecovering(&h.settled, o.base)
 	if h.stopFire() {
 		// The first attempt ended before the hedge delay: the

@@ -287,15 +287,6 @@ func startAt(start time.Time, since time.Duration) time.Time {
 	return start
 }
 
-// sinceProcessStart returns start as the time since processStart, or
-// that time now when start is zero (an attempt that read no start).
-func sinceProcessStart(start time.Time) time.Duration {
-	if start.IsZero() {
-		return time.Since(processStart)
-	}
-	return start.Sub(processStart)
-}
-
 // elapsedSince returns the time since the start startClock read (start,
 // since) on clock.
 func (t *Transport) elapsedSince(clock clockwork.Clock, start time.Time, since time.Duration) time.Duration {

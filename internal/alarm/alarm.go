@@ -8,12 +8,15 @@
 // on a goroutine of its own (as [time.AfterFunc] runs its function), and
 // is armed again for the next.
 //
-// An alarm stopped stays on the heap until it reaches the top, where the
-// next Arm or ring drops it. When alarms are armed for a like delay,
-// the top is the oldest, stopped already in the common case, and the
-// heap holds about as many entries as alarms are armed and not yet
-// stopped; one alarm left armed keeps those armed after it, stopped or
-// not, until it rings (at most its delay).
+// An alarm stopped stays on the heap until the next Arm or ring finds it
+// at the top and drops it, or, when the heap has doubled since it was
+// last swept, the next Arm sweeps every stopped entry out. When alarms
+// are armed for a like delay, the top is the oldest, stopped already in
+// the common case, and the heap holds about as many entries as alarms
+// armed and not stopped; with unlike delays, stopped entries of long
+// delays wait under armed ones of short delays until a sweep. The heap
+// never holds more than twice the greater of minSweep and the alarms
+// armed, not stopped, at the last sweep.
 package alarm
 
 import (
@@ -61,7 +64,12 @@ type Set struct {
 	armed    bool          // timer is armed, for armedFor
 	armedFor time.Duration // when the timer fires, on Since's clock
 	heap     []entry       // the alarms armed, by due time
+	sweepAt  int           // the heap's length at which Arm sweeps it next; 0 for minSweep
 }
+
+// minSweep is the least heap length at which Arm sweeps the stopped
+// entries out.
+const minSweep = 32
 
 // entry is an arming of an alarm on the heap.
 type entry struct {
@@ -70,10 +78,10 @@ type entry struct {
 	due time.Duration // when it rings, on Since's clock
 }
 
-// Arm arms a to run ring after d from now, a time on Since's clock the
-// caller has just read (arming reads no clock). ring runs on a goroutine
-// of its own, unless a is stopped first. a must not be armed: stopped,
-// rung or new.
+// Arm arms a to run ring once d passed from now, a time on Since's clock
+// the caller read (arming reads the clock only when it moves the timer
+// earlier). ring runs on a goroutine of its own, unless a is stopped
+// first. a must not be armed: stopped, rung or new.
 func (s *Set) Arm(a *Alarm, now, d time.Duration, ring func()) {
 	gen := a.state.Load()>>2 + 1
 	a.ring = ring
@@ -83,9 +91,14 @@ func (s *Set) Arm(a *Alarm, now, d time.Duration, ring func()) {
 	for len(s.heap) > 0 && verdictOf(s.heap[0], now) == drop {
 		s.pop()
 	}
+	if len(s.heap) >= max(s.sweepAt, minSweep) {
+		s.sweep()
+	}
 	s.push(entry{a: a, gen: gen, due: due})
 	if !s.armed || due < s.armedFor {
-		s.armFor(due, d)
+		// From the clock read now: now may be a while ago, and a
+		// timer set for d from now would fire after due.
+		s.armFor(due, max(0, due-s.Since()))
 	}
 	s.mu.Unlock()
 }
@@ -98,6 +111,23 @@ func (s *Set) armFor(due, d time.Duration) {
 		return
 	}
 	s.timer.Reset(d)
+}
+
+// sweep drops every entry of an arming that rang or was stopped, and
+// sets the length at which the heap is swept again: twice what is left.
+func (s *Set) sweep() {
+	kept := s.heap[:0]
+	for _, e := range s.heap {
+		if current(e.a.state.Load(), e.gen) {
+			kept = append(kept, e)
+		}
+	}
+	clear(s.heap[len(kept):])
+	s.heap = kept
+	for i := len(kept)/2 - 1; i >= 0; i-- {
+		s.down(i)
+	}
+	s.sweepAt = 2 * max(len(kept), minSweep)
 }
 
 // action is what becomes of an entry at the top of the heap.
@@ -120,13 +150,17 @@ func verdictOf(e entry, now time.Duration) action {
 // when due; left to wait otherwise.
 func decide(state, gen uint64, due, now time.Duration) action {
 	switch {
-	case state != gen<<2|armed:
+	case !current(state, gen):
 		return drop
 	case due <= now:
 		return ring
 	}
 	return wait
 }
+
+// current reports whether an alarm whose state is state is armed, for
+// the arming of generation gen.
+func current(state, gen uint64) bool { return state == gen<<2|armed }
 
 // fire is the timer's function: it rings the alarms due, drops those
 // stopped at the top, and arms the timer for the next.
@@ -174,12 +208,20 @@ func (s *Set) push(e entry) {
 // pop removes the heap's top, and lets a heap that grew large and
 // emptied go.
 func (s *Set) pop() {
-	h := s.heap
-	n := len(h) - 1
-	h[0] = h[n]
-	h[n] = entry{}
-	h = h[:n]
-	for i := 0; ; {
+	n := len(s.heap) - 1
+	s.heap[0] = s.heap[n]
+	s.heap[n] = entry{}
+	s.heap = s.heap[:n]
+	s.down(0)
+	if n == 0 && cap(s.heap) > maxKeptCap {
+		s.heap = nil
+	}
+}
+
+// down moves the heap's entry i down to its place.
+func (s *Set) down(i int) {
+	h, n := s.heap, len(s.heap)
+	for {
 		least, l, r := i, 2*i+1, 2*i+2
 		if l < n && h[l].due < h[least].due {
 			least = l
@@ -188,15 +230,11 @@ func (s *Set) pop() {
 			least = r
 		}
 		if least == i {
-			break
+			return
 		}
 		h[i], h[least] = h[least], h[i]
 		i = least
 	}
-	if n == 0 && cap(h) > maxKeptCap {
-		h = nil
-	}
-	s.heap = h
 }
 
 // maxKeptCap is the largest heap storage kept once the heap is empty.

@@ -242,3 +242,43 @@ func TestEveryArmingRingsOnceOrIsStopped(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// An alarm armed from a time read a while ago, due already, rings at
+// once: the timer is set from the clock read when it moves, never for the
+// whole delay from now, which would make it and every alarm due before it
+// ring late.
+func TestAnAlarmArmedFromATimeReadAWhileAgoRingsWhenDue(t *testing.T) {
+	m := newManual(t)
+	r := newRinger()
+	m.now = 10 * time.Hour
+	m.Arm(&r.a, time.Hour, time.Hour, r.ring) // due at 2h, 8h ago
+	r.await(t, 1)
+}
+
+// Stopped entries of long delays under an armed one of a short delay are
+// swept out as the heap doubles: the heap stays within twice the greater
+// of minSweep and the alarms armed, and what is armed still rings, once.
+func TestStoppedAlarmsUnderAnArmedOneAreSweptOut(t *testing.T) {
+	m := newManual(t)
+	held := newRinger()
+	m.Arm(&held.a, m.now, time.Minute, held.ring)
+	r := newRinger()
+	most := 0
+	for range 1000 {
+		m.now += time.Millisecond
+		m.Arm(&r.a, m.now, time.Hour, r.ring)
+		most = max(most, m.Len())
+		r.a.Stop()
+	}
+	if most > 2*minSweep {
+		t.Fatalf("the heap held up to %d entries behind one armed alarm; want at most %d", most, 2*minSweep)
+	}
+	m.Arm(&r.a, m.now, time.Hour, r.ring) // the last arming, left armed
+	m.now += 2 * time.Hour
+	m.fire()
+	held.await(t, 1)
+	r.await(t, 1)
+	if held.rings.Load() != 1 || r.rings.Load() != 1 || m.Len() != 0 {
+		t.Fatalf("rings %d and %d, %d entries left; want 1, 1 and none", held.rings.Load(), r.rings.Load(), m.Len())
+	}
+}
