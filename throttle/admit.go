@@ -346,10 +346,10 @@ func (th *Throttle) Record(d *Dest, r *Result, clock Clock) {
 // caller that knows an answer is served (a 2xx, say) may ask Served
 // first and build a Result only when it refuses.
 func (th *Throttle) Served(d *Dest, status int, h http.Header, clock Clock) bool {
-	if th.hotFor(d) || d.quota.wants(status) {
+	if d.hot.Load() || d.fleetHot() || d.quota.wants(status) { // hotFor, inlined by hand
 		return false
 	}
-	if th.count(d, orSystem(clock)) {
+	if n := d.countPending(); n != 0 && th.countEdge(d, n, orSystem(clock)) {
 		d.quota.sample(h)
 	}
 	return true

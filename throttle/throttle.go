@@ -274,19 +274,21 @@ func (th *Throttle) refuse(s *Dest, clock Clock) error {
 	return ErrThrottled
 }
 
-// count counts an accept of a cold destination, folding the pending
-// accepts into its window every pendingFold; it reports whether it
-// folded them.
-func (th *Throttle) count(s *Dest, clock Clock) bool {
-	if n := s.pending.Add(1); n == 1 || n >= pendingFold {
-		return th.countEdge(s, n, clock)
+// countPending counts an accept of a cold destination in pending, and
+// returns the count pending with it when that is an edge: the first
+// accept pending (n == 1), whose time is stamped, or the pendingFold-th,
+// which folds them into the window (see countEdge); 0 otherwise, which is
+// all it costs: an atomic addition.
+func (s *Dest) countPending() int64 {
+	if n := s.pending.Add(1); uint64(n-2) >= pendingFold-2 { // n == 1 || n >= pendingFold
+		return n
 	}
-	return false
+	return 0
 }
 
-// countEdge is count for the first accept pending (n == 1), which stamps
-// when it came, and for the pendingFold-th, which folds them; apart so
-// that count inlines.
+// countEdge is what an edge of countPending costs more: the first accept
+// pending (n == 1) stamps when it came, the pendingFold-th folds them; it
+// reports whether it folded them.
 func (th *Throttle) countEdge(s *Dest, n int64, clock Clock) bool {
 	if n == 1 && s.first.Load() == 0 {
 		s.first.CompareAndSwap(0, stamp(clock.Now()))
@@ -315,7 +317,9 @@ func (th *Throttle) request(s *Dest, clock Clock) {
 // window while it is hot.
 func (th *Throttle) accept(s *Dest, clock Clock) {
 	if !th.hotFor(s) {
-		th.count(s, clock)
+		if n := s.countPending(); n != 0 {
+			th.countEdge(s, n, clock)
+		}
 		return
 	}
 	th.tally(s, clock.Now(), 1, 1, false)
