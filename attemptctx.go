@@ -38,7 +38,8 @@ func (f cancelFunc) cancel() { f() }
 type lazyCancelCtx struct {
 	parent context.Context
 	// state says whether the context was canceled before anything was
-	// derived (lazyCanceled) or derived was made (lazyDerived); derived
+	// derived (lazyCanceled), was found ended with its parent
+	// (lazyEnded), or derived was made (lazyDerived); derived
 	// and cancelDerived are written once, before state says lazyDerived:
 	// a reader that sees it may read them without the lock.
 	state         atomic.Uint32
@@ -52,8 +53,9 @@ type lazyCancelCtx struct {
 
 // The states of a lazyCancelCtx.
 const (
-	lazyFresh    = iota // neither canceled nor derived
+	lazyFresh    = iota // neither canceled, nor ended, nor derived
 	lazyCanceled        // canceled before anything was derived
+	lazyEnded           // Err found the parent ended before anything was derived or canceled
 	lazyDerived         // derived made (canceled already if it was)
 )
 
@@ -110,7 +112,10 @@ func (c *lazyCancelCtx) derive() context.Context {
 		}
 		d, cancel := context.WithCancel(c.parent)
 		c.derived, c.cancelDerived = d, cancel
-		if c.state.CompareAndSwap(lazyFresh, lazyDerived) {
+		if st := c.state.Load(); st == lazyEnded || c.state.CompareAndSwap(lazyFresh, lazyDerived) {
+			// An ended state changes only here, under mu; the parent
+			// ended, so d has its error.
+			c.state.Store(lazyDerived)
 			return d
 		}
 		cancel() // canceled meanwhile: derived again, canceled
@@ -121,14 +126,25 @@ func (c *lazyCancelCtx) Deadline() (time.Time, bool) { return c.parent.Deadline(
 
 func (c *lazyCancelCtx) Done() <-chan struct{} { return c.derive().Done() }
 
+// Err is the derived context's, context.Canceled when canceled first,
+// else the parent's. Once it said the parent's error, it keeps saying
+// it: the state records that the parent ended first, so that a cancel
+// racing the parent's end is taken for one cause or the other, never
+// both.
 func (c *lazyCancelCtx) Err() error {
 	switch c.state.Load() {
 	case lazyDerived:
 		return c.derived.Err()
 	case lazyCanceled:
 		return context.Canceled
+	case lazyEnded:
+		return c.parent.Err()
 	}
-	return c.parent.Err()
+	err := c.parent.Err()
+	if err == nil || c.state.CompareAndSwap(lazyFresh, lazyEnded) {
+		return err
+	}
+	return c.Err() // canceled or derived meanwhile
 }
 
 // Value is the parent's value, but for a canceled context, which derives
@@ -141,13 +157,13 @@ func (c *lazyCancelCtx) Value(key any) any {
 	case lazyCanceled:
 		return c.derive().Value(key)
 	}
-	return c.parent.Value(key)
+	return c.parent.Value(key) // fresh, or ended with the parent
 }
 
 // cancel ends c, and the context derived from it if any. Before anything
 // was derived it takes no lock; once the parent has ended, it changes
 // nothing c says (Err stays the parent's). A cancel racing the parent's
-// end may be taken for either, as two causes at once are.
+// end is taken for one or the other (see Err).
 func (c *lazyCancelCtx) cancel() {
 	if c.state.Load() == lazyFresh && c.parent.Err() == nil && c.state.CompareAndSwap(lazyFresh, lazyCanceled) {
 		return

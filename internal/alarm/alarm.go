@@ -33,7 +33,6 @@ type Alarm struct {
 	// status of that arming in the low two bits: a ring of an entry left
 	// on the heap by an earlier arming is told from the current one.
 	state atomic.Uint64
-	ring  func() // what a ring of the current arming runs
 }
 
 // The status of an alarm's arming, state's low two bits.
@@ -73,9 +72,10 @@ const minSweep = 32
 
 // entry is an arming of an alarm on the heap.
 type entry struct {
-	a   *Alarm
-	gen uint64        // the arming's generation
-	due time.Duration // when it rings, on Since's clock
+	a    *Alarm
+	gen  uint64        // the arming's generation
+	due  time.Duration // when it rings, on Since's clock
+	ring func()        // what it runs: the arming's own, even if the alarm is armed again as it rings
 }
 
 // Arm arms a to run ring once d passed from now, a time on Since's clock
@@ -84,7 +84,6 @@ type entry struct {
 // first. a must not be armed: stopped, rung or new.
 func (s *Set) Arm(a *Alarm, now, d time.Duration, ring func()) {
 	gen := a.state.Load()>>2 + 1
-	a.ring = ring
 	a.state.Store(gen<<2 | armed)
 	due := now + d
 	s.mu.Lock() // nothing below panics: no defer, which costs more than the rest
@@ -94,7 +93,7 @@ func (s *Set) Arm(a *Alarm, now, d time.Duration, ring func()) {
 	if len(s.heap) >= max(s.sweepAt, minSweep) {
 		s.sweep()
 	}
-	s.push(entry{a: a, gen: gen, due: due})
+	s.push(entry{a: a, gen: gen, due: due, ring: ring})
 	if !s.armed || due < s.armedFor {
 		// From the clock read now: now may be a while ago, and a
 		// timer set for d from now would fire after due.
@@ -165,9 +164,9 @@ func current(state, gen uint64) bool { return state == gen<<2|armed }
 // fire is the timer's function: it rings the alarms due, drops those
 // stopped at the top, and arms the timer for the next.
 func (s *Set) fire() {
-	now := s.Since()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := s.Since() // under the lock: a wait for it would make the next arming late
 	s.armed = false
 	for len(s.heap) > 0 {
 		e := s.heap[0]
@@ -177,7 +176,7 @@ func (s *Set) fire() {
 			return
 		case ring:
 			if e.a.state.CompareAndSwap(e.gen<<2|armed, e.gen<<2|rung) {
-				go e.a.ring()
+				go e.ring()
 			}
 		}
 		s.pop()
@@ -213,8 +212,11 @@ func (s *Set) pop() {
 	s.heap[n] = entry{}
 	s.heap = s.heap[:n]
 	s.down(0)
-	if n == 0 && cap(s.heap) > maxKeptCap {
-		s.heap = nil
+	if n == 0 {
+		s.sweepAt = 0 // the next sweep is for what is armed from now on
+		if cap(s.heap) > maxKeptCap {
+			s.heap = nil
+		}
 	}
 }
 

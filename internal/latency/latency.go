@@ -104,10 +104,15 @@ type Dist struct {
 	// has written yet.
 	ring [Window]atomic.Uint64
 
-	computing  sync.Mutex // protects sorted, computedAt and computedN; held while the quantiles are computed
+	computing  sync.Mutex // protects sorted, computedAt, strideAt and strideN; held while the quantiles are computed
 	sorted     [Window]uint64
 	computedAt time.Time // the end time of the sample that last had the quantiles computed
-	computedN  int64     // recorded then
+	// strideAt and strideN are the end time of the sample and the
+	// recorded count at the last computation or change of the stride:
+	// every sample recorded since was timed under the stride that holds
+	// now, which the rate is measured from.
+	strideAt time.Time
+	strideN  int64
 
 	// shift is the stride's log2: one attempt in 1<<shift offered to
 	// Times is timed (see strideShift); 0 while every one is. offered
@@ -156,14 +161,31 @@ func (d *Dist) Derives() bool {
 // Times reports whether an attempt about to end is timed and its latency
 // recorded: never when d derives nothing; else always, but while
 // attempts end faster than the window holds between two computations of
-// the quantiles, when one in the stride (see strideShift). A caller told
-// false need not read the clock for the attempt's end.
+// the quantiles, when it is the one of its block of a stride's attempts
+// (see strideShift) that a hash of the block's number picks. The place
+// in the block changes from block to block, so that traffic that repeats
+// with a period (three small requests, then a large one; a hedge's
+// winner, then its loser) has every part of it timed alike. A caller
+// told false need not read the clock for the attempt's end.
 func (d *Dist) Times() bool {
 	if !d.Derives() {
 		return false
 	}
 	sh := d.shift.Load()
-	return sh == 0 || d.offered.Add(1)&(1<<sh-1) == 0
+	if sh == 0 {
+		return true
+	}
+	n, mask := uint64(d.offered.Add(1)), uint64(1)<<sh-1
+	return n&mask == mix(n>>sh)&mask
+}
+
+// mix is splitmix64's finalizer: a block number's bits, spread.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 // maxShift is the largest stride's log2: one attempt in 64 timed.
@@ -221,22 +243,19 @@ func (d *Dist) Record(lat time.Duration, censored bool, start time.Time) {
 	if start.IsZero() {
 		end = time.Now()
 	}
-	sinceLast := end.Sub(d.computedAt)
-	// The attempts ended since the last computation, timed or not.
-	attempts := (i - d.computedN) << d.shift.Load()
-	if !recomputeDue(int(n), int(fresh), sinceLast) {
+	if !recomputeDue(int(n), int(fresh), end.Sub(d.computedAt)) {
 		if fresh >= max(1, n/16) {
 			d.checked.Store(i) // too soon: asked again after n/16 more
-		} else if sinceLast >= RecomputeEvery {
+		} else if end.Sub(d.strideAt) >= RecomputeEvery {
 			// A stride set while attempts came fast follows their
 			// rate down without waiting for n/16 latencies.
-			d.shift.Store(strideShift(n, attempts, sinceLast))
+			d.setStride(n, i, end, false)
 		}
 		return
 	}
 	d.checked.Store(i)
-	d.shift.Store(strideShift(n, attempts, sinceLast))
-	d.computedAt, d.computedN = end, i
+	d.setStride(n, i, end, true)
+	d.computedAt = end
 	sorted := d.sorted[:0]
 	for j := range n {
 		// A slot another Record took and has not written yet holds
@@ -252,6 +271,19 @@ func (d *Dist) Record(lat time.Duration, censored bool, start time.Time) {
 	}
 	if l := cfg.Learn; l != nil {
 		d.limitAt.Store(int64(learnedLimit(l, kmQuantile(sorted, l.Quantile))))
+	}
+}
+
+// setStride sets the stride from the rate of the attempts that ended
+// since its base (every one timed, one in the stride that holds), at the
+// i-th sample, ending at end, n held; the base moves to that sample when
+// the stride changes, or always (at a computation).
+func (d *Dist) setStride(n, i int64, end time.Time, always bool) {
+	sh := d.shift.Load()
+	next := strideShift(n, (i-d.strideN)<<sh, end.Sub(d.strideAt))
+	if next != sh || always {
+		d.shift.Store(next)
+		d.strideAt, d.strideN = end, i
 	}
 }
 
