@@ -17,6 +17,9 @@
 // delays wait under armed ones of short delays until a sweep. The heap
 // never holds more than twice the greater of minSweep and the alarms
 // armed, not stopped, at the last sweep.
+//
+// A set has one lock, taken by every Arm: goroutines arming at once on
+// many cores wait for each other, where runtime timers are kept per P.
 package alarm
 
 import (
