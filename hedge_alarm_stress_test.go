@@ -39,12 +39,8 @@ func TestHedgeNeverStartsBeforeItsDelayUnderConcurrency(t *testing.T) {
 		}
 		w.Write([]byte(id))
 	})
-	h1 := httptest.NewServer(handler)
-	defer h1.Close()
-	h2 := httptest.NewUnstartedServer(handler)
-	h2.EnableHTTP2 = true
-	h2.StartTLS()
-	defer h2.Close()
+	h1 := newLoopbackServer(t, false, handler)
+	h2 := newLoopbackServer(t, true, handler)
 
 	type setup struct {
 		srv   *httptest.Server

@@ -27,12 +27,8 @@ func TestStillClockTimesEveryAnswerAndNoFinalFailureOverLoopback(t *testing.T) {
 		}
 		w.Write([]byte("ok"))
 	})
-	h1 := httptest.NewServer(h)
-	defer h1.Close()
-	h2 := httptest.NewUnstartedServer(h)
-	h2.EnableHTTP2 = true
-	h2.StartTLS()
-	defer h2.Close()
+	h1 := newLoopbackServer(t, false, h)
+	h2 := newLoopbackServer(t, true, h)
 	for _, srv := range []*httptest.Server{h1, h2} {
 		for _, loop := range []bool{false, true} {
 			n.Store(0)
