@@ -141,7 +141,7 @@ cyclo:
 
 race: deps
 	@for m in $(MODULES); do short=; [ $$m = bench ] && short=-short; \
-		echo "go test -race $$short ($$m)"; (cd $$m && $(GO) test -race -count=1 $$short ./...) || exit 1; done
+		echo "go test -race $$short ($$m)"; (cd $$m && GO="$(GO)" $(CURDIR)/scripts/gotest.sh -race -count=1 $$short ./...) || exit 1; done
 
 ## redis-drills: contrib/redisretry's failover drills (build tag drills),
 ## real servers killed and failed over under traffic: a Cluster master
