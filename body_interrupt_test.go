@@ -77,8 +77,11 @@ func TestTimeoutEndsAnAttemptWhoseBodyReadIsBlocked(t *testing.T) {
 	}
 }
 
-// hangGuardBody bounds how long the test waits for what must happen at
-// once: it fails only when RoundTrip waits for the stalled body itself.
+// hangGuardBody bounds how long a test waits for what must happen at
+// once, or for a server that waits for the test: it fails, under its own
+// name, where a wait without a bound would hang the package until its
+// timeout. Here it fails only when RoundTrip waits for the stalled body
+// itself.
 const hangGuardBody = 10 * time.Second
 
 // TestAttemptCutUnderABlockedBodyReadReportsTheDeadline: a Base that
