@@ -189,9 +189,7 @@ func TestAlarmHeapEmptiesOnceAHungOperationsHedgeRings(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	for hungHits.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	pollUntil(t, "the hung operation's first attempt to reach the server", func() bool { return hungHits.Load() > 0 })
 	fast := &Transport{Budget: Unlimited, Hedging: &Hedging{Delay: delay},
 		Base: roundTripFunc(func(req *http.Request) (*http.Response, error) { return response(req, 200, "ok"), nil })}
 	ops := 0

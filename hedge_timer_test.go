@@ -108,10 +108,7 @@ func TestHedgeFiredByTheTimerWhileTheCallerWaitsInBase(t *testing.T) {
 		done <- result{resp, err}
 	}()
 	first := <-caller
-	if err := fc.BlockUntilContext(context.Background(), 1); err != nil {
-		t.Fatal(err)
-	}
-	fc.Advance(10 * ms)
+	advance(t, fc, 1, 10*ms)
 	r := await(t, done)
 	if r.err != nil {
 		t.Fatal(r.err)

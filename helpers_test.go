@@ -46,12 +46,20 @@ func start(rt http.RoundTripper, req *http.Request) <-chan result {
 // it forward by d.
 func advance(t *testing.T, fc *clockwork.FakeClock, n int, d time.Duration) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	awaitWaiters(t, fc, n)
+	fc.Advance(d)
+}
+
+// awaitWaiters waits until the fake clock has at least n waiters, for at
+// most hangGuardBody: a waiter that never comes fails the test under its
+// name, not the package's timeout.
+func awaitWaiters(t *testing.T, fc *clockwork.FakeClock, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuardBody)
 	defer cancel()
 	if err := fc.BlockUntilContext(ctx, n); err != nil {
 		t.Fatalf("waiting for %d clock waiters: %v", n, err)
 	}
-	fc.Advance(d)
 }
 
 // hitsCounter is a Base that counts the requests it has taken.
@@ -395,5 +403,17 @@ func panicOf(t *testing.T, tr http.RoundTripper, req *http.Request) any {
 	case <-time.After(10 * time.Second):
 		t.Fatal("RoundTrip neither returned nor panicked")
 		return nil
+	}
+}
+
+// pollUntil polls cond every millisecond until it holds, for at most
+// hangGuardBody, and fails the test with what it waited for when it never
+// does: a poll for what must happen never waits without a bound.
+func pollUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(hangGuardBody); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("waited %v for %s", hangGuardBody, what)
+		}
 	}
 }

@@ -141,9 +141,7 @@ func TestWaitQuotaEndsWhenRequestCancelCloses(t *testing.T) {
 	req := newRequest(t, context.Background(), "GET", "http://api.test/", nil)
 	req.Cancel = cancel //lint:ignore SA1019 the deprecated channel still ends an operation
 	ch := start(tr, req)
-	if err := fc.BlockUntilContext(t.Context(), 1); err != nil {
-		t.Fatal(err)
-	}
+	awaitWaiters(t, fc, 1)
 	close(cancel)
 	select {
 	case r := <-ch:

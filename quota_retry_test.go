@@ -304,9 +304,7 @@ func TestWaitQuotaRetryWaitsForTheResetWhenTheQuotaIsSpentDuringItsBackoff(t *te
 	var o Outcome
 	ch := start(tr, newRequest(t, WithOutcome(context.Background(), &o), "GET", "http://api.test/", nil))
 	// The 503 (1 left); its retry waits 1s.
-	if err := fc.BlockUntilContext(t.Context(), 1); err != nil {
-		t.Fatal(err)
-	}
+	awaitWaiters(t, fc, 1)
 	resp, err = get(context.Background()) // the last request of the window
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("third: %v, %v; want 200", resp, err)
@@ -408,9 +406,7 @@ func TestQuotaRetryRefusedAfterItsWaitReturnsTheLastAttemptsError(t *testing.T) 
 	resp.Body.Close()
 	var o Outcome
 	ch := start(tr, newRequest(t, WithOutcome(context.Background(), &o), "GET", "http://api.test/", nil))
-	if err := fc.BlockUntilContext(t.Context(), 1); err != nil { // the reset connection's retry waits 1s
-		t.Fatal(err)
-	}
+	awaitWaiters(t, fc, 1) // the reset connection's retry waits 1s
 	resp, err = tr.RoundTrip(newRequest(t, context.Background(), "GET", "http://api.test/", nil))
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("third: %v, %v; want 200", resp, err)

@@ -91,8 +91,12 @@ func TestWaitQuotaHoldersSeeAtMostOneRefusalPerWindowOverLoopback(t *testing.T) 
 			tr := &Transport{Base: q.srv.Client().Transport, MaxAttempts: 1, MaxRetryAfter: time.Minute,
 				Throttle: drawing(&throttle.Throttle{WaitQuota: true, MinRate: -1}, func() float64 { return 1 })}
 			client := &http.Client{Transport: tr}
+			// Every request is bounded: a held operation never let go
+			// fails the test under its name, not the package's timeout.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
 			get := func() int {
-				req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, q.srv.URL+"/", nil)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, q.srv.URL+"/", nil)
 				resp, err := client.Do(req)
 				if err != nil {
 					t.Errorf("held operation: %v; want an answer", err)

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 func TestShedderAdmits(t *testing.T) {
@@ -102,9 +101,7 @@ func TestShedderRefusesRetriesBeforeFirstAttempts(t *testing.T) {
 	for range 9 {
 		wg.Go(func() { send(1) })
 	}
-	for served.Load() < 9 {
-		time.Sleep(time.Millisecond)
-	}
+	pollUntil(t, "9 requests in flight", func() bool { return served.Load() >= 9 })
 	resp, err := send(2)
 	if err != nil {
 		t.Fatal(err)
@@ -114,9 +111,7 @@ func TestShedderRefusesRetriesBeforeFirstAttempts(t *testing.T) {
 			resp.StatusCode, resp.Header.Get("X-Should-Retry"), resp.Header.Get("Retry-After"))
 	}
 	wg.Go(func() { send(1) })
-	for served.Load() < 10 {
-		time.Sleep(time.Millisecond)
-	}
+	pollUntil(t, "10 requests in flight", func() bool { return served.Load() >= 10 })
 	if resp, err := send(0); err != nil || resp.StatusCode != shedStatus {
 		t.Errorf("first attempt with 10 in flight: %v, %v; want 503", resp, err)
 	}

@@ -236,9 +236,7 @@ func TestCancelDuringWait(t *testing.T) {
 	budget := NewTokenBucket(2, 0)
 	tr := &Transport{Base: base, Clock: fc, Jitter: waits(time.Second), Budget: budget}
 	ch := start(tr, newRequest(t, ctx, "GET", "http://api.test/", nil))
-	if err := fc.BlockUntilContext(context.Background(), 1); err != nil {
-		t.Fatal(err)
-	}
+	awaitWaiters(t, fc, 1)
 	cancel()
 	r := await(t, ch)
 	var e *Error
@@ -270,9 +268,7 @@ func TestCancelDuringAttempt(t *testing.T) {
 	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 5}
 	ch := start(tr, newRequest(t, ctx, "GET", "http://api.test/", nil))
 	// Cancel once the attempt has reached the server, not before.
-	for base.Hits() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	pollUntil(t, "the attempt to reach the server", func() bool { return base.Hits() > 0 })
 	cancel()
 	r := await(t, ch)
 	var e *Error
