@@ -73,7 +73,7 @@ func (h boomHandler) WithGroup(string) slog.Handler      { return h }
 // requests at once, and it sees every request Base sent; no goroutine is
 // left behind (the package's goleak check).
 func TestHedgedHoldersBehindNginxLimitReqAreReleasedOneAtATime(t *testing.T) {
-	realTime(t)
+	secondsOfRealTime(t)
 	hedgings := map[string]func(base http.RoundTripper) *Hedging{
 		"fixed":    func(http.RoundTripper) *Hedging { return &Hedging{Delay: time.Millisecond} },
 		"adaptive": func(http.RoundTripper) *Hedging { return &Hedging{MinSamples: 1, MinDelay: time.Millisecond} },

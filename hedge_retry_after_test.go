@@ -11,7 +11,7 @@ import (
 
 // TestHedgeFallbackRetryHonoursEarlierRetryAfter: when every attempt has failed, the retry waits out a Retry-After that any failed attempt of the operation received.
 func TestHedgeFallbackRetryHonoursEarlierRetryAfter(t *testing.T) {
-	realTime(t)
+	secondsOfRealTime(t)
 	var mu sync.Mutex
 	var starts []time.Time
 	var raAnswered time.Time

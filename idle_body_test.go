@@ -25,7 +25,7 @@ import (
 // headers). Installing IdleTimeout's 1xx hook must not lift that bound:
 // without Timeout nothing else would ever end the attempt.
 func TestInterimFloodStaysBounded(t *testing.T) {
-	realTime(t)
+	secondsOfRealTime(t)
 	t.Parallel()
 	for _, p := range protocols {
 		h2 := p.h2
@@ -275,7 +275,7 @@ func TestIdleWithBaseWithoutTrace(t *testing.T) {
 // Timeout passing while a Read of a silent stream is blocked ends the Read
 // with a timeout that matches context.DeadlineExceeded, not ErrIdleTimeout.
 func TestTimeoutWhileReadIsBlocked(t *testing.T) {
-	realTime(t)
+	secondsOfRealTime(t)
 	t.Parallel()
 	for _, p := range protocols {
 		h2 := p.h2

@@ -102,7 +102,7 @@ func sseHandler(n int, gap time.Duration, stall bool, left chan<- struct{}) http
 // well within twice IdleTimeout (plus a timer's lateness, measured beside it) and
 // its connection is released, as the server sees.
 func TestIdleTimeoutOnRealStreams(t *testing.T) {
-	realTime(t)
+	secondsOfRealTime(t)
 	t.Parallel()
 	const idle = 300 * time.Millisecond
 	for _, h2 := range []bool{false, true} {

@@ -17,6 +17,7 @@ import (
 // recorded, and a final failure ("X-Should-Retry: false" 503) is none,
 // on the direct path and the loop's alike.
 func TestStillClockTimesEveryAnswerAndNoFinalFailureOverLoopback(t *testing.T) {
+	secondsOfRealTime(t)
 	t.Parallel()
 	var n atomic.Int64
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -114,7 +114,7 @@ func TestQuotaAtMostOne429PerWindowForConcurrentCallers(t *testing.T) {
 // WaitQuota until a 10-a-second quota resets do not all go at the reset:
 // at most one 429 in any window.
 func TestWaitQuotaHoldersDoNotBurstPastTheQuota(t *testing.T) {
-	realTime(t)
+	secondsOfRealTime(t)
 	t.Parallel()
 	for w, n := range quotaBurst(t, 30, true) {
 		if n > 1 {
@@ -169,7 +169,7 @@ func TestWaitQuotaEndsWhenRequestCancelCloses(t *testing.T) {
 // (held at the server until all of them reached it or were refused): at
 // most one 429 in any window.
 func TestQuotaAtMostOne429PerWindowForConcurrentCallersOverLoopback(t *testing.T) {
-	realTime(t)
+	secondsOfRealTime(t)
 	t.Parallel()
 	for _, h2 := range []bool{false, true} {
 		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2"}[h2], func(t *testing.T) {

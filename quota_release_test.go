@@ -26,7 +26,7 @@ import (
 // get 429). However slowly the machine runs, a window holds a 429 only
 // once it admitted 5, so the bound holds.
 func TestWaitQuotaHoldersAreReleasedOneAtATimeAfterAPause(t *testing.T) {
-	realTime(t)
+	secondsOfRealTime(t)
 	t.Parallel()
 	const perWindow = 5
 	zero := time.Now()

@@ -75,7 +75,7 @@ func (q *quotaLoopback) refusals() map[int64]int {
 // may reach the server in the next: the server's count by arrival then
 // depends on the machine's speed, so no such case is held here.)
 func TestWaitQuotaHoldersSeeAtMostOneRefusalPerWindowOverLoopback(t *testing.T) {
-	realTime(t)
+	secondsOfRealTime(t)
 	t.Parallel()
 	for _, c := range []struct {
 		name string

@@ -13,3 +13,16 @@ func realTime(t *testing.T) {
 		t.Skip("waits real time: left out of make mutate's build")
 	}
 }
+
+// secondsOfRealTime marks a test that waits seconds of real time, in all
+// (a pause of a second, a quota's windows, a stream left idle, many
+// subtests of a few hundred milliseconds): -short leaves it out, so that
+// make check stays the fast loop; make test runs it. It is a realTime
+// test too.
+func secondsOfRealTime(t *testing.T) {
+	t.Helper()
+	realTime(t)
+	if testing.Short() {
+		t.Skip("waits seconds of real time: -short leaves it out; make test runs it")
+	}
+}

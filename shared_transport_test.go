@@ -53,7 +53,7 @@ func (c *attemptTally) RoundTrip(req *http.Request) (*http.Response, error) {
 // (withdrawn and not refunded), and every token withdrawn and not
 // refunded was spent on an attempt sent.
 func TestSharedTransportSpendsATokenForEveryAttemptButTheFirst(t *testing.T) {
-	realTime(t)
+	secondsOfRealTime(t)
 	t.Parallel()
 	settings := map[string]func(tr *Transport){
 		"direct":        func(*Transport) {},

@@ -128,7 +128,7 @@ func TestThrottlePerHost(t *testing.T) {
 // fails most operations are refused locally without reaching it, and
 // after it heals and a window passes every operation reaches it.
 func TestThrottleRecoversOverLoopback(t *testing.T) {
-	realTime(t)
+	secondsOfRealTime(t)
 	t.Parallel()
 	for _, h2 := range []bool{false, true} {
 		var failing atomic.Bool
