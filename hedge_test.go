@@ -266,14 +266,27 @@ func TestHedgeInProgressConflictWinsNothing(t *testing.T) {
 		httptestutil.Step{Status: 409, RetryAfter: "1"},
 	)
 	starts := newStartLog(fc)
+	// The hedge's 409 is read by the loop before the clock moves on: a
+	// hedge timer that fired first would race the answer that holds it.
+	hedgeRead := make(chan struct{})
 	tr := &Transport{Base: base, Clock: fc, MaxAttempts: 3, OnAttemptStart: starts.onStart,
+		OnAttempt: func(_ *http.Request, a Attempt) {
+			if a.Number == 2 {
+				close(hedgeRead)
+			}
+		},
 		Hedging: &Hedging{Delay: 10 * ms, Deduplicates: true}}
 	req := newRequest(t, context.Background(), "POST", "https://api.example/orders", strings.NewReader(`{"n":1}`))
 	req.Header.Set(IdempotencyKeyHeader, "k1")
 	var o Outcome
 	ch := start(tr, req.WithContext(WithOutcome(req.Context(), &o)))
 	advanceAt(t, fc, base, 1, 2, 10*ms) // the hedge, answered 409 at once
-	advanceAt(t, fc, base, 2, 2, 40*ms) // no new hedge before its Retry-After: attempt 1 answers at 50ms
+	select {
+	case <-hedgeRead:
+	case <-time.After(hangGuardBody):
+		t.Fatal("the hedge's answer was never read")
+	}
+	advance(t, fc, 2, 40*ms) // no new hedge before its Retry-After: attempt 1 answers at 50ms
 	r := await(t, ch)
 	if r.err != nil {
 		t.Fatalf("RoundTrip error: %v", r.err)
