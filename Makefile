@@ -139,6 +139,9 @@ cyclo:
 	@files=$$(git ls-files '*.go' 2>/dev/null | grep -vE '_test\.go$$|^bench/|(^|/)examples/|/testdata/' || find . -name '*.go' ! -name '*_test.go' ! -path './bench/*' ! -path '*/examples/*' ! -path '*/testdata/*'); \
 		out=$$($(GOCYCLO) -over 15 $$files) || { echo "$$out"; exit 1; }
 
+## race: every module's tests under -race (bench's with -short), through
+## scripts/gotest.sh, whose failing log ends with the failures, the tests
+## running at a timeout and the test code its blocked goroutines were in
 race: deps
 	@for m in $(MODULES); do short=; [ $$m = bench ] && short=-short; \
 		echo "go test -race $$short ($$m)"; (cd $$m && GO="$(GO)" $(CURDIR)/scripts/gotest.sh -race -count=1 $$short ./...) || exit 1; done
