@@ -149,10 +149,5 @@ func TestHedgeFinishLosersSendsTheFirstAttemptOnAGoroutineOfItsOwn(t *testing.T)
 		t.Errorf("body %q; want the hedge's", got)
 	}
 	close(release)
-	for end := time.Now().Add(hangGuardBody); firstBody.closes.Load() == 0; {
-		if time.Now().After(end) {
-			t.Fatal("the first attempt's answer, after the operation, was not closed")
-		}
-		time.Sleep(time.Millisecond) // a poll, not a timing assumption
-	}
+	pollUntil(t, "the first attempt's answer, after the operation, to be closed", func() bool { return firstBody.closes.Load() > 0 })
 }

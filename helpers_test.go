@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -71,12 +72,7 @@ type hitsCounter interface{ Hits() int }
 // shows that it is in flight.
 func advanceAt(t *testing.T, fc *clockwork.FakeClock, base hitsCounter, n, waiters int, d time.Duration) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); base.Hits() < n; {
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for request %d: base has %d", n, base.Hits())
-		}
-		time.Sleep(100 * time.Microsecond) // a poll, not a timing assumption
-	}
+	pollUntil(t, fmt.Sprintf("request %d to reach base", n), func() bool { return base.Hits() >= n })
 	advance(t, fc, waiters, d)
 }
 

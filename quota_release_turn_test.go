@@ -3,6 +3,7 @@ package httpretry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -187,12 +188,7 @@ func TestReleaseTurnPassesOnWhateverEndsTheAttempt(t *testing.T) {
 			holder.Header.Set(boomHeader, "1")
 			first := start(rig.tr, holder)
 			advance(t, rig.fc, 1, time.Second) // the pause ends: the held operation takes the turn
-			for end := time.Now().Add(hangGuardBody); rig.calls.Load() < 2; {
-				if time.Now().After(end) {
-					t.Fatal("the held operation was not sent when the pause ended")
-				}
-				time.Sleep(100 * time.Microsecond) // a poll, not a timing assumption
-			}
+			pollUntil(t, "the held operation to be sent when the pause ended", func() bool { return rig.calls.Load() >= 2 })
 			switch name {
 			case "caller cancels the attempt":
 				cancel()
@@ -277,12 +273,7 @@ func TestReleaseTurnOfAHedgedPanicPassesOnOnce(t *testing.T) {
 // not within hangGuardBody.
 func waitCalls(t *testing.T, calls *atomic.Int32, n int32) {
 	t.Helper()
-	for end := time.Now().Add(hangGuardBody); calls.Load() < n; {
-		if time.Now().After(end) {
-			t.Fatalf("Base called %d times; want %d", calls.Load(), n)
-		}
-		time.Sleep(100 * time.Microsecond) // a poll, not a timing assumption
-	}
+	pollUntil(t, fmt.Sprintf("Base to be called %d times", n), func() bool { return calls.Load() >= n })
 }
 
 // TestRetryWaitingForAReleaseTurnEndsCanceledWhenItsCallerCancels: a 429
